@@ -1,0 +1,57 @@
+"""``fgrpo-theory``: command-line entry point of the theory package.
+
+Each subcommand lives in its own module ``fgrpo_theory.cli_<name>`` that exposes
+``register(subparsers)``; the parser it adds sets ``func`` to a callable taking the
+parsed arguments and returning an exit status. A ``ValueError`` raised anywhere in a
+command (bad input) becomes one line on stderr and exit status 2, never a traceback.
+
+    fgrpo-theory tail-miss --mu 0.3 --rho 0.05,0.1,0.2 --n-max 128 --plot out.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: Subcommand modules, in the order they appear in ``--help``.
+COMMAND_MODULES = [
+    "fgrpo_theory.cli_closed_forms",  # tail-miss, peak, pass-at-k
+    "fgrpo_theory.cli_simulate",  # simulate
+    "fgrpo_theory.cli_demo",  # demo
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits with status 2 on usage errors already; keep its one-line message."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="fgrpo-theory", description="F-GRPO theory: closed forms and simulations.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name == name:  # a command module not written yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"fgrpo-theory {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fgrpo-theory: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
