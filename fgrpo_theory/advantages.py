@@ -1,0 +1,118 @@
+"""Group-relative advantages: the numpy reference (SPEC.md §2; paper Eq. 2 and Eq. 11-13).
+
+The torch code in ``fgrpo_llm`` is tested against these functions. Rewards have shape (..., N):
+the last axis is the group of N rollouts of one prompt, leading axes are prompts.
+
+    GRPO z-score      A_i = (R_i - mean_j R_j) / (std_j R_j + eps)
+    mean-centred      A_i = R_i - mean_j R_j                    (categorical simulation, §4)
+    focal (F-GRPO)    A_i^F = g * A_i^GRPO,  g = (1 - mu_hat)^gamma,
+                      mu_hat = (mean_j R_j - R_w) / (R_c - R_w)
+
+The std convention and eps are explicit, because implementations differ:
+TRL uses the Bessel-corrected std (divide by N - 1) with eps = 1e-4; verl uses Bessel with
+eps = 1e-6 (``TRL_CONVENTION`` / ``VERL_CONVENTION`` below, usable as ``**TRL_CONVENTION``).
+The population std (divide by N) is the convention of the paper's Fig. 4 magnitudes.
+
+    >>> import numpy as np
+    >>> grpo_advantages(np.array([1.0, 0.0, 0.0, 0.0]), std="population", eps=0.0)
+    array([ 1.73205081, -0.57735027, -0.57735027, -0.57735027])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fgrpo_theory._validate import as_float_array, check_nonnegative
+from fgrpo_theory.focal import focal_weight
+
+#: TRL's GRPOTrainer: Bessel-corrected std, eps = 1e-4.
+TRL_CONVENTION = {"std": "bessel", "eps": 1e-4}
+#: verl's GRPO advantage estimator: Bessel-corrected std, eps = 1e-6.
+VERL_CONVENTION = {"std": "bessel", "eps": 1e-6}
+
+_STD_DDOF = {"bessel": 1, "population": 0}
+
+
+def _rewards(rewards) -> np.ndarray:
+    R = as_float_array("rewards", rewards)
+    if R.ndim == 0:
+        raise ValueError(f"rewards must have a group axis (..., N), got a scalar rewards={R.item()}")
+    if not np.isfinite(R).all():
+        raise ValueError(f"rewards must be finite, got rewards={R[~np.isfinite(R)].ravel()[0]}")
+    return R
+
+
+def mean_centred_advantages(rewards) -> np.ndarray:
+    """A_i = R_i - mean_j R_j over the last axis (shape (..., N) in and out)."""
+    R = _rewards(rewards)
+    return R - R.mean(axis=-1, keepdims=True)
+
+
+def grpo_advantages(rewards, *, std: str, eps: float) -> np.ndarray:
+    """A_i = (R_i - mean_j R_j) / (std_j R_j + eps) over the last axis (shape (..., N)).
+
+    Args:
+        rewards: array (..., N).
+        std: "bessel" (divide by N - 1; TRL, verl) or "population" (divide by N).
+        eps: added to the std, >= 0. A group with equal rewards gets A = 0 whenever eps > 0.
+    """
+    R = _rewards(rewards)
+    if std not in _STD_DDOF:
+        raise ValueError(f"std must be 'bessel' or 'population', got std={std!r}")
+    eps = float(check_nonnegative("eps", eps))
+    N = R.shape[-1]
+    if std == "bessel" and N < 2:
+        raise ValueError(f"the Bessel std needs a group of N >= 2, got N={N}")
+    centred = R - R.mean(axis=-1, keepdims=True)
+    sd = R.std(axis=-1, ddof=_STD_DDOF[std], keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        A = centred / (sd + eps)
+    # eps = 0 and a constant group: 0 / 0 -> the advantage is 0 (no learning signal).
+    return np.where(centred == 0.0, 0.0, A)
+
+
+def group_success_rate(rewards, *, reward_correct: float = 1.0, reward_wrong: float = 0.0) -> np.ndarray:
+    """mu_hat = (mean_j R_j - R_w) / (R_c - R_w), shape (...,); rewards must lie in [R_w, R_c]."""
+    R = _rewards(rewards)
+    if not reward_correct > reward_wrong:
+        raise ValueError(
+            f"reward_correct must exceed reward_wrong, got reward_correct={reward_correct}, "
+            f"reward_wrong={reward_wrong}"
+        )
+    bad = (R < reward_wrong) | (R > reward_correct)
+    if bad.any():
+        raise ValueError(
+            f"rewards must lie in [reward_wrong, reward_correct] = [{reward_wrong}, {reward_correct}], "
+            f"got rewards={R[bad].ravel()[0]}"
+        )
+    mu_hat = (R.mean(axis=-1) - reward_wrong) / (reward_correct - reward_wrong)
+    return np.clip(mu_hat, 0.0, 1.0)  # rounding of the mean can step a hair outside [0, 1]
+
+
+def focal_group_weights(rewards, *, gamma: float, reward_correct: float = 1.0,
+                        reward_wrong: float = 0.0) -> np.ndarray:
+    """g = (1 - mu_hat)^gamma per group, shape (...,), from the raw rewards of that group only."""
+    mu_hat = group_success_rate(rewards, reward_correct=reward_correct, reward_wrong=reward_wrong)
+    return np.asarray(focal_weight(mu_hat, gamma))
+
+
+def focal_advantages(rewards, *, gamma: float, reward_correct: float = 1.0, reward_wrong: float = 0.0,
+                     std: str, eps: float) -> np.ndarray:
+    """A_i^F = g * A_i^GRPO with g = (1 - mu_hat)^gamma (Eq. 11-13), shape (..., N).
+
+    The weight multiplies the advantage after the mean/std normalisation and changes nothing
+    else; gamma = 0 returns ``grpo_advantages`` exactly.
+    """
+    g = focal_group_weights(rewards, gamma=gamma, reward_correct=reward_correct, reward_wrong=reward_wrong)
+    return g[..., None] * grpo_advantages(rewards, std=std, eps=eps)
+
+
+__all__ = [
+    "TRL_CONVENTION",
+    "VERL_CONVENTION",
+    "grpo_advantages",
+    "mean_centred_advantages",
+    "group_success_rate",
+    "focal_group_weights",
+    "focal_advantages",
+]

@@ -1,0 +1,236 @@
+"""``fgrpo-theory tail-miss | peak | pass-at-k``: the closed forms from the command line.
+
+    fgrpo-theory tail-miss --mu 0.3 --rho 0.05,0.1,0.2 --n-max 128 --plot out.png
+    fgrpo-theory tail-miss --mu 0.3 --tau 0.015 --n 1,2,8 --json
+    fgrpo-theory peak --mu 0.8,0.5,0.2 --rho 0.01,0.05
+    fgrpo-theory pass-at-k --n 1024 --c 3,100 --k 1,8,256
+    fgrpo-theory pass-at-k --p 0.01,0.1 --k 1,256
+
+Lists are comma-separated. Bad values raise ``ValueError`` naming the argument (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from fgrpo_theory._validate import check_group_size, check_integer
+
+
+def _float_list(name: str, text: str) -> np.ndarray:
+    """Comma-separated numbers; ValueError naming ``name`` when empty or unparsable."""
+    items = [s.strip() for s in str(text).split(",")]
+    if not any(items):
+        raise ValueError(f"{name} must not be empty, got {name}={text!r}")
+    try:
+        values = [float(s) for s in items]
+    except ValueError as err:
+        raise ValueError(f"{name} must be a comma-separated list of numbers, got {name}={text!r}") from err
+    if any(v != v for v in values):
+        raise ValueError(f"{name} must not be NaN, got {name}={text!r}")
+    return np.asarray(values)
+
+
+def _curves(args) -> list[tuple[float, float, float | None]]:
+    """(mu, tau, rho or None) for every mu x (rho or tau) pair, validated."""
+    from fgrpo_theory.tail_miss import _check_mu_tau
+
+    mus = _float_list("--mu", args.mu)
+    curves = []
+    for mu in mus:
+        if args.rho is not None:
+            for rho in _float_list("--rho", args.rho):
+                if not 0.0 <= rho <= 1.0:
+                    raise ValueError(f"--rho must lie in [0, 1], got --rho={rho:g}")
+                curves.append((mu, rho * mu, rho))
+        else:
+            for tau in _float_list("--tau", args.tau):
+                curves.append((mu, tau, None))
+    for mu, tau, _ in curves:
+        _check_mu_tau(mu, tau)
+    return curves
+
+
+def _group_sizes(args) -> np.ndarray:
+    if args.n is not None:
+        return check_integer("--n", _float_list("--n", args.n), minimum=1)
+    n_max = int(check_integer("--n-max", args.n_max, minimum=1))
+    return np.arange(1, n_max + 1)
+
+
+def _label(mu: float, tau: float, rho: float | None) -> str:
+    return f"mu={mu:g} rho={rho:g} (tau={tau:.4g})" if rho is not None else f"mu={mu:g} tau={tau:.4g}"
+
+
+# ---------------------------------------------------------------------------------------------
+# tail-miss
+# ---------------------------------------------------------------------------------------------
+
+def run_tail_miss(args) -> int:
+    from fgrpo_theory.tail_miss import p_active, p_tail_miss, peak_group_size
+
+    curves = _curves(args)
+    N = _group_sizes(args)
+    if args.plot and not Path(args.plot).parent.exists():
+        raise FileNotFoundError(f"--plot directory does not exist: {Path(args.plot).parent}")
+    if args.json:
+        rows = [{"N": int(n), "mu": float(mu), "tau": float(tau),
+                 "p_active": float(p_active(mu, n)), "p_tail_miss": float(p_tail_miss(mu, tau, n))}
+                for mu, tau, _ in curves for n in N]
+        print(json.dumps(rows))
+    else:
+        for mu in dict.fromkeys(c[0] for c in curves):
+            group = [c for c in curves if c[0] == mu]
+            header = ["N", "P(A)"] + [f"P(B) {'rho' if r is not None else 'tau'}={r if r is not None else t:g}"
+                                      for _, t, r in group]
+            widths = [max(6, len(h)) for h in header]
+            print(f"mu={mu:g}")
+            print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+            for n in N:
+                cells = [str(int(n)), f"{float(p_active(mu, n)):.6f}"]
+                cells += [f"{float(p_tail_miss(mu, t, n)):.6f}" for _, t, _ in group]
+                print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+        for mu, tau, rho in curves:
+            n_star, p_star = peak_group_size(mu, tau, n_max=int(N.max()))
+            print(f"peak {_label(mu, tau, rho)}: N*={int(n_star)} P(B)={float(p_star):.6f}"
+                  f" (over N <= {int(N.max())})")
+    if args.plot:
+        _plot_tail_miss(curves, N, Path(args.plot))
+    return 0
+
+
+def _plot_tail_miss(curves, N, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fgrpo_theory.plots import plot_tail_miss_curves
+
+    mus = list(dict.fromkeys(c[0] for c in curves))
+    fig, axes = plt.subplots(1, len(mus), figsize=(4.2 * len(mus), 3.2), squeeze=False)
+    for ax, mu in zip(axes[0], mus):
+        group = [c for c in curves if c[0] == mu]
+        if all(r is not None for _, _, r in group):
+            plot_tail_miss_curves(ax, mu=mu, rhos=[r for _, _, r in group], N=N)
+        else:  # --tau: label curves by tau
+            plot_tail_miss_curves(ax, mu=mu, rhos=[t / mu if mu > 0 else 0.0 for _, t, _ in group], N=N)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
+# ---------------------------------------------------------------------------------------------
+# peak
+# ---------------------------------------------------------------------------------------------
+
+def run_peak(args) -> int:
+    from fgrpo_theory.tail_miss import peak_group_size, stationary_group_size
+
+    curves = _curves(args)
+    n_max = None if args.n_max is None else int(check_integer("--n-max", args.n_max, minimum=1))
+    rows = []
+    for mu, tau, rho in curves:
+        if tau == 0.0 and n_max is None:
+            raise ValueError(f"--tau=0 (or --rho=0) with --mu={mu:g} has no peak in N; pass --n-max")
+        n_star, p_star = peak_group_size(mu, tau, n_max=n_max)
+        rows.append({"mu": float(mu), "tau": float(tau), "rho": None if rho is None else float(rho),
+                     "N_star": int(n_star), "P_star": float(p_star),
+                     "N_stationary": float(stationary_group_size(mu, tau))})
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"{'mu':>8}  {'tau':>10}  {'rho':>6}  {'N*':>8}  {'P(B) at N*':>10}  {'N_c':>10}")
+    for r in rows:
+        rho = "" if r["rho"] is None else f"{r['rho']:g}"
+        print(f"{r['mu']:>8g}  {r['tau']:>10.4g}  {rho:>6}  {r['N_star']:>8d}  {r['P_star']:>10.6f}  "
+              f"{r['N_stationary']:>10.3f}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# pass-at-k
+# ---------------------------------------------------------------------------------------------
+
+def run_pass_at_k(args) -> int:
+    from fgrpo_theory.passk import pass_at_k_exact, pass_at_k_unbiased
+
+    ks = check_integer("--k", _float_list("--k", args.k), minimum=1)
+    rows = []
+    if args.p is not None:
+        if args.n is not None or args.c is not None:
+            raise ValueError("--p cannot be combined with --n/--c")
+        for p in _float_list("--p", args.p):
+            for k in ks:
+                rows.append({"p": float(p), "k": int(k), "pass_at_k": float(pass_at_k_exact(p, k))})
+    else:
+        if args.n is None or args.c is None:
+            raise ValueError("pass-at-k needs either --p, or both --n and --c")
+        n = int(check_group_size("--n", float(args.n)))
+        cs = check_integer("--c", _float_list("--c", args.c), minimum=0)
+        for c in cs:
+            for k in ks:
+                if c > n:
+                    raise ValueError(f"--c must be <= --n={n}, got --c={int(c)}")
+                if k > n:
+                    raise ValueError(f"--k must be <= --n={n}, got --k={int(k)}")
+                rows.append({"n": n, "c": int(c), "k": int(k), "pass_at_k": float(pass_at_k_unbiased(n, c, k))})
+        for k in ks:
+            rows.append({"n": n, "c": "mean", "k": int(k),
+                         "pass_at_k": float(np.mean([r["pass_at_k"] for r in rows if r["k"] == k
+                                                     and r["c"] != "mean"]))})
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    key = "p" if args.p is not None else "c"
+    print(f"{key:>8}  {'k':>6}  {'pass@k':>10}")
+    for r in rows:
+        print(f"{r[key]!s:>8}  {r['k']:>6d}  {r['pass_at_k']:>10.6f}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# registration
+# ---------------------------------------------------------------------------------------------
+
+def _add_mu_rho_tau(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mu", required=True, help="success probability mu (comma-separated list)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--rho", help="rare fraction rho = tau/mu (comma-separated list)")
+    which.add_argument("--tau", help="rare-correct mass tau <= mu (comma-separated list)")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("tail-miss", help="P(A_N), P(B_{E,N}) against N, and the peak (Lemma 3.1)",
+                              description="Table of N, P(A), P(B) per curve (mu x rho or mu x tau) "
+                                          "and the peak N* of each curve.")
+    _add_mu_rho_tau(p)
+    sizes = p.add_mutually_exclusive_group()
+    sizes.add_argument("--n-max", type=int, default=128, help="tabulate N = 1..n_max (default 128)")
+    sizes.add_argument("--n", help="tabulate these N only (comma-separated)")
+    p.add_argument("--plot", help="also write the curves to this PNG file")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON list of {N, mu, tau, p_active, p_tail_miss} instead of the table")
+    p.set_defaults(func=run_tail_miss)
+
+    p = subparsers.add_parser("peak", help="the group size N* that maximises P(B_{E,N})",
+                              description="Integer argmax N*, P(B) at N*, and the continuous stationary "
+                                          "point N_c of dP/dN = 0, per (mu, rho) or (mu, tau).")
+    _add_mu_rho_tau(p)
+    p.add_argument("--n-max", type=int, default=None, help="search N <= n_max only (needed when tau = 0)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.set_defaults(func=run_peak)
+
+    p = subparsers.add_parser("pass-at-k", help="pass@k: exact from p, or unbiased from (n, c)",
+                              description="Exact pass@k = 1 - (1 - p)^k, or the unbiased estimator "
+                                          "1 - C(n - c, k)/C(n, k) per count c and their mean.")
+    p.add_argument("--k", required=True, help="k values (comma-separated)")
+    p.add_argument("--p", help="per-sample success probabilities (comma-separated)")
+    p.add_argument("--n", help="samples per problem")
+    p.add_argument("--c", help="correct samples per problem (comma-separated)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.set_defaults(func=run_pass_at_k)

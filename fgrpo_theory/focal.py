@@ -1,0 +1,74 @@
+"""Focal weighting of group advantages (paper Section 4, Eq. 11-13, Fig. 4; SPEC.md §2).
+
+F-GRPO multiplies every advantage of a group by one scalar
+
+    g(x) = (1 - mu_hat)^gamma,      mu_hat = X / N  (the group's raw success rate),
+
+after the mean/std normalisation; gamma = 0 recovers the base method exactly. This module holds
+g itself, the focal-scaled advantage magnitudes of paper Fig. 4 and the learning-rate multiplier
+m_gamma of the paper's "low-LR" control.
+
+    >>> from fgrpo_theory.focal import focal_weight, lr_multiplier
+    >>> float(focal_weight(0.75, 1.0)), round(float(lr_multiplier(0.5)), 3)
+    (0.25, 0.679)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import betaln
+
+from fgrpo_theory._validate import check_nonnegative, check_probability
+
+
+def _out(x: np.ndarray):
+    x = np.asarray(x)
+    return x[()] if x.ndim == 0 else x
+
+
+def focal_weight(mu_hat, gamma):
+    """g = (1 - mu_hat)^gamma (Eq. 11), with 0^0 = 1 so that gamma = 0 is the base method.
+
+    Args:
+        mu_hat: empirical success rate X / N of the group, in [0, 1].
+        gamma: focal exponent, >= 0.
+    """
+    mu_hat = check_probability("mu_hat", mu_hat)
+    gamma = check_nonnegative("gamma", gamma)
+    return _out(np.power(1.0 - mu_hat, gamma))
+
+
+def focal_advantage_magnitudes(mu, gamma):
+    """Focal-scaled advantage magnitudes g * |A| of correct and incorrect rollouts (Fig. 4).
+
+    For a group whose success rate equals mu, with population std and eps -> 0,
+    |A+| = sqrt((1 - mu) / mu) and |A-| = sqrt(mu / (1 - mu)); with g = (1 - mu)^gamma:
+
+        pos = (1 - mu)^(gamma + 1/2) / sqrt(mu),     neg = (1 - mu)^(gamma - 1/2) * sqrt(mu).
+
+    Args:
+        mu: success rate, in the open interval (0, 1).
+        gamma: focal exponent, >= 0.
+
+    Returns:
+        (pos, neg), broadcast over mu and gamma.
+    """
+    mu = check_probability("mu", mu, open_low=True, open_high=True)
+    gamma = check_nonnegative("gamma", gamma)
+    one_minus = 1.0 - mu
+    pos = np.power(one_minus, gamma + 0.5) / np.sqrt(mu)
+    neg = np.power(one_minus, gamma - 0.5) * np.sqrt(mu)
+    return _out(pos), _out(neg)
+
+
+def lr_multiplier(gamma):
+    """m_gamma = B(3/2, gamma + 3/2) / B(3/2, 3/2) (SPEC.md §2, learning-rate matching).
+
+    The mean focal weight E[(1 - mu)^gamma] for mu ~ Beta(3/2, 3/2); the paper's low-LR control
+    trains the baseline at lr * m_gamma. m_0.5 = 0.679, m_1 = 1/2, m_2 = 5/16.
+    """
+    gamma = check_nonnegative("gamma", gamma)
+    return _out(np.exp(betaln(1.5, gamma + 1.5) - betaln(1.5, 1.5)))
+
+
+__all__ = ["focal_weight", "focal_advantage_magnitudes", "lr_multiplier"]

@@ -1,0 +1,92 @@
+"""The numpy reference for group advantages: z-score conventions, mean-only, focal scaling."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from fgrpo_theory.advantages import (
+    TRL_CONVENTION,
+    VERL_CONVENTION,
+    focal_advantages,
+    focal_group_weights,
+    grpo_advantages,
+    group_success_rate,
+    mean_centred_advantages,
+)
+
+binary_groups = arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(2, 12)),
+                       elements=st.sampled_from([0.0, 1.0]))
+
+
+def loop_reference(R, ddof, eps):
+    """Plain-Python z-score of each row."""
+    out = np.empty_like(R)
+    for b, row in enumerate(R):
+        N = len(row)
+        mean = sum(row) / N
+        sd = (sum((r - mean) ** 2 for r in row) / (N - ddof)) ** 0.5
+        out[b] = [(r - mean) / (sd + eps) for r in row]
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(R=binary_groups)
+def test_grpo_matches_loop_reference(R):
+    np.testing.assert_allclose(grpo_advantages(R, **TRL_CONVENTION), loop_reference(R, 1, 1e-4), rtol=1e-12,
+                               atol=1e-15)
+    np.testing.assert_allclose(grpo_advantages(R, std="population", eps=1e-6), loop_reference(R, 0, 1e-6),
+                               rtol=1e-12, atol=1e-15)
+
+
+@settings(max_examples=60, deadline=None)
+@given(R=binary_groups)
+def test_advantages_sum_to_zero_and_constant_groups_vanish(R):
+    for A in (grpo_advantages(R, **VERL_CONVENTION), mean_centred_advantages(R)):
+        np.testing.assert_allclose(A.sum(axis=-1), 0.0, atol=1e-12)
+    constant = (R == R[..., :1]).all(axis=-1)
+    assert np.all(grpo_advantages(R, std="bessel", eps=0.0)[constant] == 0.0)
+
+
+def test_conventions_differ_as_documented():
+    R = np.array([1.0, 0.0, 0.0, 0.0])
+    pop = grpo_advantages(R, std="population", eps=0.0)
+    bes = grpo_advantages(R, std="bessel", eps=0.0)
+    np.testing.assert_allclose(bes, pop * np.sqrt(3 / 4), rtol=1e-14)
+    assert TRL_CONVENTION == {"std": "bessel", "eps": 1e-4} and VERL_CONVENTION["eps"] == 1e-6
+
+
+@settings(max_examples=60, deadline=None)
+@given(R=binary_groups, gamma=st.sampled_from([0.0, 0.5, 1.0, 2.0]))
+def test_focal_is_weight_times_grpo(R, gamma):
+    A = grpo_advantages(R, std="bessel", eps=1e-6)
+    F = focal_advantages(R, gamma=gamma, std="bessel", eps=1e-6)
+    mu_hat = R.mean(axis=-1)
+    np.testing.assert_allclose(F, (1 - mu_hat)[:, None] ** gamma * A, rtol=1e-12, atol=1e-15)
+    if gamma == 0.0:
+        np.testing.assert_array_equal(F, A)
+
+
+def test_focal_with_plus_minus_one_rewards():
+    # categorical simulator rewards: R_c = +1, R_w = -1
+    R = np.array([[1.0, -1.0, -1.0, -1.0]])
+    assert group_success_rate(R, reward_correct=1.0, reward_wrong=-1.0) == pytest.approx([0.25])
+    g = focal_group_weights(R, gamma=1.0, reward_correct=1.0, reward_wrong=-1.0)
+    np.testing.assert_allclose(g, [0.75])
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: grpo_advantages([1.0, 0.0], std="sample", eps=1e-4), "std"),
+        (lambda: grpo_advantages([1.0, 0.0], std="bessel", eps=-1.0), "eps"),
+        (lambda: grpo_advantages([[1.0]], std="bessel", eps=1e-4), "N"),
+        (lambda: grpo_advantages([1.0, np.nan], std="bessel", eps=1e-4), "rewards"),
+        (lambda: focal_advantages([1.0, 0.0], gamma=-1, std="bessel", eps=1e-4), "gamma"),
+        (lambda: focal_advantages([2.0, 0.0], gamma=1, std="bessel", eps=1e-4), "rewards"),
+    ],
+)
+def test_bad_input(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()

@@ -1,0 +1,100 @@
+"""pass@k: exact form, the unbiased product-form estimator, and the paired subsampling test."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fgrpo_theory.passk import mean_pass_at_k, pass_at_k_exact, pass_at_k_unbiased, paired_subsampling_test
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 10), data=st.data())
+def test_estimator_equals_mean_over_all_k_subsets(n, data):
+    c = data.draw(st.integers(0, n))
+    k = data.draw(st.integers(1, n))
+    outcomes = [1] * c + [0] * (n - c)
+    subsets = list(itertools.combinations(range(n), k))
+    brute = sum(any(outcomes[i] for i in s) for s in subsets) / len(subsets)
+    assert pass_at_k_unbiased(n, c, k) == pytest.approx(brute, rel=1e-13, abs=1e-15)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 60), p=st.floats(0, 1), data=st.data())
+def test_estimator_is_unbiased(n, p, data):
+    k = data.draw(st.integers(1, n))
+    c = np.arange(n + 1)
+    weights = np.array([math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in c])
+    expectation = float(np.sum(weights * pass_at_k_unbiased(n, c, k)))
+    assert expectation == pytest.approx(pass_at_k_exact(p, k), rel=1e-10, abs=1e-12)
+
+
+def test_estimator_against_binomial_ratio_at_paper_scale():
+    n, c = 1024, np.array([0, 1, 7, 300, 1000, 1024])
+    for k in (1, 2, 16, 256):
+        want = [1 - math.comb(n - ci, k) / math.comb(n, k) for ci in c]
+        np.testing.assert_allclose(pass_at_k_unbiased(n, c, k), want, rtol=1e-12, atol=1e-15)
+    assert pass_at_k_unbiased(1024, 0, 256) == 0.0 and pass_at_k_unbiased(1024, 800, 256) == 1.0
+
+
+def test_mean_pass_at_k_and_exact():
+    c = np.array([0, 3, 8])
+    np.testing.assert_allclose(mean_pass_at_k(8, c, [1, 8]), [np.mean(c / 8), 2 / 3], rtol=1e-14)
+    assert pass_at_k_exact(0.1, 2) == pytest.approx(0.19, rel=1e-14)
+    assert pass_at_k_exact(1e-12, 256) == pytest.approx(256e-12, rel=1e-9)  # no cancellation
+
+
+def _outcomes(rng, p, n):
+    return rng.random((p.size, n)) < p[:, None]
+
+
+def test_subsampling_test_detects_a_real_difference_and_accepts_a_null():
+    rng = np.random.default_rng(0)
+    p = rng.beta(0.6, 1.4, 80)
+    A = _outcomes(rng, p, 256)
+    B_same = _outcomes(rng, p, 256)
+    B_better = _outcomes(rng, np.clip(p + 0.1, 0, 1), 256)
+    null = paired_subsampling_test(A, B_same, m=64, iterations=2000, rng=np.random.default_rng(1), k=4)
+    alt = paired_subsampling_test(A, B_better, m=64, iterations=2000, rng=np.random.default_rng(1), k=4)
+    assert alt.p_value < 0.01 and alt.significant(0.05) and alt.statistic < 0
+    assert null.p_value > 0.05
+    assert null.pass_at_k_a == pytest.approx(mean_pass_at_k(256, A.sum(1), [4])[0], rel=1e-14)
+    assert 0 < null.subsample_std and set(null.to_dict()) >= {"statistic", "p_value", "k", "m", "n"}
+
+
+def test_subsampling_test_is_reproducible_and_antisymmetric():
+    rng = np.random.default_rng(3)
+    A = _outcomes(rng, rng.random(30), 64)
+    B = _outcomes(rng, rng.random(30), 64)
+    r1 = paired_subsampling_test(A, B, m=16, iterations=500, rng=np.random.default_rng(5), k=2)
+    r2 = paired_subsampling_test(A, B, m=16, iterations=500, rng=np.random.default_rng(5), k=2)
+    r3 = paired_subsampling_test(B, A, m=16, iterations=500, rng=np.random.default_rng(5), k=2)
+    assert r1 == r2
+    assert r3.statistic == pytest.approx(-r1.statistic, abs=1e-15)
+    assert r3.p_value == pytest.approx(r1.p_value, abs=0.1)  # same test, other random draws
+    same = paired_subsampling_test(A, A, m=16, iterations=200, rng=np.random.default_rng(5), k=2)
+    assert same.statistic == 0.0 and same.p_value == 1.0
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: pass_at_k_unbiased(8, 9, 1), "c"),
+        (lambda: pass_at_k_unbiased(8, 2, 9), "k"),
+        (lambda: pass_at_k_unbiased(0, 0, 1), "n"),
+        (lambda: pass_at_k_unbiased(8, 2, 0), "k"),
+        (lambda: pass_at_k_exact(1.5, 1), "p"),
+        (lambda: paired_subsampling_test(np.ones((2, 8)), np.ones((2, 8)), m=8, iterations=10,
+                                         rng=np.random.default_rng(0)), "m"),
+        (lambda: paired_subsampling_test(np.ones((2, 8)), np.ones((2, 7)), m=4, iterations=10,
+                                         rng=np.random.default_rng(0)), "shape"),
+        (lambda: paired_subsampling_test(np.full((2, 8), 2), np.ones((2, 8)), m=4, iterations=10,
+                                         rng=np.random.default_rng(0)), "correct_a"),
+    ],
+)
+def test_bad_input(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()

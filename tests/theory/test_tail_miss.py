@@ -1,0 +1,208 @@
+"""Lemma 3.1 closed forms: against mpmath at 80 digits, invariants, peaks, bad input."""
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fgrpo_theory.tail_miss import (
+    expected_tail_miss_count,
+    log_p_active,
+    log_p_tail_miss,
+    log_p_tail_miss_rho,
+    p_active,
+    p_tail_miss,
+    p_tail_miss_given_active,
+    p_tail_miss_rho,
+    peak_group_size,
+    stationary_group_size,
+)
+
+TOL = 1e-12
+
+
+def mp_p_tail_miss(mu, tau, N):
+    """The three-term formula in high precision on the exact float inputs: 60 digits plus twice
+    the decades of the smallest region mass, so the cancellation stays exact; more when P is so
+    close to 1 that log P needs digits beyond that."""
+    masses = [m for m in (mu, tau, mu - tau, 1 - mu) if m > 0]
+    digits = 60 + 2 * int(max([0.0] + [-np.log10(m) for m in masses]))
+    while True:
+        with mpmath.workdps(digits):
+            m, t, n = mpmath.mpf(mu), mpmath.mpf(tau), mpmath.mpf(N)
+            value = (1 - t) ** n - (m - t) ** n - (1 - m) ** n
+            gap = 1 - value
+            if gap > 0 and -mpmath.log10(gap) < digits - 40 or digits > 4000:
+                return +value
+        digits *= 2
+
+
+def rel_err(value, ref):
+    if ref == 0:
+        return abs(value)
+    return float(abs(mpmath.mpf(float(value)) / ref - 1))
+
+
+def log_rel_err(log_value, ref):
+    with mpmath.workprec(int(ref.man).bit_length() + 200):  # every bit the reference carries
+        ref_log = mpmath.log(ref)
+        # below 1e-300 in magnitude log P is not a normal double: an absolute floor there
+        return float(abs(mpmath.mpf(float(log_value)) - ref_log) / max(abs(ref_log), mpmath.mpf(1e-300)))
+
+
+EDGE_MU = [1e-9, 1e-6, 0.3, 0.5, 0.64, 1 - 1e-6, 1 - 1e-9]
+EDGE_TAU_FRAC = [0.0, 1e-12, 1e-3, 0.5, 1 - 1e-9, 1.0]
+EDGE_N = [1, 2, 3, 8, 128, 1e4, 1e6, 1e7]
+
+
+@pytest.mark.parametrize("mu", EDGE_MU)
+def test_matches_mpmath_on_edge_grid(mu):
+    taus = [f * mu for f in EDGE_TAU_FRAC] + [t for t in (1e-12, 1e-9) if t <= mu]
+    for tau in taus:
+        for N in EDGE_N:
+            ref = mp_p_tail_miss(mu, tau, N)
+            if ref == 0 or abs(ref) > 1e-300:  # value representable as a normal double
+                assert rel_err(p_tail_miss(mu, tau, N), ref) <= TOL, (mu, tau, N)
+            if ref > 0:
+                assert log_rel_err(log_p_tail_miss(mu, tau, N), ref) <= TOL, (mu, tau, N)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    mu=st.floats(0.0, 1.0),
+    frac=st.floats(0.0, 1.0),
+    log10_tau=st.floats(-12, 0),
+    use_frac=st.booleans(),
+    N=st.one_of(st.integers(1, 10_000_000), st.floats(1.0, 1e7)),
+)
+def test_closed_form_equals_mpmath(mu, frac, log10_tau, use_frac, N):
+    tau = frac * mu if use_frac else min(mu, 10.0**log10_tau)
+    ref = mp_p_tail_miss(mu, tau, N)
+    if ref == 0 or abs(ref) > 1e-300:
+        assert rel_err(p_tail_miss(mu, tau, N), ref) <= TOL
+    if ref > 0:
+        assert log_rel_err(log_p_tail_miss(mu, tau, N), ref) <= TOL
+
+
+def test_tiny_tau_huge_group_is_not_cancelled_away():
+    # the SPEC's warning case: the naive three-term formula loses every digit here
+    mu, tau, N = 0.3, 1e-9, 1e6
+    naive = (1 - tau) ** N - (mu - tau) ** N - (1 - mu) ** N
+    ref = mp_p_tail_miss(mu, tau, N)
+    assert rel_err(p_tail_miss(mu, tau, N), ref) <= TOL
+    assert rel_err(naive, ref) > 1e-11  # rounding 1 - tau, then raising it to N = 1e6
+
+
+@settings(max_examples=100, deadline=None)
+@given(mu=st.floats(0.0, 1.0), a=st.floats(0.0, 1.0), b=st.floats(0.0, 1.0), N=st.integers(1, 5000))
+def test_bounds_and_monotone_in_tau(mu, a, b, N):
+    tau_lo, tau_hi = sorted((a * mu, b * mu))
+    p_lo, p_hi, pa = p_tail_miss(mu, tau_lo, N), p_tail_miss(mu, tau_hi, N), p_active(mu, N)
+    assert 0.0 <= p_hi <= p_lo * (1 + 1e-12) + 1e-300  # more rare mass, fewer misses
+    assert p_lo <= pa * (1 + 1e-12) + 1e-300
+    assert pa <= 1.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(mu=st.floats(1e-6, 1 - 1e-6), frac=st.floats(0.0, 0.999), N=st.integers(2, 100_000))
+def test_log_forms_equal_log_of_values(mu, frac, N):
+    tau = frac * mu
+    p = p_tail_miss(mu, tau, N)
+    if p > 1e-300:
+        assert log_p_tail_miss(mu, tau, N) == pytest.approx(np.log(p), rel=1e-12, abs=1e-13)
+        assert log_p_tail_miss_rho(mu, frac, N) == pytest.approx(np.log(p_tail_miss_rho(mu, frac, N)),
+                                                                 rel=1e-12, abs=1e-13)
+    pa = p_active(mu, N)
+    assert log_p_active(mu, N) == pytest.approx(np.log(pa), rel=1e-12, abs=1e-13)
+
+
+def test_limits_and_special_values():
+    assert p_tail_miss(0.3, 0.03, 1) == 0.0  # one rollout is never an active group
+    assert p_tail_miss(0.3, 0.03, 1e7) == 0.0  # a huge group always contains E
+    assert p_tail_miss(0.3, 0.3, 8) == 0.0  # tau = mu: every correct rollout is rare
+    assert p_tail_miss(1.0, 1.0, 8) == 0.0 and p_tail_miss(1.0, 0.2, 8) == 0.0
+    assert log_p_tail_miss(0.3, 0.03, 1) == -np.inf
+    assert p_tail_miss(0.3, 0.0, 8) == pytest.approx(p_active(0.3, 8), rel=1e-15)
+    assert p_active(0.5, 2) == pytest.approx(0.5, rel=1e-15)
+    assert p_tail_miss_rho(0.3, 0.1, 8) == pytest.approx(p_tail_miss(0.3, 0.03, 8), rel=1e-15)
+
+
+def test_broadcasting_and_scalar_types():
+    mu = np.array([0.2, 0.5, 0.8])[:, None]
+    N = np.arange(1, 6)[None, :]
+    out = p_tail_miss(mu, 0.01, N)
+    assert out.shape == (3, 5)
+    for i in range(3):
+        for j in range(5):
+            assert out[i, j] == p_tail_miss(float(mu[i, 0]), 0.01, int(N[0, j]))
+    assert isinstance(p_tail_miss(0.3, 0.01, 8), np.floating)
+    big = p_tail_miss(np.linspace(0.01, 0.99, 40_001), 0.005, 16)  # crosses the kernel's chunking
+    assert big.shape == (40_001,) and np.all(np.isfinite(big))
+
+
+def test_conditional_on_active():
+    mu, tau = 0.3, 0.015
+    N = np.array([2, 8, 64])
+    np.testing.assert_allclose(p_tail_miss_given_active(mu, tau, N), p_tail_miss(mu, tau, N) / p_active(mu, N),
+                               rtol=1e-13)
+    assert np.isnan(p_tail_miss_given_active(mu, tau, 1))
+    # N = 2: P(B) = 2 (mu - tau)(1 - mu), P(A) = 2 mu (1 - mu), so P(B | A) = 1 - rho
+    assert p_tail_miss_given_active(mu, tau, 2) == pytest.approx(1 - tau / mu, rel=1e-12)
+
+
+def test_expected_count_is_sum_of_probabilities():
+    mu = np.array([0.9, 0.5, 0.2, 0.05])
+    tau = np.array([0.01, 0.1, 0.001, 0.05])
+    N = np.array([4, 8, 16])
+    got = expected_tail_miss_count(mu, tau, N)
+    want = [sum(p_tail_miss(m, t, n) for m, t in zip(mu, tau)) for n in N]
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
+@settings(max_examples=60, deadline=None)
+@given(mu=st.floats(0.01, 0.99), frac=st.floats(0.001, 0.9))
+def test_peak_is_integer_argmax_and_stationary_root(mu, frac):
+    tau = frac * mu
+    n_star, p_star = peak_group_size(mu, tau)
+    n_c = stationary_group_size(mu, tau)
+    grid = np.arange(1, int(max(4 * n_c, 16)) + 1)
+    values = p_tail_miss(mu, tau, grid)
+    assert n_star == grid[np.argmax(values)]
+    assert p_star == values.max()
+    assert abs(n_star - n_c) < 1.0
+    # dP/dN changes sign at N_c
+    h = 1e-6 * n_c
+    assert p_tail_miss(mu, tau, n_c) >= p_tail_miss(mu, tau, n_c - h) - 1e-15
+    assert p_tail_miss(mu, tau, n_c) >= p_tail_miss(mu, tau, n_c + h) - 1e-15
+
+
+def test_peak_paper_settings_and_capping():
+    # smaller rho: peak at larger N and higher (SPEC §2)
+    n, p = peak_group_size(0.3, 0.3 * np.array([0.2, 0.1, 0.05]))
+    assert np.all(np.diff(n) >= 0) and np.all(np.diff(p) > 0)
+    assert peak_group_size(0.3, 0.0, n_max=64) == (64, p_active(0.3, 64))
+    n_cap, _ = peak_group_size(0.2, 0.002, n_max=10)
+    assert n_cap == 10
+    assert peak_group_size(0.3, 0.3) == (1, 0.0)
+    assert np.isinf(stationary_group_size(0.3, 0.0)) and np.isnan(stationary_group_size(0.3, 0.3))
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: p_tail_miss(0.3, 0.01, 0), "N"),
+        (lambda: p_tail_miss(1.2, 0.01, 8), "mu"),
+        (lambda: p_tail_miss(0.3, -0.1, 8), "tau"),
+        (lambda: p_tail_miss(0.3, 0.4, 8), "tau"),
+        (lambda: p_tail_miss(np.nan, 0.1, 8), "mu"),
+        (lambda: p_tail_miss([], 0.1, 8), "mu"),
+        (lambda: p_active(0.3, np.inf), "N"),
+        (lambda: p_tail_miss_rho(0.3, 1.5, 8), "rho"),
+        (lambda: peak_group_size(0.3, 0.0), "tau"),
+        (lambda: peak_group_size(0.3, 0.01, n_max=0), "n_max"),
+    ],
+)
+def test_bad_input_names_the_argument(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
