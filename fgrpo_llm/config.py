@@ -1,0 +1,253 @@
+"""``TrainConfig``: every setting of an RL run, validated, loadable from YAML/JSON, saved resolved.
+
+Defaults follow the paper's Table 5 where they transfer to a CPU-sized model (SPEC.md §6: AdamW
+(0.9, 0.999), weight decay 0.01, grad-norm clip 1.0, 15 warm-up steps then a constant learning
+rate, 1 PPO epoch, temperature 1.0, top-p 1.0, no top-k, no KL) and SPEC.md §8 for the sizes
+(32 prompts x N = 8, lr 1e-4). Algorithm-dependent settings left as ``None`` are resolved on
+construction (DAPO: clip 0.2 / 0.28 and dynamic sampling on; GRPO: clip 0.2 / 0.2), so the
+``config.json`` written next to a run states exactly what ran.
+
+    cfg = load_config("my.yaml", algo="dapo", gamma=0.5)   # file, then keyword overrides
+    save_config(cfg, "runs/x/config.json")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ALGOS = ("grpo", "dapo", "cispo")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One RL run. Field docstrings say what each setting means."""
+
+    base: str = "runs/base"
+    """Directory of the base model: any local Hugging Face causal-LM checkpoint with its tokenizer."""
+    out: str = "runs/train"
+    """Run directory: config.json, metrics.jsonl, groups.jsonl, checkpoints/, model/."""
+    algo: str = "grpo"
+    """Policy loss: "grpo" (symmetric clip), "dapo" (clip-higher + dynamic sampling) or "cispo"."""
+    gamma: float = 0.0
+    """Focal exponent: advantages are multiplied by g = (1 - X/N)^gamma (Eq. 11-13). 0 = base method."""
+    task: str = "countdown"
+    """Task name for ``fgrpo_llm.tasks.get_task``."""
+    task_kwargs: dict = field(default_factory=dict)
+    """Keyword arguments of the task (e.g. {"path": "data.jsonl"} for boxed_math)."""
+    split: str = "train"
+    """Task split the prompts are drawn from."""
+    steps: int = 200
+    """Number of training steps (one batch of prompts each)."""
+    prompts_per_step: int = 32
+    """B: prompts per training step (the global batch is B * N sequences)."""
+    group_size: int = 8
+    """N: completions sampled per prompt."""
+    num_mini_batches: int = 1
+    """Optimizer steps per PPO epoch: the step's groups are split into this many mini-batches."""
+    ppo_epochs: int = 1
+    """Passes over the step's rollouts; the paper uses 1 (with 1 mini-batch: fully on-policy)."""
+    micro_batch_size: int | None = None
+    """Sequences per forward/backward (gradient accumulation inside a mini-batch); None = whole mini-batch."""
+    lr: float = 1e-4
+    """Peak learning rate of AdamW (before ``lr_multiplier``)."""
+    lr_multiplier: float = 1.0
+    """Multiplies ``lr``; e.g. m_0.5 = 0.679 for the paper's low-LR control (see ``lr_match_gamma``)."""
+    lr_match_gamma: float | None = None
+    """If set, ``lr_multiplier`` is further multiplied by m_gamma = B(3/2, gamma+3/2)/B(3/2, 3/2) (SPEC §2)."""
+    warmup_steps: int = 15
+    """Linear warm-up from lr/warmup_steps to lr over this many training steps, then constant."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    adam_beta1: float = 0.9
+    """AdamW beta1."""
+    adam_beta2: float = 0.999
+    """AdamW beta2."""
+    adam_eps: float = 1e-8
+    """AdamW epsilon."""
+    grad_clip: float = 1.0
+    """Maximum global gradient norm (0 disables clipping; the norm is logged either way)."""
+    clip_eps_low: float | None = None
+    """PPO clip lower bound eps_low (ratio >= 1 - eps_low) for grpo/dapo; None: 0.2."""
+    clip_eps_high: float | None = None
+    """PPO clip upper bound eps_high (ratio <= 1 + eps_high) for grpo/dapo; None: 0.2 (grpo), 0.28 (dapo)."""
+    cispo_is_eps_low: float = 1.0
+    """CISPO importance-weight cap: the detached weight is clamped to >= 1 - cispo_is_eps_low."""
+    cispo_is_eps_high: float = 5.0
+    """CISPO importance-weight cap: the detached weight is clamped to <= 1 + cispo_is_eps_high."""
+    adv_std: str = "bessel"
+    """Std convention of the GRPO advantage: "bessel" (TRL, verl), "population" or "none" (mean-centred)."""
+    adv_eps: float = 1e-6
+    """eps added to the group std (verl: 1e-6, TRL: 1e-4)."""
+    reward_correct: float = 1.0
+    """R_c, reward of a correct completion (mu_hat = (mean R - R_w) / (R_c - R_w))."""
+    reward_wrong: float = 0.0
+    """R_w, reward of an incorrect completion."""
+    dynamic_sampling: bool | None = None
+    """Drop groups with X = 0 or X = N and sample more prompts to refill; None: on for dapo only."""
+    max_sampling_rounds: int = 3
+    """Extra sampling rounds allowed per step to refill the batch under dynamic sampling."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient (the paper's control uses 0.001)."""
+    kl_coef: float = 0.0
+    """k3 KL penalty to the frozen base model (the paper's control uses 0.001); > 0 loads a reference copy."""
+    max_new_tokens: int = 32
+    """Token limit of each completion."""
+    temperature: float = 1.0
+    """Sampling temperature (0 = greedy)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (1 = off)."""
+    top_k: int = 0
+    """Top-k sampling (0 = off)."""
+    rollout_batch_size: int | None = None
+    """Sequences decoded at once by the sampler; None = all of a sampling round."""
+    seed: int = 0
+    """Seed of every random stream of the run (sampling, data order, mini-batch shuffling)."""
+    eval_every: int = 0
+    """Run the evaluation hooks every this many steps (and after the last step); 0 = never."""
+    checkpoint_every: int = 50
+    """Write a resumable checkpoint every this many steps (and after the last step); 0 = only at the end."""
+    keep_checkpoints: int = 2
+    """Number of most recent checkpoints kept on disk (0 = keep all)."""
+    device: str | None = None
+    """"cpu", "cuda", "cuda:1", or None/"auto" (CUDA when available)."""
+    dtype: str | None = None
+    """Autocast dtype: None/"auto" (bf16 on CUDA, float32 on CPU), "float32", "bfloat16", "float16"."""
+    tensorboard: bool = False
+    """Also write the metrics to TensorBoard (OUT/tensorboard) when it is installed."""
+    progress: bool = True
+    """Show a tqdm progress bar on stderr."""
+
+    def __post_init__(self):
+        def fail(name, rule):
+            raise ValueError(f"{name} must be {rule}, got {name}={getattr(self, name)!r}")
+
+        if self.algo not in ALGOS:
+            fail("algo", f"one of {list(ALGOS)}")
+        for name in ("base", "out", "task", "split"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                fail(name, "a non-empty string")
+        if not isinstance(self.task_kwargs, dict):
+            fail("task_kwargs", "a mapping")
+        for name in ("steps", "prompts_per_step", "group_size", "num_mini_batches", "ppo_epochs", "max_new_tokens"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                fail(name, "an integer >= 1")
+        for name in ("warmup_steps", "top_k", "seed", "eval_every", "checkpoint_every", "keep_checkpoints",
+                     "max_sampling_rounds"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                fail(name, "an integer >= 0")
+        for name in ("micro_batch_size", "rollout_batch_size"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                fail(name, "None or an integer >= 1")
+        for name in ("gamma", "weight_decay", "grad_clip", "entropy_coef", "kl_coef", "temperature", "adv_eps",
+                     "cispo_is_eps_low", "cispo_is_eps_high"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0 or v == float("inf"):
+                fail(name, "a finite number >= 0")
+        for name in ("lr", "lr_multiplier", "adam_eps"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+                fail(name, "a finite number > 0")
+        if self.lr_match_gamma is not None and not self.lr_match_gamma >= 0:
+            fail("lr_match_gamma", "None or >= 0")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                fail(name, "in [0, 1)")
+        if not 0 < self.top_p <= 1:
+            fail("top_p", "in (0, 1]")
+        if self.adv_std not in ("bessel", "population", "none"):
+            fail("adv_std", "'bessel', 'population' or 'none'")
+        if self.adv_std == "bessel" and self.group_size < 2:
+            fail("group_size", "at least 2 with the Bessel std (adv_std='bessel')")
+        if not self.reward_correct > self.reward_wrong:
+            fail("reward_correct", f"greater than reward_wrong={self.reward_wrong}")
+        if self.num_mini_batches > self.prompts_per_step:
+            fail("num_mini_batches", f"at most prompts_per_step={self.prompts_per_step}")
+        # Resolve the algorithm-dependent defaults so the saved config states what ran.
+        if self.clip_eps_low is None:
+            object.__setattr__(self, "clip_eps_low", 0.2)
+        if self.clip_eps_high is None:
+            object.__setattr__(self, "clip_eps_high", 0.28 if self.algo == "dapo" else 0.2)
+        if self.dynamic_sampling is None:
+            object.__setattr__(self, "dynamic_sampling", self.algo == "dapo")
+        for name in ("clip_eps_low", "clip_eps_high"):
+            if not 0 <= getattr(self, name) < float("inf"):
+                fail(name, "a finite number >= 0")
+        if self.algo == "grpo" and self.clip_eps_low != self.clip_eps_high:
+            raise ValueError(f"grpo uses a symmetric clip; got clip_eps_low={self.clip_eps_low} != "
+                             f"clip_eps_high={self.clip_eps_high} (use --algo dapo for an asymmetric clip)")
+
+    @property
+    def effective_lr(self) -> float:
+        """lr * lr_multiplier * (m_gamma when ``lr_match_gamma`` is set)."""
+        lr = self.lr * self.lr_multiplier
+        if self.lr_match_gamma is not None:
+            from fgrpo_theory.focal import lr_multiplier
+
+            lr *= float(lr_multiplier(self.lr_match_gamma))
+        return lr
+
+    def loss_kwargs(self) -> dict:
+        """Keyword arguments of the algorithm's loss in ``fgrpo_llm.losses``."""
+        if self.algo == "grpo":
+            return {"clip_eps": self.clip_eps_low}
+        if self.algo == "dapo":
+            return {"clip_eps_low": self.clip_eps_low, "clip_eps_high": self.clip_eps_high}
+        return {"is_eps_low": self.cispo_is_eps_low, "is_eps_high": self.cispo_is_eps_high}
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        """Build from a mapping; unknown keys are an error naming them (typos never pass silently)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a config must be a mapping of field names to values, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown config key(s) {unknown}; known keys: {sorted(known)}")
+        return cls(**data)
+
+
+def read_config_file(path) -> dict:
+    """The mapping in a YAML (.yaml/.yml) or JSON file; FileNotFoundError / ValueError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+    text = path.read_text()
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except Exception as err:  # yaml.YAMLError, json.JSONDecodeError
+        raise ValueError(f"cannot parse config file {path}: {str(err).splitlines()[0]}") from err
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {path} must hold a mapping, got {type(data).__name__}")
+    return {k.replace("-", "_"): v for k, v in data.items()}
+
+
+def load_config(path=None, **overrides) -> TrainConfig:
+    """Defaults, then the file at ``path`` (if any), then ``overrides`` (None values ignored)."""
+    data = read_config_file(path) if path is not None else {}
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return TrainConfig.from_dict(data)
+
+
+def save_config(cfg: TrainConfig, path) -> None:
+    """Write the resolved config as JSON (atomically); ``load_config`` reads it back unchanged."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(cfg.to_dict(), indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)

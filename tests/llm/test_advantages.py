@@ -1,0 +1,83 @@
+"""Torch group advantages and focal weight against the numpy reference (fgrpo_llm.advantages)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fgrpo_llm import advantages as adv
+from fgrpo_theory import advantages as ref
+from fgrpo_theory.focal import focal_weight as ref_focal_weight
+
+binary_groups = st.integers(min_value=1, max_value=6).flatmap(
+    lambda B: st.integers(min_value=2, max_value=9).flatmap(
+        lambda N: st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=N, max_size=N), min_size=B, max_size=B)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(R=binary_groups, std=st.sampled_from(["bessel", "population"]), eps=st.sampled_from([0.0, 1e-6, 1e-4]))
+def test_grpo_advantages_match_numpy_reference(R, std, eps):
+    expected = ref.grpo_advantages(np.array(R), std=std, eps=eps)
+    got = adv.grpo_advantages(torch.tensor(R, dtype=torch.float64), std=std, eps=eps)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(R=binary_groups, gamma=st.sampled_from([0.0, 0.5, 1.0, 2.0]), std=st.sampled_from(["bessel", "population"]))
+def test_focal_advantages_match_numpy_reference(R, gamma, std):
+    expected = ref.focal_advantages(np.array(R), gamma=gamma, std=std, eps=1e-6)
+    got = adv.focal_advantages(torch.tensor(R, dtype=torch.float64), gamma=gamma, std=std, eps=1e-6)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(R=binary_groups)
+def test_mean_centred_and_success_rate_match_reference(R):
+    R_np, R_t = np.array(R), torch.tensor(R, dtype=torch.float64)
+    np.testing.assert_allclose(adv.mean_centred_advantages(R_t).numpy(), ref.mean_centred_advantages(R_np))
+    mu_hat = adv.group_success_rate(R_t)
+    np.testing.assert_allclose(mu_hat.numpy(), ref.group_success_rate(R_np))
+    for gamma in (0.0, 0.5, 1.0):
+        np.testing.assert_allclose(adv.focal_weight(mu_hat, gamma=gamma).numpy(),
+                                   ref_focal_weight(mu_hat.numpy(), gamma))
+
+
+def test_focal_weight_with_plus_minus_one_rewards():
+    R = torch.tensor([[1.0, -1.0, -1.0, -1.0]], dtype=torch.float64)  # X/N = 1/4
+    g = adv.focal_weight(adv.group_success_rate(R, reward_correct=1.0, reward_wrong=-1.0), gamma=1.0)
+    assert g.item() == pytest.approx(0.75)
+
+
+def test_gamma_zero_is_plain_grpo():
+    R = torch.tensor([[1.0, 1.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+    assert torch.equal(adv.focal_advantages(R, gamma=0.0), adv.grpo_advantages(R))
+
+
+def test_equal_rewards_give_zero_advantage():
+    R = torch.tensor([[1.0] * 8, [0.0] * 8])
+    for std in ("bessel", "population", "none"):
+        for eps in (0.0, 1e-6):
+            assert (adv.grpo_advantages(R, std=std, eps=eps) == 0).all()
+    assert (adv.focal_advantages(R, gamma=0.5) == 0).all()
+
+
+def test_focal_weight_shrinks_easy_groups_more():
+    R = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0]])
+    g = adv.focal_weight(adv.group_success_rate(R), gamma=1.0)
+    assert g.tolist() == [0.75, 0.25]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: adv.grpo_advantages(torch.zeros(3)),
+    lambda: adv.grpo_advantages(torch.zeros(2, 3), std="sample"),
+    lambda: adv.grpo_advantages(torch.zeros(2, 1), std="bessel"),
+    lambda: adv.focal_weight(torch.zeros(2), gamma=-1.0),
+    lambda: adv.group_success_rate(torch.zeros(2, 3), reward_correct=0.0, reward_wrong=0.0),
+    lambda: adv.grpo_advantages(torch.tensor([[float("nan"), 1.0]])),
+])
+def test_bad_input_raises_value_error(call):
+    with pytest.raises(ValueError):
+        call()

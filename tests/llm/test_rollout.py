@@ -1,0 +1,169 @@
+"""The sampler: masks, recorded old log-probs, filters, determinism (fgrpo_llm.rollout)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fgrpo_llm.model import build_tiny_model
+from fgrpo_llm.rollout import filter_logits, sample_completions, token_logprobs, token_logprobs_and_entropy
+
+TINY = dict(hidden_size=32, num_layers=2, num_heads=2, max_position_embeddings=64)
+
+PROMPTS = ["1 2=3:", "34 5 6=9:", "7=:"]
+
+
+@pytest.fixture(scope="module")
+def tok(char_tokenizer):
+    return char_tokenizer
+
+
+@pytest.fixture(scope="module")
+def model(tok):
+    m = build_tiny_model(tok, seed=0, **TINY)
+    with torch.no_grad():  # make EOS likely so that rows end at different lengths
+        m.lm_head.weight.mul_(3.0)
+    return m
+
+
+def _sample(model, tok, seed=0, **kw):
+    args = dict(num_samples=4, max_new_tokens=12, generator=torch.Generator().manual_seed(seed))
+    args.update(kw)
+    return sample_completions(model, tok, PROMPTS, **args)
+
+
+def test_shapes_and_grouping(model, tok):
+    b = _sample(model, tok)
+    M = len(PROMPTS) * 4
+    for t in (b.sequences, b.attention_mask, b.completion_mask, b.old_logprobs):
+        assert t.shape == b.sequences.shape and t.shape[0] == M
+    assert b.prompt_index.tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    assert len(b.completions) == M
+    assert not b.completion_mask[:, : b.prompt_length].any()
+
+
+def test_prompts_are_left_padded(model, tok):
+    b = _sample(model, tok)
+    for row, prompt in zip(b.sequences.tolist(), [p for p in PROMPTS for _ in range(4)]):
+        ids = tok(prompt)["input_ids"]
+        P = b.prompt_length
+        assert row[P - len(ids): P] == ids
+        assert all(t == tok.pad_token_id for t in row[: P - len(ids)])
+
+
+def test_completion_mask_ends_at_eos_and_pads_after(model, tok):
+    b = _sample(model, tok, max_new_tokens=20)
+    eos, pad, P = tok.eos_token_id, tok.pad_token_id, b.prompt_length
+    for seq, cmask, amask, fin in zip(b.sequences, b.completion_mask, b.attention_mask, b.finished):
+        gen, m = seq[P:], cmask[P:]
+        n = int(m.sum())
+        assert m[:n].all() and not m[n:].any()  # one contiguous run from the first generated column
+        assert torch.equal(amask[P:], m)
+        if fin:
+            assert gen[n - 1] == eos and (gen[: n - 1] != eos).all()  # EOS included, only once
+        else:
+            assert n == 20 and (gen != eos).all()  # cut by the token limit
+        assert (gen[n:] == pad).all()  # pad after the end
+
+
+def test_some_rows_hit_eos_and_lengths_differ(model, tok):
+    b = _sample(model, tok, num_samples=8, max_new_tokens=30)
+    assert b.finished.any()
+    assert len(set(b.completion_lengths.tolist())) > 1
+
+
+def test_completions_decode_the_masked_tokens(model, tok):
+    b = _sample(model, tok)
+    for seq, m, text in zip(b.sequences, b.completion_mask, b.completions):
+        assert text == tok.decode(seq[m].tolist(), skip_special_tokens=True)
+
+
+def test_old_logprobs_equal_recomputed_token_logprobs(model, tok):
+    b = _sample(model, tok, temperature=0.7, top_k=5)  # filters change sampling, not pi_old
+    model.eval()
+    with torch.no_grad():
+        lp = token_logprobs(model, b.sequences, b.attention_mask)
+    m = b.completion_mask
+    assert torch.allclose(b.old_logprobs[m], lp[m], atol=1e-5)
+    assert (b.old_logprobs[~m] == 0).all()
+    assert (lp[:, 0] == 0).all()
+
+
+def test_entropy_is_nonnegative_and_bounded(model, tok):
+    b = _sample(model, tok)
+    with torch.no_grad():
+        _, H = token_logprobs_and_entropy(model, b.sequences, b.attention_mask)
+    assert (H >= -1e-6).all() and (H <= torch.log(torch.tensor(float(len(tok)))) + 1e-5).all()
+
+
+def test_same_generator_seed_same_samples(model, tok):
+    a, b = _sample(model, tok, seed=3), _sample(model, tok, seed=3)
+    c = _sample(model, tok, seed=4)
+    assert torch.equal(a.sequences, b.sequences) and a.completions == b.completions
+    assert a.completions != c.completions
+
+
+def test_chunked_decoding_keeps_the_layout(model, tok):
+    b = _sample(model, tok, batch_size=5)
+    for seq, m, amask in zip(b.sequences, b.completion_mask, b.attention_mask):
+        assert torch.equal(amask[b.prompt_length:], m[b.prompt_length:])
+    model.eval()
+    with torch.no_grad():
+        lp = token_logprobs(model, b.sequences, b.attention_mask)
+    assert torch.allclose(b.old_logprobs[b.completion_mask], lp[b.completion_mask], atol=1e-5)
+
+
+def test_top_k_one_is_greedy(model, tok):
+    greedy = _sample(model, tok, temperature=0.0)
+    top1 = _sample(model, tok, top_k=1, seed=9)
+    assert greedy.completions == top1.completions
+    assert all(greedy.completions[i] == greedy.completions[i - i % 4] for i in range(12))
+
+
+def test_filter_logits_restricts_support():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.05, 0.15, 0.3, 0.5]]))
+    k2 = filter_logits(logits, top_k=2)
+    assert torch.isfinite(k2).sum(dim=1).tolist() == [2, 2]
+    assert torch.isfinite(k2[0, :2]).all() and torch.isfinite(k2[1, 2:]).all()
+    p7 = filter_logits(logits, top_p=0.7)  # 0.5 < 0.7 <= 0.5 + 0.3: the two most likely
+    assert torch.isfinite(p7).sum(dim=1).tolist() == [2, 2]
+    p5 = filter_logits(logits, top_p=0.5)  # the most likely alone reaches 0.5
+    assert torch.isfinite(p5).sum(dim=1).tolist() == [1, 1]
+    assert torch.equal(filter_logits(logits), logits)
+
+
+def test_sampled_tokens_stay_in_top_k_support(model, tok):
+    b = _sample(model, tok, top_k=3, num_samples=6)
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=b.sequences, attention_mask=b.attention_mask.long(),
+                       position_ids=(b.attention_mask.long().cumsum(-1) - 1).clamp(min=0))["logits"]
+    rank = (logits[:, :-1] > logits[:, :-1].gather(-1, b.sequences[:, 1:, None])).sum(-1)  # (M, L-1)
+    assert (rank[b.completion_mask[:, 1:]] < 3).all()
+
+
+@pytest.mark.parametrize("bad", [dict(num_samples=0), dict(max_new_tokens=0), dict(top_p=0.0),
+                                 dict(top_k=-1), dict(temperature=-1.0)])
+def test_bad_arguments_raise_value_error(model, tok, bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        _sample(model, tok, **bad)
+
+
+def test_concat_rollouts_relayouts_batches_with_different_prompt_lengths(model, tok):
+    from fgrpo_llm.rollout import concat_rollouts
+
+    g = torch.Generator().manual_seed(0)
+    a = sample_completions(model, tok, ["7=:"], num_samples=2, max_new_tokens=5, generator=g)
+    b = sample_completions(model, tok, ["12 34 5=60:", "1=:"], num_samples=2, max_new_tokens=9, generator=g)
+    c = concat_rollouts([a, b], pad_id=tok.pad_token_id)
+    assert c.prompt_index.tolist() == [0, 0, 1, 1, 2, 2]
+    assert c.completions == a.completions + b.completions
+    for src, rows in ((a, [0, 1]), (b, [2, 3, 4, 5])):
+        for r_src, r in enumerate(rows):
+            assert torch.equal(c.sequences[r][c.attention_mask[r]], src.sequences[r_src][src.attention_mask[r_src]])
+            assert torch.equal(c.old_logprobs[r][c.completion_mask[r]],
+                               src.old_logprobs[r_src][src.completion_mask[r_src]])
+    model.eval()
+    with torch.no_grad():
+        lp = token_logprobs(model, c.sequences, c.attention_mask)
+    assert torch.allclose(c.old_logprobs[c.completion_mask], lp[c.completion_mask], atol=1e-5)
