@@ -4,7 +4,8 @@ measured in the same run, printed as ratios (higher = ours faster).
 - rollout: ``fgrpo_llm.rollout.sample_completions`` (KV cache, masks, old log-probs recorded) vs
   Hugging Face ``model.generate(do_sample=True)`` on the same prompts, N, token limit; generated
   tokens per second (tokens up to and including EOS).
-- training: one GRPO loss forward + backward through ``token_logprobs_and_entropy`` and
+- training: one GRPO loss forward + backward through ``token_logprobs_and_entropy`` (entropy logged,
+  not in the loss, as in the trainer's default) and
   ``grpo_loss`` vs a plain causal-LM forward + backward (``model(input_ids, labels=...)``) on the
   same sequences; sequence tokens per second.
 
@@ -26,7 +27,7 @@ from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask
 from fgrpo_llm.tokenizer import build_char_tokenizer
 
 
-def _best_of(repeats: int, fn) -> tuple[float, object]:
+def _median_time(repeats: int, fn) -> tuple[float, object]:
     """Median wall time of ``repeats`` calls (after one warm-up call) and the last result."""
     fn()
     times, result = [], None
@@ -69,8 +70,8 @@ def main(argv=None) -> int:
         ended = (gen == tok.eos_token_id).cumsum(1) - (gen == tok.eos_token_id).long()  # EOS counted, not after
         return int((ended == 0).sum())
 
-    t_ours, batch = _best_of(args.repeats, ours)
-    t_hf, hf_tokens = _best_of(args.repeats, hf)
+    t_ours, batch = _median_time(args.repeats, ours)
+    t_hf, hf_tokens = _median_time(args.repeats, hf)
     ours_tps = int(batch.completion_mask.sum()) / t_ours
     hf_tps = hf_tokens / t_hf
     print(f"rollout  tokens/s: ours {ours_tps:9.0f}   HF generate {hf_tps:9.0f}   ratio ours/HF = {ours_tps / hf_tps:.2f}")
@@ -83,7 +84,7 @@ def main(argv=None) -> int:
 
     def ours_train():
         model.zero_grad(set_to_none=True)
-        logp, H = token_logprobs_and_entropy(model, seq, attn)
+        logp, H = token_logprobs_and_entropy(model, seq, attn, entropy_grad=False)  # as the trainer (no bonus)
         loss, _ = grpo_loss(logp, batch.old_logprobs, A, cmask)
         loss.backward()
 
@@ -91,8 +92,8 @@ def main(argv=None) -> int:
         model.zero_grad(set_to_none=True)
         model(input_ids=seq, attention_mask=attn.long(), labels=labels).loss.backward()
 
-    t_ours_train, _ = _best_of(args.repeats, ours_train)
-    t_plain, _ = _best_of(args.repeats, plain_train)
+    t_ours_train, _ = _median_time(args.repeats, ours_train)
+    t_plain, _ = _median_time(args.repeats, plain_train)
     n_tok = seq.numel()
     print(f"training tokens/s: ours {n_tok / t_ours_train:9.0f}   plain fwd+bwd {n_tok / t_plain:9.0f}   "
           f"ratio ours/plain = {t_plain / t_ours_train:.2f}")

@@ -37,7 +37,8 @@ STATE_FILE = "trainer_state.pt"
 
 def capture_rng(generator: torch.Generator, np_rng: np.random.Generator) -> dict:
     """Every random state of a run: the explicit generators plus the global ones (dropout, Python)."""
-    state = {"torch_generator": generator.get_state(), "torch_global": torch.get_rng_state(),
+    state = {"torch_generator": generator.get_state(), "torch_generator_device": generator.device.type,
+             "torch_global": torch.get_rng_state(),
              "numpy": np_rng.bit_generator.state, "python": random.getstate()}
     if torch.cuda.is_available():
         state["torch_cuda"] = torch.cuda.get_rng_state_all()
@@ -45,7 +46,15 @@ def capture_rng(generator: torch.Generator, np_rng: np.random.Generator) -> dict
 
 
 def restore_rng(state: dict, generator: torch.Generator, np_rng: np.random.Generator) -> None:
-    """Undo ``capture_rng``: put every random stream back where it was."""
+    """Undo ``capture_rng``: put every random stream back where it was.
+
+    The sampling generator's state only fits a generator of the same device type (CPU and CUDA
+    generators differ), so resuming on another kind of device is a ValueError naming both.
+    """
+    saved_on = state.get("torch_generator_device", generator.device.type)
+    if saved_on != generator.device.type:
+        raise ValueError(f"the checkpoint's sampling generator was saved on {saved_on!r} and cannot be "
+                         f"restored on {generator.device.type!r}; resume with --device {saved_on}")
     generator.set_state(state["torch_generator"])
     torch.set_rng_state(state["torch_global"])
     np_rng.bit_generator.state = state["numpy"]

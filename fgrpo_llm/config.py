@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,6 +125,8 @@ class TrainConfig:
         def fail(name, rule):
             raise ValueError(f"{name} must be {rule}, got {name}={getattr(self, name)!r}")
 
+        for f in dataclasses.fields(self):  # types first, so every range check below compares numbers
+            object.__setattr__(self, f.name, _coerce(f.name, getattr(self, f.name), f.type))
         if self.algo not in ALGOS:
             fail("algo", f"one of {list(ALGOS)}")
         for name in ("base", "out", "task", "split"):
@@ -153,8 +156,8 @@ class TrainConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not 0 < v < float("inf"):
                 fail(name, "a finite number > 0")
-        if self.lr_match_gamma is not None and not self.lr_match_gamma >= 0:
-            fail("lr_match_gamma", "None or >= 0")
+        if self.lr_match_gamma is not None and not 0 <= self.lr_match_gamma < float("inf"):
+            fail("lr_match_gamma", "None or a finite number >= 0")
         for name in ("adam_beta1", "adam_beta2"):
             if not 0 <= getattr(self, name) < 1:
                 fail(name, "in [0, 1)")
@@ -164,6 +167,9 @@ class TrainConfig:
             fail("adv_std", "'bessel', 'population' or 'none'")
         if self.adv_std == "bessel" and self.group_size < 2:
             fail("group_size", "at least 2 with the Bessel std (adv_std='bessel')")
+        for name in ("reward_correct", "reward_wrong"):
+            if not abs(getattr(self, name)) < float("inf"):
+                fail(name, "a finite number")
         if not self.reward_correct > self.reward_wrong:
             fail("reward_correct", f"greater than reward_wrong={self.reward_wrong}")
         if self.num_mini_batches > self.prompts_per_step:
@@ -215,6 +221,41 @@ class TrainConfig:
         return cls(**data)
 
 
+def _coerce(name: str, value, annotation: str):
+    """``value`` as the field's declared type ("float", "int | None", ...), or a ValueError naming it.
+
+    Numbers written as strings are read as numbers: PyYAML (YAML 1.1) loads ``lr: 1e-4`` and
+    ``--set lr=1e-4`` as the string "1e-4". Ints are accepted where a float is declared and numpy
+    scalars are turned into Python numbers (so config.json stays plain JSON); bools are never taken
+    for numbers, and a float is never silently truncated to an int.
+    """
+    kinds = [k.strip() for k in annotation.split("|")]
+    if value is None:
+        if "None" in kinds:
+            return None
+        raise ValueError(f"{name} must not be None")
+    kind = kinds[0]
+    if kind == "float":
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(f"{name} must be a number, got {name}={value!r}")
+        return float(value)
+    if kind == "int":
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ValueError(f"{name} must be an integer, got {name}={value!r}")
+        return int(value)
+    expected = {"bool": bool, "str": str, "dict": dict}[kind]
+    if not isinstance(value, expected):
+        raise ValueError(f"{name} must be a {kind}, got {name}={value!r}")
+    return value
+
+
 def read_config_file(path) -> dict:
     """The mapping in a YAML (.yaml/.yml) or JSON file; FileNotFoundError / ValueError naming the file."""
     path = Path(path)
@@ -234,7 +275,7 @@ def read_config_file(path) -> dict:
         data = {}
     if not isinstance(data, dict):
         raise ValueError(f"config file {path} must hold a mapping, got {type(data).__name__}")
-    return {k.replace("-", "_"): v for k, v in data.items()}
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
 
 
 def load_config(path=None, **overrides) -> TrainConfig:

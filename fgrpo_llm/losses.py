@@ -124,6 +124,9 @@ def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, *, coef: float):
 
 def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, *, coef: float):
     """The term coef * token_mean(k3 KL to the reference) added to the loss, and its metric."""
+    # Off the mask the policy's log-prob is replaced by the reference's (d = 0, KL = 0) *before* the
+    # exp: a large d there would give exp(d) = inf and, through 0 * inf, a NaN gradient.
+    logprobs = torch.where(mask.bool(), logprobs, ref_logprobs.detach())
     kl = token_mean(k3_kl(logprobs, ref_logprobs), mask)
     return coef * kl, {"policy/kl_ref": kl.item()}
 

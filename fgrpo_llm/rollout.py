@@ -5,8 +5,11 @@ The sampler of the RL loop (SPEC.md §6: temperature 1.0, top-p 1.0, no top-k in
 EOS token or at ``max_new_tokens``, and returns a :class:`RolloutBatch` that carries every mask
 the losses need, made once, here, and never re-derived from token ids (pad != eos is not assumed).
 It also records ``old_logprobs``: log pi_old(o_t | x, o_<t) of each sampled token under the
-unmodified model (temperature 1, no top-k/top-p), the denominator of the ratio
-r = pi_theta / pi_old of the losses in ``fgrpo_llm.losses``.
+sampling policy pi_old = softmax(logits / temperature) (the top-k/top-p filters are left out, as in
+verl and TRL), the denominator of the ratio r = pi_theta / pi_old of the losses in
+``fgrpo_llm.losses``; the trainer scores pi_theta at the same temperature (``token_logprobs(...,
+temperature=...)``), so r = 1 exactly on policy. Greedy decoding (temperature 0) records the
+temperature-1 log-probs. The paper samples at temperature 1, where all of this is the plain model.
 
 Dimension letters: ``B`` prompts, ``N`` group size, ``M = B*N`` sequences, ``P`` prompt columns,
 ``L`` sequence columns, ``V`` vocabulary.
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["RolloutBatch", "sample_completions", "token_logprobs", "token_logprobs_and_entropy",
-           "filter_logits", "position_ids_from_mask", "concat_rollouts"]
+           "filter_logits", "position_ids_from_mask", "concat_rollouts", "logit_temperature"]
 
 
 @dataclass
@@ -85,6 +88,11 @@ def filter_logits(logits: torch.Tensor, *, top_k: int = 0, top_p: float = 1.0) -
     return logits
 
 
+def logit_temperature(temperature: float) -> float:
+    """The temperature the log-probs are taken at: ``temperature``, or 1 for greedy decoding (0)."""
+    return temperature if temperature > 0 else 1.0
+
+
 def _cache_kwarg(model) -> str:
     """Name of the KV-cache argument: ``cache`` in recent transformers, ``past_key_values`` before."""
     params = inspect.signature(model.forward).parameters
@@ -130,8 +138,9 @@ def _generate_chunk(model, prompt_ids, prompt_mask, *, max_new_tokens, temperatu
         out = model(input_ids=prompt_ids, attention_mask=attn, position_ids=pos, use_cache=True)
     cache, logits = _cache_of(out), out["logits"][:, -1, :].float()  # (M, V)
     next_pos = pos[:, -1:] + 1  # (M, 1)
-    for _ in range(max_new_tokens):
-        logprobs = torch.log_softmax(logits, dim=-1)  # (M, V): pi_old itself, temperature 1
+    T_logp = logit_temperature(temperature)
+    for t in range(max_new_tokens):
+        logprobs = torch.log_softmax(logits / T_logp, dim=-1)  # (M, V): pi_old, the sampling policy
         if temperature == 0:
             token = logits.argmax(dim=-1)  # greedy
         else:
@@ -143,7 +152,7 @@ def _generate_chunk(model, prompt_ids, prompt_mask, *, max_new_tokens, temperatu
         alive_cols.append(alive.clone())
         if eos_id is not None:
             alive &= token != eos_id  # the EOS itself is part of the completion
-        if not alive.any():
+        if not alive.any() or t == max_new_tokens - 1:  # no forward pass for a token never sampled
             break
         attn = torch.cat([attn, alive[:, None].long()], dim=1)
         with _autocast(device, autocast_dtype):
@@ -167,6 +176,7 @@ def sample_completions(model, tokenizer, prompts: list[str], *, num_samples: int
     after a row's end hold the pad id with all masks False. ``temperature = 0`` decodes greedily.
     ``top_k = 0`` and ``top_p = 1`` disable those filters. Randomness comes only from ``generator``:
     same generator state, same samples. ``batch_size`` caps the rows decoded at once (default all).
+    ``old_logprobs`` are log-probs of softmax(logits / temperature) (temperature 1 when greedy).
     The model is put in eval mode for sampling and its previous mode is restored afterwards.
     """
     if not prompts:
@@ -229,33 +239,38 @@ def sample_completions(model, tokenizer, prompts: list[str], *, num_samples: int
 
 
 def token_logprobs_and_entropy(model, sequences: torch.LongTensor, attention_mask: torch.Tensor, *,
-                               with_entropy: bool = True, autocast_dtype: torch.dtype | None = None
+                               with_entropy: bool = True, autocast_dtype: torch.dtype | None = None,
+                               temperature: float = 1.0, entropy_grad: bool = True
                                ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log pi(token_t | tokens_<t) and the entropy H_t of pi(. | tokens_<t), both (M, L).
 
+    pi = softmax(logits / temperature) (temperature 0 is read as 1, see ``logit_temperature``).
     Column 0 has no context and is 0 in both. Differentiable (call under ``torch.no_grad()`` when
-    no gradient is wanted). Positions are counted over attended tokens, as in the sampler.
+    no gradient is wanted); ``entropy_grad=False`` computes H from detached logits, so a logged-only
+    entropy does not keep an extra (M, L, V) tensor alive through the backward pass.
+    Positions are counted over attended tokens, as in the sampler.
     """
     with _autocast(sequences.device, autocast_dtype):
         logits = model(input_ids=sequences, attention_mask=attention_mask.long(),
                        position_ids=position_ids_from_mask(attention_mask))["logits"]
-    logits = logits[:, :-1, :].float()  # (M, L-1, V) predicts columns 1..L-1
+    logits = logits[:, :-1, :].float() / logit_temperature(temperature)  # (M, L-1, V) predicts columns 1..L-1
     logz = torch.logsumexp(logits, dim=-1)  # (M, L-1)
     logp = logits.gather(-1, sequences[:, 1:, None]).squeeze(-1) - logz  # (M, L-1)
     zero = torch.zeros_like(logp[:, :1])  # (M, 1)
     logp = torch.cat([zero, logp], dim=1)  # (M, L)
     if not with_entropy:
         return logp, None
-    p = torch.softmax(logits, dim=-1)  # (M, L-1, V)
-    H = logz - (p * logits).sum(dim=-1)  # H = -sum p log p = log Z - sum p * logit
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+        p = torch.softmax(logits, dim=-1)  # (M, L-1, V)
+        H = logz - (p * logits).sum(dim=-1)  # H = -sum p log p = log Z - sum p * logit
     return logp, torch.cat([zero, H], dim=1)
 
 
 def token_logprobs(model, sequences: torch.LongTensor, attention_mask: torch.Tensor, *,
-                   autocast_dtype: torch.dtype | None = None) -> torch.Tensor:
+                   autocast_dtype: torch.dtype | None = None, temperature: float = 1.0) -> torch.Tensor:
     """log pi(token_t | tokens_<t) for every column, (M, L); column 0 is 0. Differentiable."""
     return token_logprobs_and_entropy(model, sequences, attention_mask, with_entropy=False,
-                                      autocast_dtype=autocast_dtype)[0]
+                                      autocast_dtype=autocast_dtype, temperature=temperature)[0]
 
 
 def concat_rollouts(batches: list[RolloutBatch], *, pad_id: int) -> RolloutBatch:

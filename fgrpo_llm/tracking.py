@@ -26,13 +26,23 @@ def _clean(value):
     return value
 
 
+def _step_of(line: str) -> float:
+    """The "step" of one JSON line; a line torn by a crash mid-write counts as after every step."""
+    try:
+        return json.loads(line).get("step", 0)
+    except (json.JSONDecodeError, AttributeError):
+        return math.inf
+
+
 def truncate_jsonl(path, *, max_step: int) -> None:
-    """Keep only the lines of ``path`` whose "step" is <= ``max_step`` (no-op if the file is missing)."""
+    """Keep only the lines of ``path`` whose "step" is <= ``max_step`` (no-op if the file is missing).
+
+    Unreadable lines (the torn last line of a killed run) are dropped too.
+    """
     path = Path(path)
     if not path.exists():
         return
-    kept = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= max_step]
+    kept = [line for line in path.read_text().splitlines() if line.strip() and _step_of(line) <= max_step]
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text("".join(line + "\n" for line in kept))
     tmp.replace(path)

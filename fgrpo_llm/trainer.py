@@ -4,7 +4,10 @@ One visible ``for step in range(...)`` loop with the sections sample, score, adv
 step, evaluate, log, checkpoint. Each step draws B prompts, samples N completions per prompt,
 scores them with the task's verifier, turns each group's rewards into advantages
 A^F = (1 - X/N)^gamma * A^GRPO (Eq. 11-13), and takes ``num_mini_batches`` AdamW steps per
-PPO epoch on the chosen loss. DAPO's dynamic sampling drops groups with X = 0 or X = N and
+PPO epoch on the chosen loss, with the ratio r = pi_theta / pi_old of both policies taken at the
+sampling temperature (r = 1 on the first mini-batch of the first epoch) and the loss a token mean
+over all completion tokens of the mini-batch (DAPO-style), also when gradients are accumulated
+over micro-batches. DAPO's dynamic sampling drops groups with X = 0 or X = N and
 samples more prompts, for at most ``max_sampling_rounds`` extra rounds, to refill the batch.
 
 Outputs in ``cfg.out``: config.json (resolved), metrics.jsonl (one line per step), groups.jsonl
@@ -236,11 +239,16 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
                         for micro in rows.split(cfg.micro_batch_size or len(rows)):
                             seq, attn = train_batch.sequences[micro], train_batch.attention_mask[micro]
                             cmask = train_batch.completion_mask[micro]
-                            logp, H = token_logprobs_and_entropy(model, seq, attn, autocast_dtype=amp)
+                            # pi_theta at the sampling temperature, as old_logprobs (r = 1 on policy);
+                            # the entropy keeps its graph only when the bonus is in the loss
+                            logp, H = token_logprobs_and_entropy(model, seq, attn, autocast_dtype=amp,
+                                                                 temperature=cfg.temperature,
+                                                                 entropy_grad=cfg.entropy_coef > 0)
                             ref = None
                             if ref_model is not None:
                                 with torch.no_grad():
-                                    ref = token_logprobs(ref_model, seq, attn, autocast_dtype=amp)
+                                    ref = token_logprobs(ref_model, seq, attn, autocast_dtype=amp,
+                                                         temperature=cfg.temperature)
                             loss, m = policy_loss(cfg.algo, logp, train_batch.old_logprobs[micro], A_rows[micro],
                                                   cmask, entropy=H, entropy_coef=cfg.entropy_coef,
                                                   ref_logprobs=ref, kl_coef=cfg.kl_coef, **cfg.loss_kwargs())

@@ -32,11 +32,14 @@ def test_train_smoke_then_resume(tiny_checkpoint, tmp_path, capsys):
 
 def test_config_file_sets_fields_and_flags_override_it(tiny_checkpoint, tmp_path):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"base: {tiny_checkpoint}\nalgo: dapo\ngamma: 1.0\nsteps: 1\nmax_sampling_rounds: 0\n")
+    # `lr: 3e-4` is the string "3e-4" to PyYAML (YAML 1.1 wants a dot); it must still be read as a number
+    cfg.write_text(f"base: {tiny_checkpoint}\nalgo: dapo\ngamma: 1.0\nsteps: 1\nmax_sampling_rounds: 0\nlr: 3e-4\n")
     out = tmp_path / "run"
-    assert main(["train", "--config", str(cfg), "--gamma", "0.25", "--out", str(out), *SMALL]) == 0
+    assert main(["train", "--config", str(cfg), "--gamma", "0.25", "--out", str(out), *SMALL,
+                 "--set", "adam_eps=1e-7"]) == 0
     saved = json.loads((out / "config.json").read_text())
     assert saved["algo"] == "dapo" and saved["gamma"] == 0.25 and saved["clip_eps_high"] == 0.28
+    assert saved["lr"] == 3e-4 and saved["adam_eps"] == 1e-7
     assert saved["dynamic_sampling"] is True and saved["max_sampling_rounds"] == 0
 
 
@@ -44,7 +47,10 @@ def test_config_file_sets_fields_and_flags_override_it(tiny_checkpoint, tmp_path
     (["--base", "/nonexistent/base"], "/nonexistent/base"),
     (["--algo", "ppo"], "algo"),
     (["--gamma", "-1"], "gamma"),
+    (["--gamma", "nan"], "gamma"),
+    (["--group-size", "0"], "group_size"),
     (["--set", "no_such_field=1"], "no_such_field"),
+    (["--set", "adam_beta1=x"], "adam_beta1"),  # a wrong type: a ValueError, not a TypeError traceback
     (["--resume"], "resume"),
     (["--config", "/nonexistent.yaml"], "nonexistent.yaml"),
     (["--task-arg", "oops"], "KEY=VALUE"),

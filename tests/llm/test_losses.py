@@ -183,3 +183,26 @@ def test_shape_mismatch_raises_value_error():
         grpo_loss(lp, lp.detach(), A[:3], mask)
     with pytest.raises(ValueError, match="shape"):
         cispo_loss(lp, lp.detach()[:, :3], A, mask)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_masked_tokens_contribute_nothing_to_the_full_objective_with_kl_and_entropy(name):
+    """policy_loss with the entropy bonus and the k3 KL: junk under the mask (a reference log-prob far above
+    the policy's, where exp(ref - logp) overflows) changes neither the loss nor the gradient."""
+    logits, tokens, mask, A = _setup(4)
+    H = torch.rand(M, L, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    old = _logprobs(logits, tokens).detach() - 0.1
+    ref = _logprobs(logits, tokens).detach() + 0.2
+
+    def objective(ref_lp):
+        logits.grad = None
+        loss, _ = policy_loss(name, _logprobs(logits, tokens), old, A, mask, entropy=H, entropy_coef=0.01,
+                              ref_logprobs=ref_lp, kl_coef=0.1)
+        loss.backward()
+        return loss.detach(), logits.grad.clone()
+
+    l0, g0 = objective(ref)
+    junk = torch.where(mask, ref, torch.full_like(ref, 1e4))  # exp(1e4 - logp) = inf off the mask
+    l1, g1 = objective(junk)
+    assert torch.isfinite(g1).all()
+    assert torch.equal(l0, l1) and torch.equal(g0, g1)

@@ -79,14 +79,71 @@ def test_completions_decode_the_masked_tokens(model, tok):
 
 
 def test_old_logprobs_equal_recomputed_token_logprobs(model, tok):
-    b = _sample(model, tok, temperature=0.7, top_k=5)  # filters change sampling, not pi_old
+    b = _sample(model, tok, temperature=0.7, top_k=5)  # top-k changes sampling, not pi_old
     model.eval()
     with torch.no_grad():
-        lp = token_logprobs(model, b.sequences, b.attention_mask)
+        lp = token_logprobs(model, b.sequences, b.attention_mask, temperature=0.7)
+        lp1 = token_logprobs(model, b.sequences, b.attention_mask)
     m = b.completion_mask
-    assert torch.allclose(b.old_logprobs[m], lp[m], atol=1e-5)
+    assert torch.allclose(b.old_logprobs[m], lp[m], atol=1e-5)  # pi_old = softmax(logits / 0.7)
+    assert not torch.allclose(b.old_logprobs[m], lp1[m], atol=1e-3)  # ... not the temperature-1 model
     assert (b.old_logprobs[~m] == 0).all()
     assert (lp[:, 0] == 0).all()
+
+
+def test_greedy_decoding_records_temperature_one_logprobs(model, tok):
+    b = _sample(model, tok, temperature=0.0)
+    with torch.no_grad():
+        lp = token_logprobs(model, b.sequences, b.attention_mask, temperature=0.0)
+        lp1 = token_logprobs(model, b.sequences, b.attention_mask)
+    assert torch.equal(lp, lp1)
+    assert torch.allclose(b.old_logprobs[b.completion_mask], lp1[b.completion_mask], atol=1e-5)
+
+
+def _gpt2(tok):
+    """A tiny GPT-2: absolute position embeddings, so wrong position ids under left padding show up
+    (Qwen2's rotary embeddings are shift-invariant and would hide them)."""
+    import transformers
+
+    cfg = transformers.GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                                  bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                                  pad_token_id=tok.pad_token_id, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    torch.manual_seed(0)
+    m = transformers.GPT2LMHeadModel(cfg).eval()
+    with torch.no_grad():
+        m.transformer.wpe.weight.mul_(10.0)  # make positions matter
+        m.lm_head.weight.mul_(3.0)
+    return m
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "gpt2"])
+def test_left_padding_gives_the_unpadded_distribution(model, tok, arch):
+    net = model if arch == "qwen2" else _gpt2(tok)
+    b = sample_completions(net, tok, ["7=:", "12 34 5=60:"], num_samples=3, max_new_tokens=10,
+                           generator=torch.Generator().manual_seed(0))
+    assert b.attention_mask[:3, : b.prompt_length].sum(dim=1).lt(b.prompt_length).all()  # really left-padded
+    for i in range(b.sequences.shape[0]):  # each row alone, no padding at all
+        ids = b.sequences[i][b.attention_mask[i]][None]  # (1, l)
+        n = int(b.completion_mask[i].sum())
+        with torch.no_grad():
+            alone = token_logprobs(net, ids, torch.ones_like(ids, dtype=torch.bool))[0, -n:]
+            logits_alone = net(input_ids=ids[:, : ids.shape[1] - n])["logits"][0, -1]
+        assert torch.allclose(b.old_logprobs[i][b.completion_mask[i]], alone, atol=1e-5)
+        # next-token distribution after the (left-padded) prompt, through the padded full forward
+        padded = b.sequences[i : i + 1, : b.prompt_length]
+        mask = b.attention_mask[i : i + 1, : b.prompt_length]
+        with torch.no_grad():
+            logits_padded = net(input_ids=padded, attention_mask=mask.long(),
+                                position_ids=(mask.long().cumsum(-1) - 1).clamp(min=0))["logits"][0, -1]
+        assert torch.allclose(torch.log_softmax(logits_padded, -1), torch.log_softmax(logits_alone, -1), atol=1e-5)
+
+
+def test_entropy_without_grad_has_the_same_values(model, tok):
+    b = _sample(model, tok)
+    lp_a, H_a = token_logprobs_and_entropy(model, b.sequences, b.attention_mask)
+    lp_b, H_b = token_logprobs_and_entropy(model, b.sequences, b.attention_mask, entropy_grad=False)
+    assert H_a.requires_grad and not H_b.requires_grad and lp_b.requires_grad
+    assert torch.equal(H_a.detach(), H_b) and torch.equal(lp_a.detach(), lp_b.detach())
 
 
 def test_entropy_is_nonnegative_and_bounded(model, tok):

@@ -148,3 +148,107 @@ def test_saved_config_round_trips_and_bad_values_are_rejected(base_dir, tmp_path
                 dict(steps=0), dict(adv_std="sample")):
         with pytest.raises(ValueError, match=next(iter(bad.keys())) if "clip" not in str(bad) else "symmetric"):
             _cfg(base_dir, tmp_path / "z", **bad)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_first_update_is_on_policy_with_ratio_one(base_dir, tmp_path, temperature):
+    """One mini-batch, one epoch: pi_theta is scored at the sampling temperature, so r = 1 and nothing is clipped."""
+    line = _lines(_run(base_dir, tmp_path / "a", steps=1, temperature=temperature) / "metrics.jsonl")[0]
+    assert line["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4)
+    assert line["policy/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert line["clip/low_frac"] == 0 and line["clip/high_frac"] == 0 and line["optim/updates"] == 1
+
+
+def test_mini_batches_and_epochs_set_the_number_of_updates_and_go_off_policy(base_dir, tmp_path):
+    line = _lines(_run(base_dir, tmp_path / "a", steps=1, num_mini_batches=2, ppo_epochs=2) / "metrics.jsonl")[0]
+    assert line["optim/updates"] == 4
+    assert line["policy/ratio_max"] > 1.0 + 1e-3  # later mini-batches see an updated policy
+
+
+def test_micro_batches_accumulate_to_the_whole_mini_batch_gradient(base_dir, tmp_path):
+    """Gradient accumulation: micro-batches of 3 rows (cutting across groups and ragged in tokens) give the
+    token-mean gradient of the whole mini-batch: same pre-clip grad norm, loss and updated weights."""
+    kw = dict(steps=1, kl_coef=0.05, entropy_coef=0.01, lr=1e-3)
+    whole, micro = _run(base_dir, tmp_path / "w", **kw), _run(base_dir, tmp_path / "m", micro_batch_size=3, **kw)
+    a, b = _lines(whole / "metrics.jsonl")[0], _lines(micro / "metrics.jsonl")[0]
+    assert a["optim/grad_norm"] > 0
+    for key in ("optim/grad_norm", "loss/total", "loss/policy", "policy/kl_ref", "policy/entropy"):
+        assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-8), key
+    pa = load_model_and_tokenizer(whole / "model")[0].parameters()
+    pb = load_model_and_tokenizer(micro / "model")[0].parameters()
+    for p, q in zip(pa, pb):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
+
+
+def _run(base_dir, out, **kw):
+    train(_cfg(base_dir, out, **kw), task=ToyTask())
+    return out
+
+
+def test_config_reads_numbers_written_as_strings_and_rejects_wrong_types(tmp_path):
+    """PyYAML reads `lr: 1e-4` as the string "1e-4"; a wrong type is a ValueError naming the field, not a TypeError."""
+    from fgrpo_llm.config import load_config
+
+    f = tmp_path / "c.yaml"
+    f.write_text("lr: 1e-4\ngamma: 1\nadam_beta2: 9.5e-1\nsteps: 3\n")
+    cfg = load_config(f)
+    assert (cfg.lr, cfg.gamma, cfg.adam_beta2, cfg.steps) == (1e-4, 1.0, 0.95, 3)
+    for bad in (dict(adam_beta1="x"), dict(clip_eps_low="x"), dict(reward_correct="x"), dict(lr=True),
+                dict(dynamic_sampling="yes"), dict(steps=2.5), dict(gamma=float("nan")), dict(gamma="nan"),
+                dict(lr_match_gamma=float("inf")), dict(reward_wrong=float("-inf")), dict(task_kwargs=[1])):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            TrainConfig(**bad)
+
+
+def test_resume_survives_a_metrics_line_torn_by_a_crash(base_dir, tmp_path):
+    out = tmp_path / "t"
+    train(_cfg(base_dir, out, steps=2, checkpoint_every=2), task=ToyTask())
+    with open(out / "metrics.jsonl", "a") as f:  # killed while writing step 3's line
+        f.write('{"step": 3, "reward/me')
+    train(_cfg(base_dir, out, steps=3, checkpoint_every=2), task=ToyTask(), resume=True)
+    assert [line["step"] for line in _lines(out / "metrics.jsonl")] == [1, 2, 3]
+
+
+class _AlwaysRight(ToyTask):
+    def reward(self, problem, completion):
+        return 1.0
+
+
+@pytest.mark.parametrize("algo", ["grpo", "cispo"])
+def test_groups_with_equal_rewards_leave_the_weights_unchanged(base_dir, tmp_path, algo):
+    """Every group all-correct: A = 0 for every rollout, so (no KL, no entropy bonus, no weight decay) the
+    gradient is exactly zero and the policy does not move."""
+    out = tmp_path / algo
+    train(_cfg(base_dir, out, algo=algo, steps=2, weight_decay=0.0), task=_AlwaysRight())
+    line = _lines(out / "metrics.jsonl")[-1]
+    assert line["groups/all_correct_frac"] == 1.0 and line["optim/grad_norm"] == 0.0
+    trained, base = load_model_and_tokenizer(out / "model")[0], load_model_and_tokenizer(base_dir)[0]
+    assert all(torch.equal(p, q) for p, q in zip(trained.parameters(), base.parameters()))
+
+
+def test_rng_state_of_another_device_type_is_a_clear_error():
+    import numpy as np
+
+    from fgrpo_llm.checkpoint import capture_rng, restore_rng
+
+    g, rng = torch.Generator().manual_seed(0), np.random.default_rng(0)
+    state = capture_rng(g, rng)
+    expected = torch.rand(3, generator=g)
+    restore_rng(state, g, rng)
+    assert torch.equal(torch.rand(3, generator=g), expected)
+    with pytest.raises(ValueError, match="cuda"):
+        restore_rng({**state, "torch_generator_device": "cuda"}, g, rng)
+
+
+def test_optimizer_is_adamw_with_the_configured_betas_decay_and_multiplied_lr(base_dir, tmp_path):
+    from scipy.special import beta
+
+    from fgrpo_llm.checkpoint import load_trainer_state
+
+    m_half = beta(1.5, 2.0) / beta(1.5, 1.5)  # m_gamma = B(3/2, gamma + 3/2) / B(3/2, 3/2) at gamma = 1/2
+    out = _run(base_dir, tmp_path / "o", steps=1, lr=1e-3, lr_multiplier=0.5, lr_match_gamma=0.5, warmup_steps=0)
+    line = _lines(out / "metrics.jsonl")[0]
+    assert line["optim/lr"] == pytest.approx(1e-3 * 0.5 * m_half)  # no warm-up: the full lr at once
+    group = load_trainer_state(latest_checkpoint(out))["optimizer"]["param_groups"][0]
+    assert group["betas"] == (0.9, 0.999) and group["weight_decay"] == 0.01 and group["eps"] == 1e-8
+    assert group["initial_lr"] == pytest.approx(1e-3 * 0.5 * m_half)
