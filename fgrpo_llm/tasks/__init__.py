@@ -1,0 +1,45 @@
+"""Task registry: ``get_task("countdown")``, ``get_task("boxed_math", path=...)``, ``get_task("maze")``.
+
+Built-in tasks are imported lazily (a task module is only loaded when asked for);
+``register_task`` adds a user task factory under a new name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from fgrpo_llm.tasks.base import Problem, Task, check_split
+
+__all__ = ["Problem", "Task", "check_split", "get_task", "register_task", "task_names"]
+
+#: name -> "module:factory" of the built-in tasks; factories take keyword arguments only.
+_BUILTIN = {
+    "countdown": "fgrpo_llm.tasks.countdown:CountdownTask",
+    "boxed_math": "fgrpo_llm.tasks.boxed_math:BoxedMathTask",
+    "maze": "fgrpo_llm.tasks.maze:MazeTask",
+}
+_USER: dict[str, Callable[..., Task]] = {}
+
+
+def register_task(name: str, factory: Callable[..., Task]) -> None:
+    """Make ``get_task(name, **kwargs)`` return ``factory(**kwargs)``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"task name must be a non-empty string, got {name!r}")
+    _USER[name] = factory
+
+
+def task_names() -> list[str]:
+    """All registered task names."""
+    return sorted(set(_BUILTIN) | set(_USER))
+
+
+def get_task(name: str, **kwargs) -> Task:
+    """Build the task called ``name`` with keyword arguments ``kwargs``."""
+    if name in _USER:
+        return _USER[name](**kwargs)
+    if name not in _BUILTIN:
+        raise ValueError(f"unknown task {name!r}; choose from {task_names()}")
+    module_name, attr = _BUILTIN[name].split(":")
+    factory = getattr(importlib.import_module(module_name), attr)
+    return factory(**kwargs)

@@ -1,0 +1,45 @@
+"""``fgrpo-llm pretrain``: build the built-in Countdown base model (SPEC §8).
+
+    fgrpo-llm pretrain --out runs/base [--config FILE] [--steps 600] [--seconds 600] [--seed 0]
+
+Settings come from the :class:`~fgrpo_llm.pretrain.PretrainConfig` defaults, then the
+``--config`` file (YAML or JSON mapping of its fields), then the flags given here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+
+from fgrpo_llm.pretrain import PretrainConfig, pretrain, read_config_file
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("pretrain", help="supervised pretraining of the Countdown base model",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="output checkpoint directory (e.g. runs/base)")
+    p.add_argument("--config", help="YAML or JSON file with PretrainConfig fields")
+    p.add_argument("--seconds", type=float, help="wall-clock cap on training in seconds (default 600)")
+    p.add_argument("--steps", type=int, dest="max_steps", help="optimizer steps (default 600; --steps alone lifts the time cap)")
+    p.add_argument("--seed", type=int, help="seed of initialisation, data and evaluation (default 0)")
+    p.add_argument("--device", help="auto, cpu or cuda (default auto)")
+    p.add_argument("--dtype", help="auto, float32, bfloat16 or float16 (default auto)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ValueError(f"--out must be a directory, but {args.out} is a file")
+    values = read_config_file(args.config) if args.config else {}
+    cfg = PretrainConfig.from_dict(values)
+    overrides = {k: getattr(args, k) for k in ("seconds", "max_steps", "seed", "device", "dtype")
+                 if getattr(args, k) is not None}
+    if "max_steps" in overrides and "seconds" not in overrides and "seconds" not in values:
+        overrides["seconds"] = 0.0  # --steps alone: a step budget, not a time budget
+    cfg = dataclasses.replace(cfg, **overrides)
+    summary = pretrain(cfg, args.out, progress=not args.no_progress)
+    shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items())
+    print(f"pretrained base model saved to {args.out}: {shown}")
+    return 0

@@ -1,0 +1,201 @@
+"""Models: a tiny Qwen2 built from a config, or any local Hugging Face causal LM.
+
+The built-in base model (SPEC §8) is a Qwen2-architecture decoder with about 1M
+parameters (hidden 128, 4 layers, 4 heads, character vocabulary). A user checkpoint is
+any local directory that ``AutoModelForCausalLM`` / ``AutoTokenizer`` can read; nothing
+is ever downloaded (``local_files_only=True``). Both kinds are saved the same way
+(``save_model_and_tokenizer``: weights, config and tokenizer in one directory, written
+atomically), so the trainer never needs to know which one it has.
+
+Device and precision: CUDA when available, else CPU; weights stay float32 and
+``autocast`` runs the forward pass in bfloat16 on CUDA (plain float32 on CPU). Both can
+be overridden (``device="cpu"``, ``dtype="float32"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast, Qwen2Config,
+                          Qwen2ForCausalLM)
+from transformers.utils import logging as hf_logging
+
+_DTYPES = {"float32": None, "fp32": None, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+           "float16": torch.float16, "fp16": torch.float16}
+
+
+@contextlib.contextmanager
+def _quiet_hub():
+    """Silence transformers' per-shard progress bars while loading / saving tiny files."""
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """``device`` as a ``torch.device``; None picks CUDA when available, else CPU."""
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:<i>' or 'auto', got {device!r}") from err
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} requested but CUDA is not available")
+    return resolved
+
+
+def resolve_autocast_dtype(device: torch.device, dtype: str | None = None) -> torch.dtype | None:
+    """The autocast dtype: bfloat16 on CUDA, None (plain float32) on CPU, unless overridden.
+
+    ``dtype`` is one of "float32", "bfloat16", "float16" (or "auto"/None for the default).
+    """
+    if dtype is None or dtype == "auto":
+        return torch.bfloat16 if torch.device(device).type == "cuda" else None
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of 'auto', 'float32', 'bfloat16', 'float16', got {dtype!r}")
+    return _DTYPES[dtype]
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    """A mixed-precision context for ``device``; a no-op when ``dtype`` is None."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
+
+
+def build_tiny_model(tokenizer, *, hidden_size: int = 128, num_layers: int = 4, num_heads: int = 4,
+                     intermediate_size: int | None = None, max_position_embeddings: int = 256,
+                     seed: int = 0) -> PreTrainedModel:
+    """A freshly initialised Qwen2ForCausalLM sized for ``tokenizer`` (float32, on CPU).
+
+    Defaults give about 1M parameters with a character vocabulary (SPEC §8). The
+    intermediate (MLP) size defaults to ``4 * hidden_size``; input and output embeddings
+    are tied. Initialisation is seeded with ``seed`` without touching the global RNG.
+    """
+    for name, value in (("hidden_size", hidden_size), ("num_layers", num_layers), ("num_heads", num_heads),
+                        ("max_position_embeddings", max_position_embeddings)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {name}={value!r}")
+    if hidden_size % num_heads or (hidden_size // num_heads) % 2:
+        raise ValueError(f"hidden_size / num_heads must be an even integer, got "
+                         f"hidden_size={hidden_size}, num_heads={num_heads}")
+    if intermediate_size is None:
+        intermediate_size = 4 * hidden_size
+    if tokenizer.pad_token_id is None or tokenizer.eos_token_id is None:
+        raise ValueError("tokenizer must define pad and eos tokens")
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        max_position_embeddings=max_position_embeddings,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        use_cache=True,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model.float()
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    """Number of distinct parameters (tied weights counted once)."""
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+#: Generic tokenizer classes: their ``tokenizer.json`` is the whole pipeline and is loaded as is.
+_GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def _load_tokenizer(path: Path):
+    """The tokenizer of checkpoint ``path``.
+
+    transformers 5 ``AutoTokenizer`` replaces the pre-tokenizer of any ``model_type: qwen2``
+    checkpoint with Qwen2's byte-level one, which silently breaks our character tokenizer
+    (spaces vanish). A checkpoint that declares a generic class is therefore loaded
+    verbatim from its ``tokenizer.json``; everything else goes through ``AutoTokenizer``.
+    """
+    declared = None
+    config_file = path / "tokenizer_config.json"
+    if config_file.is_file():
+        declared = json.loads(config_file.read_text(encoding="utf-8")).get("tokenizer_class")
+    if declared in _GENERIC_TOKENIZERS and (path / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
+    return AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+
+def load_model_and_tokenizer(path, *, device: str | torch.device | None = None):
+    """Load a local Hugging Face causal-LM directory and its tokenizer; never downloads.
+
+    Returns ``(model, tokenizer)`` with the model in float32 on ``device`` (see
+    ``resolve_device``) and in eval mode. A tokenizer without a pad token gets its eos
+    token as pad (masks come from the sampler, never from token ids).
+    Raises FileNotFoundError when ``path`` (or its ``config.json``) is missing and
+    ValueError when the directory cannot be read as a checkpoint; both name the path.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"checkpoint directory not found: {path}")
+    if not path.is_dir():
+        raise FileNotFoundError(f"checkpoint path is not a directory: {path}")
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"not a Hugging Face checkpoint (no config.json) in {path}")
+    resolved = resolve_device(device)
+    try:
+        with _quiet_hub():
+            tokenizer = _load_tokenizer(path)
+            model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+    except Exception as err:  # OSError, JSONDecodeError, SafetensorError, ...: all mean "unreadable"
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"cannot load checkpoint {path}: {first}") from err
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model.to(resolved).eval(), tokenizer
+
+
+def save_model_and_tokenizer(model, tokenizer, path, *, keep: tuple[str, ...] = ()) -> None:
+    """Write weights, config and tokenizer to directory ``path`` atomically.
+
+    Everything is written into a temporary sibling directory first; only a complete
+    directory is renamed into place (an existing ``path`` is renamed aside just before and
+    deleted after), so a crash never leaves a half-written checkpoint at ``path``. Files named in ``keep`` (e.g. run logs) are carried over from an
+    existing ``path`` into the new one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        with _quiet_hub():
+            model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        for name in keep:
+            if (path / name).is_file():
+                shutil.copy2(path / name, tmp / name)
+        old = None
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+            os.replace(path, old / "ckpt")
+        os.replace(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,335 @@
+"""Supervised pretraining of the built-in base model on skewed Countdown demonstrations (SPEC §8).
+
+The base model must solve a moderate fraction of prompts and have *common and rare*
+correct modes, the situation the paper's tail-miss argument (Lemma 3.1) is about. Each
+demonstration for a prompt x is drawn as:
+
+- with probability ``wrong_fraction``: a wrong expression over x's numbers;
+- otherwise a correct one, picked from x's ranked correct expressions ``c_0, c_1, ...``
+  (``CountdownTask.solutions``) with weight w_k = 1 / (k + 1)^alpha, alpha = 1.5; with
+  probability ``reverse_fraction`` the ranking is reversed first. A few forms are common,
+  the rest form a long tail.
+
+The loop is AdamW (lr 3e-3, batch 128; warm-up then cosine decay) with a time budget; the loss is the token-mean
+cross-entropy over completion tokens (EOS included). Outputs in OUT: the Hugging Face
+checkpoint (weights, ``config.json`` of the model, tokenizer), ``pretrain_config.json``
+(this run's resolved :class:`PretrainConfig`) and ``pretrain_metrics.jsonl``.
+
+    fgrpo-llm pretrain --out runs/base            # ~150 s of training on a CPU
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from fgrpo_llm.model import (autocast, build_tiny_model, count_parameters, resolve_autocast_dtype, resolve_device,
+                             save_model_and_tokenizer)
+from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask, all_expressions
+from fgrpo_llm.tokenizer import build_char_tokenizer
+
+CONFIG_NAME = "pretrain_config.json"
+METRICS_NAME = "pretrain_metrics.jsonl"
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """Everything ``fgrpo-llm pretrain`` needs; saved to OUT/pretrain_config.json."""
+
+    seed: int = 0
+    """Seed of the model initialisation, the demonstration stream and the evaluation samples."""
+    seconds: float = 600.0
+    """Wall-clock cap on training in seconds (the issue's 10-minute limit); 0 means no cap.
+    Evaluation runs after it. SPEC §8 trained for 150 s on a quieter machine; a step budget
+    (below) makes the base the same on every machine, so the cap is only a safety net."""
+    max_steps: int = 600
+    """Stop after this many optimizer steps (0: train until ``seconds`` runs out). 600 steps
+    of batch 128 give pass@1 of about 0.34 on the in-domain test split."""
+    batch_size: int = 128
+    """Demonstrations per optimizer step."""
+    lr: float = 3e-3
+    """AdamW learning rate (constant after warm-up)."""
+    warmup_steps: int = 20
+    """Linear learning-rate warm-up steps."""
+    lr_schedule: str = "cosine"
+    """"constant", or "cosine": after warm-up, decay to ``min_lr_ratio * lr`` over the budget
+    (the step budget when ``max_steps`` is set, else the time budget)."""
+    min_lr_ratio: float = 0.1
+    """Final learning rate of the cosine schedule, as a fraction of ``lr``."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    hidden_size: int = 128
+    """Model width (SPEC §8: 128)."""
+    num_layers: int = 4
+    """Transformer blocks (SPEC §8: 4)."""
+    num_heads: int = 4
+    """Attention heads (SPEC §8: 4)."""
+    max_position_embeddings: int = 128
+    """Longest sequence the model accepts (Countdown sequences are ~20 tokens)."""
+    task_seed: int = 0
+    """Seed of the Countdown splits (must match the one used for RL and evaluation)."""
+    num_test: int = 200
+    """Countdown in-domain test prompts (held out of the demonstrations)."""
+    num_ood: int = 200
+    """Countdown out-of-domain (4-number) prompts."""
+    rank_exponent: float = 1.5
+    """alpha in the demonstration weights w_k = 1 / (k + 1)^alpha over ranked correct forms."""
+    reverse_fraction: float = 0.1
+    """Probability of drawing from the reversed ranking instead."""
+    wrong_fraction: float = 0.15
+    """Probability that a demonstration is a wrong answer."""
+    eval_prompts: int = 100
+    """Test prompts for the final pass@1 estimate (0 disables evaluation)."""
+    eval_samples: int = 16
+    """Samples per evaluation prompt (temperature 1)."""
+    max_new_tokens: int = 16
+    """Token limit of an evaluation completion."""
+    log_every: int = 25
+    """Write a metrics line every this many steps."""
+    device: str = "auto"
+    """"auto" (CUDA if available, else CPU), "cpu" or "cuda"."""
+    dtype: str = "auto"
+    """Autocast dtype: "auto" (bf16 on CUDA, float32 on CPU), "float32", "bfloat16", "float16"."""
+
+    def __post_init__(self):
+        positive_ints = ("batch_size", "hidden_size", "num_layers", "num_heads", "max_position_embeddings",
+                         "eval_samples", "max_new_tokens", "log_every")
+        nonneg_ints = ("seed", "max_steps", "warmup_steps", "task_seed", "num_test", "num_ood", "eval_prompts")
+        for name in positive_ints + nonneg_ints:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < (name in positive_ints):
+                low = 1 if name in positive_ints else 0
+                raise ValueError(f"{name} must be an integer >= {low}, got {name}={value!r}")
+        for name in ("seconds", "lr", "weight_decay", "rank_exponent", "reverse_fraction", "wrong_fraction",
+                     "min_lr_ratio"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {name}={value!r}")
+        if self.seconds <= 0 and self.max_steps == 0:
+            raise ValueError(f"need seconds > 0 or max_steps > 0, got seconds={self.seconds}, max_steps=0")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got lr={self.lr}")
+        if self.lr_schedule not in ("constant", "cosine"):
+            raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got lr_schedule={self.lr_schedule!r}")
+        for name in ("reverse_fraction", "wrong_fraction", "min_lr_ratio"):
+            if getattr(self, name) > 1:
+                raise ValueError(f"{name} must lie in [0, 1], got {name}={getattr(self, name)}")
+        if self.eval_prompts > self.num_test:
+            raise ValueError(f"eval_prompts must be <= num_test, got {self.eval_prompts} > {self.num_test}")
+        resolve_autocast_dtype(torch.device("cpu"), self.dtype)  # validates the name
+        if self.device not in ("auto", "cpu") and not str(self.device).startswith("cuda"):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got device={self.device!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "PretrainConfig":
+        """Build from a mapping; unknown keys are a ValueError naming them."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown pretrain config keys {unknown}; known keys: {sorted(known)}")
+        return cls(**values)
+
+
+def read_config_file(path) -> dict:
+    """A JSON or YAML mapping from ``path``; FileNotFoundError / ValueError naming the path."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            values = yaml.safe_load(text)
+        else:
+            values = json.loads(text)
+    except Exception as err:  # yaml.YAMLError or json.JSONDecodeError
+        raise ValueError(f"cannot parse config file {path}: {str(err).splitlines()[0]}") from err
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ValueError(f"config file {path} must hold a mapping, got {type(values).__name__}")
+    return values
+
+
+# -- demonstrations ------------------------------------------------------------------------
+
+def skewed_weights(K: int, alpha: float) -> np.ndarray:
+    """w_k = (k + 1)^(-alpha) / sum_j (j + 1)^(-alpha), k = 0..K-1 (computed in log space)."""
+    log_w = -alpha * np.log1p(np.arange(K, dtype=np.float64))
+    w = np.exp(log_w - log_w.max())
+    return w / w.sum()
+
+
+def sample_demonstration(solutions: list[str], wrong: list[str], rng: np.random.Generator, *,
+                         rank_exponent: float, reverse_fraction: float, wrong_fraction: float) -> str:
+    """One demonstration completion: a wrong answer w.p. ``wrong_fraction``, else a correct form
+    drawn with weights ``skewed_weights`` from the ranking (reversed w.p. ``reverse_fraction``)."""
+    if wrong and rng.random() < wrong_fraction:
+        return wrong[int(rng.integers(len(wrong)))]
+    ranked = solutions[::-1] if rng.random() < reverse_fraction else solutions
+    return ranked[int(rng.choice(len(ranked), p=skewed_weights(len(ranked), rank_exponent)))]
+
+
+class DemonstrationStream:
+    """Batches of tokenized demonstrations for the training split of a Countdown task."""
+
+    def __init__(self, task: CountdownTask, tokenizer, cfg: PretrainConfig, rng: np.random.Generator):
+        self.problems = task.problems("train")
+        self.operators = task.operators
+        self._answers: dict[int, tuple[list[str], list[str]]] = {}  # index -> (correct ranked, wrong)
+        self.vocab = tokenizer.get_vocab()
+        self.bos, self.eos, self.pad = tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+        self.cfg, self.rng = cfg, rng
+
+    def answers(self, i: int) -> tuple[list[str], list[str]]:
+        """Ranked correct expressions (as ``CountdownTask.solutions``) and wrong ones of problem i."""
+        if i not in self._answers:
+            numbers, target = self.problems[i].answer
+            exprs = all_expressions(numbers, self.operators)
+            self._answers[i] = ([e for e, v in exprs if v == target], [e for e, v in exprs if v != target])
+        return self._answers[i]
+
+    def encode(self, prompt: str, completion: str) -> tuple[list[int], int]:
+        """``<bos> prompt completion <eos>`` ids (same as the tokenizer) and the prompt length."""
+        ids = [self.bos] + [self.vocab[c] for c in prompt]
+        return ids + [self.vocab[c] for c in completion] + [self.eos], len(ids)
+
+    def batch(self) -> tuple[torch.LongTensor, torch.LongTensor, torch.LongTensor]:
+        """``(input_ids, attention_mask, labels)``, each (B, T); labels -100 off the completion."""
+        cfg, rows = self.cfg, []
+        for i in self.rng.integers(len(self.problems), size=cfg.batch_size):
+            completion = sample_demonstration(*self.answers(int(i)), self.rng,
+                                              rank_exponent=cfg.rank_exponent,
+                                              reverse_fraction=cfg.reverse_fraction,
+                                              wrong_fraction=cfg.wrong_fraction)
+            rows.append(self.encode(self.problems[i].prompt, completion))
+        T = max(len(ids) for ids, _ in rows)
+        input_ids = torch.full((len(rows), T), self.pad, dtype=torch.long)  # (B, T), right-padded
+        labels = torch.full((len(rows), T), -100, dtype=torch.long)  # (B, T)
+        mask = torch.zeros((len(rows), T), dtype=torch.long)  # (B, T)
+        for b, (ids, P) in enumerate(rows):
+            input_ids[b, :len(ids)] = torch.tensor(ids)
+            labels[b, P:len(ids)] = input_ids[b, P:len(ids)]
+            mask[b, :len(ids)] = 1
+        return input_ids, mask, labels
+
+
+# -- training ------------------------------------------------------------------------------
+
+def lr_multiplier(step: int, progress: float, cfg: PretrainConfig) -> float:
+    """Learning-rate factor at optimizer step ``step`` (0-based) with ``progress`` in [0, 1] of
+    the budget: linear warm-up, then constant or cosine decay to ``cfg.min_lr_ratio``."""
+    warm = min(1.0, (step + 1) / max(cfg.warmup_steps, 1))
+    if cfg.lr_schedule == "constant":
+        return warm
+    p = min(max(progress, 0.0), 1.0)
+    return warm * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * 0.5 * (1.0 + np.cos(np.pi * p)))
+
+
+def completion_loss(model, input_ids, attention_mask, labels) -> torch.Tensor:
+    """Token-mean cross-entropy of the completion tokens: -(1/|O|) sum_{t in O} log pi(o_t | <t)."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()  # (B, T-1, V)
+    target = labels[:, 1:]  # (B, T-1) next-token targets
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                             ignore_index=-100)
+
+
+@torch.no_grad()
+def estimate_pass_at_1(model, tokenizer, task, problems, *, num_samples: int, max_new_tokens: int,
+                       generator: torch.Generator, autocast_dtype=None) -> dict:
+    """pass@1 = mean reward over ``num_samples`` temperature-1 samples per problem, plus the mean
+    number of distinct correct forms per problem and the fraction of problems solved at least once."""
+    from fgrpo_llm.rollout import sample_completions
+
+    batch = sample_completions(model, tokenizer, [p.prompt for p in problems], num_samples=num_samples,
+                               max_new_tokens=max_new_tokens, temperature=1.0, generator=generator,
+                               autocast_dtype=autocast_dtype)
+    rewards = np.array([task.reward(problems[b], c) for b, c in zip(batch.prompt_index.tolist(), batch.completions)])
+    rewards = rewards.reshape(len(problems), num_samples)  # (B, N)
+    forms = [{task.solution_form(problems[b], c) for c in batch.completions[b * num_samples:(b + 1) * num_samples]}
+             - {None} for b in range(len(problems))]
+    return {"pass@1": float(rewards.mean()), f"pass@{num_samples}": float((rewards.max(axis=1) > 0).mean()),
+            "distinct_correct_forms": float(np.mean([len(f) for f in forms]))}
+
+
+def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
+    """Train the base model described by ``cfg`` and save it to directory ``out``.
+
+    Returns a summary dict (steps, seconds, final loss, evaluation metrics).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+    metrics_path = out / METRICS_NAME
+    metrics_path.write_text("")
+    device = resolve_device(cfg.device)
+    amp_dtype = resolve_autocast_dtype(device, cfg.dtype)
+
+    task = CountdownTask(seed=cfg.task_seed, num_test=cfg.num_test, num_ood=cfg.num_ood)
+    tokenizer = build_char_tokenizer(ALPHABET)
+    model = build_tiny_model(tokenizer, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
+                             num_heads=cfg.num_heads, max_position_embeddings=cfg.max_position_embeddings,
+                             seed=cfg.seed).to(device)
+    stream = DemonstrationStream(task, tokenizer, cfg, np.random.default_rng(cfg.seed))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay)
+
+    def log(record: dict) -> None:
+        with open(metrics_path, "a") as fh:
+            fh.write(json.dumps(record) + "\n")
+
+    model.train()
+    start, step, tokens, loss_value = time.perf_counter(), 0, 0, float("nan")
+    budget = cfg.seconds if cfg.seconds > 0 else float("inf")
+    by_time = bool(np.isfinite(budget))  # the bar counts seconds of the budget, else steps
+    bar = tqdm(total=round(budget) if by_time else cfg.max_steps, unit="s" if by_time else "step",
+               desc="pretrain", file=sys.stderr, disable=not progress,
+               bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}{postfix}]" if by_time else None)
+    while True:
+        elapsed = time.perf_counter() - start
+        if elapsed >= budget or (cfg.max_steps and step >= cfg.max_steps):
+            break
+        progress_frac = max(step / cfg.max_steps if cfg.max_steps else 0.0, elapsed / budget)
+        lr = cfg.lr * lr_multiplier(step, progress_frac, cfg)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        input_ids, mask, labels = (x.to(device) for x in stream.batch())  # (B, T) each
+        with autocast(device, amp_dtype):
+            loss = completion_loss(model, input_ids, mask, labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        step += 1
+        tokens += int(mask.sum())
+        loss_value = loss.item()
+        if step % cfg.log_every == 0 or step == 1:
+            now = time.perf_counter() - start
+            log({"step": step, "train/loss": loss_value, "train/grad_norm": float(grad_norm),
+                 "train/lr": lr, "time/elapsed_s": now, "perf/tokens_per_s": tokens / now})
+            bar.set_postfix(loss=f"{loss_value:.3f}", step=step)
+        bar.update(min(int(time.perf_counter() - start), bar.total) - bar.n if by_time else 1)
+    bar.close()
+    train_seconds = time.perf_counter() - start
+    summary = {"step": step, "train/loss": loss_value, "time/train_s": train_seconds,
+               "model/parameters": count_parameters(model), "data/train_prompts": len(stream.problems)}
+
+    model.eval()
+    if cfg.eval_prompts:
+        generator = torch.Generator(device=device).manual_seed(cfg.seed)
+        test = task.problems("test")[:cfg.eval_prompts]
+        for name, value in estimate_pass_at_1(model, tokenizer, task, test, num_samples=cfg.eval_samples,
+                                              max_new_tokens=cfg.max_new_tokens, generator=generator,
+                                              autocast_dtype=amp_dtype).items():
+            summary[f"eval/test/{name}"] = value
+    log(summary)
+    save_model_and_tokenizer(model.cpu(), tokenizer, out, keep=(CONFIG_NAME, METRICS_NAME))
+    return summary

@@ -1,0 +1,118 @@
+"""Pretraining: demonstration distribution, config validation, a smoke run, the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from fgrpo_llm.cli import main
+from fgrpo_llm.model import load_model_and_tokenizer
+from fgrpo_llm.pretrain import (CONFIG_NAME, METRICS_NAME, DemonstrationStream, PretrainConfig, pretrain,
+                                lr_multiplier, read_config_file, sample_demonstration, skewed_weights)
+
+TINY = dict(hidden_size=32, num_layers=1, num_heads=2, batch_size=16, num_test=20, num_ood=4, eval_prompts=4,
+            eval_samples=2, log_every=1, warmup_steps=2)
+
+
+def test_skewed_weights_follow_the_power_law():
+    w = skewed_weights(5, 1.5)
+    assert w.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(w / w[0], 1.0 / np.arange(1, 6) ** 1.5)
+    np.testing.assert_allclose(skewed_weights(4, 0.0), 0.25)
+
+
+def test_lr_schedule_warms_up_then_decays_to_the_floor():
+    cfg = PretrainConfig(warmup_steps=10, lr_schedule="cosine", min_lr_ratio=0.1)
+    assert lr_multiplier(0, 0.0, cfg) == pytest.approx(0.1)  # warm-up: (step + 1) / 10
+    assert lr_multiplier(20, 0.0, cfg) == pytest.approx(1.0)
+    assert lr_multiplier(20, 0.5, cfg) == pytest.approx(0.55)
+    assert lr_multiplier(20, 1.0, cfg) == pytest.approx(0.1) == lr_multiplier(20, 3.0, cfg)
+    assert lr_multiplier(20, 0.7, PretrainConfig(lr_schedule="constant")) == 1.0
+
+
+def test_demonstrations_are_skewed_with_reversed_and_wrong_fractions():
+    solutions, wrong = ["a", "b", "c", "d"], ["x", "y"]
+    rng = np.random.default_rng(0)
+    n = 20000
+    counts = Counter(sample_demonstration(solutions, wrong, rng, rank_exponent=1.5, reverse_fraction=0.1,
+                                          wrong_fraction=0.15) for _ in range(n))
+    w = skewed_weights(4, 1.5)
+    expected = {s: 0.85 * (0.9 * w[k] + 0.1 * w[3 - k]) for k, s in enumerate(solutions)}
+    expected.update(x=0.075, y=0.075)
+    for key, p in expected.items():
+        assert counts[key] / n == pytest.approx(p, abs=4 * np.sqrt(p * (1 - p) / n) + 1e-3), key
+    assert counts["a"] > counts["b"] > counts["c"]  # common and rare correct forms
+
+
+def test_demonstration_batches_are_correct_and_match_the_tokenizer(countdown_task, char_tokenizer):
+    cfg = PretrainConfig(batch_size=64, wrong_fraction=0.0, **{k: v for k, v in TINY.items() if k != "batch_size"})
+    stream = DemonstrationStream(countdown_task, char_tokenizer, cfg, np.random.default_rng(0))
+    input_ids, mask, labels = stream.batch()
+    assert input_ids.shape[0] == 64 and input_ids.shape == mask.shape == labels.shape
+    for ids, m, lab in zip(input_ids, mask, labels):
+        seq = ids[m.bool()].tolist()
+        text = char_tokenizer.decode(seq, skip_special_tokens=True)
+        prompt, completion = text.split(":")
+        problem = next(p for p in countdown_task.problems("train") if p.prompt == prompt + ":")
+        assert countdown_task.reward(problem, completion) == 1.0  # wrong_fraction = 0
+        assert seq == char_tokenizer(text).input_ids + [char_tokenizer.eos_token_id]
+        target = lab[lab != -100].tolist()
+        assert char_tokenizer.decode(target, skip_special_tokens=True) == completion and target[-1] == 2
+
+
+@pytest.mark.parametrize("kwargs", [dict(lr=0), dict(batch_size=0), dict(wrong_fraction=1.5),
+                                    dict(seconds=0, max_steps=0), dict(dtype="int8"), dict(seed=-1),
+                                    dict(eval_prompts=300), dict(device="tpu"), dict(seconds=float("nan")),
+                                    dict(lr_schedule="linear"), dict(min_lr_ratio=2.0)])
+def test_bad_config_is_value_error(kwargs):
+    with pytest.raises(ValueError):
+        PretrainConfig(**kwargs)
+
+
+def test_config_file_round_trip_and_unknown_keys(tmp_path):
+    path = tmp_path / "cfg.yaml"
+    path.write_text("seconds: 5\nlr: 0.001\n")
+    assert PretrainConfig.from_dict(read_config_file(path)) == PretrainConfig(seconds=5, lr=0.001)
+    path.write_text(json.dumps({"lrr": 1}))
+    with pytest.raises(ValueError, match="lrr"):
+        PretrainConfig.from_dict(read_config_file(path))
+    with pytest.raises(FileNotFoundError, match="missing.json"):
+        read_config_file(tmp_path / "missing.json")
+
+
+def test_pretrain_smoke_run_lowers_loss_and_writes_a_loadable_checkpoint(tmp_path):
+    cfg = PretrainConfig(seconds=0, max_steps=30, lr=1e-2, **TINY)
+    summary = pretrain(cfg, tmp_path / "base", progress=False)
+    lines = [json.loads(x) for x in (tmp_path / "base" / METRICS_NAME).read_text().splitlines()]
+    losses = [x["train/loss"] for x in lines if "train/grad_norm" in x]
+    assert len(losses) == 30 and np.mean(losses[-5:]) < 0.7 * losses[0]
+    assert summary["step"] == 30 and 0.0 <= summary["eval/test/pass@1"] <= 1.0
+    assert json.loads((tmp_path / "base" / CONFIG_NAME).read_text()) == json.loads(json.dumps(cfg.__dict__))
+    model, tok = load_model_and_tokenizer(tmp_path / "base")
+    assert model.config.hidden_size == 32 and tok("1 2=3:").input_ids[0] == tok.bos_token_id
+
+
+def test_pretrain_is_deterministic_for_a_step_budget(tmp_path):
+    cfg = PretrainConfig(seconds=0, max_steps=3, **{**TINY, "eval_prompts": 0})
+    a = pretrain(cfg, tmp_path / "a", progress=False)
+    b = pretrain(cfg, tmp_path / "b", progress=False)
+    assert a["train/loss"] == b["train/loss"]
+
+
+def test_cli_pretrain_and_errors(tmp_path, capsys):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({**TINY, "eval_prompts": 0}))
+    assert main(["pretrain", "--out", str(tmp_path / "run"), "--config", str(cfg), "--steps", "2",
+                 "--no-progress"]) == 0
+    assert "saved to" in capsys.readouterr().out
+    assert json.loads((tmp_path / "run" / CONFIG_NAME).read_text())["max_steps"] == 2
+    assert main(["pretrain", "--out", str(tmp_path / "x"), "--config", str(tmp_path / "none.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "none.yaml" in err
+    assert main(["pretrain", "--out", str(tmp_path / "x"), "--config", str(cfg), "--seconds", "-1"]) == 2
+    assert "seconds" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("")
+    assert main(["pretrain", "--out", str(tmp_path / "afile"), "--steps", "1"]) == 2
