@@ -12,9 +12,10 @@ status 2, never a traceback.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
+
+from fgrpo_theory.cli import OneLineArgumentParser
 
 #: Subcommand modules, in the order they appear in ``--help``.
 COMMAND_MODULES = [
@@ -29,8 +30,8 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fgrpo-llm", description="Focal-weighted GRPO / DAPO / CISPO trainer.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineArgumentParser(prog="fgrpo-llm", description="Focal-weighted GRPO / DAPO / CISPO trainer.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)

@@ -22,13 +22,17 @@ COMMAND_MODULES = [
 ]
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse exits with status 2 on usage errors already; keep its one-line message."""
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An argparse parser whose usage errors are one line on stderr and exit status 2
+    (argparse's default prints the whole usage block first)."""
+
+    def error(self, message: str):  # noqa: D102 - argparse API
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="fgrpo-theory", description="F-GRPO theory: closed forms and simulations.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineArgumentParser(prog="fgrpo-theory", description="F-GRPO theory: closed forms and simulations.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
