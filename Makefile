@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/fgrpo-demo --out runs/demo
+	$(VENV)/bin/fgrpo-llm demo --out runs/demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -12,6 +12,7 @@ status 2, never a traceback.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 
