@@ -1,0 +1,739 @@
+"""Multi-step simulation of the categorical softmax policy (paper Section 5.1, Appendix J, Fig. 2;
+SPEC.md §4).
+
+K actions, the first C of them correct (reward R_c), the rest incorrect (R_w). Action 0 is the
+"anchor" (a high initial logit), actions 1..E are the designated rare-correct subset. Each step
+draws N actions i.i.d. from p = softmax(z), forms advantages r_j, and ascends
+
+    ratio:  L = (g/N) sum_j r_j pi(a_j)/pi_old(a_j)   gradient (g/N) sum_j r_j (onehot(a_j) - p)
+    prob:   L = (g/N) sum over distinct sampled a of r_a p_a   gradient (g/N) p_i (r_i - S_r)  (Eq. 5)
+
+with the focal weight g = (1 - X/N)^gamma (Eq. 11-13), by SGD or Adam. Per step it records
+Q_pos, M_ret (Eq. 26), the entropy, Q_u,pos (correct mass the group missed), the rare mass tau,
+and whether the group was a tail miss for the rare subset beside the Lemma 3.1 probability at
+the current (mu, tau).
+
+Engines. ``simulate_batch`` (dense, every option) keeps the runs that share N as (R, K) arrays
+updated in place; it batches runs only while R * K stays cache-sized (``BATCH_ELEMENTS``), since
+at K = 128,000 one run's arrays already fill the cache. ``simulate_run_sparse`` serves the
+paper's setting (ratio surrogate, zero-sum advantages): there an action that was never sampled
+has zero gradient, zero Adam moments and an unchanged logit, so a step only touches the actions
+sampled so far plus running sums for the rest (O(N + |touched|) instead of O(K)); it switches to
+whole arrays once a quarter of the actions are touched. Both draw the same samples and agree to
+rounding (tested). Sampling: sorted uniforms from normalised cumulative sums of exponentials
+(O(N), no sort); few draws search block masses and then only the hit blocks, many draws one
+cumulative sum. Each run draws from its own ``numpy.random.Generator`` seeded by (seed, N), so a
+run gives the same numbers alone or in a batch, and gamma = 0 and gamma = 1 share their draws
+(common random numbers). Which engine: ``run_sweep(..., engine='auto')``.
+
+    fgrpo-theory simulate --preset paper-fig2 --out results/fig2
+    >>> from fgrpo_theory.simulate import SimConfig, run_sweep
+    >>> res = run_sweep(SimConfig(actions=500, correct=40, group_sizes=(4,), gammas=(0.0,),
+    ...                          seeds=(0,), steps=5), progress=False)
+    >>> res.q_pos.shape           # (group sizes, gammas, seeds, steps + 1)
+    (1, 1, 1, 6)
+
+Shapes: ``R`` runs in a batch, ``K`` actions (``Kp`` padded to whole blocks), ``N`` group,
+``T`` steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+import numpy as np
+
+from fgrpo_theory._validate import as_float_array, check_integer, check_nonnegative
+
+OPTIMIZERS = ("sgd", "adam")
+SURROGATES = ("ratio", "prob")
+ADVANTAGES = ("centered", "grpo", "raw")
+#: Actions per sampling block (see the module docstring).
+BLOCK = 256
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One sweep of the categorical simulator (defaults: the paper's App. J setting, one N)."""
+
+    actions: int = 128_000
+    """K, the number of actions"""
+    correct: int = 10_000
+    """C, the number of correct actions (actions 0..C-1; action 0 is the anchor)"""
+    anchor_logit: float = 5.0
+    """initial logit of the anchor (action 0)"""
+    correct_logit: float = 3.0
+    """initial logit of the other correct actions"""
+    incorrect_logit: float = 0.0
+    """initial logit of the incorrect actions"""
+    initial_logits: tuple[float, ...] | None = None
+    """explicit initial logits (K values); overrides the three values above"""
+    rare: int = 1
+    """E, the size of the rare-correct subset: actions 1..E"""
+    reward_correct: float = 1.0
+    """R_c"""
+    reward_wrong: float = -1.0
+    """R_w (< R_c)"""
+    group_sizes: tuple[int, ...] = (64,)
+    """the group sizes N to sweep"""
+    gammas: tuple[float, ...] = (0.0, 1.0)
+    """the focal exponents gamma to sweep (0 = plain GRPO)"""
+    seeds: tuple[int, ...] = (0,)
+    """one run per seed; a run's generator is seeded by (seed, N)"""
+    steps: int = 1000
+    """T, optimisation steps"""
+    lr: float = 1e-2
+    """learning rate"""
+    optimizer: str = "adam"
+    """'adam' (betas 0.9/0.999, eps 1e-8, bias-corrected) or 'sgd'"""
+    surrogate: str = "ratio"
+    """'ratio' (log-prob gradient) or 'prob' (the literal Eq. 5 gradient)"""
+    advantage: str = "centered"
+    """'centered' r = R - mean (App. J), 'grpo' (R - mean)/(std + 1e-6) with Bessel std, 'raw' r = R"""
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    """Adam (beta1, beta2)"""
+    adam_eps: float = 1e-8
+    """Adam epsilon"""
+
+    def __post_init__(self):
+        K = int(check_integer("actions", self.actions, minimum=2))
+        C = int(check_integer("correct", self.correct, minimum=1))
+        if C >= K:
+            raise ValueError(f"correct must be < actions={K}, got correct={C}")
+        E = int(check_integer("rare", self.rare, minimum=1))
+        if E >= C:
+            raise ValueError(f"rare must be < correct={C} (action 0 is the anchor), got rare={E}")
+        for name in ("anchor_logit", "correct_logit", "incorrect_logit", "reward_correct", "reward_wrong"):
+            x = as_float_array(name, getattr(self, name))
+            if not np.isfinite(x).all():
+                raise ValueError(f"{name} must be finite, got {name}={getattr(self, name)}")
+        if not self.reward_correct > self.reward_wrong:
+            raise ValueError(f"reward_correct must exceed reward_wrong, got "
+                             f"{self.reward_correct} <= {self.reward_wrong}")
+        if self.initial_logits is not None:
+            z0 = as_float_array("initial_logits", self.initial_logits)
+            if z0.shape != (K,) or not np.isfinite(z0).all():
+                raise ValueError(f"initial_logits must be {K} finite values, got shape {z0.shape}")
+            object.__setattr__(self, "initial_logits", tuple(float(v) for v in z0))
+        sizes = check_integer("group_sizes", self.group_sizes, minimum=1).ravel()
+        object.__setattr__(self, "group_sizes", tuple(int(n) for n in sizes))
+        gammas = check_nonnegative("gammas", self.gammas).ravel()
+        object.__setattr__(self, "gammas", tuple(float(g) for g in gammas))
+        seeds = check_integer("seeds", self.seeds, minimum=0).ravel()
+        object.__setattr__(self, "seeds", tuple(int(s) for s in seeds))
+        for name in ("group_sizes", "gammas", "seeds"):
+            if len(set(getattr(self, name))) != len(getattr(self, name)):
+                raise ValueError(f"{name} must not repeat values, got {name}={getattr(self, name)}")
+        check_integer("steps", self.steps, minimum=1)
+        lr = float(as_float_array("lr", self.lr))
+        if not (np.isfinite(lr) and lr > 0):
+            raise ValueError(f"lr must be > 0, got lr={self.lr}")
+        for name, allowed in (("optimizer", OPTIMIZERS), ("surrogate", SURROGATES), ("advantage", ADVANTAGES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {name}={getattr(self, name)!r}")
+        b1, b2 = (float(b) for b in self.adam_betas)
+        if not (0 <= b1 < 1 and 0 <= b2 < 1):
+            raise ValueError(f"adam_betas must lie in [0, 1), got {self.adam_betas}")
+        object.__setattr__(self, "adam_betas", (b1, b2))
+        if not float(self.adam_eps) > 0:
+            raise ValueError(f"adam_eps must be > 0, got {self.adam_eps}")
+
+    def logits0(self) -> np.ndarray:
+        """Initial logits z_0 (K,)."""
+        if self.initial_logits is not None:
+            return np.asarray(self.initial_logits, dtype=np.float64)
+        z0 = np.full(self.actions, float(self.incorrect_logit))
+        z0[: self.correct] = self.correct_logit
+        z0[0] = self.anchor_logit
+        return z0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+
+PRESETS: dict[str, SimConfig] = {
+    # App. J / Fig. 2: Adam on the ratio surrogate reproduces the paper's description (SPEC §4).
+    "paper-fig2": SimConfig(
+        actions=128_000, correct=10_000, group_sizes=tuple(2**k for k in range(1, 18)),
+        gammas=(0.0, 1.0), seeds=(0, 1, 2, 3), steps=1000, lr=1e-2,
+        optimizer="adam", surrogate="ratio", advantage="centered",
+    ),
+    # The same with plain SGD: the logits barely move (updates scale with p_i ~ 6e-5).
+    "paper-fig2-sgd": SimConfig(
+        actions=128_000, correct=10_000, group_sizes=tuple(2**k for k in range(1, 18)),
+        gammas=(0.0, 1.0), seeds=(0, 1, 2, 3), steps=1000, lr=1e-2,
+        optimizer="sgd", surrogate="ratio", advantage="centered",
+    ),
+    # A reduced sweep (K / 10, fewer steps, a larger lr) that shows the three regimes in seconds.
+    "small": SimConfig(
+        actions=12_800, correct=1_000, group_sizes=tuple(2**k for k in range(1, 15)),
+        gammas=(0.0, 1.0), seeds=(0, 1), steps=300, lr=3e-2,
+    ),
+    "tiny": SimConfig(
+        actions=1_280, correct=100, group_sizes=(2, 16, 128, 4096),
+        gammas=(0.0, 1.0), seeds=(0,), steps=100, lr=3e-2,
+    ),
+}
+
+
+# ----------------------------------------------------------------------------- one batch
+
+def group_advantages(X: np.ndarray, N: int, *, R_c: float, R_w: float, kind: str):
+    """Advantages (r_c, r_w) of a correct / incorrect draw for groups with X correct of N (R,).
+
+    centered: r = R - mean (App. J). grpo: (R - mean) / (std + 1e-6), Bessel std (verl's
+    convention; std = 0 when N = 1). raw: r = R."""
+    X = X.astype(np.float64)
+    if kind == "raw":
+        return np.full_like(X, R_c), np.full_like(X, R_w)
+    mean = (X * R_c + (N - X) * R_w) / N
+    r_c, r_w = R_c - mean, R_w - mean
+    if kind == "grpo":
+        var = (R_c - R_w) ** 2 * X * (N - X) / (N * max(N - 1, 1))
+        scale = 1.0 / (np.sqrt(var) + 1e-6)
+        r_c, r_w = r_c * scale, r_w * scale
+    return r_c, r_w
+
+
+def _sample_group(e_r: np.ndarray, s_r: np.ndarray, N: int, rng: np.random.Generator, B: int,
+                  K: int | None = None) -> np.ndarray:
+    """N i.i.d. action indices (sorted) from the unnormalised masses e_r (Kp,) (zero on the
+    padding after the K real actions), block masses s_r (nb,)."""
+    nb = s_r.size
+    cs = np.cumsum(s_r)                                    # (nb,)
+    x = rng.standard_exponential(N + 1)
+    np.cumsum(x, out=x)
+    u = x[:N] * (cs[-1] / x[N])                            # (N,) sorted uniforms on [0, total)
+    if 2 * N >= nb:
+        # many draws: most blocks are hit, so one cumulative sum over all actions is cheaper
+        cdf = np.cumsum(e_r)
+        idx = np.searchsorted(cdf, u * (cdf[-1] / cs[-1]), side="right")
+        last = (e_r.size if K is None else K) - 1                      # rounding at the top end
+        return np.minimum(idx, last, out=idx)
+    blk = np.searchsorted(cs, u, side="right")
+    np.minimum(blk, nb - 1, out=blk)
+    new = np.empty(N, dtype=bool)
+    new[0] = True
+    np.not_equal(blk[1:], blk[:-1], out=new[1:])
+    row = np.cumsum(new) - 1                               # (N,) row of each draw among hit blocks
+    ub = blk[new]                                          # (n_u,) hit blocks, increasing
+    c = np.cumsum(e_r.reshape(nb, B)[ub], axis=1)          # (n_u, B) local cumulative masses
+    tot = np.maximum(c[:, -1], np.finfo(np.float64).tiny)
+    base = np.where(ub > 0, cs[ub - 1], 0.0)
+    frac = (u - base[row]) / tot[row]
+    np.clip(frac, 0.0, 1.0 - 1e-12, out=frac)
+    # rows shifted by their index make one increasing key array: row i spans (i, i + 1]
+    ckey = c / tot[:, None]
+    ckey += np.arange(ub.size, dtype=np.float64)[:, None]
+    ckey[:, -1] = np.arange(1, ub.size + 1)
+    pos = np.searchsorted(ckey.ravel(), row + frac, side="right")
+    return ub[pos // B] * B + pos % B
+
+
+#: Logits are exponentiated relative to a fixed shift c (the initial max), moved up only when a
+#: logit exceeds c + SHIFT_SLACK, so untouched actions keep bit-identical masses exp(z - c).
+SHIFT_SLACK = 30.0
+
+
+def _layout(K: int) -> tuple[int, int, int]:
+    """(B, nb, Kp): block size, number of blocks, padded action count."""
+    B = min(BLOCK, K)
+    nb = -(-K // B)
+    return B, nb, nb * B
+
+
+def _new_records(R: int, T: int) -> dict:
+    rec = {k: np.empty((R, T + 1)) for k in ("q_pos", "m_ret", "entropy", "tau")}
+    rec.update({k: np.empty((R, T)) for k in ("q_u_pos", "p_tail_miss", "mu_hat")})
+    rec["tail_miss"] = np.empty((R, T), dtype=bool)
+    return rec
+
+
+def _record_group(rec, r, t, *, X, N, hit_rare, sampled_correct_mass, S, q_pos):
+    """Group records at step t for run r (rows may be arrays for a batch)."""
+    rec["mu_hat"][r, t] = X / N
+    rec["tail_miss"][r, t] = (X > 0) & (X < N) & ~hit_rare
+    rec["q_u_pos"][r, t] = q_pos - sampled_correct_mass / S
+
+
+def _finish_records(rec, N: int) -> dict:
+    """Lemma 3.1 at the (mu, tau) = (Q_pos, tau) each group was drawn from, all steps at once."""
+    from fgrpo_theory.tail_miss import p_tail_miss
+
+    mu, tau = rec["q_pos"][:, :-1], rec["tau"][:, :-1]
+    rec["p_tail_miss"][:] = p_tail_miss(mu, np.minimum(tau, mu), N)
+    return rec
+
+
+def _focal_table(N: int, gamma) -> np.ndarray:
+    """g / N for every possible X = 0..N: focal_weight(X / N, gamma) / N, (R, N + 1)."""
+    from fgrpo_theory.focal import focal_weight
+
+    mu_hat = np.arange(N + 1) / N
+    gamma = np.atleast_1d(np.asarray(gamma, dtype=np.float64))
+    return np.asarray(focal_weight(mu_hat[None, :], gamma[:, None]), dtype=np.float64) / N
+
+
+def _adam_step(z, G, m, v, tmp, t: int, cfg: SimConfig) -> None:
+    """In place: m, v moments of the ascent direction G; z += lr m_hat / (sqrt(v_hat) + eps)."""
+    b1, b2 = cfg.adam_betas
+    m *= b1
+    np.multiply(G, 1.0 - b1, out=tmp)
+    m += tmp
+    v *= b2
+    np.multiply(G, G, out=tmp)
+    tmp *= 1.0 - b2
+    v += tmp
+    np.sqrt(v, out=tmp)
+    tmp *= 1.0 / np.sqrt(1.0 - b2 ** (t + 1))
+    tmp += cfg.adam_eps
+    np.divide(m, tmp, out=tmp)
+    tmp *= cfg.lr / (1.0 - b1 ** (t + 1))
+    z += tmp
+
+
+def sparse_applies(cfg: SimConfig) -> bool:
+    """True when the ascent direction vanishes off the sampled actions: the ratio surrogate with
+    advantages that sum to zero over the group (centred or GRPO), so sum_j r_j p = 0."""
+    return cfg.surrogate == "ratio" and cfg.advantage in ("centered", "grpo")
+
+
+def simulate_batch(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *, progress=None) -> dict:
+    """Simulate the runs [(gamma, seed), ...] that share the group size N, all at once, on dense
+    (R, Kp) arrays (every option; the reference engine).
+
+    Returns a dict of per-step records, each (R, T + 1) for policy quantities (t = 0..T) or
+    (R, T) for group quantities (the group drawn at step t from pi_t)."""
+    K, C, E, T = cfg.actions, cfg.correct, cfg.rare, cfg.steps
+    R_c, R_w = cfg.reward_correct, cfg.reward_wrong
+    R = len(runs)
+    B, nb, Kp = _layout(K)
+    gamma = np.array([g for g, _ in runs], dtype=np.float64)          # (R,)
+    rngs = [np.random.default_rng([seed, N]) for _, seed in runs]
+
+    z = np.full((R, Kp), -1e30)                                       # padding: mass exactly 0
+    z[:, :K] = cfg.logits0()
+    c = z.max(axis=1, keepdims=True)                                  # (R, 1) shift
+    zs, e, G, tmp = (np.empty((R, Kp)) for _ in range(4))
+    adam = cfg.optimizer == "adam"
+    if adam:
+        m, v = np.zeros((R, Kp)), np.zeros((R, Kp))
+    rec = _new_records(R, T)
+    g_table = _focal_table(N, gamma)                                  # (R, N + 1)
+    p0 = np.exp(z[0, :C] - c[0]) / np.exp(z[0, :K] - c[0]).sum()      # (C,) initial correct probs
+
+    def softmax_and_record(t: int):
+        """Fills zs = z - c, e = exp(zs); records pi_t; returns (block masses (R, nb), S (R,))."""
+        zmax = z.max(axis=1, keepdims=True)
+        np.copyto(c, zmax, where=zmax > c + SHIFT_SLACK)
+        np.subtract(z, c, out=zs)
+        np.exp(zs, out=e)
+        s = e.reshape(R, nb, B).sum(axis=2)                            # (R, nb)
+        S = s.sum(axis=1)                                              # (R,)
+        pc = e[:, :C] / S[:, None]                                     # (R, C) correct probabilities
+        rec["q_pos"][:, t] = pc.sum(axis=1)
+        rec["tau"][:, t] = pc[:, 1:1 + E].sum(axis=1)
+        np.subtract(p0, pc, out=pc)
+        np.maximum(pc, 0.0, out=pc)
+        rec["m_ret"][:, t] = 1.0 - pc.sum(axis=1) / p0.sum()          # Eq. 26
+        rec["entropy"][:, t] = np.log(S) - np.einsum("rk,rk->r", e[:, :K], zs[:, :K]) / S
+        return s, S
+
+    for t in range(T):
+        # --- sample: N draws per run from pi_t
+        s, S = softmax_and_record(t)
+        idx = [_sample_group(e[r], s[r], N, rngs[r], B, K) + r * Kp for r in range(R)]
+        counts = np.bincount(np.concatenate(idx), minlength=R * Kp).reshape(R, Kp)
+        np.divide(e, S[:, None], out=e)                                # e is now p (R, Kp)
+        # --- score: X correct draws, tail miss of the rare subset (Lemma 3.1)
+        X = counts[:, :C].sum(axis=1)
+        sampled_c = counts[:, :C] > 0
+        _record_group(rec, slice(None), t, X=X, N=N, hit_rare=counts[:, 1:1 + E].any(axis=1),
+                      sampled_correct_mass=(e[:, :C] * sampled_c).sum(axis=1), S=1.0,
+                      q_pos=rec["q_pos"][:, t])
+        # --- advantages and focal weight g = (1 - mu_hat)^gamma
+        r_c, r_w = group_advantages(X, N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
+        w = g_table[np.arange(R), X]                                   # (R,) g / N
+        # --- ascent direction G (R, Kp)
+        if cfg.surrogate == "ratio":
+            # sum_j r_j (onehot(a_j) - p): counts times the action's advantage ...
+            np.multiply(counts[:, :C], r_c[:, None], out=G[:, :C])
+            np.multiply(counts[:, C:], r_w[:, None], out=G[:, C:])
+            if cfg.advantage == "raw":                                 # ... minus p sum_j r_j
+                np.multiply(e, (X * r_c + (N - X) * r_w)[:, None], out=tmp)
+                G -= tmp                                               # (sum_j r_j = 0 otherwise)
+        else:
+            # Eq. 5 over distinct sampled actions: p_i (r_i 1{i sampled} - S_r)
+            sampled = counts > 0
+            S_r = r_c * (e[:, :C] * sampled_c).sum(axis=1) + r_w * (e[:, C:] * sampled[:, C:]).sum(axis=1)
+            np.multiply(sampled[:, :C], r_c[:, None], out=G[:, :C])
+            np.multiply(sampled[:, C:], r_w[:, None], out=G[:, C:])
+            G -= S_r[:, None]
+            G *= e
+        G *= w[:, None]
+        # --- step (ascent), in place
+        if adam:
+            _adam_step(z, G, m, v, tmp, t, cfg)
+        else:
+            G *= cfg.lr
+            z += G
+        if progress is not None:
+            progress(R)
+    softmax_and_record(T)
+    return _finish_records(rec, N)
+
+
+def simulate_run_sparse(cfg: SimConfig, N: int, gamma: float, seed: int, *, progress=None) -> dict:
+    """One run on the actions sampled so far only (requires ``sparse_applies(cfg)``).
+
+    With the ratio surrogate and zero-sum advantages the ascent direction is
+    (g/N) sum_j r_j onehot(a_j): an action never sampled has gradient 0, Adam moments 0, hence
+    an unchanged logit and mass exp(z_0 - c). Its contribution to S, Q_pos, tau, the entropy and
+    M_ret is kept in running sums, so a step costs O(N + |touched|) instead of O(K). Once a quarter
+    of the actions are touched the run switches to whole arrays (slices, no gathers). The draws
+    and the arithmetic per action are those of ``simulate_batch``: records agree to rounding.
+    Returns records with a leading run axis of length 1."""
+    if not sparse_applies(cfg):
+        raise ValueError("the sparse engine needs surrogate='ratio' and a zero-sum advantage")
+    K, C, E, T = cfg.actions, cfg.correct, cfg.rare, cfg.steps
+    R_c, R_w = cfg.reward_correct, cfg.reward_wrong
+    B, nb, Kp = _layout(K)
+    rng = np.random.default_rng([seed, N])
+    adam = cfg.optimizer == "adam"
+    rec = _new_records(1, T)
+    g_table = _focal_table(N, gamma)[0]                                # (N + 1,) g / N
+
+    z = np.full(Kp, -1e30)
+    z[:K] = cfg.logits0()
+    c = float(z.max())
+    e = np.exp(z - c)                                                  # (Kp,) masses
+    S0 = float(e.reshape(nb, B).sum(axis=1).sum())
+    p0 = e[:C] / S0                                                    # (C,) initial correct probs
+    Q0 = p0.sum()
+    is_c = np.zeros(Kp, dtype=bool)
+    is_c[:C] = True
+    is_rare = np.zeros(Kp, dtype=bool)
+    is_rare[1:1 + E] = True
+    # running sums over the untouched actions (masses relative to the shift c)
+    U = {"S": S0, "c": float(e[:C].sum()), "rare": float(e[1:1 + E].sum()),
+         "ent": float(np.dot(e[:K], z[:K] - c)), "p0c": float(Q0)}
+    s_un = e.reshape(nb, B).sum(axis=1)                                # (nb,) untouched block masses
+    S0_now = S0                                                        # S0 in units of the current shift
+    pos = np.full(Kp, -1, dtype=np.int64)                              # action -> slot among touched
+    act = np.empty(0, dtype=np.int64)                                  # (n,) touched actions
+    slot = {"blk": act, "c": np.zeros(0, bool), "rare": np.zeros(0, bool), "p0c": np.zeros(0)}
+    m = np.zeros(0)
+    v = np.zeros(0)
+    full = False                                                       # whole-array mode
+
+    def touch(new: np.ndarray):
+        """Move newly sampled actions from the running sums to the touched set."""
+        nonlocal act, m, v
+        eN = e[new]
+        U["S"] -= eN.sum()
+        U["c"] -= eN[is_c[new]].sum()
+        U["rare"] -= eN[is_rare[new]].sum()
+        U["ent"] -= np.dot(eN, z[new] - c)
+        U["p0c"] -= p0[new[new < C]].sum()
+        s_un[:] -= np.bincount(new // B, weights=eN, minlength=nb)
+        pos[new] = act.size + np.arange(new.size)
+        act = np.concatenate([act, new])
+        slot["blk"] = np.concatenate([slot["blk"], new // B])
+        slot["c"] = np.concatenate([slot["c"], new < C])
+        slot["rare"] = np.concatenate([slot["rare"], is_rare[new]])
+        slot["p0c"] = np.concatenate([slot["p0c"], p0[new[new < C]]])
+        m = np.concatenate([m, np.zeros(new.size)])
+        v = np.concatenate([v, np.zeros(new.size)])
+
+    def go_full():
+        """Touch every remaining action, then order the slots as the actions (slices from now)."""
+        nonlocal act, m, v, full
+        touch(np.flatnonzero(pos[:K] < 0))
+        order = np.empty(K)
+        order[act] = m
+        m = order.copy()
+        order[act] = v
+        v = order
+        act = np.arange(K)
+        pos[:K] = act
+        full = True
+
+    def record_policy(t: int):
+        """Records pi_t; returns (block masses, S)."""
+        if full:
+            eA, zA = e[:K], z[:K]
+            s = e.reshape(nb, B).sum(axis=1)
+            S = float(s.sum())
+            Qn, taun = float(e[:C].sum()), float(e[1:1 + E].sum())
+            entn = float(np.dot(eA, zA - c))
+            lost = np.maximum(p0 - e[:C] / S, 0.0).sum()
+        else:
+            eA = e[act]
+            s = s_un + np.bincount(slot["blk"], weights=eA, minlength=nb)
+            S = float(s.sum())
+            eC = eA[slot["c"]]
+            Qn = U["c"] + eC.sum()
+            taun = U["rare"] + eA[slot["rare"]].sum()
+            entn = U["ent"] + np.dot(eA, z[act] - c)
+            lost = (U["p0c"] * max(0.0, 1.0 - S0_now / S)
+                    + np.maximum(slot["p0c"] - eC / S, 0.0).sum())
+        rec["q_pos"][0, t] = Qn / S
+        rec["tau"][0, t] = taun / S
+        rec["m_ret"][0, t] = 1.0 - lost / Q0                           # Eq. 26
+        rec["entropy"][0, t] = np.log(S) - entn / S
+        return s, S
+
+    for t in range(T):
+        # --- sample
+        s, S = record_policy(t)
+        idx = _sample_group(e, s, N, rng, B, K)                        # (N,) sorted
+        first = np.empty(N, dtype=bool)
+        first[0] = True
+        np.not_equal(idx[1:], idx[:-1], out=first[1:])
+        uniq = idx[first]                                              # distinct sampled actions
+        cnt = np.diff(np.append(np.flatnonzero(first), N))            # their counts
+        # --- score
+        uc = uniq < C
+        X = int(cnt[uc].sum())
+        _record_group(rec, 0, t, X=X, N=N, hit_rare=bool(is_rare[uniq].any()),
+                      sampled_correct_mass=e[uniq[uc]].sum(), S=S,
+                      q_pos=rec["q_pos"][0, t])
+        # --- advantages, focal weight, ascent direction on the sampled actions
+        r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
+        w = g_table[X]
+        g_u = cnt * np.where(uc, r_c[0], r_w[0]) * w
+        if not full:
+            new = uniq[pos[uniq] < 0]
+            if new.size:
+                touch(new)
+            if act.size * 4 >= K:                                      # gathers cost more now
+                go_full()
+        G = np.zeros(act.size)
+        G[pos[uniq]] = g_u
+        # --- step on the touched actions
+        zA = z[:K] if full else z[act]
+        if adam:
+            _adam_step(zA, G, m, v, np.empty(act.size), t, cfg)
+        else:
+            G *= cfg.lr
+            zA += G
+        zmax = float(zA.max())
+        if zmax > c + SHIFT_SLACK:                                     # move the shift (rare)
+            f = np.exp(c - zmax)
+            U["ent"] = f * (U["ent"] - (zmax - c) * U["S"])
+            for k in ("S", "c", "rare"):
+                U[k] *= f
+            s_un *= f
+            S0_now *= f
+            c = zmax
+            e[:] = np.exp(z - c)
+        if full:
+            np.exp(zA - c, out=e[:K])
+        else:
+            z[act] = zA
+            e[act] = np.exp(zA - c)
+        if progress is not None:
+            progress(1)
+    record_policy(T)
+    return _finish_records(rec, N)
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+@dataclass
+class SweepResult:
+    """Records of a sweep, each indexed (group size, gamma, seed, step)."""
+
+    config: SimConfig
+    records: dict = field(default_factory=dict)
+
+    def __getattr__(self, name):
+        rec = self.__dict__.get("records", {})
+        if name in rec:
+            return rec[name]
+        raise AttributeError(name)
+
+    def final_rows(self) -> list[dict]:
+        """One row per (N, gamma, seed) with the final q_pos, m_ret, entropy."""
+        rows = []
+        for i, N in enumerate(self.config.group_sizes):
+            for j, gamma in enumerate(self.config.gammas):
+                for k, seed in enumerate(self.config.seeds):
+                    rows.append({"N": N, "gamma": gamma, "seed": seed,
+                                 "q_pos": float(self.records["q_pos"][i, j, k, -1]),
+                                 "m_ret": float(self.records["m_ret"][i, j, k, -1]),
+                                 "entropy": float(self.records["entropy"][i, j, k, -1])})
+        return rows
+
+    def write_csv(self, path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w") as f:
+            f.write("N,gamma,seed,q_pos,m_ret,entropy\n")
+            for r in self.final_rows():
+                f.write(f"{r['N']},{r['gamma']:g},{r['seed']},{r['q_pos']:.6g},{r['m_ret']:.6g},{r['entropy']:.6g}\n")
+        return path
+
+    def write_jsonl(self, path) -> Path:
+        """One JSON line per step t: {"step": t, "q_pos/N=2/gamma=0": seed mean, ...} for the
+        policy records (q_pos, m_ret, entropy, tau)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cfg = self.config
+        means = {k: self.records[k].mean(axis=2) for k in ("q_pos", "m_ret", "entropy", "tau")}
+        with path.open("w") as f:
+            for t in range(cfg.steps + 1):
+                row = {"step": t}
+                for k, a in means.items():
+                    for i, N in enumerate(cfg.group_sizes):
+                        for j, g in enumerate(cfg.gammas):
+                            row[f"{k}/N={N}/gamma={g:g}"] = round(float(a[i, j, t]), 7)
+                f.write(json.dumps(row) + "\n")
+        return path
+
+    def save(self, out_dir) -> Path:
+        """records as ``simulation.npz`` next to the resolved config ``simulation_config.json``."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(out / "simulation.npz", **self.records)
+        (out / "simulation_config.json").write_text(self.config.to_json())
+        return out / "simulation.npz"
+
+
+#: Runs are batched while a batch's (R, K) arrays stay about this size (elements): beyond
+#: it they fall out of cache and one run at a time is faster (measured at K = 128,000).
+BATCH_ELEMENTS = 1 << 17
+
+
+ENGINES = ("auto", "dense", "sparse")
+
+
+def _engine(cfg: SimConfig, engine: str) -> str:
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if engine == "sparse" and not sparse_applies(cfg):
+        raise ValueError("engine='sparse' needs surrogate='ratio' and advantage 'centered' or 'grpo'")
+    if engine == "auto":
+        return "sparse" if sparse_applies(cfg) else "dense"
+    return engine
+
+
+def simulate_runs(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *, engine: str = "auto",
+                  progress=None) -> dict:
+    """Records (R, ...) of the runs [(gamma, seed), ...] at group size N, by either engine."""
+    if _engine(cfg, engine) == "dense":
+        return simulate_batch(cfg, N, runs, progress=progress)
+    parts = [simulate_run_sparse(cfg, N, g, s, progress=progress) for g, s in runs]
+    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
+
+
+def _batch_task(args):
+    cfg, N, runs, engine = args
+    return N, runs, simulate_runs(cfg, N, runs, engine=engine)
+
+
+def _tasks(cfg: SimConfig, engine: str) -> list[tuple[int, list[tuple[float, int]]]]:
+    """(N, runs) work items, largest N first; runs = (gamma, seed) pairs. The dense engine
+    batches runs while (R, K) stays near BATCH_ELEMENTS; the sparse engine takes runs singly."""
+    runs = [(g, s) for g in cfg.gammas for s in cfg.seeds]
+    size = max(1, BATCH_ELEMENTS // cfg.actions) if engine == "dense" else 1
+    return [(N, runs[i:i + size]) for N in sorted(cfg.group_sizes, reverse=True)
+            for i in range(0, len(runs), size)]
+
+
+def run_sweep(cfg: SimConfig, *, workers: int = 1, progress: bool = True, engine: str = "auto") -> SweepResult:
+    """All (N, gamma, seed) runs of ``cfg``, largest N first, over ``workers`` processes
+    (1 = in this process), with a tqdm bar on stderr. ``engine``: 'dense' (every option,
+    runs batched), 'sparse' (ratio surrogate with zero-sum advantages; much faster at small N)
+    or 'auto' (sparse where it applies)."""
+    from tqdm.auto import tqdm
+
+    workers = int(check_integer("workers", workers, minimum=1))
+    engine = _engine(cfg, engine)
+    nG, nS, T = len(cfg.gammas), len(cfg.seeds), cfg.steps
+    tasks = _tasks(cfg, engine)
+    bar = tqdm(total=len(cfg.group_sizes) * nG * nS * T, unit="run-step", disable=not progress,
+               desc="simulate", unit_scale=True)
+    done: dict[tuple[int, float, int], dict] = {}
+
+    def collect(N, runs, rec):
+        for r, (g, s) in enumerate(runs):
+            done[N, g, s] = {k: a[r] for k, a in rec.items()}
+
+    if workers == 1 or len(tasks) == 1:
+        for N, runs in tasks:
+            collect(N, runs, simulate_runs(cfg, N, runs, engine=engine, progress=bar.update))
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for N, runs, rec in pool.map(_batch_task, [(cfg, N, runs, engine) for N, runs in tasks]):
+                collect(N, runs, rec)
+                bar.update(len(runs) * T)
+    bar.close()
+    keys = next(iter(done.values())).keys()
+    records = {k: np.stack([np.stack([np.stack([done[N, g, s][k] for s in cfg.seeds])
+                                      for g in cfg.gammas]) for N in cfg.group_sizes])
+               for k in keys}                                      # (nN, nG, nS, ...)
+    return SweepResult(config=cfg, records=records)
+
+
+def load_cached(cfg: SimConfig, out_dir) -> SweepResult | None:
+    """The saved sweep in ``out_dir`` when its config equals ``cfg``, else None."""
+    out = Path(out_dir)
+    npz, js = out / "simulation.npz", out / "simulation_config.json"
+    if not (npz.exists() and js.exists()):
+        return None
+    if json.loads(js.read_text()) != json.loads(cfg.to_json()):
+        return None
+    with np.load(npz) as data:
+        return SweepResult(config=cfg, records={k: data[k] for k in data.files})
+
+
+def run_cached(cfg: SimConfig, out_dir, *, workers: int = 1, progress: bool = True,
+               engine: str = "auto") -> SweepResult:
+    """``run_sweep`` unless ``out_dir`` already holds this exact config's results; saves them."""
+    cached = load_cached(cfg, out_dir)
+    if cached is not None:
+        return cached
+    res = run_sweep(cfg, workers=workers, progress=progress, engine=engine)
+    res.save(out_dir)
+    return res
+
+
+def config_from_preset(name: str, **overrides) -> SimConfig:
+    """A preset with some fields replaced."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
+    return replace(PRESETS[name], **{k: v for k, v in overrides.items() if v is not None})
+
+
+def config_fields() -> list[str]:
+    return [f.name for f in fields(SimConfig)]
+
+
+def regime_sweep_demo(out_dir, *, fast: bool = False) -> dict:
+    """A reduced Fig. 2 sweep for ``make demo``: the 'small' preset (or 'tiny' when fast),
+    writing ``regimes.csv``, ``regimes.png`` and the cached records under ``out_dir``.
+    Returns a summary dict (paths and final mean M_ret per (gamma, N))."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fgrpo_theory.plots_categorical import plot_fig2
+
+    cfg = PRESETS["tiny" if fast else "small"]
+    out = Path(out_dir)
+    res = run_cached(cfg, out, workers=1 if fast else min(2, os.cpu_count() or 1), progress=not fast)
+    csv = res.write_csv(out / "regimes.csv")
+    fig = plot_fig2(res)
+    png = out / "regimes.png"
+    fig.savefig(png, dpi=90)
+    plt.close(fig)
+    m = res.records["m_ret"][..., -1].mean(axis=2)                      # (nN, nG)
+    return {"csv": str(csv), "figure": str(png),
+            "final_m_ret": {f"gamma={g:g}": dict(zip(cfg.group_sizes, m[:, j].round(4).tolist()))
+                            for j, g in enumerate(cfg.gammas)}}

@@ -1,0 +1,250 @@
+"""Tests of the multi-step categorical simulator (SPEC.md §4): the sampler, one step against
+Eq. 5, determinism, batched = one-at-a-time, sparse engine = dense engine, the tail-miss
+records against Lemma 3.1, caching, and the three M_ret regimes on a reduced setting."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fgrpo_theory.categorical import logit_update, softmax
+from fgrpo_theory.simulate import (
+    PRESETS,
+    SimConfig,
+    _layout,
+    _sample_group,
+    group_advantages,
+    load_cached,
+    run_cached,
+    run_sweep,
+    simulate_batch,
+    simulate_run_sparse,
+)
+
+SMALL = SimConfig(actions=300, correct=30, rare=2, group_sizes=(4,), gammas=(0.0, 1.0),
+                  seeds=(0, 1), steps=40, lr=0.05)
+
+
+def _masses(z: np.ndarray):
+    """e (Kp,) and block masses s (nb,) as the engines build them."""
+    K = z.size
+    B, nb, Kp = _layout(K)
+    e = np.zeros(Kp)
+    e[:K] = np.exp(z - z.max())
+    return e, e.reshape(nb, B).sum(axis=1), B
+
+
+@pytest.mark.parametrize("K,N", [(1000, 3), (1000, 40), (1000, 5000), (7, 200)])
+def test_sampler_frequencies_match_the_policy(K, N):
+    """Both sampling paths (few draws: block search; many: one cumulative sum) draw from p."""
+    rng = np.random.default_rng(1)
+    z = rng.normal(0, 1.5, K)
+    p = softmax(z)
+    e, s, B = _masses(z)
+    draws = np.concatenate([_sample_group(e, s, N, rng, B) for _ in range(max(1, 200_000 // N))])
+    assert draws.min() >= 0 and draws.max() < K
+    counts = np.bincount(draws, minlength=K)
+    expected = p * draws.size
+    big = expected > 20
+    chi2 = ((counts[big] - expected[big]) ** 2 / expected[big]).sum()
+    dof = big.sum() - 1
+    assert chi2 < dof + 6 * np.sqrt(2 * dof)
+
+
+def test_sampler_returns_sorted_indices_and_never_padding():
+    rng = np.random.default_rng(2)
+    z = np.array([0.0, 50.0, -3.0])            # K = 3: one block, heavy mass on the last real action
+    e, s, B = _masses(z)
+    for N in (1, 2, 64):
+        idx = _sample_group(e, s, N, rng, B)
+        assert np.all(np.diff(idx) >= 0) and idx.max() < 3
+
+
+def test_one_sgd_step_of_the_prob_surrogate_is_eq5():
+    """surrogate='prob', advantage='raw', SGD: Q_pos after one step equals the one from the
+    categorical module's Eq. 5 update for the same drawn group."""
+    K, C, N, lr = 40, 12, 6, 0.7
+    z0 = np.random.default_rng(3).normal(0, 1, K)
+    cfg = SimConfig(actions=K, correct=C, rare=2, initial_logits=tuple(z0), group_sizes=(N,),
+                    gammas=(1.0,), seeds=(5,), steps=1, lr=lr, optimizer="sgd", surrogate="prob",
+                    advantage="raw", reward_correct=1.0, reward_wrong=-0.5)
+    rec = simulate_batch(cfg, N, [(1.0, 5)])
+    e, s, B = _masses(z0)
+    actions = _sample_group(e, s, N, np.random.default_rng([5, N]), B)
+    correct = np.arange(K) < C
+    p = softmax(z0)
+    z1 = z0 + logit_update(p, correct, actions, eta=lr, R_c=1.0, R_w=-0.5, gamma=1.0)
+    assert rec["q_pos"][0, 1] == pytest.approx(softmax(z1)[correct].sum(), abs=1e-13)
+    assert rec["q_pos"][0, 1] != pytest.approx(rec["q_pos"][0, 0], abs=1e-6)
+
+
+def test_one_sgd_step_of_the_ratio_surrogate_moves_sampled_logits_only():
+    """ratio + centred advantage: Delta z = lr (g/N) count_i r(i); unsampled logits stay put."""
+    K, C, N, lr = 30, 10, 5, 0.3
+    z0 = np.random.default_rng(4).normal(0, 1, K)
+    cfg = SimConfig(actions=K, correct=C, initial_logits=tuple(z0), group_sizes=(N,), gammas=(0.0,),
+                    seeds=(2,), steps=1, lr=lr, optimizer="sgd")
+    rec = simulate_batch(cfg, N, [(0.0, 2)])
+    e, s, B = _masses(z0)
+    actions = _sample_group(e, s, N, np.random.default_rng([2, N]), B)
+    counts = np.bincount(actions, minlength=K)
+    X = counts[:C].sum()
+    r_c, r_w = group_advantages(np.array([X]), N, R_c=1.0, R_w=-1.0, kind="centered")
+    dz = lr / N * counts * np.where(np.arange(K) < C, r_c[0], r_w[0])
+    assert rec["q_pos"][0, 1] == pytest.approx(softmax(z0 + dz)[:C].sum(), abs=1e-13)
+
+
+def test_same_seed_same_numbers_and_different_seed_different_numbers():
+    a = run_sweep(SMALL, progress=False)
+    b = run_sweep(SMALL, progress=False)
+    for key in a.records:
+        np.testing.assert_array_equal(a.records[key], b.records[key])
+    assert not np.array_equal(a.records["q_pos"][0, 0, 0], a.records["q_pos"][0, 0, 1])
+
+
+@pytest.mark.parametrize("overrides", [
+    dict(),
+    dict(optimizer="sgd", surrogate="prob", advantage="raw", lr=5.0),
+    dict(advantage="grpo", optimizer="sgd", lr=2.0),
+])
+def test_batched_runs_equal_one_at_a_time_runs(overrides):
+    cfg = replace(SMALL, **overrides)
+    runs = [(g, s) for g in cfg.gammas for s in cfg.seeds]
+    batch = simulate_batch(cfg, 16, runs)
+    for r, run in enumerate(runs):
+        single = simulate_batch(cfg, 16, [run])
+        for key in batch:
+            np.testing.assert_array_equal(batch[key][r], single[key][0], err_msg=key)
+
+
+@given(st.integers(0, 10_000), st.sampled_from([1, 3, 32, 600]), st.sampled_from(["adam", "sgd"]),
+       st.sampled_from(["centered", "grpo"]), st.floats(0.0, 2.0))
+@settings(max_examples=12, deadline=None)
+def test_sparse_engine_equals_dense_engine(seed, N, optimizer, advantage, gamma):
+    cfg = replace(SMALL, optimizer=optimizer, advantage=advantage, steps=30,
+                  lr=0.05 if optimizer == "adam" else 3.0)
+    dense = simulate_batch(cfg, N, [(gamma, seed)])
+    sparse = simulate_run_sparse(cfg, N, gamma, seed)
+    np.testing.assert_array_equal(dense["mu_hat"], sparse["mu_hat"])     # the same draws
+    np.testing.assert_array_equal(dense["tail_miss"], sparse["tail_miss"])
+    for key in ("q_pos", "m_ret", "entropy", "tau", "q_u_pos", "p_tail_miss"):
+        np.testing.assert_allclose(sparse[key], dense[key], rtol=1e-10, atol=1e-12, err_msg=key)
+
+
+def test_sparse_engine_survives_a_shift_of_the_logit_reference():
+    """SGD with a huge lr pushes logits far above the initial max (the shift c moves)."""
+    cfg = replace(SMALL, optimizer="sgd", lr=400.0, steps=25)
+    dense = simulate_batch(cfg, 8, [(0.0, 0)])
+    sparse = simulate_run_sparse(cfg, 8, 0.0, 0)
+    np.testing.assert_allclose(sparse["q_pos"], dense["q_pos"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(sparse["entropy"], dense["entropy"], rtol=1e-8, atol=1e-9)
+    assert dense["q_pos"][0, -1] > 0.99
+
+
+def test_initial_records_match_the_paper_layout():
+    """Logits 5 / 3 / 0: Q_pos(0) and tau(0) from the closed form; M_ret(0) = 1."""
+    K, C = 1280, 100
+    cfg = SimConfig(actions=K, correct=C, group_sizes=(4,), gammas=(0.0,), seeds=(0,), steps=1)
+    rec = simulate_batch(cfg, 4, [(0.0, 0)])
+    Z = np.exp(5.0) + (C - 1) * np.exp(3.0) + (K - C)
+    assert rec["q_pos"][0, 0] == pytest.approx((np.exp(5.0) + (C - 1) * np.exp(3.0)) / Z, rel=1e-12)
+    assert rec["tau"][0, 0] == pytest.approx(np.exp(3.0) / Z, rel=1e-12)
+    assert rec["m_ret"][0, 0] == 1.0
+    big = PRESETS["paper-fig2"]
+    Zb = np.exp(5.0) + 9_999 * np.exp(3.0) + 118_000
+    assert (np.exp(5.0) + 9_999 * np.exp(3.0)) / Zb == pytest.approx(0.630, abs=5e-4)   # SPEC §4
+    assert big.logits0()[[0, 1, 9_999, 10_000]].tolist() == [5.0, 3.0, 3.0, 0.0]
+
+
+def test_tail_miss_frequency_matches_lemma_3_1_on_a_frozen_policy():
+    """With a negligible lr the policy is frozen: the tail-miss rate is P(B_{E,N})."""
+    cfg = SimConfig(actions=60, correct=20, rare=2, group_sizes=(8,), gammas=(0.0,), seeds=(0,),
+                    steps=3000, lr=1e-12, optimizer="sgd")
+    rec = simulate_run_sparse(cfg, 8, 0.0, 0)
+    P = rec["p_tail_miss"][0].mean()
+    assert 0.05 < P < 0.95
+    assert abs(rec["tail_miss"][0].mean() - P) < 4 * np.sqrt(P * (1 - P) / cfg.steps)
+
+
+def test_q_u_pos_is_the_correct_mass_the_group_missed():
+    rec = simulate_batch(SMALL, 4, [(0.0, 0)])
+    assert np.all(rec["q_u_pos"] <= rec["q_pos"][:, :-1] + 1e-15)
+    assert np.all(rec["q_u_pos"] >= 0)
+    # four draws cannot cover thirty correct actions
+    assert np.all(rec["q_u_pos"] > 0)
+
+
+def test_three_regimes_and_the_focal_effect_on_a_reduced_setting():
+    """K/10 setting: M_ret is high at small N, collapses at intermediate N, recovers at large N;
+    Q_pos rises for every N; gamma = 1 retains more mass inside the collapse zone."""
+    cfg = SimConfig(actions=3_200, correct=250, group_sizes=(2, 64, 32_768), gammas=(0.0, 1.0),
+                    seeds=(0,), steps=300, lr=3e-2)
+    res = run_sweep(cfg, progress=False)
+    m = res.records["m_ret"][:, :, 0, -1]                   # (N, gamma)
+    q = res.records["q_pos"][:, :, 0, :]
+    assert m[1, 0] < m[0, 0] - 0.2 and m[1, 0] < m[2, 0] - 0.2
+    assert np.all(q[..., -1] > q[..., 0])
+    assert m[1, 1] > m[1, 0]
+
+
+def test_cache_is_reused_only_for_the_same_config(tmp_path):
+    cfg = replace(SMALL, steps=5)
+    first = run_cached(cfg, tmp_path, progress=False)
+    saved = json.loads((tmp_path / "simulation_config.json").read_text())
+    assert saved["steps"] == 5 and saved["optimizer"] == "adam"
+    again = load_cached(cfg, tmp_path)
+    assert again is not None
+    np.testing.assert_array_equal(again.records["m_ret"], first.records["m_ret"])
+    assert load_cached(replace(cfg, lr=0.01), tmp_path) is None
+
+
+def test_csv_has_one_row_per_run(tmp_path):
+    res = run_sweep(replace(SMALL, steps=3), progress=False)
+    lines = res.write_csv(tmp_path / "x.csv").read_text().splitlines()
+    assert lines[0] == "N,gamma,seed,q_pos,m_ret,entropy"
+    assert len(lines) == 1 + 1 * 2 * 2
+
+
+def test_workers_give_the_same_numbers():
+    cfg = replace(SMALL, group_sizes=(2, 8), steps=10)
+    a = run_sweep(cfg, progress=False, workers=1)
+    b = run_sweep(cfg, progress=False, workers=2)
+    np.testing.assert_array_equal(a.records["q_pos"], b.records["q_pos"])
+
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(correct=300), "correct"),
+    (dict(rare=30), "rare"),
+    (dict(group_sizes=(0,)), "group_sizes"),
+    (dict(gammas=(-1.0,)), "gammas"),
+    (dict(lr=0.0), "lr"),
+    (dict(optimizer="rmsprop"), "optimizer"),
+    (dict(surrogate="logit"), "surrogate"),
+    (dict(advantage="zscore"), "advantage"),
+    (dict(reward_correct=-1.0), "reward_correct"),
+    (dict(initial_logits=(0.0, 1.0)), "initial_logits"),
+    (dict(seeds=(1, 1)), "seeds"),
+])
+def test_bad_configs_are_rejected(bad, match):
+    with pytest.raises(ValueError, match=match):
+        replace(SMALL, **bad)
+
+
+def test_sparse_engine_refuses_dense_options():
+    with pytest.raises(ValueError, match="sparse"):
+        run_sweep(replace(SMALL, surrogate="prob"), engine="sparse", progress=False)
+
+
+def test_regime_sweep_demo_fast_writes_csv_and_figure(tmp_path):
+    from fgrpo_theory.simulate import regime_sweep_demo
+
+    out = regime_sweep_demo(tmp_path, fast=True)
+    assert (tmp_path / "regimes.csv").stat().st_size > 0
+    assert (tmp_path / "regimes.png").stat().st_size > 0
+    m = out["final_m_ret"]["gamma=0"]
+    assert set(m) == set(PRESETS["tiny"].group_sizes) and all(0 <= x <= 1 for x in m.values())
