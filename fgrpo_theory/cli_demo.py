@@ -1,20 +1,27 @@
-"""``fgrpo-theory demo --out DIR [--fast]``: the theory figures and tables of ``make demo``.
+"""``fgrpo-theory demo --out DIR [--fast]``: the theory part of ``make demo``.
 
-Calls ``fgrpo_theory.demo.run_theory_demo``; outputs land under ``DIR/theory/``.
+Calls ``fgrpo_theory.demo.run_theory_demo`` (tail-miss figures and tables, under
+``DIR/theory/``) and ``fgrpo_theory.simulate.regime_sweep_demo`` (a reduced categorical
+M_ret regime sweep, under ``DIR/regimes/``). ``fgrpo-llm demo`` runs this and then the
+LLM part.
 """
 
 from __future__ import annotations
 
 
 def run_demo(args) -> int:
+    from pathlib import Path
+
     from fgrpo_theory.demo import run_theory_demo
+    from fgrpo_theory.simulate import regime_sweep_demo
 
     run_theory_demo(args.out, fast=args.fast)
+    regime_sweep_demo(Path(args.out) / "regimes", fast=args.fast)
     return 0
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="reproduce the closed-form figures and tables under DIR/theory/")
+    p = subparsers.add_parser("demo", help="tail-miss figures and tables (DIR/theory/) and a reduced M_ret regime sweep (DIR/regimes/)")
     p.add_argument("--out", required=True, help="output directory, e.g. runs/demo")
     p.add_argument("--fast", action="store_true", help="small grids (seconds)")
     p.set_defaults(func=run_demo)
