@@ -1,0 +1,162 @@
+"""``fgrpo-llm eval`` (pass@k per split) and ``fgrpo-llm compare`` (paired significance test).
+
+    fgrpo-llm eval --model runs/base --n 1024 --k 1,2,4,8,16,32,64,128,256 --out runs/base_eval
+    fgrpo-llm compare runs/grpo/eval runs/fgrpo/eval --m 256 --iterations 50000
+
+``eval`` writes eval.json, passk.csv, passk.png and the per-sample outcome matrices
+(outcomes_<split>.npy) that ``compare`` needs (SPEC §6 "Evaluation" and "Significance").
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def add_model_task_args(parser) -> None:
+    """``--task``, ``--task-arg``, ``--device``, ``--seed``, ``--max-new-tokens``, ``--batch-size``."""
+    parser.add_argument("--task", default="countdown", help="task name (countdown, boxed_math, maze)")
+    parser.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="keyword argument of the task constructor (repeatable), e.g. seed=0")
+    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when available)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="completion token limit (default: the task's, else 32)")
+    parser.add_argument("--batch-size", type=int, default=1024, help="sequences decoded at once")
+
+
+def parse_task_args(items: list[str]) -> dict:
+    """``["seed=0", "path=x.jsonl"]`` -> ``{"seed": 0, "path": "x.jsonl"}`` (values read as YAML scalars)."""
+    import yaml
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"--task-arg must look like KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def checkpoint_task_args(model_dir, name: str) -> dict:
+    """Countdown settings the built-in base was pretrained with (its ``pretrain_config.json``),
+    looked up in the checkpoint directory, its parents, and the ``base`` a training run names."""
+    if name != "countdown":
+        return {}
+    model_dir = Path(model_dir).resolve()
+    candidates = [model_dir, *list(model_dir.parents)[:2]]
+    for d in list(candidates):
+        for cfg_name in ("config.json", "train_config.json", "run_config.json"):
+            f = d / cfg_name
+            if f.is_file():
+                try:
+                    cfg = json.loads(f.read_text())
+                except json.JSONDecodeError:
+                    continue
+                base = cfg.get("base") if isinstance(cfg, dict) else None
+                if isinstance(base, str):
+                    candidates.append(Path(base))
+    for d in candidates:
+        f = d / "pretrain_config.json"
+        if f.is_file():
+            cfg = json.loads(f.read_text())
+            return {"seed": cfg.get("task_seed", 0), "num_test": cfg.get("num_test", 200),
+                    "num_ood": cfg.get("num_ood", 200)}
+    return {}
+
+
+def load_task(name: str, task_args: dict, *, model_dir=None):
+    """``get_task(name, **kwargs)``; for a built-in base, the task settings it was trained with
+    unless ``--task-arg`` overrides them."""
+    from fgrpo_llm.tasks import get_task
+
+    kwargs = checkpoint_task_args(model_dir, name) if model_dir is not None else {}
+    kwargs.update(task_args)
+    return get_task(name, **kwargs)
+
+
+def max_new_tokens_for(task, value: int | None) -> int:
+    if value is not None:
+        if value < 1:
+            raise ValueError(f"--max-new-tokens must be >= 1, got {value}")
+        return value
+    return int(getattr(task, "max_new_tokens", 32))
+
+
+def _eval(args) -> int:
+    import torch
+
+    from fgrpo_llm.evaluate import evaluate_model, parse_ks, write_eval_outputs
+    from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
+
+    if args.n < 1:
+        raise ValueError(f"--n must be >= 1, got {args.n}")
+    ks = parse_ks(args.k) if args.k else None
+    if ks and max(ks) > args.n:
+        raise ValueError(f"every k must be <= n={args.n}, got k={max(ks)}")
+    model_dir = Path(args.model)
+    model, tokenizer = load_model_and_tokenizer(model_dir, device=args.device)
+    task = load_task(args.task, parse_task_args(args.task_arg), model_dir=model_dir)
+    splits = [s for s in args.splits.split(",") if s] if args.splits else None
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(args.seed)
+    results, outcomes = evaluate_model(model, tokenizer, task, splits=splits, n=args.n, ks=ks,
+                                       max_problems=args.max_problems,
+                                       max_new_tokens=max_new_tokens_for(task, args.max_new_tokens),
+                                       generator=generator, batch_size=args.batch_size, progress=True,
+                                       autocast_dtype=resolve_autocast_dtype(device))
+    results["model"] = str(model_dir)
+    out = Path(args.out) if args.out else model_dir / "eval"
+    paths = write_eval_outputs(results, outcomes, out, label=model_dir.name)
+    for split, entry in results["splits"].items():
+        print(f"{split}: " + ", ".join(f"pass@{k}={entry[f'pass@{k}']:.4f}" for k in results["ks"]))
+    print(f"wrote {paths['json']}, {paths['csv']}, {paths['plot']}")
+    return 0
+
+
+def _compare(args) -> int:
+    from fgrpo_llm.evaluate import compare_evals, parse_ks
+
+    if args.iterations < 1:
+        raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
+    report = compare_evals(args.a, args.b, m=args.m, iterations=args.iterations, ks=parse_ks(args.k),
+                           rng=np.random.default_rng(args.seed))
+    text = json.dumps(report, indent=1)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("eval", help="pass@k of a checkpoint on the task's evaluation splits",
+                              description="Draw n samples per problem and report unbiased pass@k per split.")
+    p.add_argument("--model", required=True, help="checkpoint directory (Hugging Face format)")
+    p.add_argument("--n", type=int, default=1024, help="samples per problem (paper: 1024)")
+    p.add_argument("--k", default=None, help="comma-separated k values (default: 1,2,4,... up to min(n, 256))")
+    p.add_argument("--splits", default=None, help="comma-separated splits (default: every non-train split)")
+    p.add_argument("--max-problems", type=int, default=None, help="evaluate only the first problems of each split")
+    p.add_argument("--out", default=None, help="output directory (default: MODEL/eval)")
+    add_model_task_args(p)
+    p.set_defaults(func=_eval)
+
+    c = subparsers.add_parser("compare", help="paired m-out-of-n subsampling test between two eval outputs",
+                              description="Paired subsampling significance test (paper App. Q).")
+    c.add_argument("a", help="eval output directory of model A")
+    c.add_argument("b", help="eval output directory of model B")
+    c.add_argument("--m", type=int, default=256, help="subsample size m (without replacement)")
+    c.add_argument("--iterations", type=int, default=50_000, help="subsampling iterations")
+    c.add_argument("--k", default="1,256", help="k values to test (those <= m are used)")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--out", default=None, help="also write the JSON result here")
+    c.set_defaults(func=_compare)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from fgrpo_llm.cli import main
+
+    sys.exit(main(["eval", *sys.argv[1:]]))

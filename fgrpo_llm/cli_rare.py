@@ -1,0 +1,50 @@
+"""``fgrpo-llm rare-set``: build the rare-correct set of a base model (paper App. M.2).
+
+    fgrpo-llm rare-set --base runs/base --out runs/rare_set.json --prompts 256 --rollouts 800 --top 0.01
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fgrpo_llm.report import fmt
+from fgrpo_llm.cli_eval import add_model_task_args, load_task, max_new_tokens_for, parse_task_args
+
+
+def _rare_set(args) -> int:
+    import torch
+
+    from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
+    from fgrpo_llm.rare import build_rare_set, save_rare_set
+
+    if args.prompts < 1:
+        raise ValueError(f"--prompts must be >= 1, got {args.prompts}")
+    model, tokenizer = load_model_and_tokenizer(args.base, device=args.device)
+    task = load_task(args.task, parse_task_args(args.task_arg), model_dir=args.base)
+    problems = task.problems(args.split)[:args.prompts]
+    device = next(model.parameters()).device
+    rare = build_rare_set(model, tokenizer, task, problems, num_rollouts=args.rollouts, top_fraction=args.top,
+                          max_new_tokens=max_new_tokens_for(task, args.max_new_tokens),
+                          generator=torch.Generator(device=device).manual_seed(args.seed),
+                          batch_size=args.batch_size, progress=True, autocast_dtype=resolve_autocast_dtype(device))
+    rare.meta.update({"base": str(args.base), "split": args.split, "seed": args.seed})
+    path = save_rare_set(rare, args.out)
+    with_event = sum(1 for p in rare.prompts.values() if p["rare_forms"])
+    print(f"{len(rare)} rare-correct trajectories from {rare.meta['num_correct_pool']} correct rollouts "
+          f"({len(problems)} prompts x {args.rollouts}); mean base NLL {fmt(rare.mean_base_nll)} "
+          f"(threshold {fmt(rare.meta['nll_threshold'])}); {with_event} prompts with a rare event; wrote {path}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("rare-set", help="build the rare-correct set of a base model (App. M.2)",
+                              description="P prompts x M base rollouts; keep the top q correct ones by "
+                                          "length-normalised NLL; per-prompt (mu, tau) estimates.")
+    p.add_argument("--base", required=True, help="base checkpoint directory")
+    p.add_argument("--out", required=True, help="output JSON file")
+    p.add_argument("--split", default="train", help="split the prompts come from")
+    p.add_argument("--prompts", type=int, default=256, help="number of prompts P (paper: 256)")
+    p.add_argument("--rollouts", type=int, default=800, help="rollouts per prompt M (paper: 800)")
+    p.add_argument("--top", type=float, default=0.01, help="fraction q kept by highest NLL (paper: 0.01)")
+    add_model_task_args(p)
+    p.set_defaults(func=_rare_set)

@@ -1,0 +1,55 @@
+"""``fgrpo-llm validate``: the theory-vs-LLM cross-check on finished training runs.
+
+    fgrpo-llm validate --rare-set runs/demo/rare_set.json --run runs/demo/grpo_n8 --run runs/demo/fgrpo_n8 \
+        --out runs/demo/validate
+
+Each run directory needs ``groups.jsonl`` (tail-miss check); ``metrics.jsonl`` with
+``rare/delta_nll`` and ``eval/eval.json`` feed the sweep table. Writes OUT/report.md,
+OUT/validation.json and the figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def _validate(args) -> int:
+    from fgrpo_llm.rare import load_rare_set
+    from fgrpo_llm.report import sweep_section, tail_miss_section, write_report
+    from fgrpo_llm.validate import cross_check, load_run
+
+    if not args.run:
+        raise ValueError("give at least one --run directory")
+    if args.label and len(args.label) != len(args.run):
+        raise ValueError(f"--label given {len(args.label)} times but --run {len(args.run)} times")
+    labels = args.label or [None] * len(args.run)
+    runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels)]
+    rare = load_rare_set(args.rare_set)
+    result = cross_check(runs, rare, args.out, early_steps=args.early_steps, paper_path=args.paper_results,
+                         rng=np.random.default_rng(args.seed))
+    figs = result["figures"]
+    sections = [("Tail-miss check (Lemma 3.1)", f"![tail miss]({figs['tail_miss']})\n\n" + tail_miss_section(result)),
+                ("Group-size sweep", (f"![Delta NLL_rare]({figs['delta_nll']})\n\n" if "delta_nll" in figs else "")
+                 + sweep_section(result))]
+    path = write_report(Path(args.out) / "report.md", "Theory-vs-LLM cross-check", sections)
+    print(f"wrote {path}")
+    for s in result["orderings"]:
+        print(s)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("validate", help="tail-miss cross-check and group-size sweep table",
+                              description="Compare observed tail misses with Lemma 3.1 and the sweep with "
+                                          "the paper's Table 2.")
+    p.add_argument("--rare-set", required=True, help="rare-correct set JSON (fgrpo-llm rare-set)")
+    p.add_argument("--run", action="append", default=[], help="training run directory (repeatable)")
+    p.add_argument("--label", action="append", default=[], help="row name per --run (default from its config)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--early-steps", type=int, default=50, help="steps of the early window of the tail-miss check")
+    p.add_argument("--paper-results", default=None,
+                   help="paper_results.json (default: ../shared/reference/paper_results.json)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap band")
+    p.set_defaults(func=_validate)

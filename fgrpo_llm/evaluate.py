@@ -1,0 +1,306 @@
+"""pass@k evaluation of a policy on a task's splits (SPEC §6 "Evaluation", paper App. P).
+
+For every problem we draw n completions at temperature 1.0 / top-p 1.0, verify each with the
+task's reward, and estimate pass@k with the unbiased product-form estimator of
+``fgrpo_theory.passk``:
+
+    pass@k = mean over problems of 1 - C(n - c, k) / C(n, k),
+
+where c is the number of correct samples of the problem. In-domain and out-of-domain splits are
+reported separately. The per-sample outcome matrix (problems x n, 0/1) is kept as well so that
+two policies can be compared with the paired m-out-of-n subsampling test (App. Q,
+``fgrpo-llm compare``).
+
+    fgrpo-llm eval --model runs/base --n 1024 --k 1,2,4,8,16,32,64,128,256 --out runs/eval_base
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fgrpo_theory._validate import check_integer
+
+#: Name of the files written by :func:`write_eval_outputs`.
+EVAL_JSON = "eval.json"
+EVAL_CSV = "passk.csv"
+EVAL_PLOT = "passk.png"
+
+
+def _outcome_file(split: str) -> str:
+    return f"outcomes_{split}.npy"
+
+
+def default_ks(n: int) -> list[int]:
+    """Powers of two 1, 2, 4, ... up to n (the paper's k grid when n = 1024 stops at 256)."""
+    n = int(check_integer("n", n, minimum=1))
+    ks, k = [], 1
+    while k <= min(n, 256):
+        ks.append(k)
+        k *= 2
+    return ks
+
+
+def parse_ks(text: str) -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``; a ValueError names anything that is not a positive integer."""
+    try:
+        ks = [int(part) for part in str(text).split(",") if part.strip()]
+    except ValueError as err:
+        raise ValueError(f"k must be a comma-separated list of integers, got {text!r}") from err
+    if not ks or min(ks) < 1:
+        raise ValueError(f"k must be a non-empty list of integers >= 1, got {text!r}")
+    return sorted(set(ks))
+
+
+def sample_outcomes(model, tokenizer, task, problems, *, n: int, max_new_tokens: int, temperature: float = 1.0,
+                    top_p: float = 1.0, generator: torch.Generator, batch_size: int | None = None,
+                    progress: bool = False, autocast_dtype: torch.dtype | None = None) -> np.ndarray:
+    """0/1 outcome of each of n samples of each problem, shape (P, n) with P = len(problems).
+
+    Problems are processed in chunks of about ``batch_size`` sampled sequences; rows of one chunk
+    come back grouped by prompt (``sample_completions`` contract), so row ``b * n + j`` is sample
+    j of problem b.
+    """
+    from fgrpo_llm.rollout import sample_completions  # the sampler of the trainer; imported lazily
+
+    n = int(check_integer("n", n, minimum=1))
+    problems = list(problems)
+    if not problems:
+        raise ValueError("problems must not be empty")
+    rows = int(batch_size) if batch_size else 512
+    prompts_per_chunk = max(1, rows // n)
+    outcomes = np.zeros((len(problems), n), dtype=np.int8)  # (P, n)
+    starts = range(0, len(problems), prompts_per_chunk)
+    if progress:
+        from tqdm import tqdm
+
+        starts = tqdm(starts, desc="eval", unit="chunk", leave=False)
+    was_training = model.training
+    model.eval()
+    try:
+        for start in starts:
+            chunk = problems[start:start + prompts_per_chunk]
+            batch = sample_completions(model, tokenizer, [p.prompt for p in chunk], num_samples=n,
+                                       max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                       generator=generator, batch_size=batch_size,
+                                       autocast_dtype=autocast_dtype)
+            for b, problem in enumerate(chunk):
+                for j in range(n):
+                    reward = task.reward(problem, batch.completions[b * n + j])
+                    outcomes[start + b, j] = 1 if reward > 0 else 0
+    finally:
+        model.train(was_training)
+    return outcomes
+
+
+def sample_correct_counts(model, tokenizer, task, problems, *, n: int, max_new_tokens: int, temperature: float = 1.0,
+                          top_p: float = 1.0, generator: torch.Generator, batch_size: int | None = None,
+                          return_outcomes: bool = False, autocast_dtype: torch.dtype | None = None):
+    """Number of correct samples c out of n for each problem, shape (P,) int.
+
+    With ``return_outcomes=True`` returns ``(counts, outcomes)`` where ``outcomes`` is the (P, n)
+    0/1 matrix needed by the paired significance test.
+    """
+    outcomes = sample_outcomes(model, tokenizer, task, problems, n=n, max_new_tokens=max_new_tokens,
+                               temperature=temperature, top_p=top_p, generator=generator, batch_size=batch_size,
+                               autocast_dtype=autocast_dtype)
+    counts = outcomes.sum(axis=1).astype(np.int64)
+    return (counts, outcomes) if return_outcomes else counts
+
+
+def pass_at_k_table(counts, n: int, ks) -> dict[str, float]:
+    """Mean unbiased pass@k over problems for each k: ``{"pass@1": ..., "pass@2": ...}``.
+
+    pass@k = mean_x [1 - C(n - c_x, k) / C(n, k)]  (product form in ``fgrpo_theory.passk``).
+    Every k must satisfy 1 <= k <= n and every count 0 <= c <= n.
+    """
+    from fgrpo_theory.passk import mean_pass_at_k
+
+    n = int(check_integer("n", n, minimum=1))
+    c = check_integer("counts", counts, minimum=0).ravel()
+    if (c > n).any():
+        raise ValueError(f"counts must be <= n={n}, got counts={int(c.max())}")
+    ks = check_integer("ks", ks, minimum=1).ravel()
+    if (ks > n).any():
+        raise ValueError(f"k must be <= n={n}, got k={int(ks.max())}")
+    values = mean_pass_at_k(n, c, ks)
+    return {f"pass@{int(k)}": float(v) for k, v in zip(ks, values)}
+
+
+def split_role(split: str) -> str:
+    """Which column of the paper's tables a split feeds: ``in_domain`` or ``ood``."""
+    return "ood" if "ood" in split.lower() else "in_domain"
+
+
+def default_eval_splits(task) -> list[str]:
+    """Every split except the training one (in-domain test and OOD for the built-in tasks)."""
+    splits = [s for s in getattr(task, "splits", ()) if s != "train"]
+    return splits or list(getattr(task, "splits", ("train",)))
+
+
+def evaluate_model(model, tokenizer, task, *, splits=None, n: int, ks=None, max_problems: int | None = None,
+                   max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, generator: torch.Generator,
+                   batch_size: int | None = None, progress: bool = False,
+                   autocast_dtype: torch.dtype | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+    """pass@k per split. Returns ``(results, outcomes)``.
+
+    ``results = {"n": n, "ks": [...], "splits": {split: {"role", "num_problems", "problem_ids",
+    "counts", "pass@1", ...}}}``; ``outcomes[split]`` is the (P, n) 0/1 matrix.
+    """
+    splits = list(splits) if splits else default_eval_splits(task)
+    ks = list(ks) if ks else default_ks(n)
+    results = {"n": int(n), "ks": [int(k) for k in ks], "temperature": float(temperature), "top_p": float(top_p),
+               "max_new_tokens": int(max_new_tokens), "splits": {}}
+    outcomes = {}
+    for split in splits:
+        problems = task.problems(split)
+        if max_problems is not None:
+            problems = problems[:max_problems]
+        if not problems:
+            raise ValueError(f"split {split!r} of task {getattr(task, 'name', task)!r} has no problems")
+        counts, out = sample_correct_counts(model, tokenizer, task, problems, n=n, max_new_tokens=max_new_tokens,
+                                            temperature=temperature, top_p=top_p, generator=generator,
+                                            batch_size=batch_size, return_outcomes=True,
+                                            autocast_dtype=autocast_dtype)
+        entry = {"role": split_role(split), "num_problems": len(problems),
+                 "problem_ids": [p.id for p in problems], "counts": counts.tolist()}
+        entry.update(pass_at_k_table(counts, n, ks))
+        results["splits"][split] = entry
+        outcomes[split] = out
+        if progress:
+            import sys
+
+            print(f"eval {split}: " + ", ".join(f"pass@{k}={entry[f'pass@{k}']:.3f}" for k in ks), file=sys.stderr)
+    return results, outcomes
+
+
+def plot_pass_at_k(ax, results: dict, *, label: str = "", **kwargs):
+    """pass@k against k (log2 axis), one line per split. Returns the line artists."""
+    lines = []
+    ks = results["ks"]
+    for split, entry in results["splits"].items():
+        ys = [entry[f"pass@{k}"] for k in ks]
+        name = f"{label} {split}".strip()
+        (line,) = ax.plot(ks, ys, marker="o", label=name, **kwargs)
+        lines.append(line)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k")
+    ax.set_ylabel("pass@k")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    return lines
+
+
+def write_eval_outputs(results: dict, outcomes: dict[str, np.ndarray], out_dir, *, label: str = "") -> dict:
+    """Write eval.json, passk.csv, passk.png and outcomes_<split>.npy under ``out_dir``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for split, matrix in outcomes.items():
+        np.save(out / _outcome_file(split), np.asarray(matrix, dtype=np.int8))
+    tmp = out / (EVAL_JSON + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1))
+    os.replace(tmp, out / EVAL_JSON)
+    with open(out / EVAL_CSV, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["split", "role", "num_problems", "k", "pass_at_k"])
+        for split, entry in results["splits"].items():
+            for k in results["ks"]:
+                writer.writerow([split, entry["role"], entry["num_problems"], k, f"{entry[f'pass@{k}']:.6f}"])
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    plot_pass_at_k(ax, results, label=label)
+    ax.legend(fontsize=8)
+    ax.set_title(f"pass@k (n={results['n']})")
+    fig.tight_layout()
+    fig.savefig(out / EVAL_PLOT, dpi=120)
+    plt.close(fig)
+    return {"json": out / EVAL_JSON, "csv": out / EVAL_CSV, "plot": out / EVAL_PLOT}
+
+
+def load_eval(out_dir) -> tuple[dict, dict[str, np.ndarray]]:
+    """Read back what :func:`write_eval_outputs` wrote (outcome matrices where present)."""
+    out = Path(out_dir)
+    path = out / EVAL_JSON
+    if not path.is_file():
+        raise FileNotFoundError(f"no {EVAL_JSON} in {out} (run `fgrpo-llm eval --out {out}` first)")
+    results = json.loads(path.read_text())
+    outcomes = {}
+    for split in results["splits"]:
+        f = out / _outcome_file(split)
+        if f.is_file():
+            outcomes[split] = np.load(f)
+    return results, outcomes
+
+
+def compare_evals(dir_a, dir_b, *, m: int = 256, iterations: int = 50_000, ks=(1, 256),
+                  rng: np.random.Generator) -> dict:
+    """Paired m-out-of-n subsampling test (App. Q) between two eval outputs, per split and k.
+
+    Both outputs must hold the same problems (same ids, same order) and the same n. Returns
+    ``{split: {"pass@k": test result dict}}`` with the test's own fields plus both point estimates.
+    """
+    from fgrpo_theory.passk import paired_subsampling_test
+
+    res_a, out_a = load_eval(dir_a)
+    res_b, out_b = load_eval(dir_b)
+    report = {}
+    for split in res_a["splits"]:
+        if split not in res_b["splits"]:
+            continue
+        if split not in out_a or split not in out_b:
+            raise FileNotFoundError(f"outcome matrix for split {split!r} missing in {dir_a} or {dir_b}")
+        if res_a["splits"][split]["problem_ids"] != res_b["splits"][split]["problem_ids"]:
+            raise ValueError(f"split {split!r}: the two evaluations cover different problems")
+        a, b = out_a[split], out_b[split]
+        if a.shape != b.shape:
+            raise ValueError(f"split {split!r}: outcome shapes differ, {a.shape} vs {b.shape}")
+        n = a.shape[1]
+        m_eff = min(int(m), n - 1)  # the test needs m < n
+        report[split] = {}
+        for k in ks:
+            k = int(k)
+            if k > m_eff:
+                continue
+            result = paired_subsampling_test(a.astype(bool), b.astype(bool), m=m_eff, iterations=int(iterations),
+                                             rng=rng, k=k)
+            report[split][f"pass@{k}"] = _as_dict(result)
+            report[split][f"pass@{k}"].update({"m": m_eff, "n": n})
+    if not report:
+        raise ValueError(f"{dir_a} and {dir_b} share no split with outcome matrices")
+    return report
+
+
+def _as_dict(result) -> dict:
+    """The significance-test result as a JSON-friendly dict, whatever container it came in."""
+    if isinstance(result, dict):
+        items = result.items()
+    elif hasattr(result, "_asdict"):
+        items = result._asdict().items()
+    elif hasattr(result, "__dataclass_fields__"):
+        import dataclasses
+
+        items = dataclasses.asdict(result).items()
+    else:
+        items = vars(result).items()
+    out = {}
+    for key, value in items:
+        if isinstance(value, np.ndarray):
+            if value.size > 16:
+                continue  # the bootstrap distribution itself stays out of the report
+            value = value.tolist()
+        elif isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, float) and not math.isfinite(value):
+            value = None
+        out[key] = value
+    return out

@@ -1,0 +1,277 @@
+"""The rare-correct set and Delta NLL_rare (paper App. M.2, SPEC §6).
+
+Construction: take P training prompts, draw M rollouts of each from the base model (temperature
+1, top-p 1), keep the correct ones, score each by its length-normalised NLL under the base,
+
+    nll(y | x) = -(1/|y|) * sum_t log pi_base(y_t | x, y_<t),
+
+and keep the top q fraction by NLL over the whole pool (defaults P = 256, M = 800, q = 1%).
+During training,
+
+    Delta NLL_rare = mean_{(x, y) in set} nll_theta(y | x) - mean nll_base(y | x);
+
+above zero means the policy moved mass away from the rare correct solutions.
+
+The same rollouts give, per prompt, the success rate mu = #correct / M and the rare-correct
+mass tau of a rare event E(x) defined by solution forms (``Task.solution_form``): E(x) is the set
+of forms of the prompt's rare-set trajectories, or, for a prompt without one, its designated rare
+mode (its least frequent correct form, when it has at least two distinct ones). tau = base
+frequency of E(x). Forms make E(x) checkable in training logs (``groups.jsonl`` records the form of every
+correct completion), which is what the tail-miss cross-check (``validate.py``) needs.
+
+    fgrpo-llm rare-set --base runs/base --out runs/rare_set.json --prompts 64 --rollouts 200
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fgrpo_theory._validate import check_integer, check_probability
+
+#: Format version of the saved artifact.
+RARE_SET_VERSION = 1
+
+
+@dataclass
+class RareSet:
+    """A fixed set of rare correct trajectories with their base NLL, plus per-prompt (mu, tau).
+
+    ``token_ids[i]`` is the full unpadded sequence (prompt tokens, then completion tokens including
+    EOS); the completion starts at ``prompt_lengths[i]``. ``prompts[prompt_id]`` holds
+    ``mu``, ``tau``, ``num_rollouts``, ``num_correct``, ``form_counts`` (correct forms -> count),
+    ``rare_forms`` (the forms of E(x)) and ``rare_source`` ("rare_set", "designated" or "none").
+    """
+
+    prompt_ids: list[str]
+    token_ids: list[list[int]]
+    prompt_lengths: list[int]
+    texts: list[str]
+    forms: list[str | None]
+    base_nll: np.ndarray  # (S,) length-normalised NLL under the base model
+    prompts: dict[str, dict]
+    meta: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def mean_base_nll(self) -> float:
+        return float(np.mean(self.base_nll)) if len(self) else float("nan")
+
+    def mu_tau(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """``(prompt_ids, mu, tau)`` over the prompts that have a rare event E(x)."""
+        ids = [pid for pid, p in self.prompts.items() if p["rare_forms"]]
+        mu = np.array([self.prompts[pid]["mu"] for pid in ids], dtype=np.float64)
+        tau = np.array([self.prompts[pid]["tau"] for pid in ids], dtype=np.float64)
+        return ids, mu, tau
+
+
+def _form(task, problem, completion: str) -> str | None:
+    """Canonical solution form of a correct completion; the stripped text when the task has none."""
+    fn = getattr(task, "solution_form", None)
+    if fn is None:
+        return completion.strip()
+    return fn(problem, completion)
+
+
+@torch.no_grad()
+def length_normalised_nll(model, token_ids: list[list[int]], prompt_lengths: list[int], *,
+                          pad_token_id: int = 0, batch_size: int = 64,
+                          autocast_dtype: torch.dtype | None = None) -> np.ndarray:
+    """nll(y | x) = -(1/|y|) sum_t log pi(y_t | x, y_<t) for each sequence, shape (S,).
+
+    Sequences are right-padded (positions of real tokens stay 0..len-1, so no position-id care is
+    needed) and scored with ``rollout.token_logprobs``.
+    """
+    from fgrpo_llm.rollout import token_logprobs
+
+    if len(token_ids) != len(prompt_lengths):
+        raise ValueError(f"token_ids and prompt_lengths differ in length: {len(token_ids)} vs {len(prompt_lengths)}")
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out = np.zeros(len(token_ids), dtype=np.float64)
+    try:
+        for start in range(0, len(token_ids), batch_size):
+            seqs = token_ids[start:start + batch_size]
+            L = max(len(s) for s in seqs)
+            sequences = torch.full((len(seqs), L), pad_token_id, dtype=torch.long)  # (S, L)
+            attention = torch.zeros((len(seqs), L), dtype=torch.bool)  # (S, L)
+            completion = torch.zeros((len(seqs), L), dtype=torch.bool)  # (S, L)
+            for i, s in enumerate(seqs):
+                sequences[i, :len(s)] = torch.tensor(s, dtype=torch.long)
+                attention[i, :len(s)] = True
+                completion[i, prompt_lengths[start + i]:len(s)] = True
+            logp = token_logprobs(model, sequences.to(device), attention.to(device),
+                                  autocast_dtype=autocast_dtype).float().cpu()  # (S, L)
+            length = completion.sum(dim=1).clamp(min=1)  # (S,)
+            nll = -(logp * completion).sum(dim=1) / length  # (S,)
+            out[start:start + len(seqs)] = nll.double().numpy()
+    finally:
+        model.train(was_training)
+    return out
+
+
+def build_rare_set(model, tokenizer, task, problems, *, num_rollouts: int = 800, top_fraction: float = 0.01,
+                   max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, generator: torch.Generator,
+                   batch_size: int | None = None, progress: bool = False,
+                   autocast_dtype: torch.dtype | None = None) -> RareSet:
+    """Sample M = ``num_rollouts`` base rollouts per problem, keep the correct ones, keep the top
+    ``top_fraction`` (q) of them by length-normalised base NLL (at least one when any is correct).
+
+    Also estimates, per prompt, mu = #correct / M and tau = base frequency of E(x) (module doc).
+    """
+    from fgrpo_llm.rollout import sample_completions
+
+    M = int(check_integer("num_rollouts", num_rollouts, minimum=1))
+    q = float(check_probability("top_fraction", top_fraction, open_low=True))
+    problems = list(problems)
+    if not problems:
+        raise ValueError("problems must not be empty")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    rows = int(batch_size) if batch_size else 512
+    per_chunk = max(1, rows // M)
+
+    pool = []  # every correct rollout: (prompt_id, token ids, prompt length, text, form)
+    prompts: dict[str, dict] = {}
+    starts = range(0, len(problems), per_chunk)
+    if progress:
+        from tqdm import tqdm
+
+        starts = tqdm(starts, desc="rare-set rollouts", unit="chunk", leave=False)
+    was_training = model.training
+    model.eval()
+    try:
+        for start in starts:
+            chunk = problems[start:start + per_chunk]
+            batch = sample_completions(model, tokenizer, [p.prompt for p in chunk], num_samples=M,
+                                       max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                       generator=generator, batch_size=batch_size,
+                                       autocast_dtype=autocast_dtype)
+            seq = batch.sequences.cpu()  # (B*M, L)
+            att = batch.attention_mask.cpu()  # (B*M, L)
+            comp = batch.completion_mask.cpu()  # (B*M, L)
+            for b, problem in enumerate(chunk):
+                forms = Counter()
+                num_correct = 0
+                for j in range(M):
+                    row = b * M + j
+                    text = batch.completions[row]
+                    if task.reward(problem, text) <= 0:
+                        continue
+                    num_correct += 1
+                    form = _form(task, problem, text)
+                    forms[form] += 1
+                    keep = att[row] | comp[row]
+                    ids = seq[row][keep].tolist()
+                    prompt_len = int(att[row, :batch.prompt_length].sum())
+                    pool.append((problem.id, ids, prompt_len, text, form))
+                prompts[problem.id] = {"mu": num_correct / M, "num_rollouts": M, "num_correct": num_correct,
+                                       "form_counts": {str(k): v for k, v in forms.items()}}
+    finally:
+        model.train(was_training)
+
+    nll = length_normalised_nll(model, [p[1] for p in pool], [p[2] for p in pool], pad_token_id=pad_id,
+                                batch_size=64, autocast_dtype=autocast_dtype) if pool else np.zeros(0)
+    keep = _top_fraction_indices(nll, q)
+    chosen = [pool[i] for i in keep]
+    threshold = float(nll[keep].min()) if len(keep) else None
+    _assign_rare_events(prompts, chosen)
+    meta = {"version": RARE_SET_VERSION, "num_prompts": len(problems), "num_rollouts": M, "top_fraction": q,
+            "num_correct_pool": len(pool), "nll_threshold": threshold, "temperature": float(temperature),
+            "top_p": float(top_p), "max_new_tokens": int(max_new_tokens), "task": getattr(task, "name", None),
+            "pool_mean_nll": float(nll.mean()) if len(pool) else None}
+    return RareSet(prompt_ids=[c[0] for c in chosen], token_ids=[c[1] for c in chosen],
+                   prompt_lengths=[c[2] for c in chosen], texts=[c[3] for c in chosen],
+                   forms=[c[4] for c in chosen], base_nll=nll[keep].astype(np.float64), prompts=prompts, meta=meta)
+
+
+def _top_fraction_indices(nll: np.ndarray, q: float) -> np.ndarray:
+    """Indices of the ceil(q * S) largest values of ``nll`` (highest NLL first); none if S = 0."""
+    S = len(nll)
+    if S == 0:
+        return np.zeros(0, dtype=np.int64)
+    count = max(1, int(np.ceil(q * S)))
+    return np.argsort(-nll, kind="stable")[:count]
+
+
+def _assign_rare_events(prompts: dict[str, dict], chosen) -> None:
+    """Fill ``rare_forms``, ``rare_source`` and tau = sum of base counts of E(x) / M per prompt."""
+    by_prompt: dict[str, set] = {}
+    for pid, _ids, _plen, _text, form in chosen:
+        by_prompt.setdefault(pid, set()).add(str(form))
+    for pid, p in prompts.items():
+        counts = p["form_counts"]
+        if pid in by_prompt:
+            rare, source = sorted(by_prompt[pid]), "rare_set"
+        elif len(counts) >= 2:
+            # designated rare mode: the least frequent correct form (ties broken by name)
+            rare, source = [min(counts, key=lambda f: (counts[f], f))], "designated"
+        else:
+            rare, source = [], "none"
+        p["rare_forms"] = rare
+        p["rare_source"] = source
+        p["tau"] = sum(counts.get(f, 0) for f in rare) / p["num_rollouts"]
+
+
+def save_rare_set(rare_set: RareSet, path) -> Path:
+    """Write the artifact as one JSON file (atomic)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"meta": rare_set.meta, "prompts": rare_set.prompts,
+            "trajectories": [{"prompt_id": pid, "token_ids": ids, "prompt_length": pl, "text": text, "form": form,
+                              "base_nll": float(nll)}
+                             for pid, ids, pl, text, form, nll in zip(rare_set.prompt_ids, rare_set.token_ids,
+                                                                     rare_set.prompt_lengths, rare_set.texts,
+                                                                     rare_set.forms, rare_set.base_nll)]}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+    return path
+
+
+def load_rare_set(path) -> RareSet:
+    """Read an artifact written by :func:`save_rare_set`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"rare-correct set not found: {path}")
+    try:
+        data = json.loads(path.read_text())
+        trajs = data["trajectories"]
+        return RareSet(prompt_ids=[t["prompt_id"] for t in trajs], token_ids=[t["token_ids"] for t in trajs],
+                       prompt_lengths=[t["prompt_length"] for t in trajs], texts=[t["text"] for t in trajs],
+                       forms=[t.get("form") for t in trajs],
+                       base_nll=np.array([t["base_nll"] for t in trajs], dtype=np.float64),
+                       prompts=data["prompts"], meta=data.get("meta", {}))
+    except (KeyError, TypeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not a rare-correct set file ({err})") from err
+
+
+def delta_nll_rare(model, rare_set: RareSet, *, batch_size: int = 64, pad_token_id: int = 0) -> float:
+    """Delta NLL_rare = mean nll_theta over the set - mean nll_base (App. M.2); nan for an empty set."""
+    if len(rare_set) == 0:
+        return float("nan")
+    nll = length_normalised_nll(model, rare_set.token_ids, rare_set.prompt_lengths, pad_token_id=pad_token_id,
+                                batch_size=batch_size)
+    return float(nll.mean() - rare_set.base_nll.mean())
+
+
+def make_rare_evaluator(rare_set: RareSet, *, batch_size: int = 64, pad_token_id: int = 0):
+    """An evaluator for the trainer's ``evaluators`` list: ``(model, step) -> {"rare/delta_nll": ...}``."""
+
+    def evaluate_rare(model, step: int) -> dict:
+        if len(rare_set) == 0:
+            return {"rare/delta_nll": float("nan"), "rare/size": 0}
+        nll = length_normalised_nll(model, rare_set.token_ids, rare_set.prompt_lengths,
+                                    pad_token_id=pad_token_id, batch_size=batch_size)
+        return {"rare/delta_nll": float(nll.mean() - rare_set.base_nll.mean()), "rare/nll": float(nll.mean()),
+                "rare/size": len(rare_set)}
+
+    return evaluate_rare

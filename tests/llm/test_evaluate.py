@@ -1,0 +1,139 @@
+"""pass@k evaluation (fgrpo_llm.evaluate, fgrpo-llm eval / compare): the table against brute-force
+enumeration, the sampled counts against the sampler itself, the output files and the CLIs."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+
+from fgrpo_llm.cli import main  # noqa: E402
+from fgrpo_llm.evaluate import (compare_evals, default_ks, evaluate_model, load_eval, parse_ks,  # noqa: E402
+                                pass_at_k_table, sample_correct_counts, write_eval_outputs)
+from fgrpo_llm.rollout import sample_completions  # noqa: E402
+
+
+def brute_pass_at_k(n: int, c: int, k: int) -> float:
+    """Fraction of k-subsets of n samples (c correct) that contain a correct one."""
+    outcomes = [1] * c + [0] * (n - c)
+    subsets = list(itertools.combinations(range(n), k))
+    return sum(any(outcomes[i] for i in s) for s in subsets) / len(subsets)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 7), data=st.data())
+def test_pass_at_k_table_equals_the_mean_over_k_subsets(n, data):
+    counts = data.draw(st.lists(st.integers(0, n), min_size=1, max_size=4))
+    ks = sorted(set(data.draw(st.lists(st.integers(1, n), min_size=1, max_size=3))))
+    table = pass_at_k_table(counts, n, ks)
+    for k in ks:
+        expected = np.mean([brute_pass_at_k(n, c, k) for c in counts])
+        assert table[f"pass@{k}"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_pass_at_k_table_rejects_bad_input():
+    with pytest.raises(ValueError, match="k must be <= n"):
+        pass_at_k_table([1, 2], 4, [8])
+    with pytest.raises(ValueError, match="counts"):
+        pass_at_k_table([5], 4, [1])
+    with pytest.raises(ValueError):
+        parse_ks("1,x")
+    assert default_ks(1024)[-1] == 256 and default_ks(5) == [1, 2, 4]
+
+
+class PrefixTask:
+    """Correct when the completion starts with a digit: a random model gets a mix of outcomes."""
+
+    name = "prefix"
+    splits = ("train", "test", "ood")
+
+    def __init__(self, problems):
+        self._problems = problems
+
+    def problems(self, split):
+        return list(self._problems[split])
+
+    def reward(self, problem, completion):
+        return 1.0 if completion[:1].isdigit() else 0.0
+
+
+@pytest.fixture
+def prefix_task(countdown_task):
+    return PrefixTask({"train": countdown_task.problems("train")[:3], "test": countdown_task.problems("test")[:3],
+                       "ood": countdown_task.problems("ood")[:2]})
+
+
+def test_counts_are_the_verified_samples_of_the_sampler(tiny_model, char_tokenizer, prefix_task):
+    problems = prefix_task.problems("test")
+    counts, outcomes = sample_correct_counts(tiny_model, char_tokenizer, prefix_task, problems, n=6,
+                                             max_new_tokens=4, generator=torch.Generator().manual_seed(3),
+                                             batch_size=64, return_outcomes=True)
+    batch = sample_completions(tiny_model, char_tokenizer, [p.prompt for p in problems], num_samples=6,
+                               max_new_tokens=4, generator=torch.Generator().manual_seed(3), batch_size=64)
+    expected = np.array([[prefix_task.reward(p, batch.completions[b * 6 + j]) for j in range(6)]
+                         for b, p in enumerate(problems)])
+    assert outcomes.shape == (3, 6)
+    np.testing.assert_array_equal(outcomes, expected)
+    np.testing.assert_array_equal(counts, expected.sum(axis=1))
+
+
+def test_eval_outputs_round_trip(tiny_model, char_tokenizer, prefix_task, tmp_path):
+    results, outcomes = evaluate_model(tiny_model, char_tokenizer, prefix_task, n=4, ks=[1, 2, 4], max_new_tokens=3,
+                                       generator=torch.Generator().manual_seed(0))
+    assert set(results["splits"]) == {"test", "ood"}
+    assert results["splits"]["ood"]["role"] == "ood" and results["splits"]["test"]["role"] == "in_domain"
+    for split, entry in results["splits"].items():
+        assert entry["pass@1"] == pytest.approx(outcomes[split].mean())
+        assert entry["pass@1"] <= entry["pass@2"] <= entry["pass@4"]
+    paths = write_eval_outputs(results, outcomes, tmp_path / "ev")
+    assert paths["plot"].stat().st_size > 0
+    rows = list(csv.DictReader(open(paths["csv"])))
+    assert len(rows) == 2 * 3 and {r["k"] for r in rows} == {"1", "2", "4"}
+    back, back_out = load_eval(tmp_path / "ev")
+    assert back == json.loads(json.dumps(results))
+    np.testing.assert_array_equal(back_out["test"], outcomes["test"])
+
+
+def _fake_eval(tmp_path, name, matrix, ids=("a", "b", "c")):
+    n = matrix.shape[1]
+    res = {"n": n, "ks": [1], "splits": {"test": {"role": "in_domain", "num_problems": len(ids),
+                                                  "problem_ids": list(ids), "counts": matrix.sum(1).tolist(),
+                                                  **pass_at_k_table(matrix.sum(1), n, [1])}}}
+    write_eval_outputs(res, {"test": matrix}, tmp_path / name)
+    return tmp_path / name
+
+
+def test_compare_detects_a_large_difference_and_not_an_identical_one(tmp_path):
+    rng = np.random.default_rng(0)
+    good = (rng.random((3, 40)) < 0.9).astype(np.int8)
+    bad = (rng.random((3, 40)) < 0.1).astype(np.int8)
+    a, b = _fake_eval(tmp_path, "a", good), _fake_eval(tmp_path, "b", bad)
+    diff = compare_evals(a, b, m=20, iterations=500, ks=(1,), rng=np.random.default_rng(1))["test"]["pass@1"]
+    same = compare_evals(a, a, m=20, iterations=500, ks=(1,), rng=np.random.default_rng(1))["test"]["pass@1"]
+    assert diff["p_value"] < 0.05 < same["p_value"]
+    assert diff["statistic"] == pytest.approx(good.mean() - bad.mean())
+    c = _fake_eval(tmp_path, "c", good, ids=("x", "y", "z"))
+    with pytest.raises(ValueError, match="different problems"):
+        compare_evals(a, c, m=20, iterations=10, ks=(1,), rng=np.random.default_rng(1))
+
+
+def test_eval_and_compare_cli(tiny_checkpoint, tmp_path, capsys):
+    out = tmp_path / "ev"
+    assert main(["eval", "--model", str(tiny_checkpoint), "--n", "4", "--k", "1,2", "--max-problems", "2",
+                 "--max-new-tokens", "3", "--out", str(out)]) == 0
+    results, outcomes = load_eval(out)
+    assert set(results["splits"]) == {"test", "ood"} and outcomes["test"].shape == (2, 4)
+    assert main(["compare", str(out), str(out), "--m", "2", "--iterations", "50", "--k", "1"]) == 0
+    assert "p_value" in capsys.readouterr().out
+    assert main(["eval", "--model", str(tiny_checkpoint), "--n", "2", "--k", "4", "--out", str(out)]) == 2
+    assert main(["eval", "--model", str(tmp_path / "missing"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "k must be <= n" in err or "k=4" in err
+    assert "not found" in err

@@ -1,0 +1,138 @@
+"""The theory-vs-LLM cross-check (fgrpo_llm.validate): group flags by hand, Lemma 3.1 against
+simulated groups drawn at known (mu, tau), the Wilson interval, the sweep table and its ordering
+sentences (agreeing and disagreeing cases), and the validate CLI with and without the paper file."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fgrpo_llm.cli import main
+from fgrpo_llm.rare import RareSet, save_rare_set
+from fgrpo_llm.validate import (RunInfo, cross_check, ordering_sentences, summarise_tail_miss, sweep_rows,
+                                tail_miss_records, wilson_interval)
+from fgrpo_theory.tail_miss import p_tail_miss
+
+
+def make_rare_set(prompts: dict[str, tuple[float, float]]) -> RareSet:
+    """A rare set with no trajectories: prompt id -> (mu, tau) with rare form "r", common form "c"."""
+    info = {pid: {"mu": mu, "tau": tau, "num_rollouts": 1000, "num_correct": int(mu * 1000),
+                  "form_counts": {"r": int(tau * 1000), "c": int((mu - tau) * 1000)}, "rare_forms": ["r"],
+                  "rare_source": "designated"} for pid, (mu, tau) in prompts.items()}
+    return RareSet(prompt_ids=[], token_ids=[], prompt_lengths=[], texts=[], forms=[], base_nll=np.zeros(0),
+                   prompts=info)
+
+
+def simulate_groups(rare: RareSet, N: int, groups_per_prompt: int, rng, *, step0: int = 0) -> list[dict]:
+    """Groups of N i.i.d. rollouts: each lands in E (tau), C minus E (mu - tau) or wrong (1 - mu)."""
+    out = []
+    for pid, p in rare.prompts.items():
+        probs = [p["tau"], p["mu"] - p["tau"], 1 - p["mu"]]
+        for g in range(groups_per_prompt):
+            kinds = rng.choice(3, size=N, p=probs)
+            forms = ["r" if k == 0 else "c" for k in kinds if k < 2]
+            out.append({"step": step0 + g, "prompt_id": pid, "N": N, "num_correct": len(forms), "forms": forms})
+    return out
+
+
+def test_group_flags_by_hand():
+    rare = make_rare_set({"p": (0.5, 0.1)})
+    groups = [{"step": 1, "prompt_id": "p", "N": 4, "num_correct": 2, "forms": ["c", "c"]},  # active, miss
+              {"step": 1, "prompt_id": "p", "N": 4, "num_correct": 2, "forms": ["r", "c"]},  # active, hit
+              {"step": 2, "prompt_id": "p", "N": 4, "num_correct": 4, "forms": ["c"] * 4},  # all correct
+              {"step": 2, "prompt_id": "p", "N": 4, "num_correct": 0, "forms": []},  # all wrong
+              {"step": 3, "prompt_id": "other", "N": 4, "num_correct": 1, "forms": ["c"]}]  # unknown prompt
+    rec = tail_miss_records(groups, rare)
+    assert rec["active"].tolist() == [True, True, False, False]
+    assert rec["hit"].tolist() == [False, True, False, False]
+    assert rec["tail_miss"].tolist() == [True, False, False, False]
+    assert rec["p_tail_miss"][0] == pytest.approx(0.9 ** 4 - 0.4 ** 4 - 0.5 ** 4)
+    assert len(tail_miss_records(groups, rare, max_step=1)["step"]) == 2
+
+
+@pytest.mark.parametrize("N", [2, 8, 32])
+def test_observed_tail_miss_matches_lemma_on_simulated_groups(N):
+    rng = np.random.default_rng(N)
+    rare = make_rare_set({"a": (0.3, 0.03), "b": (0.6, 0.12), "c": (0.8, 0.04)})
+    rec = tail_miss_records(simulate_groups(rare, N, 400, rng), rare)
+    (row,) = summarise_tail_miss(rec)
+    expected = np.mean([p_tail_miss(0.3, 0.03, N), p_tail_miss(0.6, 0.12, N), p_tail_miss(0.8, 0.04, N)])
+    assert row["groups"] == 1200 and row["predicted"] == pytest.approx(expected)
+    assert row["observed_lo"] <= row["predicted"] <= row["observed_hi"] and row["agrees"]
+
+
+def test_summary_flags_a_wrong_prediction():
+    rng = np.random.default_rng(0)
+    truth = make_rare_set({"a": (0.5, 0.25)})
+    wrong = make_rare_set({"a": (0.5, 0.01)})  # claims E is much rarer than it is
+    (row,) = summarise_tail_miss(tail_miss_records(simulate_groups(truth, 8, 500, rng), wrong))
+    assert not row["agrees"] and row["observed"] < row["predicted"]
+
+
+def test_wilson_interval():
+    lo, hi = wilson_interval(5, 10)
+    assert lo < 0.5 < hi and 0 <= lo and hi <= 1
+    assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == pytest.approx(1.0)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert wilson_interval(50, 100)[1] - wilson_interval(50, 100)[0] < hi - lo
+
+
+def _run(label, N, gamma, pass1, delta):
+    ev = {"n": 4, "ks": [1, 4], "splits": {"test": {"role": "in_domain", "pass@1": pass1, "pass@4": pass1 + 0.1},
+                                          "ood": {"role": "ood", "pass@1": pass1 / 2, "pass@4": pass1}}}
+    return RunInfo(path=None, label=label, algo="grpo", N=N, gamma=gamma, delta_nll_rare=delta, eval=ev)
+
+
+PAPER = {"table2_group_size_sweep_qwen2.5_7b": {"rows": {
+    name: {"avg_math": {"pass@1": p1, "pass@256": p1 + 30}, "avg_ood": {"pass@1": p1 / 2, "pass@256": 60},
+           "delta_nll_rare": d}
+    for name, p1, d in [("GRPO N=2", 36, 0.19), ("GRPO N=4", 37, 0.44), ("GRPO N=8", 38, 0.68),
+                        ("F-GRPO N=8", 39, 0.46)]}}}
+
+
+def test_sweep_rows_and_ordering_sentences():
+    runs = [_run("GRPO N=2", 2, 0, 0.3, 0.1), _run("GRPO N=4", 4, 0, 0.4, 0.2), _run("GRPO N=8", 8, 0, 0.5, 0.3),
+            _run("F-GRPO N=8", 8, 1, 0.45, 0.4)]
+    rows = sweep_rows(runs, PAPER)
+    assert rows[0]["paper"]["id_pass1"] == pytest.approx(0.36) and rows[0]["id_passk"] == pytest.approx(0.4)
+    assert rows[3]["kmax"] == 4 and rows[3]["ood_pass1"] == pytest.approx(0.225)
+    text = "\n".join(ordering_sentences(rows))
+    # F-GRPO has higher Delta NLL here but lower in the paper; lower pass@1 here, higher in the paper
+    assert "Delta NLL_rare: F-GRPO N=8 is higher than GRPO N=8 here" in text
+    assert "lower than it in the paper (0.460 vs 0.680): the ordering disagrees" in text
+    # GRPO across N: same increasing order in both -> agrees
+    assert "in-domain pass@1 across GRPO N = 2, 4, 8: Kendall tau between our values and the paper's = +1.00" in text
+    assert sweep_rows(runs, None)[0].get("paper") is None
+
+
+def test_cross_check_and_cli(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    rare = make_rare_set({"a": (0.4, 0.05), "b": (0.7, 0.07)})
+    rare_path = save_rare_set(rare, tmp_path / "rare.json")
+    for name, N, gamma in [("g2", 2, 0.0), ("g8", 8, 0.0), ("f8", 8, 1.0)]:
+        d = tmp_path / name
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps({"algo": "grpo", "group_size": N, "gamma": gamma}))
+        (d / "groups.jsonl").write_text("\n".join(json.dumps(g) for g in simulate_groups(rare, N, 30, rng)))
+        (d / "metrics.jsonl").write_text(json.dumps({"step": 1, "rare/delta_nll": 0.1 * N}) + "\n")
+    runs = [__import__("fgrpo_llm.validate", fromlist=["load_run"]).load_run(tmp_path / n) for n in ("g2", "g8", "f8")]
+    assert [r.label for r in runs] == ["GRPO N=2", "GRPO N=8", "F-GRPO N=8"]
+    res = cross_check(runs, rare, tmp_path / "out", early_steps=10, paper_path=tmp_path / "absent.json",
+                      rng=np.random.default_rng(0))
+    assert not res["paper_available"] and (tmp_path / "out" / "tail_miss_check.png").stat().st_size > 0
+    assert set(res["tail_miss"]["all steps"]) == {"GRPO N=2", "GRPO N=8", "F-GRPO N=8"}
+    curve = res["curve"]
+    assert curve["lo"][curve["N"].index(8)] <= curve["mean"][curve["N"].index(8)] <= curve["hi"][curve["N"].index(8)]
+    paper = tmp_path / "paper.json"
+    paper.write_text(json.dumps(PAPER))
+    out = tmp_path / "v"
+    assert main(["validate", "--rare-set", str(rare_path), "--run", str(tmp_path / "g2"), "--run",
+                 str(tmp_path / "g8"), "--run", str(tmp_path / "f8"), "--out", str(out), "--paper-results",
+                 str(paper)]) == 0
+    report = (out / "report.md").read_text()
+    assert "Tail-miss check" in report and "The paper (Qwen2.5-7B" in report and "ordering" in report
+    assert main(["validate", "--rare-set", str(tmp_path / "nope.json"), "--run", str(tmp_path / "g2"),
+                 "--out", str(out)]) == 2
+    assert "not found" in capsys.readouterr().err
