@@ -1,6 +1,6 @@
 """``fgrpo-llm demo``: the whole story at CPU scale (see ``fgrpo_llm.demo``).
 
-    fgrpo-llm demo --out runs/demo                     # about 25 minutes on 2 CPU cores
+    fgrpo-llm demo --out runs/demo                     # under 25 minutes on 2 CPU cores
     fgrpo-llm demo --out runs/demo --fast              # tiny budgets, about a minute
     fgrpo-llm demo --out runs/gpu --config configs/gpu_full.yaml
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 def _demo(args) -> int:
     from fgrpo_llm.demo import load_demo_config, run_demo
 
-    cfg = load_demo_config(args.config, fast=args.fast, budget_minutes=args.budget_minutes, device=args.device)
+    cfg = load_demo_config(args.config, fast=args.fast, workers=args.workers, device=args.device)
     summary = run_demo(args.out, cfg)
     print(f"report: {summary['report']} ({summary['total_seconds'] / 60:.1f} min)")
     for name, res in summary["evals"].items():
@@ -20,8 +20,6 @@ def _demo(args) -> int:
     for label, run in summary["runs"].items():
         d = run["delta_nll_rare"]
         print(f"  {label}: Delta NLL_rare = {'n/a' if d is None else f'{d:+.3f}'}")
-    for name in summary["skipped"]:
-        print(f"  skipped: {name}")
     return 0
 
 
@@ -32,6 +30,6 @@ def register(subparsers) -> None:
     p.add_argument("--out", default="runs/demo", help="output directory (default runs/demo)")
     p.add_argument("--fast", action="store_true", help="tiny budgets (the test suite's smoke run)")
     p.add_argument("--config", default=None, help="YAML/JSON file of DemoConfig fields (e.g. configs/gpu_full.yaml)")
-    p.add_argument("--budget-minutes", type=float, default=None, help="wall-time budget (default 25)")
+    p.add_argument("--workers", type=int, default=None, help="training runs in parallel processes (default 2)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.set_defaults(func=_demo)

@@ -6,12 +6,14 @@ Stages (each writes under OUT and is skipped when its output exists, so a rerun 
    (``fgrpo_theory.simulate``, its "tiny" preset unless ``regime_sweep_fast`` is off);
 2. base: the built-in Countdown base model (``fgrpo_llm.pretrain``, SPEC §8);
 3. rare set: P prompts x M base rollouts, top q by NLL, per-prompt (mu, tau) (App. M.2);
-4. training: GRPO and F-GRPO at N = 8 with Delta NLL_rare logged every ``eval_every`` steps, then
-   the rest of the group-size sweep (GRPO at N in {2, 4, 16, 32}) while the time budget allows;
+4. training: GRPO and F-GRPO at N = 8 and the rest of the group-size sweep (GRPO at N in
+   {2, 4, 16, 32}), all from the same base with the same number of steps, Delta NLL_rare logged
+   every ``eval_every`` steps; the runs go to ``workers`` single-threaded processes, longest first
+   (a tiny model gains little from a second thread but a lot from a second process);
 5. pass@k of the base and of every trained policy (in-domain "test" and OOD splits);
 6. the cross-check (``validate.py``) and OUT/report.md with every table and figure.
 
-    fgrpo-llm demo --out runs/demo                 # about 25 minutes on 2 CPU cores
+    fgrpo-llm demo --out runs/demo                 # under 25 minutes on 2 CPU cores
     fgrpo-llm demo --out runs/demo --fast          # a smoke run in about a minute
     fgrpo-llm demo --out runs/gpu --config configs/gpu_full.yaml
 """
@@ -42,9 +44,10 @@ class DemoConfig:
     """Draw the closed-form tail-miss figures on the theory demo's coarse grid."""
     regime_sweep_fast: bool = True
     """Categorical regime sweep on ``fgrpo_theory.simulate``'s "tiny" preset (seconds) rather than
-    "small" (10+ minutes on 2 busy cores, which would not fit the 25-minute budget)."""
-    pretrain_seconds: float = 150.0
-    """Time budget of base-model pretraining (SPEC §8: 150 s gives pass@1 about 0.4)."""
+    "small" (10+ minutes on 2 busy cores, too long for the demo)."""
+    pretrain_seconds: float = 600.0
+    """Wall-clock cap on base-model pretraining; the step budget (``PretrainConfig.max_steps``,
+    600 by default) normally ends it first, so the base does not depend on the machine's speed."""
     pretrain_overrides: dict = field(default_factory=dict)
     """Further ``PretrainConfig`` fields (e.g. hidden_size, max_steps)."""
     rare_prompts: int = 256
@@ -65,7 +68,7 @@ class DemoConfig:
     lr: float = 1e-4
     """AdamW learning rate of RL training (SPEC §8)."""
     sweep_group_sizes: tuple = (2, 4, 16, 32)
-    """Extra GRPO group sizes of the sweep (run smallest first, each only if the budget allows)."""
+    """Extra GRPO group sizes of the sweep."""
     eval_every: int = 25
     """Steps between Delta NLL_rare evaluations during training."""
     train_overrides: dict = field(default_factory=dict)
@@ -80,20 +83,22 @@ class DemoConfig:
     """Sequences decoded at once in evaluation and rare-set sampling."""
     early_steps: int = 50
     """Early window of the tail-miss check (the policy is still near the base there)."""
-    budget_minutes: float = 25.0
-    """Wall-time budget: sweep runs predicted to overrun it are skipped (and reported)."""
+    workers: int = 2
+    """Training runs (each followed by its pass@k evaluation) in parallel processes."""
+    threads_per_worker: int = 1
+    """torch intra-op threads of each worker (and of the sequential stages: ``workers`` threads)."""
     paper_results: str | None = None
     """Path of paper_results.json (None: ../shared/reference/paper_results.json from the repo root)."""
 
     def __post_init__(self):
         ints = {"seed": 0, "rare_prompts": 1, "rare_rollouts": 1, "steps": 1, "prompts_per_step": 1,
                 "group_size": 2, "eval_every": 0, "eval_n": 1, "max_new_tokens": 1, "batch_size": 1,
-                "early_steps": 0}
+                "early_steps": 0, "workers": 1, "threads_per_worker": 1}
         for name, low in ints.items():
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {name}={v!r}")
-        for name in ("pretrain_seconds", "gamma", "lr", "budget_minutes"):
+        for name in ("pretrain_seconds", "gamma", "lr"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or v < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {name}={v!r}")
@@ -123,7 +128,7 @@ FAST = dict(theory_fast=True, regime_sweep_fast=True, pretrain_seconds=4.0,
                                 "eval_samples": 2, "batch_size": 32, "warmup_steps": 2},
             rare_prompts=8, rare_rollouts=16, rare_top_fraction=0.05, steps=3, prompts_per_step=4, group_size=4,
             sweep_group_sizes=(2,), eval_every=2, eval_n=4, eval_max_problems=4, max_new_tokens=8,
-            batch_size=256, early_steps=2, budget_minutes=5.0,
+            batch_size=256, early_steps=2, workers=1,
             train_overrides={"warmup_steps": 1, "checkpoint_every": 0, "progress": False})
 
 
@@ -140,7 +145,7 @@ def load_demo_config(path=None, *, fast: bool = False, **overrides) -> DemoConfi
 
 # ----------------------------------------------------------------------------- helpers
 class _Clock:
-    """Wall time per stage, for the report and for the budget check."""
+    """Wall time per stage, for the report."""
 
     def __init__(self):
         self.start = time.perf_counter()
@@ -276,6 +281,38 @@ def _run_specs(cfg: DemoConfig) -> list[tuple[str, int, float]]:
     return specs
 
 
+def _train_and_evaluate(out: Path, cfg: DemoConfig, name: str, N: int, gamma: float) -> tuple[str, float]:
+    """Worker: one training run then its pass@k evaluation, single-threaded."""
+    import torch
+
+    from fgrpo_llm.rare import load_rare_set
+
+    torch.set_num_threads(cfg.threads_per_worker)
+    start = time.perf_counter()
+    rare = load_rare_set(out / "rare_set.json")
+    _train(out / name, cfg, N=N, gamma=gamma, rare=rare)
+    _evaluate(out / name / "model", out / name / "eval", cfg, task=_task_for(out / "base"))
+    return name, time.perf_counter() - start
+
+
+def _map_runs(out: Path, cfg: DemoConfig, specs):
+    """Yield (name, seconds) as runs finish: in this process for one worker, else in a pool."""
+    if cfg.workers == 1 or len(specs) <= 1:
+        for name, N, gamma in specs:
+            yield _train_and_evaluate(out, cfg, name, N, gamma)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # progress bars of parallel runs would interleave: each run reports when it is done instead
+    cfg = dataclasses.replace(cfg, train_overrides={**cfg.train_overrides, "progress": False})
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked torch thread pools
+    with ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
+        futures = [pool.submit(_train_and_evaluate, out, cfg, name, N, gamma) for name, N, gamma in specs]
+        for future in as_completed(futures):
+            yield future.result()
+
+
 # ----------------------------------------------------------------------------- the demo
 def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
     """Run (or resume) every stage; write OUT/report.md. Returns a summary dict."""
@@ -284,8 +321,10 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / "demo_config.json", dataclasses.asdict(cfg))
     clock = _Clock()
-    budget = 60.0 * cfg.budget_minutes
-    summary: dict = {"skipped": []}
+    summary: dict = {}
+    import torch
+
+    torch.set_num_threads(cfg.workers * cfg.threads_per_worker)
 
     if cfg.theory:
         summary["theory"] = clock.run("theory", _theory, out, cfg)
@@ -294,31 +333,20 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
     task = _task_for(out / "base")
     evals = {"base": clock.run("eval base", _evaluate, out / "base", out / "base_eval", cfg, task=task)}
 
-    run_seconds: dict[str, float] = {}
-    done_runs = []
-    for name, N, gamma in _run_specs(cfg):
-        run_dir = out / name
-        if not _run_finished(run_dir) and done_runs:
-            # predicted cost ~ proportional to N (sampling and the update scale with B * N), at the
-            # speed of the latest run (the machine's load changes)
-            ref_name, ref_N = done_runs[-1]
-            per_unit = run_seconds.get(ref_name, 0.0) / ref_N
-            predicted = per_unit * N + 1.2 * run_seconds.get(f"eval {ref_name}", 0.0)
-            reserve = 60.0 if cfg.budget_minutes >= 5 else 5.0  # validate + report
-            if per_unit and clock.elapsed() + predicted + reserve > budget:
-                summary["skipped"].append(f"{name} (predicted {predicted:.0f} s, would pass the "
-                                          f"{cfg.budget_minutes:g} min budget)")
-                continue
-        t = time.perf_counter()
-        clock.run(f"train {name}", _train, run_dir, cfg, N=N, gamma=gamma, rare=rare)
-        run_seconds[name] = time.perf_counter() - t
-        t = time.perf_counter()
-        evals[name] = clock.run(f"eval {name}", _evaluate, run_dir / "model", run_dir / "eval", cfg, task=task)
-        run_seconds[f"eval {name}"] = time.perf_counter() - t
-        if run_seconds[name] > 1.0:
-            done_runs.append((name, N))
-        elif not done_runs:
-            done_runs.append((name, N))
+    specs = _run_specs(cfg)
+    todo = [spec for spec in specs
+            if not (_run_finished(out / spec[0]) and (out / spec[0] / "eval" / "eval.json").is_file())]
+    # longest first (cost ~ N) so that the workers finish together
+    todo.sort(key=lambda spec: -spec[1])
+    print(f"[demo {clock.elapsed():6.0f}s] training {len(todo)} run(s) on {cfg.workers} worker(s): "
+          f"{', '.join(name for name, _, _ in todo) or 'none left'}", file=sys.stderr, flush=True)
+    t = time.perf_counter()
+    for name, seconds in _map_runs(out, cfg, todo):
+        clock.stages[f"train+eval {name}"] = seconds
+        print(f"[demo {clock.elapsed():6.0f}s] finished {name} ({seconds:.0f} s)", file=sys.stderr, flush=True)
+    clock.stages["training (wall)"] = time.perf_counter() - t
+    for name, _, _ in specs:
+        evals[name] = _evaluate(out / name / "model", out / name / "eval", cfg, task=task)
 
     from fgrpo_llm.validate import cross_check, load_run
 

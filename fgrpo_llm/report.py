@@ -170,8 +170,6 @@ def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: 
              f"a very different scale), never as ours.\n\nWall time of this invocation: {total / 60:.1f} min "
              f"(stages whose outputs already existed were skipped and cost ~0 s).\n\n"
              + markdown_table(["stage", "seconds"], timing))
-    if summary.get("skipped"):
-        intro += "\n\nSkipped for the time budget: " + "; ".join(summary["skipped"]) + "."
     sections.append(("Run", intro))
     sections.append(("Configuration", "<details><summary>demo_config.json</summary>\n\n"
                      + markdown_table(["field", "value"], cfg_rows) + "\n\n</details>"))
