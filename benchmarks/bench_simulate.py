@@ -1,14 +1,16 @@
 """Throughput of the categorical simulator (``fgrpo_theory.simulate``) against a straightforward
 one-run-at-a-time loop, measured in the same process on one core.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_simulate.py [--steps 100] [--actions 128000]
+    OMP_NUM_THREADS=1 python benchmarks/bench_simulate.py [--steps 100] [--actions 128000] [--repeats 3]
 
 The baseline is what one would write first: float64 softmax, ``rng.choice(K, N, p=p)``,
 ``np.add.at`` for the gradient, dense Adam and dense metrics, one run at a time. Both sides run
 the paper-fig2 setting (Adam, ratio surrogate, centred advantage) for ``--steps`` steps at each
-group size; the table gives run-steps per second per N and the ratio, then the ratio over the
+group size, interleaved and repeated ``--repeats`` times (median time per N: the machine is
+shared); the table gives run-steps per second per N and the ratios, then the ratio over the
 whole preset mix (every N weighted equally, as in paper-fig2). Early steps flatter the sparse
-engine (few actions touched yet), so use at least 100 steps. Target: >= 10x overall.
+engine (few actions touched yet), so use at least 100 steps (the preset runs 1000). Target:
+>= 10x overall.
 """
 
 from __future__ import annotations
@@ -67,28 +69,37 @@ def main() -> None:
     ap.add_argument("--actions", type=int, default=128_000)
     ap.add_argument("--correct", type=int, default=10_000)
     ap.add_argument("--group-sizes", default=",".join(str(2**k) for k in range(1, 18)))
+    ap.add_argument("--repeats", type=int, default=3, help="timings per N and engine (median)")
+    ap.add_argument("--no-dense", action="store_true", help="skip the dense engine")
     args = ap.parse_args()
     from dataclasses import replace
 
     cfg = replace(PRESETS["paper-fig2"], actions=args.actions, correct=args.correct, steps=args.steps)
     sizes = [int(n) for n in args.group_sizes.split(",")]
-    print(f"K={cfg.actions} |P|={cfg.correct} steps={cfg.steps} (one run per N, one core)")
-    print(f"{'N':>7} {'naive run-steps/s':>18} {'sparse':>10} {'dense':>10} {'ratio(sparse)':>14}")
-    tot = {"naive": 0.0, "sparse": 0.0, "dense": 0.0}
+    engines = {"naive": lambda N: naive_run(cfg, N, 0.0, 0),
+               "sparse": lambda N: simulate_runs(cfg, N, [(0.0, 0)], engine="sparse")}
+    if not args.no_dense:
+        engines["dense"] = lambda N: simulate_batch(cfg, N, [(0.0, 0)])
+    print(f"K={cfg.actions} |P|={cfg.correct} steps={cfg.steps} repeats={args.repeats} "
+          f"(one run per N, one core, median times)")
+    print(f"{'N':>7} " + " ".join(f"{k + ' run-steps/s':>18}" for k in engines)
+          + " " + " ".join(f"{k + '/naive':>13}" for k in engines if k != "naive"))
+    tot = dict.fromkeys(engines, 0.0)
     warm = replace(cfg, steps=2)                    # imports and first-call costs off the clock
     naive_run(warm, 4, 0.0, 0), simulate_runs(warm, 4, [(0.0, 0)]), simulate_batch(warm, 4, [(0.0, 0)])
     for N in sizes:
-        t_naive = _time(lambda: naive_run(cfg, N, 0.0, 0))
-        t_sparse = _time(lambda: simulate_runs(cfg, N, [(0.0, 0)], engine="sparse"))
-        t_dense = _time(lambda: simulate_batch(cfg, N, [(0.0, 0)]))
-        for k, dt in (("naive", t_naive), ("sparse", t_sparse), ("dense", t_dense)):
-            tot[k] += dt
-        print(f"{N:7d} {cfg.steps / t_naive:18.1f} {cfg.steps / t_sparse:10.1f} {cfg.steps / t_dense:10.1f}"
-              f" {t_naive / t_sparse:13.1f}x")
+        times = {k: [] for k in engines}
+        for _ in range(args.repeats):               # interleaved, so load changes hit all alike
+            for k, run in engines.items():
+                times[k].append(_time(lambda: run(N)))
+        t = {k: float(np.median(v)) for k, v in times.items()}
+        for k in engines:
+            tot[k] += t[k]
+        print(f"{N:7d} " + " ".join(f"{cfg.steps / t[k]:18.1f}" for k in engines)
+              + " " + " ".join(f"{t['naive'] / t[k]:12.1f}x" for k in engines if k != "naive"), flush=True)
     n = len(sizes) * cfg.steps
-    print(f"overall: naive {n / tot['naive']:.1f}, sparse {n / tot['sparse']:.1f}, dense {n / tot['dense']:.1f}"
-          f" run-steps/s; speed-up sparse/naive {tot['naive'] / tot['sparse']:.1f}x,"
-          f" dense/naive {tot['naive'] / tot['dense']:.1f}x")
+    print("overall run-steps/s: " + ", ".join(f"{k} {n / tot[k]:.1f}" for k in engines)
+          + "; speed-up " + ", ".join(f"{k}/naive {tot['naive'] / tot[k]:.1f}x" for k in engines if k != "naive"))
 
 
 if __name__ == "__main__":

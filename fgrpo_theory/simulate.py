@@ -16,15 +16,20 @@ the current (mu, tau).
 Engines. ``simulate_batch`` (dense, every option) keeps the runs that share N as (R, K) arrays
 updated in place; it batches runs only while R * K stays cache-sized (``BATCH_ELEMENTS``), since
 at K = 128,000 one run's arrays already fill the cache. ``simulate_run_sparse`` serves the
-paper's setting (ratio surrogate, zero-sum advantages): there an action that was never sampled
-has zero gradient, zero Adam moments and an unchanged logit, so a step only touches the actions
-sampled so far plus running sums for the rest (O(N + |touched|) instead of O(K)); it switches to
-whole arrays once a quarter of the actions are touched. Both draw the same samples and agree to
-rounding (tested). Sampling: sorted uniforms from normalised cumulative sums of exponentials
-(O(N), no sort); few draws search block masses and then only the hit blocks, many draws one
-cumulative sum. Each run draws from its own ``numpy.random.Generator`` seeded by (seed, N), so a
-run gives the same numbers alone or in a batch, and gamma = 0 and gamma = 1 share their draws
-(common random numbers). Which engine: ``run_sweep(..., engine='auto')``.
+paper's setting (ratio surrogate, zero-sum advantages): the ascent direction is then
+(g/N) c_a r_a on the sampled actions a (c_a their counts) and zero elsewhere, so an action never
+sampled keeps zero Adam moments and its logit; a step only touches the actions sampled so far
+plus running sums for the rest (O(N + |touched|) instead of O(K)), with Adam's moment decay made
+free by rescaled moments (``_LazyAdam``); it switches to whole arrays once half of the actions
+are touched. Both engines draw the same samples and agree to rounding (tested).
+
+Sampling (``sample_group``, the Multinomial(N, p) counts of N i.i.d. draws, exactly): few draws
+take sorted uniforms (normalised cumulative sums of exponentials, O(N)) and search the block
+masses, then only the hit blocks; many draws (N >= Kp / GUIDE_FACTOR) invert the cumulative
+masses through a guide table (O(K + N), no binary search over K per draw). Each run draws from
+its own ``numpy.random.Generator`` seeded by (seed, N), so a run gives the same numbers alone or
+in a batch, and gamma = 0 and gamma = 1 share their draws (common random numbers). Which engine:
+``run_sweep(..., engine='auto')``.
 
     fgrpo-theory simulate --preset paper-fig2 --out results/fig2
     >>> from fgrpo_theory.simulate import SimConfig, run_sweep
@@ -54,6 +59,13 @@ SURROGATES = ("ratio", "prob")
 ADVANTAGES = ("centered", "grpo", "raw")
 #: Actions per sampling block (see the module docstring).
 BLOCK = 256
+#: Rows of the guide sampler's cumulative sums (a power of 2 dividing the padded action count).
+GUIDE_ROWS = 16
+_GUIDE_SHIFT = 4
+#: The guide sampler serves N >= Kp / GUIDE_FACTOR draws, the block sampler fewer.
+GUIDE_FACTOR = 8
+#: Guide buckets per action.
+GUIDE_BUCKETS = 1
 
 
 @dataclass(frozen=True)
@@ -199,21 +211,16 @@ def group_advantages(X: np.ndarray, N: int, *, R_c: float, R_w: float, kind: str
     return r_c, r_w
 
 
-def _sample_group(e_r: np.ndarray, s_r: np.ndarray, N: int, rng: np.random.Generator, B: int,
-                  K: int | None = None) -> np.ndarray:
+def _draw_by_blocks(e_r: np.ndarray, s_r: np.ndarray, N: int, rng: np.random.Generator,
+                    B: int) -> np.ndarray:
     """N i.i.d. action indices (sorted) from the unnormalised masses e_r (Kp,) (zero on the
-    padding after the K real actions), block masses s_r (nb,)."""
+    padding), block masses s_r (nb,), for few draws: sorted uniforms (normalised cumulative sums
+    of exponentials, O(N)) search the block masses, then only the hit blocks."""
     nb = s_r.size
     cs = np.cumsum(s_r)                                    # (nb,)
     x = rng.standard_exponential(N + 1)
     np.cumsum(x, out=x)
     u = x[:N] * (cs[-1] / x[N])                            # (N,) sorted uniforms on [0, total)
-    if 2 * N >= nb:
-        # many draws: most blocks are hit, so one cumulative sum over all actions is cheaper
-        cdf = np.cumsum(e_r)
-        idx = np.searchsorted(cdf, u * (cdf[-1] / cs[-1]), side="right")
-        last = (e_r.size if K is None else K) - 1                      # rounding at the top end
-        return np.minimum(idx, last, out=idx)
     blk = np.searchsorted(cs, u, side="right")
     np.minimum(blk, nb - 1, out=blk)
     new = np.empty(N, dtype=bool)
@@ -234,14 +241,85 @@ def _sample_group(e_r: np.ndarray, s_r: np.ndarray, N: int, rng: np.random.Gener
     return ub[pos // B] * B + pos % B
 
 
+def _draw_by_guide(e_r: np.ndarray, N: int, rng: np.random.Generator) -> np.ndarray:
+    """N i.i.d. action indices (unsorted) from the masses e_r (Kp,) for many draws: inversion of
+    the cumulative masses F through a guide table, O(Kp + N) instead of O(N log Kp).
+
+    F is taken in column-major order of e_r viewed as (GUIDE_ROWS, Kp / GUIDE_ROWS), built by
+    GUIDE_ROWS vectorised row additions (a plain cumsum is a slow sequential loop): rank q holds
+    action (q % GUIDE_ROWS) * ncol + q // GUIDE_ROWS. Inverting in any fixed order is exact. With
+    M = Kp equal buckets of [0, total), g[b] is the first rank whose F lies in bucket b or later,
+    so the answer for a uniform u in bucket b lies in [g[b], g[b + 1]]; a vectorised bisection
+    finds it (usually zero or one step: a bucket holds about one F on average)."""
+    rows = GUIDE_ROWS
+    E = e_r.reshape(rows, -1)                              # (rows, ncol)
+    ncol = E.shape[1]
+    F = np.empty_like(E)
+    F[0] = E[0]
+    for i in range(1, rows):                               # cumulative sums down each column
+        np.add(F[i - 1], E[i], out=F[i])
+    off = np.cumsum(F[-1])                                 # (ncol,) column ends
+    F[:, 1:] += off[:-1]                                   # F[i, j] = mass of ranks <= j*rows + i
+    F = F.ravel()
+    total = off[-1]
+
+    def action(q):                                         # rank -> action (rows is a power of 2)
+        return (q & (rows - 1)) * ncol + (q >> _GUIDE_SHIFT)
+
+    M = GUIDE_BUCKETS * e_r.size
+    scale = M / total * (1.0 - 1e-14)                      # F * scale < M even after rounding
+    bk = (F * scale).astype(np.intp)                       # (Kp,) bucket of each F, monotone in F
+    g = np.zeros(M + 1, dtype=np.intp)
+    np.cumsum(np.bincount(bk, minlength=M), out=g[1:])     # g[b]: ranks with bucket < b
+    u = rng.random(N)
+    u *= total
+    np.minimum(u, np.nextafter(total, 0.0), out=u)         # u < total, so never a zero-mass rank
+    b = (u * scale).astype(np.intp)
+    q = g[b]                                               # answer (first rank with F > u) is
+    todo = np.flatnonzero(F[action(q)] <= u)               # in [g[b], g[b + 1]]; mostly g[b]
+    q[todo] += 1
+    lo, hi = q[todo], g[b[todo] + 1]
+    while True:                                            # bisection on the few others
+        open_ = lo < hi
+        if not open_.any():
+            break
+        todo, lo, hi = todo[open_], lo[open_], hi[open_]
+        mid = (lo + hi) >> 1
+        right = F[action(mid)] <= u[todo]
+        lo = np.where(right, mid + 1, lo)
+        hi = np.where(right, hi, mid)
+        q[todo] = lo
+    return action(q)
+
+
+def sample_group(e_r: np.ndarray, s_r: np.ndarray, N: int, rng: np.random.Generator,
+                 B: int) -> tuple[np.ndarray, np.ndarray]:
+    """Draw N actions i.i.d. from p = e_r / sum(e_r) and return them as (uniq, cnt): the distinct
+    actions drawn (increasing) and how often each was drawn (the Multinomial(N, p) counts).
+
+    e_r (Kp,) masses (zero on the padding), s_r (nb,) their block sums, B the block size. Few
+    draws (N < Kp / GUIDE_FACTOR) search the blocks, many use the guide table; the choice depends
+    on (N, Kp) only, so every engine draws the same actions from the same generator."""
+    Kp = e_r.size
+    if N * GUIDE_FACTOR >= Kp:
+        counts = np.bincount(_draw_by_guide(e_r, N, rng), minlength=Kp)
+        uniq = np.flatnonzero(counts)
+        return uniq, counts[uniq]
+    idx = _draw_by_blocks(e_r, s_r, N, rng, B)
+    first = np.empty(N, dtype=bool)
+    first[0] = True
+    np.not_equal(idx[1:], idx[:-1], out=first[1:])
+    return idx[first], np.diff(np.append(np.flatnonzero(first), N))
+
+
 #: Logits are exponentiated relative to a fixed shift c (the initial max), moved up only when a
 #: logit exceeds c + SHIFT_SLACK, so untouched actions keep bit-identical masses exp(z - c).
 SHIFT_SLACK = 30.0
 
 
 def _layout(K: int) -> tuple[int, int, int]:
-    """(B, nb, Kp): block size, number of blocks, padded action count."""
-    B = min(BLOCK, K)
+    """(B, nb, Kp): block size, number of blocks, padded action count (a multiple of GUIDE_ROWS)."""
+    B = BLOCK if K >= BLOCK else GUIDE_ROWS * -(-K // GUIDE_ROWS)
     nb = -(-K // B)
     return B, nb, nb * B
 
@@ -346,8 +424,10 @@ def simulate_batch(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *, pro
     for t in range(T):
         # --- sample: N draws per run from pi_t
         s, S = softmax_and_record(t)
-        idx = [_sample_group(e[r], s[r], N, rngs[r], B, K) + r * Kp for r in range(R)]
-        counts = np.bincount(np.concatenate(idx), minlength=R * Kp).reshape(R, Kp)
+        counts = np.zeros((R, Kp), dtype=np.int64)
+        for r in range(R):
+            uniq, cnt = sample_group(e[r], s[r], N, rngs[r], B)
+            counts[r, uniq] = cnt
         np.divide(e, S[:, None], out=e)                                # e is now p (R, Kp)
         # --- score: X correct draws, tail miss of the rare subset (Lemma 3.1)
         X = counts[:, :C].sum(axis=1)
@@ -387,158 +467,244 @@ def simulate_batch(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *, pro
     return _finish_records(rec, N)
 
 
+class _LazyAdam:
+    """Adam on the touched actions when the ascent direction G is zero off the sampled ones.
+
+    The moments are stored rescaled, m~ = m / b1^d and w~ = sqrt(v) / sqrt(b2)^d with d the steps
+    since the last rebase, so the decay of every unsampled moment is free; a step then costs four
+    passes over the touched actions (add, divide, scale, add) plus O(n_u) work on the sampled:
+
+        m~ += (1 - b1) b1^-d G,    w~ = sqrt(w~^2 + (1 - b2) b2^-d G^2),
+        z  += alpha_k m~ / (w~ + eps_k),
+        alpha_k = lr sqrt(1 - b2^k) / (1 - b1^k) * (b1 / sqrt(b2))^d,  eps_k = eps sqrt(1 - b2^k) / sqrt(b2)^d,
+
+    which is bias-corrected Adam, lr m_hat / (sqrt(v_hat) + eps), at step k rewritten exactly."""
+
+    REBASE = 100
+    """fold the scales into the moments every REBASE steps (b1^-d stays far from overflow)"""
+
+    def __init__(self, cfg: SimConfig):
+        self.lr, self.eps = cfg.lr, cfg.adam_eps
+        self.b1, self.b2 = cfg.adam_betas
+        self.k0 = 0
+
+    def step(self, y, m, w, sl, g, k: int, tmp) -> None:
+        """In place, step k = 1, 2, ...: y, m~, w~ (n,) all touched; sl (n_u,) sampled slots with
+        ascent direction g (n_u,); tmp (n,) scratch."""
+        b1, b2 = self.b1, self.b2
+        d = k - self.k0
+        m[sl] += ((1.0 - b1) * b1 ** -d) * g
+        w[sl] = np.sqrt(w[sl] ** 2 + ((1.0 - b2) * b2 ** -d) * g ** 2)
+        root = np.sqrt(1.0 - b2 ** k)
+        alpha = self.lr * root / (1.0 - b1 ** k) * (b1 / np.sqrt(b2)) ** d
+        np.add(w, self.eps * root / np.sqrt(b2) ** d, out=tmp)
+        np.divide(m, tmp, out=tmp)
+        tmp *= alpha
+        y += tmp
+        if d >= self.REBASE:
+            m *= b1 ** d
+            w *= np.sqrt(b2) ** d
+            self.k0 = k
+
+
+class _TouchedSet:
+    """The state of one sparse run: the actions sampled so far ("touched") in slot arrays, the
+    rest as running sums.
+
+    An untouched action keeps its initial shifted logit y = z_0 - c and mass e = exp(y); its
+    contribution to S, Q_pos, tau, sum e*y (entropy) and the initial correct mass is kept in
+    ``U``, per block in ``s_un``. Touched actions live in the columns of ``St`` (rows: y, e, m~,
+    w~) in the order they were touched; ``pos`` maps action -> slot, ``c_slots`` / ``r_slots``
+    list the slots of correct / rare actions and ``p0c`` their initial probabilities. Once half
+    of the actions are touched the run goes ``full``: the slots become the actions in order (the
+    slot lists become slices), e is the full mass array itself and U is zero."""
+
+    Y, E, M, W = range(4)
+
+    def __init__(self, cfg: SimConfig):
+        K, C, E = cfg.actions, cfg.correct, cfg.rare
+        self.K, self.C = K, C
+        self.B, self.nb, self.Kp = _layout(K)
+        self.y = np.full(self.Kp, -np.inf)                             # (Kp,) shifted logits z - c
+        self.y[:K] = cfg.logits0()
+        self.y[:K] -= self.y[:K].max()
+        self.e = np.exp(self.y)                                        # (Kp,) masses, 0 on padding
+        self.s_un = self.e.reshape(self.nb, self.B).sum(axis=1)        # (nb,) untouched block masses
+        self.S0 = float(self.s_un.sum())                               # S_0 in current shift units
+        self.p0 = self.e[:C] / self.S0                                 # (C,) initial correct probs
+        self.Q0 = float(self.p0.sum())
+        self.is_rare = np.zeros(self.Kp, dtype=bool)
+        self.is_rare[1:1 + E] = True
+        self.U = {"S": self.S0, "c": float(self.e[:C].sum()), "rare": float(self.e[1:1 + E].sum()),
+                  "ent": float(np.dot(self.e[:K], self.y[:K])), "p0c": self.Q0}
+        self.pos = np.full(self.Kp, -1, dtype=np.int64)                # action -> slot
+        self.St = np.zeros((4, 1024))                                  # (4, capacity) slot arrays
+        self.c_slots = np.zeros(0, dtype=np.int64)                     # (nc,) slots of correct actions
+        self.p0c = np.zeros(0)                                         # (nc,) their p_0
+        self.r_slots = np.zeros(0, dtype=np.int64)                     # slots of rare actions
+        self.blk = np.zeros(1024, dtype=np.int64)                      # (capacity,) slot -> block
+        self.act = np.zeros(1024, dtype=np.int64)                      # (capacity,) slot -> action
+        self.n = 0
+        self.full = False
+
+    def slots(self, uniq: np.ndarray) -> np.ndarray:
+        """Slots of the sampled actions uniq, touching the new ones (going full when half are)."""
+        if not self.full:
+            new = uniq[self.pos[uniq] < 0]
+            if new.size:
+                self._touch(new)
+            if 2 * self.n >= self.K:
+                self._go_full()
+        return self.pos[uniq]
+
+    def _touch(self, new: np.ndarray) -> None:
+        """Move the new actions (distinct, untouched) from the running sums to fresh slots."""
+        eN, yN = self.e[new], self.y[new]
+        isc, isr = new < self.C, self.is_rare[new]
+        self.U["S"] -= eN.sum()
+        self.U["c"] -= eN[isc].sum()
+        self.U["rare"] -= eN[isr].sum()
+        self.U["ent"] -= np.dot(eN, yN)
+        p0N = self.p0[new[isc]]
+        self.U["p0c"] -= p0N.sum()
+        self.s_un -= np.bincount(new // self.B, weights=eN, minlength=self.nb)
+        n, k = self.n, new.size
+        if n + k > self.St.shape[1]:                                   # grow the capacity
+            cap = max(2 * self.St.shape[1], n + k)
+            self.St = np.concatenate([self.St, np.zeros((4, cap - self.St.shape[1]))], axis=1)
+            self.blk = np.concatenate([self.blk, np.zeros(cap - self.blk.size, dtype=np.int64)])
+            self.act = np.concatenate([self.act, np.zeros(cap - self.act.size, dtype=np.int64)])
+        cols = self.St[:, n:n + k]
+        cols[self.Y], cols[self.E], cols[self.M], cols[self.W] = yN, eN, 0.0, 0.0
+        fresh = np.arange(n, n + k)
+        self.c_slots = np.concatenate([self.c_slots, fresh[isc]])
+        self.p0c = np.concatenate([self.p0c, p0N])
+        self.r_slots = np.concatenate([self.r_slots, fresh[isr]])
+        self.blk[n:n + k] = new // self.B
+        self.act[n:n + k] = new
+        self.pos[new] = fresh
+        self.n = n + k
+
+    def _go_full(self) -> None:
+        """Touch every remaining action, then lay the slots out as the actions 0..K-1."""
+        K = self.K
+        self._touch(np.flatnonzero(self.pos[:K] < 0))
+        St = np.empty((4, K))
+        St[:, self.act[:K]] = self.St[:, :K]
+        self.St, self.n = St, K
+        self.act = np.arange(K)
+        self.pos[:K] = self.act
+        self.blk = self.act // self.B
+        self.y[:K] = St[self.Y]
+        self.e[:K] = St[self.E]
+        self._y_view, self._e_view = self.y[:K], self.e[:K]
+        self.c_slots, self.r_slots = slice(0, self.C), np.flatnonzero(self.is_rare[:K])
+        self.p0c = self.p0
+        self.U = dict.fromkeys(self.U, 0.0)
+        self.s_un[:] = 0.0
+        self.full = True
+
+    def masses(self):
+        """(y, e) of the touched actions as (n,) arrays that may be written in place: in full mode
+        views of the full arrays (so e stays the sampling array), else rows of St."""
+        if self.full:
+            return self._y_view, self._e_view
+        return self.St[self.Y, :self.n], self.St[self.E, :self.n]
+
+    def block_masses(self, eA: np.ndarray) -> np.ndarray:
+        """(nb,) block sums of the masses."""
+        if self.full:
+            return self.e.reshape(self.nb, self.B).sum(axis=1)
+        return self.s_un + np.bincount(self.blk[:self.n], weights=eA, minlength=self.nb)
+
+    def publish(self, eA: np.ndarray) -> None:
+        """Copy the touched masses into the sampling array (nothing to do in full mode)."""
+        if not self.full:
+            self.e[self.act[:self.n]] = eA
+
+    def shift(self, delta: float, yA: np.ndarray) -> None:
+        """Lower every shifted logit by delta (c += delta) and rescale the running sums."""
+        f = np.exp(-delta)
+        yA -= delta
+        if not self.full:
+            self.y[:self.K] -= delta                                   # untouched (touched ones stale)
+            np.exp(self.y, out=self.e)
+            self.U["ent"] = f * (self.U["ent"] - delta * self.U["S"])
+            for key in ("S", "c", "rare"):
+                self.U[key] *= f
+            self.s_un *= f
+        self.S0 *= f
+
+
 def simulate_run_sparse(cfg: SimConfig, N: int, gamma: float, seed: int, *, progress=None) -> dict:
     """One run on the actions sampled so far only (requires ``sparse_applies(cfg)``).
 
     With the ratio surrogate and zero-sum advantages the ascent direction is
-    (g/N) sum_j r_j onehot(a_j): an action never sampled has gradient 0, Adam moments 0, hence
-    an unchanged logit and mass exp(z_0 - c). Its contribution to S, Q_pos, tau, the entropy and
-    M_ret is kept in running sums, so a step costs O(N + |touched|) instead of O(K). Once a quarter
-    of the actions are touched the run switches to whole arrays (slices, no gathers). The draws
-    and the arithmetic per action are those of ``simulate_batch``: records agree to rounding.
+    (g/N) sum_j r_j onehot(a_j) = (g/N) c_a r_a on the sampled actions a (c_a their counts) and 0
+    elsewhere: an action never sampled has Adam moments 0 and an unchanged logit. Its part of S,
+    Q_pos, tau, the entropy and M_ret is kept in running sums (``_TouchedSet``) and Adam runs
+    lazily (``_LazyAdam``), so a step costs O(N + |touched|) instead of O(K), with few passes.
+    The draws are those of ``simulate_batch`` (same sampler and generator) and the arithmetic is
+    Adam rewritten exactly: records agree to rounding (tested).
     Returns records with a leading run axis of length 1."""
     if not sparse_applies(cfg):
         raise ValueError("the sparse engine needs surrogate='ratio' and a zero-sum advantage")
-    K, C, E, T = cfg.actions, cfg.correct, cfg.rare, cfg.steps
+    C, T = cfg.correct, cfg.steps
     R_c, R_w = cfg.reward_correct, cfg.reward_wrong
-    B, nb, Kp = _layout(K)
     rng = np.random.default_rng([seed, N])
-    adam = cfg.optimizer == "adam"
     rec = _new_records(1, T)
     g_table = _focal_table(N, gamma)[0]                                # (N + 1,) g / N
+    run = _TouchedSet(cfg)
+    adam = _LazyAdam(cfg) if cfg.optimizer == "adam" else None
+    tmp = np.empty(0)
 
-    z = np.full(Kp, -1e30)
-    z[:K] = cfg.logits0()
-    c = float(z.max())
-    e = np.exp(z - c)                                                  # (Kp,) masses
-    S0 = float(e.reshape(nb, B).sum(axis=1).sum())
-    p0 = e[:C] / S0                                                    # (C,) initial correct probs
-    Q0 = p0.sum()
-    is_c = np.zeros(Kp, dtype=bool)
-    is_c[:C] = True
-    is_rare = np.zeros(Kp, dtype=bool)
-    is_rare[1:1 + E] = True
-    # running sums over the untouched actions (masses relative to the shift c)
-    U = {"S": S0, "c": float(e[:C].sum()), "rare": float(e[1:1 + E].sum()),
-         "ent": float(np.dot(e[:K], z[:K] - c)), "p0c": float(Q0)}
-    s_un = e.reshape(nb, B).sum(axis=1)                                # (nb,) untouched block masses
-    S0_now = S0                                                        # S0 in units of the current shift
-    pos = np.full(Kp, -1, dtype=np.int64)                              # action -> slot among touched
-    act = np.empty(0, dtype=np.int64)                                  # (n,) touched actions
-    slot = {"blk": act, "c": np.zeros(0, bool), "rare": np.zeros(0, bool), "p0c": np.zeros(0)}
-    m = np.zeros(0)
-    v = np.zeros(0)
-    full = False                                                       # whole-array mode
-
-    def touch(new: np.ndarray):
-        """Move newly sampled actions from the running sums to the touched set."""
-        nonlocal act, m, v
-        eN = e[new]
-        U["S"] -= eN.sum()
-        U["c"] -= eN[is_c[new]].sum()
-        U["rare"] -= eN[is_rare[new]].sum()
-        U["ent"] -= np.dot(eN, z[new] - c)
-        U["p0c"] -= p0[new[new < C]].sum()
-        s_un[:] -= np.bincount(new // B, weights=eN, minlength=nb)
-        pos[new] = act.size + np.arange(new.size)
-        act = np.concatenate([act, new])
-        slot["blk"] = np.concatenate([slot["blk"], new // B])
-        slot["c"] = np.concatenate([slot["c"], new < C])
-        slot["rare"] = np.concatenate([slot["rare"], is_rare[new]])
-        slot["p0c"] = np.concatenate([slot["p0c"], p0[new[new < C]]])
-        m = np.concatenate([m, np.zeros(new.size)])
-        v = np.concatenate([v, np.zeros(new.size)])
-
-    def go_full():
-        """Touch every remaining action, then order the slots as the actions (slices from now)."""
-        nonlocal act, m, v, full
-        touch(np.flatnonzero(pos[:K] < 0))
-        order = np.empty(K)
-        order[act] = m
-        m = order.copy()
-        order[act] = v
-        v = order
-        act = np.arange(K)
-        pos[:K] = act
-        full = True
-
-    def record_policy(t: int):
-        """Records pi_t; returns (block masses, S)."""
-        if full:
-            eA, zA = e[:K], z[:K]
-            s = e.reshape(nb, B).sum(axis=1)
-            S = float(s.sum())
-            Qn, taun = float(e[:C].sum()), float(e[1:1 + E].sum())
-            entn = float(np.dot(eA, zA - c))
-            lost = np.maximum(p0 - e[:C] / S, 0.0).sum()
-        else:
-            eA = e[act]
-            s = s_un + np.bincount(slot["blk"], weights=eA, minlength=nb)
-            S = float(s.sum())
-            eC = eA[slot["c"]]
-            Qn = U["c"] + eC.sum()
-            taun = U["rare"] + eA[slot["rare"]].sum()
-            entn = U["ent"] + np.dot(eA, z[act] - c)
-            lost = (U["p0c"] * max(0.0, 1.0 - S0_now / S)
-                    + np.maximum(slot["p0c"] - eC / S, 0.0).sum())
-        rec["q_pos"][0, t] = Qn / S
-        rec["tau"][0, t] = taun / S
-        rec["m_ret"][0, t] = 1.0 - lost / Q0                           # Eq. 26
-        rec["entropy"][0, t] = np.log(S) - entn / S
-        return s, S
-
-    for t in range(T):
-        # --- sample
-        s, S = record_policy(t)
-        idx = _sample_group(e, s, N, rng, B, K)                        # (N,) sorted
-        first = np.empty(N, dtype=bool)
-        first[0] = True
-        np.not_equal(idx[1:], idx[:-1], out=first[1:])
-        uniq = idx[first]                                              # distinct sampled actions
-        cnt = np.diff(np.append(np.flatnonzero(first), N))            # their counts
+    for t in range(T + 1):
+        # --- record pi_t
+        yA, eA = run.masses()
+        s = run.block_masses(eA)                                       # (nb,)
+        S = float(s.sum())
+        U = run.U
+        eC = eA[run.c_slots]                                           # (nc,) touched correct masses
+        rec["q_pos"][0, t] = (U["c"] + eC.sum()) / S
+        rec["tau"][0, t] = (U["rare"] + eA[run.r_slots].sum()) / S
+        rec["entropy"][0, t] = np.log(S) - (U["ent"] + np.dot(eA, yA)) / S
+        lost_t = run.p0c - eC / S                                      # p_0 - p_t, correct slots
+        np.maximum(lost_t, 0.0, out=lost_t)
+        lost = U["p0c"] * max(0.0, 1.0 - run.S0 / S) + lost_t.sum()
+        rec["m_ret"][0, t] = 1.0 - lost / run.Q0                       # Eq. 26
+        if t == T:
+            break
+        # --- sample N actions from pi_t: distinct actions and counts
+        uniq, cnt = sample_group(run.e, s, N, rng, run.B)
         # --- score
         uc = uniq < C
         X = int(cnt[uc].sum())
-        _record_group(rec, 0, t, X=X, N=N, hit_rare=bool(is_rare[uniq].any()),
-                      sampled_correct_mass=e[uniq[uc]].sum(), S=S,
-                      q_pos=rec["q_pos"][0, t])
-        # --- advantages, focal weight, ascent direction on the sampled actions
+        _record_group(rec, 0, t, X=X, N=N, hit_rare=bool(run.is_rare[uniq].any()),
+                      sampled_correct_mass=run.e[uniq[uc]].sum(), S=S, q_pos=rec["q_pos"][0, t])
+        # --- advantages and focal weight: ascent direction (g/N) c_a r_a on the sampled actions
         r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
-        w = g_table[X]
-        g_u = cnt * np.where(uc, r_c[0], r_w[0]) * w
-        if not full:
-            new = uniq[pos[uniq] < 0]
-            if new.size:
-                touch(new)
-            if act.size * 4 >= K:                                      # gathers cost more now
-                go_full()
-        G = np.zeros(act.size)
-        G[pos[uniq]] = g_u
-        # --- step on the touched actions
-        zA = z[:K] if full else z[act]
-        if adam:
-            _adam_step(zA, G, m, v, np.empty(act.size), t, cfg)
+        g_u = cnt * np.where(uc, r_c[0], r_w[0]) * g_table[X]
+        sl = run.slots(uniq)
+        yA, eA = run.masses()
+        # --- step: every touched logit (Adam) or the sampled ones (SGD)
+        if adam is not None:
+            if tmp.size < run.n:
+                tmp = np.empty(run.Kp)
+            adam.step(yA, run.St[run.M, :run.n], run.St[run.W, :run.n], sl, g_u, t + 1, tmp[:run.n])
+            ymax = float(yA.max())
         else:
-            G *= cfg.lr
-            zA += G
-        zmax = float(zA.max())
-        if zmax > c + SHIFT_SLACK:                                     # move the shift (rare)
-            f = np.exp(c - zmax)
-            U["ent"] = f * (U["ent"] - (zmax - c) * U["S"])
-            for k in ("S", "c", "rare"):
-                U[k] *= f
-            s_un *= f
-            S0_now *= f
-            c = zmax
-            e[:] = np.exp(z - c)
-        if full:
-            np.exp(zA - c, out=e[:K])
+            yA[sl] += cfg.lr * g_u
+            ymax = float(yA[sl].max())
+        if ymax > SHIFT_SLACK:                                         # move the shift (rare)
+            run.shift(ymax, yA)
+            np.exp(yA, out=eA)
+        elif adam is not None:
+            np.exp(yA, out=eA)
         else:
-            z[act] = zA
-            e[act] = np.exp(zA - c)
+            eA[sl] = np.exp(yA[sl])
+        run.publish(eA)
         if progress is not None:
             progress(1)
-    record_policy(T)
     return _finish_records(rec, N)
 
 
@@ -600,7 +766,7 @@ class SweepResult:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(out / "simulation.npz", **self.records)
-        (out / "simulation_config.json").write_text(self.config.to_json())
+        (out / "simulation_config.json").write_text(_saved_config_json(self.config))
         return out / "simulation.npz"
 
 
@@ -680,13 +846,24 @@ def run_sweep(cfg: SimConfig, *, workers: int = 1, progress: bool = True, engine
     return SweepResult(config=cfg, records=records)
 
 
+#: Bumped whenever the simulator draws or computes differently for the same config, so that
+#: results cached by an older version are recomputed (2: the guide-table sampler for large N).
+SIMULATOR_VERSION = 2
+
+
+def _saved_config_json(cfg: SimConfig) -> str:
+    """The resolved config as saved next to the results, with the simulator version."""
+    return json.dumps({**asdict(cfg), "simulator_version": SIMULATOR_VERSION}, indent=2, sort_keys=True)
+
+
 def load_cached(cfg: SimConfig, out_dir) -> SweepResult | None:
-    """The saved sweep in ``out_dir`` when its config equals ``cfg``, else None."""
+    """The saved sweep in ``out_dir`` when its config (and simulator version) equals ``cfg``'s,
+    else None."""
     out = Path(out_dir)
     npz, js = out / "simulation.npz", out / "simulation_config.json"
     if not (npz.exists() and js.exists()):
         return None
-    if json.loads(js.read_text()) != json.loads(cfg.to_json()):
+    if json.loads(js.read_text()) != json.loads(_saved_config_json(cfg)):
         return None
     with np.load(npz) as data:
         return SweepResult(config=cfg, records={k: data[k] for k in data.files})

@@ -20,6 +20,7 @@ Splits are generated from ``seed`` and are deterministic with disjoint prompts.
 from __future__ import annotations
 
 import itertools
+import re
 from functools import cached_property
 from typing import NamedTuple
 
@@ -27,6 +28,9 @@ import numpy as np
 
 from fgrpo_llm.expr import ExprError, parse_expression
 from fgrpo_llm.tasks.base import Problem, check_split
+
+#: Whitespace anywhere, or a number literal with a leading zero ("03"): not canonical.
+_BAD_FORMAT = re.compile(r"\s|(?<![0-9])0[0-9]")
 
 #: Every character a Countdown prompt or completion can contain (the built-in tokenizer).
 ALPHABET = "0123456789 +-*/()=:"
@@ -178,13 +182,17 @@ class CountdownTask:
     # -- verifier -----------------------------------------------------------------------
 
     def solution_form(self, problem: Problem, completion: str) -> str | None:
-        """The expression without whitespace if ``completion`` is correct, else None.
+        """The expression itself if ``completion`` is correct, else None.
 
         Correct means: a well-formed expression over ``self.operators`` (no parentheses,
         no unary minus), using exactly the prompt's numbers (as a multiset), whose exact
-        value equals the target. Anything else, including trailing text, is wrong.
+        value equals the target, written in the canonical format: no whitespace and no
+        leading zeros (``"3+9+03"`` and ``" 8*5-6"`` are wrong). The strict format keeps
+        one solution one string, so that the rare-correct set holds rare *solutions*
+        rather than odd spellings of common ones. Anything else, including trailing text,
+        is wrong.
         """
-        if not isinstance(completion, str):
+        if not isinstance(completion, str) or _BAD_FORMAT.search(completion):
             return None
         try:
             parsed = parse_expression(completion)

@@ -63,11 +63,11 @@ def test_parser_matches_python_arithmetic_without_eval(numbers, data):
 P = _problem((3, 5, 7), 22)  # 3*5+7 = 22, 5*3+7, 7+3*5, 7+5*3
 
 
-@pytest.mark.parametrize("completion", ["3*5+7", "5*3+7", "7+3*5", " 7 + 5 * 3 ", "3*5+7\n"])
+@pytest.mark.parametrize("completion", ["3*5+7", "5*3+7", "7+3*5", "7+5*3"])
 def test_correct_answers_get_reward_one(completion):
     task = CountdownTask(num_test=0, num_ood=0)
     assert task.reward(P, completion) == 1.0
-    assert task.solution_form(P, completion) == completion.replace(" ", "").strip()
+    assert task.solution_form(P, completion) == completion
 
 
 @pytest.mark.parametrize("completion, why", [
@@ -77,6 +77,8 @@ def test_correct_answers_get_reward_one(completion):
     ("3*5+7<eos>", "special token text"), ("(3*5)+7", "parentheses"), ("7/7+3*5+7", "division"),
     ("-3+5*5", "unary minus"), ("99999999999999999*3+7", "huge number"), ("1" * 300, "huge input"),
     ("3×5+7", "unicode operator"), ("garbage!!", "garbage"), ("3*5+", "dangling operator"),
+    (" 7+5*3", "leading space"), ("7 + 5 * 3", "inner spaces"), ("3*5+7\n", "trailing newline"),
+    ("03*5+7", "leading zero"), ("3*05+7", "leading zero inside"), ("3*5+007", "zeros"),
 ])
 def test_malformed_or_wrong_answers_get_reward_zero(completion, why):
     task = CountdownTask(num_test=0, num_ood=0)
@@ -98,7 +100,7 @@ def test_verifier_never_raises_and_accepts_only_true_solutions(completion):
     reward = task.reward(P, completion)
     assert reward in (0.0, 1.0)
     if reward == 1.0:
-        assert completion.replace(" ", "").strip() in enumerate_solutions((3, 5, 7), 22)
+        assert completion in enumerate_solutions((3, 5, 7), 22)
 
 
 # -- enumeration ----------------------------------------------------------------------------

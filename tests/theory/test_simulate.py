@@ -16,12 +16,15 @@ from fgrpo_theory.categorical import logit_update, softmax
 from fgrpo_theory.simulate import (
     PRESETS,
     SimConfig,
+    _adam_step,
+    _draw_by_guide,
     _layout,
-    _sample_group,
+    _LazyAdam,
     group_advantages,
     load_cached,
     run_cached,
     run_sweep,
+    sample_group,
     simulate_batch,
     simulate_run_sparse,
 )
@@ -39,30 +42,93 @@ def _masses(z: np.ndarray):
     return e, e.reshape(nb, B).sum(axis=1), B
 
 
-@pytest.mark.parametrize("K,N", [(1000, 3), (1000, 40), (1000, 5000), (7, 200)])
+def _group_counts(e, s, B, N, rng, K):
+    uniq, cnt = sample_group(e, s, N, rng, B)
+    counts = np.zeros(e.size, dtype=np.int64)
+    counts[uniq] = cnt
+    return counts
+
+
+@pytest.mark.parametrize("K,N", [(1000, 3), (1000, 40), (1000, 5000), (7, 200), (5000, 700)])
 def test_sampler_frequencies_match_the_policy(K, N):
-    """Both sampling paths (few draws: block search; many: one cumulative sum) draw from p."""
+    """Both sampling paths (few draws: block search; many: guide table) draw from p."""
     rng = np.random.default_rng(1)
     z = rng.normal(0, 1.5, K)
+    z[: K // 10] += 4.0                         # a heavy class, as in the paper's layout
     p = softmax(z)
     e, s, B = _masses(z)
-    draws = np.concatenate([_sample_group(e, s, N, rng, B) for _ in range(max(1, 200_000 // N))])
-    assert draws.min() >= 0 and draws.max() < K
-    counts = np.bincount(draws, minlength=K)
-    expected = p * draws.size
+    reps = max(1, 200_000 // N)
+    counts = sum(_group_counts(e, s, B, N, rng, K) for _ in range(reps))
+    assert counts[K:].sum() == 0 and counts.sum() == reps * N          # never the padding
+    expected = p * reps * N
     big = expected > 20
-    chi2 = ((counts[big] - expected[big]) ** 2 / expected[big]).sum()
+    chi2 = ((counts[:K][big] - expected[big]) ** 2 / expected[big]).sum()
     dof = big.sum() - 1
     assert chi2 < dof + 6 * np.sqrt(2 * dof)
 
 
-def test_sampler_returns_sorted_indices_and_never_padding():
+@pytest.mark.parametrize("N", [5, 400])
+def test_sampler_counts_have_multinomial_moments(N):
+    """Counts per group (block path at N = 5, guide path at N = 400): mean N p_i, variance
+    N p_i (1 - p_i), covariance -N p_i p_j, on six heavy actions among 600."""
+    rng = np.random.default_rng(7)
+    z = np.concatenate([[1.0, -0.5, 0.3, 2.0, -1.0, 0.0], np.full(594, -6.0)])
+    p = softmax(z)[:6]
+    e, s, B = _masses(z)
+    G = 20_000
+    c = np.stack([_group_counts(e, s, B, N, rng, z.size)[:6] for _ in range(G)])  # (G, 6)
+    cov = N * (np.diag(p) - np.outer(p, p))
+    np.testing.assert_allclose(c.mean(axis=0), N * p, atol=5 * np.sqrt(N * p.max() / G))
+    np.testing.assert_allclose(np.cov(c.T), cov, atol=0.06 * N * p.max())
+
+
+def test_sampler_returns_increasing_actions_and_never_padding():
     rng = np.random.default_rng(2)
     z = np.array([0.0, 50.0, -3.0])            # K = 3: one block, heavy mass on the last real action
     e, s, B = _masses(z)
     for N in (1, 2, 64):
-        idx = _sample_group(e, s, N, rng, B)
-        assert np.all(np.diff(idx) >= 0) and idx.max() < 3
+        uniq, cnt = sample_group(e, s, N, rng, B)
+        assert np.all(np.diff(uniq) > 0) and uniq.max() < 3 and cnt.sum() == N and cnt.min() >= 1
+
+
+def test_guide_sampler_is_the_inverse_cdf_in_rank_order():
+    """The guide table returns exactly the inversion (searchsorted) of the column-major
+    cumulative masses, including actions of tiny mass and a bucket holding many of them."""
+    K = 4096
+    rng = np.random.default_rng(3)
+    z = np.concatenate([rng.normal(8, 2, 40), rng.normal(-6, 3, K - 40)])
+    e, _, _ = _masses(z)
+    u01 = np.random.default_rng(4).random(50_000)
+
+    class Fixed:                                # a generator that returns the uniforms above
+        def random(self, n):
+            return u01[:n].copy()
+
+    got = _draw_by_guide(e, u01.size, Fixed())
+    F = np.cumsum(e.reshape(16, -1), axis=0)
+    F[:, 1:] += np.cumsum(F[-1])[:-1]
+    Frank, total = F.T.ravel(), F[-1, -1]       # rank q = column * 16 + row
+    q = np.searchsorted(Frank, np.minimum(u01 * total, np.nextafter(total, 0)), side="right")
+    np.testing.assert_array_equal(got, (q % 16) * (e.size // 16) + q // 16)
+
+
+def test_lazy_adam_equals_bias_corrected_adam_on_sparse_gradients():
+    """Rescaled moments (free decay, periodic rebase) reproduce plain Adam step by step."""
+    cfg = SimConfig(actions=50, correct=5, lr=0.03)
+    rng = np.random.default_rng(5)
+    n, T = 50, 3 * _LazyAdam.REBASE + 7
+    z, y = np.zeros(n), np.zeros(n)
+    m, v, m_l, w_l = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+    lazy = _LazyAdam(cfg)
+    for t in range(T):
+        sl = np.unique(rng.integers(0, n, 3)) if t % 5 else np.zeros(0, dtype=np.int64)
+        g = rng.normal(0, 1, sl.size)
+        G = np.zeros(n)
+        G[sl] = g
+        _adam_step(z, G, m, v, np.empty(n), t, cfg)
+        lazy.step(y, m_l, w_l, sl, g, t + 1, np.empty(n))
+        np.testing.assert_allclose(y, z, rtol=1e-12, atol=1e-14)
+    assert np.abs(z).max() > 0.1
 
 
 def test_one_sgd_step_of_the_prob_surrogate_is_eq5():
@@ -75,7 +141,8 @@ def test_one_sgd_step_of_the_prob_surrogate_is_eq5():
                     advantage="raw", reward_correct=1.0, reward_wrong=-0.5)
     rec = simulate_batch(cfg, N, [(1.0, 5)])
     e, s, B = _masses(z0)
-    actions = _sample_group(e, s, N, np.random.default_rng([5, N]), B)
+    uniq, cnt = sample_group(e, s, N, np.random.default_rng([5, N]), B)
+    actions = np.repeat(uniq, cnt)
     correct = np.arange(K) < C
     p = softmax(z0)
     z1 = z0 + logit_update(p, correct, actions, eta=lr, R_c=1.0, R_w=-0.5, gamma=1.0)
@@ -91,8 +158,7 @@ def test_one_sgd_step_of_the_ratio_surrogate_moves_sampled_logits_only():
                     seeds=(2,), steps=1, lr=lr, optimizer="sgd")
     rec = simulate_batch(cfg, N, [(0.0, 2)])
     e, s, B = _masses(z0)
-    actions = _sample_group(e, s, N, np.random.default_rng([2, N]), B)
-    counts = np.bincount(actions, minlength=K)
+    counts = _group_counts(e, s, B, N, np.random.default_rng([2, N]), K)[:K]
     X = counts[:C].sum()
     r_c, r_w = group_advantages(np.array([X]), N, R_c=1.0, R_w=-1.0, kind="centered")
     dz = lr / N * counts * np.where(np.arange(K) < C, r_c[0], r_w[0])
