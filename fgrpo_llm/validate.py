@@ -297,8 +297,10 @@ def plot_predicted_vs_observed(ax, points: list[dict], *, label_key: str = "labe
 # ----------------------------------------------------------------------------- sweep table
 def load_paper_results(path=None) -> dict | None:
     """The paper's numbers, or None when the file is absent (the report then omits them)."""
-    candidates = [Path(path)] if path else [DEFAULT_PAPER_RESULTS, Path(__file__).resolve().parents[2] / "shared"
-                                            / "reference" / "paper_results.json"]
+    repo = Path(__file__).resolve().parents[1]
+    candidates = [Path(path)] if path else [repo / "reference" / "paper_results.json",  # shipped copy
+                                            DEFAULT_PAPER_RESULTS,
+                                            repo.parent / "shared" / "reference" / "paper_results.json"]
     for p in candidates:
         if p.is_file():
             return json.loads(p.read_text())
