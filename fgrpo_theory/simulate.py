@@ -292,6 +292,17 @@ def _draw_by_guide(e_r: np.ndarray, N: int, rng: np.random.Generator) -> np.ndar
     return action(q)
 
 
+def uses_guide(N: int, Kp: int) -> bool:
+    """Whether N draws over Kp (padded) actions take the guide-table sampler."""
+    return N * GUIDE_FACTOR >= Kp
+
+
+def sample_counts(e_r: np.ndarray, N: int, rng: np.random.Generator) -> np.ndarray:
+    """Counts (Kp,) of N draws by the guide table (for ``uses_guide(N, Kp)``; the same draws as
+    ``sample_group``)."""
+    return np.bincount(_draw_by_guide(e_r, N, rng), minlength=e_r.size)
+
+
 def sample_group(e_r: np.ndarray, s_r: np.ndarray, N: int, rng: np.random.Generator,
                  B: int) -> tuple[np.ndarray, np.ndarray]:
     """Draw N actions i.i.d. from p = e_r / sum(e_r) and return them as (uniq, cnt): the distinct
@@ -301,8 +312,8 @@ def sample_group(e_r: np.ndarray, s_r: np.ndarray, N: int, rng: np.random.Genera
     draws (N < Kp / GUIDE_FACTOR) search the blocks, many use the guide table; the choice depends
     on (N, Kp) only, so every engine draws the same actions from the same generator."""
     Kp = e_r.size
-    if N * GUIDE_FACTOR >= Kp:
-        counts = np.bincount(_draw_by_guide(e_r, N, rng), minlength=Kp)
+    if uses_guide(N, Kp):
+        counts = sample_counts(e_r, N, rng)
         uniq = np.flatnonzero(counts)
         return uniq, counts[uniq]
     idx = _draw_by_blocks(e_r, s_r, N, rng, B)
@@ -311,6 +322,9 @@ def sample_group(e_r: np.ndarray, s_r: np.ndarray, N: int, rng: np.random.Genera
     np.not_equal(idx[1:], idx[:-1], out=first[1:])
     return idx[first], np.diff(np.append(np.flatnonzero(first), N))
 
+
+#: A sparse run switches to whole arrays once 1 / FULL_FRACTION of the actions are touched.
+FULL_FRACTION = 2
 
 #: Logits are exponentiated relative to a fixed shift c (the initial max), moved up only when a
 #: logit exceeds c + SHIFT_SLACK, so untouched actions keep bit-identical masses exp(z - c).
@@ -489,12 +503,22 @@ class _LazyAdam:
         self.k0 = 0
 
     def step(self, y, m, w, sl, g, k: int, tmp) -> None:
-        """In place, step k = 1, 2, ...: y, m~, w~ (n,) all touched; sl (n_u,) sampled slots with
-        ascent direction g (n_u,); tmp (n,) scratch."""
+        """In place, step k = 1, 2, ...: y, m~, w~ (n,) all touched; ascent direction g (n_u,) on
+        the slots sl (n_u,), or g (n,) on every slot when sl is None (many draws: dense passes
+        beat gathers; sqrt(w~^2) = w~ exactly where g = 0); tmp (n,) scratch."""
         b1, b2 = self.b1, self.b2
         d = k - self.k0
-        m[sl] += ((1.0 - b1) * b1 ** -d) * g
-        w[sl] = np.sqrt(w[sl] ** 2 + ((1.0 - b2) * b2 ** -d) * g ** 2)
+        if sl is None:
+            np.multiply(g, (1.0 - b1) * b1 ** -d, out=tmp)
+            m += tmp
+            np.multiply(g, g, out=tmp)
+            tmp *= (1.0 - b2) * b2 ** -d
+            w *= w
+            w += tmp
+            np.sqrt(w, out=w)
+        else:
+            m[sl] += ((1.0 - b1) * b1 ** -d) * g
+            w[sl] = np.sqrt(w[sl] ** 2 + ((1.0 - b2) * b2 ** -d) * g ** 2)
         root = np.sqrt(1.0 - b2 ** k)
         alpha = self.lr * root / (1.0 - b1 ** k) * (b1 / np.sqrt(b2)) ** d
         np.add(w, self.eps * root / np.sqrt(b2) ** d, out=tmp)
@@ -553,7 +577,7 @@ class _TouchedSet:
             new = uniq[self.pos[uniq] < 0]
             if new.size:
                 self._touch(new)
-            if 2 * self.n >= self.K:
+            if self.n * FULL_FRACTION >= self.K:
                 self._go_full()
         return self.pos[uniq]
 
@@ -674,17 +698,28 @@ def simulate_run_sparse(cfg: SimConfig, N: int, gamma: float, seed: int, *, prog
         rec["m_ret"][0, t] = 1.0 - lost / run.Q0                       # Eq. 26
         if t == T:
             break
-        # --- sample N actions from pi_t: distinct actions and counts
-        uniq, cnt = sample_group(run.e, s, N, rng, run.B)
-        # --- score
-        uc = uniq < C
-        X = int(cnt[uc].sum())
-        _record_group(rec, 0, t, X=X, N=N, hit_rare=bool(run.is_rare[uniq].any()),
-                      sampled_correct_mass=run.e[uniq[uc]].sum(), S=S, q_pos=rec["q_pos"][0, t])
-        # --- advantages and focal weight: ascent direction (g/N) c_a r_a on the sampled actions
-        r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
-        g_u = cnt * np.where(uc, r_c[0], r_w[0]) * g_table[X]
-        sl = run.slots(uniq)
+        if run.full and uses_guide(N, run.Kp):
+            # --- many draws on whole arrays: counts c (K,), ascent direction (g/N) c_a r_a
+            c = sample_counts(run.e, N, rng)[:run.K]
+            X = int(c[:C].sum())
+            _record_group(rec, 0, t, X=X, N=N, hit_rare=bool(c[run.r_slots].any()),
+                          sampled_correct_mass=eA[:C][c[:C] > 0].sum(), S=S, q_pos=rec["q_pos"][0, t])
+            r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
+            g_u = np.multiply(c, r_w[0] * g_table[X])
+            np.multiply(c[:C], r_c[0] * g_table[X], out=g_u[:C])
+            sl = None
+        else:
+            # --- sample N actions from pi_t: distinct actions and counts
+            uniq, cnt = sample_group(run.e, s, N, rng, run.B)
+            # --- score
+            uc = uniq < C
+            X = int(cnt[uc].sum())
+            _record_group(rec, 0, t, X=X, N=N, hit_rare=bool(run.is_rare[uniq].any()),
+                          sampled_correct_mass=run.e[uniq[uc]].sum(), S=S, q_pos=rec["q_pos"][0, t])
+            # --- advantages and focal weight: ascent direction (g/N) c_a r_a on the sampled actions
+            r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
+            g_u = cnt * np.where(uc, r_c[0], r_w[0]) * g_table[X]
+            sl = run.slots(uniq)
         yA, eA = run.masses()
         # --- step: every touched logit (Adam) or the sampled ones (SGD)
         if adam is not None:
@@ -692,13 +727,17 @@ def simulate_run_sparse(cfg: SimConfig, N: int, gamma: float, seed: int, *, prog
                 tmp = np.empty(run.Kp)
             adam.step(yA, run.St[run.M, :run.n], run.St[run.W, :run.n], sl, g_u, t + 1, tmp[:run.n])
             ymax = float(yA.max())
+        elif sl is None:
+            g_u *= cfg.lr
+            yA += g_u
+            ymax = float(yA.max())
         else:
             yA[sl] += cfg.lr * g_u
             ymax = float(yA[sl].max())
         if ymax > SHIFT_SLACK:                                         # move the shift (rare)
             run.shift(ymax, yA)
             np.exp(yA, out=eA)
-        elif adam is not None:
+        elif adam is not None or sl is None:
             np.exp(yA, out=eA)
         else:
             eA[sl] = np.exp(yA[sl])

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from _rl_helpers import ToyTask
+from tests.llm._rl_helpers import ToyTask
 
 from fgrpo_llm.checkpoint import latest_checkpoint
 from fgrpo_llm.config import TrainConfig
