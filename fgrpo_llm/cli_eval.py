@@ -148,7 +148,8 @@ def register(subparsers) -> None:
                               description="Paired subsampling significance test (paper App. Q).")
     c.add_argument("a", help="eval output directory of model A")
     c.add_argument("b", help="eval output directory of model B")
-    c.add_argument("--m", type=int, default=256, help="subsample size m (without replacement)")
+    c.add_argument("--m", type=int, default=None,
+                   help="subsample size m, without replacement (default n // 4: 256 of n = 1024 as in the paper)")
     c.add_argument("--iterations", type=int, default=50_000, help="subsampling iterations")
     c.add_argument("--k", default="1,256", help="k values to test (those <= m are used)")
     c.add_argument("--seed", type=int, default=0)

@@ -50,6 +50,6 @@ def register(subparsers) -> None:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--early-steps", type=int, default=50, help="steps of the early window of the tail-miss check")
     p.add_argument("--paper-results", default=None,
-                   help="paper_results.json (default: ../shared/reference/paper_results.json)")
+                   help="paper_results.json (default: the copy in reference/)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap band")
     p.set_defaults(func=_validate)

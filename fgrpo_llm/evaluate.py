@@ -242,9 +242,13 @@ def load_eval(out_dir) -> tuple[dict, dict[str, np.ndarray]]:
     return results, outcomes
 
 
-def compare_evals(dir_a, dir_b, *, m: int = 256, iterations: int = 50_000, ks=(1, 256),
+def compare_evals(dir_a, dir_b, *, m: int | None = None, iterations: int = 50_000, ks=(1, 256),
                   rng: np.random.Generator) -> dict:
     """Paired m-out-of-n subsampling test (App. Q) between two eval outputs, per split and k.
+
+    ``m`` defaults to n // 4 (the paper: m = 256 of n = 1024). An m close to n makes the
+    subsampled statistic nearly the full one and the test anti-conservative, so m >= n is an
+    error rather than silently clipped.
 
     Both outputs must hold the same problems (same ids, same order) and the same n. Returns
     ``{split: {"pass@k": test result dict}}`` with the test's own fields plus both point estimates.
@@ -265,7 +269,9 @@ def compare_evals(dir_a, dir_b, *, m: int = 256, iterations: int = 50_000, ks=(1
         if a.shape != b.shape:
             raise ValueError(f"split {split!r}: outcome shapes differ, {a.shape} vs {b.shape}")
         n = a.shape[1]
-        m_eff = min(int(m), n - 1)  # the test needs m < n
+        m_eff = max(n // 4, 1) if m is None else int(m)
+        if not 1 <= m_eff < n:
+            raise ValueError(f"m must satisfy 1 <= m < n = {n} samples per problem, got m={m_eff}")
         report[split] = {}
         for k in ks:
             k = int(k)

@@ -124,6 +124,15 @@ def test_compare_detects_a_large_difference_and_not_an_identical_one(tmp_path):
         compare_evals(a, c, m=20, iterations=10, ks=(1,), rng=np.random.default_rng(1))
 
 
+def test_compare_defaults_m_to_a_quarter_of_n_and_rejects_m_not_below_n(tmp_path):
+    rng = np.random.default_rng(0)
+    a = _fake_eval(tmp_path, "a", (rng.random((3, 40)) < 0.5).astype(np.int8))
+    default = compare_evals(a, a, iterations=10, ks=(1,), rng=np.random.default_rng(1))["test"]["pass@1"]
+    assert default["m"] == 10 and default["n"] == 40
+    with pytest.raises(ValueError, match="m=40"):
+        compare_evals(a, a, m=40, iterations=10, ks=(1,), rng=np.random.default_rng(1))
+
+
 def test_eval_and_compare_cli(tiny_checkpoint, tmp_path, capsys):
     out = tmp_path / "ev"
     assert main(["eval", "--model", str(tiny_checkpoint), "--n", "4", "--k", "1,2", "--max-problems", "2",
