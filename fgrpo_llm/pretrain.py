@@ -10,12 +10,16 @@ demonstration for a prompt x is drawn as:
   probability ``reverse_fraction`` the ranking is reversed first. A few forms are common,
   the rest form a long tail.
 
-The loop is AdamW (lr 3e-3, batch 128; warm-up then cosine decay) with a time budget; the loss is the token-mean
+With probability ``ood_fraction`` the prompt is a random four-number prompt instead (never
+one of the OOD evaluation prompts), so the base solves some OOD prompts.
+
+The loop is AdamW (lr 3e-3, batch 128; warm-up then cosine decay) for a step budget with a
+wall-clock cap; the loss is the token-mean
 cross-entropy over completion tokens (EOS included). Outputs in OUT: the Hugging Face
 checkpoint (weights, ``config.json`` of the model, tokenizer), ``pretrain_config.json``
 (this run's resolved :class:`PretrainConfig`) and ``pretrain_metrics.jsonl``.
 
-    fgrpo-llm pretrain --out runs/base            # ~150 s of training on a CPU
+    fgrpo-llm pretrain --out runs/base            # 600 steps, about 1.5 minutes on 2 CPU cores
 """
 
 from __future__ import annotations
@@ -86,6 +90,9 @@ class PretrainConfig:
     """Probability of drawing from the reversed ranking instead."""
     wrong_fraction: float = 0.15
     """Probability that a demonstration is a wrong answer."""
+    ood_fraction: float = 0.1
+    """Probability that a demonstration's prompt has ``ood_num_numbers`` numbers (drawn outside
+    the OOD split), so that the OOD split is not unsolvable for the base and measures transfer."""
     eval_prompts: int = 100
     """Test prompts for the final pass@1 estimate (0 disables evaluation)."""
     eval_samples: int = 16
@@ -109,7 +116,7 @@ class PretrainConfig:
                 low = 1 if name in positive_ints else 0
                 raise ValueError(f"{name} must be an integer >= {low}, got {name}={value!r}")
         for name in ("seconds", "lr", "weight_decay", "rank_exponent", "reverse_fraction", "wrong_fraction",
-                     "min_lr_ratio"):
+                     "ood_fraction", "min_lr_ratio"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {name}={value!r}")
@@ -119,7 +126,7 @@ class PretrainConfig:
             raise ValueError(f"lr must be > 0, got lr={self.lr}")
         if self.lr_schedule not in ("constant", "cosine"):
             raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got lr_schedule={self.lr_schedule!r}")
-        for name in ("reverse_fraction", "wrong_fraction", "min_lr_ratio"):
+        for name in ("reverse_fraction", "wrong_fraction", "ood_fraction", "min_lr_ratio"):
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} must lie in [0, 1], got {name}={getattr(self, name)}")
         if self.eval_prompts > self.num_test:
@@ -183,6 +190,7 @@ class DemonstrationStream:
     """Batches of tokenized demonstrations for the training split of a Countdown task."""
 
     def __init__(self, task: CountdownTask, tokenizer, cfg: PretrainConfig, rng: np.random.Generator):
+        self.task = task
         self.problems = task.problems("train")
         self.operators = task.operators
         self._answers: dict[int, tuple[list[str], list[str]]] = {}  # index -> (correct ranked, wrong)
@@ -207,11 +215,17 @@ class DemonstrationStream:
         """``(input_ids, attention_mask, labels)``, each (B, T); labels -100 off the completion."""
         cfg, rows = self.cfg, []
         for i in self.rng.integers(len(self.problems), size=cfg.batch_size):
-            completion = sample_demonstration(*self.answers(int(i)), self.rng,
-                                              rank_exponent=cfg.rank_exponent,
+            if cfg.ood_fraction and self.rng.random() < cfg.ood_fraction:
+                problem = self.task.sample_ood_like(self.rng)  # a four-number prompt, not an OOD test one
+                numbers, target = problem.answer
+                exprs = all_expressions(numbers, self.operators)
+                answers = ([e for e, v in exprs if v == target], [e for e, v in exprs if v != target])
+            else:
+                problem, answers = self.problems[i], self.answers(int(i))
+            completion = sample_demonstration(*answers, self.rng, rank_exponent=cfg.rank_exponent,
                                               reverse_fraction=cfg.reverse_fraction,
                                               wrong_fraction=cfg.wrong_fraction)
-            rows.append(self.encode(self.problems[i].prompt, completion))
+            rows.append(self.encode(problem.prompt, completion))
         T = max(len(ids) for ids, _ in rows)
         input_ids = torch.full((len(rows), T), self.pad, dtype=torch.long)  # (B, T), right-padded
         labels = torch.full((len(rows), T), -100, dtype=torch.long)  # (B, T)

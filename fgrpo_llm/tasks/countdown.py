@@ -169,6 +169,25 @@ class CountdownTask:
             raise ValueError(f"could not draw num_ood={self.num_ood} distinct OOD prompts")
         return out
 
+    def sample_ood_like(self, rng: np.random.Generator) -> Problem:
+        """A random ``ood_num_numbers``-number prompt that is *not* in the "ood" split.
+
+        For pretraining only: a base that has seen some four-number prompts solves a few
+        OOD prompts, so the OOD split measures what RL on three-number prompts does to a
+        skill it never trains, as the paper's OOD benchmarks do.
+        """
+        held_out = {p.answer for p in self._ood}
+        for _ in range(10_000):
+            numbers = tuple(int(n) for n in rng.integers(self.min_number, self.max_number + 1,
+                                                         size=self.ood_num_numbers))
+            targets = self._targets(numbers)
+            if not targets:
+                continue
+            target = list(targets)[int(rng.integers(len(targets)))]
+            if CountdownAnswer(numbers, target) not in held_out:
+                return self._problem(numbers, target, "ood_pretrain", targets[target])
+        raise ValueError("could not draw a four-number prompt outside the OOD split")
+
     def problems(self, split: str) -> list[Problem]:
         """The problems of ``split`` ("train", "test" or "ood"), same order every call."""
         check_split(self, split)

@@ -10,6 +10,8 @@ import pytest
 
 from fgrpo_llm.cli import main
 from fgrpo_llm.model import load_model_and_tokenizer
+from fgrpo_llm.tasks.base import Problem
+from fgrpo_llm.tasks.countdown import CountdownAnswer
 from fgrpo_llm.pretrain import (CONFIG_NAME, METRICS_NAME, DemonstrationStream, PretrainConfig, pretrain,
                                 lr_multiplier, read_config_file, sample_demonstration, skewed_weights)
 
@@ -48,7 +50,8 @@ def test_demonstrations_are_skewed_with_reversed_and_wrong_fractions():
 
 
 def test_demonstration_batches_are_correct_and_match_the_tokenizer(countdown_task, char_tokenizer):
-    cfg = PretrainConfig(batch_size=64, wrong_fraction=0.0, **{k: v for k, v in TINY.items() if k != "batch_size"})
+    cfg = PretrainConfig(batch_size=64, wrong_fraction=0.0, ood_fraction=0.0,
+                         **{k: v for k, v in TINY.items() if k != "batch_size"})
     stream = DemonstrationStream(countdown_task, char_tokenizer, cfg, np.random.default_rng(0))
     input_ids, mask, labels = stream.batch()
     assert input_ids.shape[0] == 64 and input_ids.shape == mask.shape == labels.shape
@@ -63,7 +66,28 @@ def test_demonstration_batches_are_correct_and_match_the_tokenizer(countdown_tas
         assert char_tokenizer.decode(target, skip_special_tokens=True) == completion and target[-1] == 2
 
 
-@pytest.mark.parametrize("kwargs", [dict(lr=0), dict(batch_size=0), dict(wrong_fraction=1.5),
+def test_ood_fraction_adds_correct_four_number_demonstrations_outside_the_ood_split(countdown_task,
+                                                                                    char_tokenizer):
+    cfg = PretrainConfig(batch_size=200, wrong_fraction=0.0, ood_fraction=0.5,
+                         **{k: v for k, v in TINY.items() if k != "batch_size"})
+    stream = DemonstrationStream(countdown_task, char_tokenizer, cfg, np.random.default_rng(0))
+    input_ids, mask, _ = stream.batch()
+    ood_prompts = {p.prompt for p in countdown_task.problems("ood")}
+    four = 0
+    for ids, m in zip(input_ids, mask):
+        text = char_tokenizer.decode(ids[m.bool()].tolist(), skip_special_tokens=True)
+        prompt, completion = text.split(":")
+        numbers, target = prompt.split("=")
+        if len(numbers.split()) == 4:
+            four += 1
+            assert prompt + ":" not in ood_prompts
+            answer = CountdownAnswer(tuple(int(n) for n in numbers.split()), int(target))
+            problem = Problem(id="x", prompt=prompt + ":", answer=answer, split="ood")
+            assert countdown_task.reward(problem, completion) == 1.0
+    assert 60 <= four <= 140  # about half of 200
+
+
+@pytest.mark.parametrize("kwargs", [dict(lr=0), dict(batch_size=0), dict(wrong_fraction=1.5), dict(ood_fraction=-0.1),
                                     dict(seconds=0, max_steps=0), dict(dtype="int8"), dict(seed=-1),
                                     dict(eval_prompts=300), dict(device="tpu"), dict(seconds=float("nan")),
                                     dict(lr_schedule="linear"), dict(min_lr_ratio=2.0)])
