@@ -11,7 +11,8 @@ from __future__ import annotations
 def _demo(args) -> int:
     from fgrpo_llm.demo import load_demo_config, run_demo
 
-    cfg = load_demo_config(args.config, fast=args.fast, workers=args.workers, device=args.device)
+    cfg = load_demo_config(args.config, fast=args.fast, workers=args.workers, device=args.device,
+                           lr_matched_control=False if args.no_lr_control else None)
     summary = run_demo(args.out, cfg)
     print(f"report: {summary['report']} ({summary['total_seconds'] / 60:.1f} min)")
     for name, res in summary["evals"].items():
@@ -32,4 +33,6 @@ def register(subparsers) -> None:
     p.add_argument("--config", default=None, help="YAML/JSON file of DemoConfig fields (e.g. configs/gpu_full.yaml)")
     p.add_argument("--workers", type=int, default=None, help="training runs in parallel processes (default 2)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--no-lr-control", action="store_true",
+                   help="skip the learning-rate-matched control (GRPO at lr * m_gamma, SPEC §6)")
     p.set_defaults(func=_demo)

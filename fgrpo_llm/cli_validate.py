@@ -17,7 +17,7 @@ import numpy as np
 
 def _validate(args) -> int:
     from fgrpo_llm.rare import load_rare_set
-    from fgrpo_llm.report import sweep_section, tail_miss_section, write_report
+    from fgrpo_llm.report import lr_control_section, sweep_section, tail_miss_section, write_report
     from fgrpo_llm.validate import cross_check, load_run
 
     if not args.run:
@@ -33,6 +33,8 @@ def _validate(args) -> int:
     sections = [("Tail-miss check (Lemma 3.1)", f"![tail miss]({figs['tail_miss']})\n\n" + tail_miss_section(result)),
                 ("Group-size sweep", (f"![Delta NLL_rare]({figs['delta_nll']})\n\n" if "delta_nll" in figs else "")
                  + sweep_section(result))]
+    if result.get("lr_control"):
+        sections.append(("Learning-rate-matched control", lr_control_section(result)))
     path = write_report(Path(args.out) / "report.md", "Theory-vs-LLM cross-check", sections)
     print(f"wrote {path}")
     for s in result["orderings"]:

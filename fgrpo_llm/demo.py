@@ -6,7 +6,8 @@ Stages (each writes under OUT and is skipped when its output exists, so a rerun 
    (``fgrpo_theory.simulate``, its "tiny" preset unless ``regime_sweep_fast`` is off);
 2. base: the built-in Countdown base model (``fgrpo_llm.pretrain``, SPEC §8);
 3. rare set: P prompts x M base rollouts, top q by NLL, per-prompt (mu, tau) (App. M.2);
-4. training: GRPO and F-GRPO at N = 8 and the rest of the group-size sweep (GRPO at N in
+4. training: GRPO and F-GRPO at N = 8, the learning-rate-matched control (GRPO at N = 8 with
+   lr * m_gamma, SPEC §2 and §6) and the rest of the group-size sweep (GRPO at N in
    {2, 4, 16, 32}), all from the same base with the same number of steps, Delta NLL_rare logged
    every ``eval_every`` steps; the runs go to ``workers`` single-threaded processes, longest first
    (a tiny model gains little from a second thread but a lot from a second process);
@@ -26,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -69,6 +71,11 @@ class DemoConfig:
     """AdamW learning rate of RL training (SPEC §8)."""
     sweep_group_sizes: tuple = (2, 4, 16, 32)
     """Extra GRPO group sizes of the sweep."""
+    lr_matched_control: bool = True
+    """Also train GRPO at N = ``group_size`` with lr * m_gamma (``lr_match_gamma = gamma``; m_1 = 0.5,
+    m_0.5 = 0.679), the paper's low-LR control (SPEC §2, §6): the focal weight shrinks the average
+    update to about m_gamma of GRPO's, and this run tells a smaller step apart from the focal
+    reweighting. Skipped when gamma = 0 (m_0 = 1: it would repeat the GRPO run)."""
     eval_every: int = 25
     """Steps between Delta NLL_rare evaluations during training."""
     train_overrides: dict = field(default_factory=dict)
@@ -102,6 +109,8 @@ class DemoConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or v < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {name}={v!r}")
+        if not isinstance(self.lr_matched_control, bool):
+            raise ValueError(f"lr_matched_control must be true or false, got {self.lr_matched_control!r}")
         if not 0 < self.rare_top_fraction <= 1:
             raise ValueError(f"rare_top_fraction must lie in (0, 1], got {self.rare_top_fraction}")
         if self.lr <= 0:
@@ -250,8 +259,9 @@ def _run_finished(run_dir: Path) -> bool:
     return (run_dir / "model" / "config.json").is_file() and (run_dir / "groups.jsonl").is_file()
 
 
-def _train(run_dir: Path, cfg: DemoConfig, *, N: int, gamma: float, rare) -> None:
-    """One RL run from the demo's base, Delta NLL_rare logged every ``eval_every`` steps."""
+def _train(run_dir: Path, cfg: DemoConfig, *, N: int, gamma: float, rare, lr_match_gamma: float | None = None) -> None:
+    """One RL run from the demo's base, Delta NLL_rare logged every ``eval_every`` steps; with
+    ``lr_match_gamma`` the lr is multiplied by m_gamma (``TrainConfig.effective_lr``)."""
     from fgrpo_llm.config import TrainConfig
     from fgrpo_llm.rare import make_rare_evaluator
     from fgrpo_llm.trainer import train
@@ -263,6 +273,8 @@ def _train(run_dir: Path, cfg: DemoConfig, *, N: int, gamma: float, rare) -> Non
             "steps": cfg.steps, "prompts_per_step": cfg.prompts_per_step, "group_size": int(N), "lr": cfg.lr,
             "max_new_tokens": cfg.max_new_tokens, "eval_every": cfg.eval_every, "seed": cfg.seed,
             "device": cfg.device, **cfg.train_overrides}
+    if lr_match_gamma is not None:
+        data["lr_match_gamma"] = float(lr_match_gamma)
     tcfg = TrainConfig.from_dict(data)
     resume = (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").iterdir())
     train(tcfg, evaluators=[make_rare_evaluator(rare)], resume=resume)
@@ -274,14 +286,30 @@ def _task_kwargs(base: Path) -> dict:
     return checkpoint_task_args(base, "countdown")
 
 
-def _run_specs(cfg: DemoConfig) -> list[tuple[str, int, float]]:
-    """(directory name, N, gamma): the main pair first, then the sweep, smallest N first."""
-    specs = [(f"grpo_n{cfg.group_size}", cfg.group_size, 0.0), (f"fgrpo_n{cfg.group_size}", cfg.group_size, cfg.gamma)]
-    specs += [(f"grpo_n{n}", n, 0.0) for n in sorted(cfg.sweep_group_sizes) if n != cfg.group_size]
+class RunSpec(NamedTuple):
+    """One training run of the demo."""
+
+    name: str
+    """Directory under OUT."""
+    N: int
+    """Group size."""
+    gamma: float
+    """Focal exponent (0: GRPO)."""
+    lr_match_gamma: float | None = None
+    """Train at lr * m_gamma for this gamma (the low-LR control), or None for lr."""
+
+
+def _run_specs(cfg: DemoConfig) -> list[RunSpec]:
+    """The main pair first, then the learning-rate-matched control, then the sweep, smallest N first."""
+    N = cfg.group_size
+    specs = [RunSpec(f"grpo_n{N}", N, 0.0), RunSpec(f"fgrpo_n{N}", N, cfg.gamma)]
+    if cfg.lr_matched_control and cfg.gamma > 0:
+        specs.append(RunSpec(f"grpo_n{N}_lrmatched", N, 0.0, lr_match_gamma=cfg.gamma))
+    specs += [RunSpec(f"grpo_n{n}", n, 0.0) for n in sorted(cfg.sweep_group_sizes) if n != N]
     return specs
 
 
-def _train_and_evaluate(out: Path, cfg: DemoConfig, name: str, N: int, gamma: float) -> tuple[str, float]:
+def _train_and_evaluate(out: Path, cfg: DemoConfig, spec: RunSpec) -> tuple[str, float]:
     """Worker: one training run then its pass@k evaluation, single-threaded."""
     import torch
 
@@ -290,16 +318,17 @@ def _train_and_evaluate(out: Path, cfg: DemoConfig, name: str, N: int, gamma: fl
     torch.set_num_threads(cfg.threads_per_worker)
     start = time.perf_counter()
     rare = load_rare_set(out / "rare_set.json")
-    _train(out / name, cfg, N=N, gamma=gamma, rare=rare)
-    _evaluate(out / name / "model", out / name / "eval", cfg, task=_task_for(out / "base"))
-    return name, time.perf_counter() - start
+    run_dir = out / spec.name
+    _train(run_dir, cfg, N=spec.N, gamma=spec.gamma, rare=rare, lr_match_gamma=spec.lr_match_gamma)
+    _evaluate(run_dir / "model", run_dir / "eval", cfg, task=_task_for(out / "base"))
+    return spec.name, time.perf_counter() - start
 
 
 def _map_runs(out: Path, cfg: DemoConfig, specs):
     """Yield (name, seconds) as runs finish: in this process for one worker, else in a pool."""
     if cfg.workers == 1 or len(specs) <= 1:
-        for name, N, gamma in specs:
-            yield _train_and_evaluate(out, cfg, name, N, gamma)
+        for spec in specs:
+            yield _train_and_evaluate(out, cfg, spec)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -308,7 +337,7 @@ def _map_runs(out: Path, cfg: DemoConfig, specs):
     cfg = dataclasses.replace(cfg, train_overrides={**cfg.train_overrides, "progress": False})
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked torch thread pools
     with ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
-        futures = [pool.submit(_train_and_evaluate, out, cfg, name, N, gamma) for name, N, gamma in specs]
+        futures = [pool.submit(_train_and_evaluate, out, cfg, spec) for spec in specs]
         for future in as_completed(futures):
             yield future.result()
 
@@ -335,22 +364,22 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
 
     specs = _run_specs(cfg)
     todo = [spec for spec in specs
-            if not (_run_finished(out / spec[0]) and (out / spec[0] / "eval" / "eval.json").is_file())]
+            if not (_run_finished(out / spec.name) and (out / spec.name / "eval" / "eval.json").is_file())]
     # longest first (cost ~ N) so that the workers finish together
-    todo.sort(key=lambda spec: -spec[1])
+    todo.sort(key=lambda spec: -spec.N)
     print(f"[demo {clock.elapsed():6.0f}s] training {len(todo)} run(s) on {cfg.workers} worker(s): "
-          f"{', '.join(name for name, _, _ in todo) or 'none left'}", file=sys.stderr, flush=True)
+          f"{', '.join(spec.name for spec in todo) or 'none left'}", file=sys.stderr, flush=True)
     t = time.perf_counter()
     for name, seconds in _map_runs(out, cfg, todo):
         clock.stages[f"train+eval {name}"] = seconds
         print(f"[demo {clock.elapsed():6.0f}s] finished {name} ({seconds:.0f} s)", file=sys.stderr, flush=True)
     clock.stages["training (wall)"] = time.perf_counter() - t
-    for name, _, _ in specs:
-        evals[name] = _evaluate(out / name / "model", out / name / "eval", cfg, task=task)
+    for spec in specs:
+        evals[spec.name] = _evaluate(out / spec.name / "model", out / spec.name / "eval", cfg, task=task)
 
     from fgrpo_llm.validate import cross_check, load_run
 
-    runs = [load_run(out / name) for name, _, _ in _run_specs(cfg) if _run_finished(out / name)]
+    runs = [load_run(out / spec.name) for spec in specs if _run_finished(out / spec.name)]
     result = clock.run("cross-check", cross_check, runs, rare, out / "validate", early_steps=cfg.early_steps,
                        paper_path=cfg.paper_results, rng=np.random.default_rng(cfg.seed))
     summary.update({"evals": {k: {s: {kk: v for kk, v in e.items() if kk.startswith("pass@")}

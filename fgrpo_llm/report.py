@@ -85,6 +85,10 @@ def sweep_section(result: dict) -> str:
                "Delta NLL_rare"]
     table = [[r["label"]] + [r[k] for k in keys] for r in rows]
     text = "Ours:\n\n" + markdown_table(headers, table)
+    controls = result.get("controls") or []
+    if controls:
+        text += ("\n\nControls at a scaled learning rate (not points of the sweep, left out of the orderings "
+                 "below):\n\n" + markdown_table(headers, [[r["label"]] + [r[k] for k in keys] for r in controls]))
     paper_rows = [[r["label"]] + [r["paper"][k] for k in keys] for r in rows if r.get("paper")]
     if paper_rows:
         text += ("\n\nThe paper (Qwen2.5-7B on math, Table 2; in-domain = avg. math, OOD = avg. OOD, "
@@ -96,6 +100,28 @@ def sweep_section(result: dict) -> str:
     if result.get("orderings"):
         text += "\n\nOrderings:\n\n" + "\n".join(f"- {s}" for s in result["orderings"])
     return text
+
+
+def lr_control_section(result: dict) -> str:
+    """F-GRPO vs GRPO vs GRPO at lr * m_gamma at the same N (``validate.lr_control_comparisons``)."""
+    comps = result.get("lr_control") or []
+    if not comps:
+        return ""
+    parts = ["The focal weight (1 - mu)^gamma shrinks the average update to about m_gamma = "
+             "B(3/2, gamma + 3/2) / B(3/2, 3/2) of GRPO's (SPEC §2), so the paper also trains GRPO at lr * m_gamma "
+             "(§6, \"Controls\"). If that low-LR GRPO lands near F-GRPO, F-GRPO's difference from GRPO is "
+             "explained by the smaller step; if it lands near GRPO, by the focal reweighting."]
+    for c in comps:
+        kmax = next((r["kmax"] for r in (c["focal"], c["grpo"], c["control"]) if r.get("kmax")), None)
+        table = [[r["label"], r["gamma"], r.get("lr_scale", 1.0), r["id_pass1"], r["id_passk"], r["delta_nll_rare"]]
+                 for r in (c["focal"], c["grpo"], c["control"])]
+        parts.append(f"**N = {c['N']}, gamma = {c['gamma']:g} (m_gamma = {c['lr_scale']:.3f})**\n\n"
+                     + markdown_table(["run", "gamma", "lr x", "in-domain pass@1", f"in-domain pass@{kmax}",
+                                       "Delta NLL_rare"], table)
+                     + "\n\n" + "\n".join(f"- {s}" for s in c["sentences"]))
+    parts.append("One seed per run and no error bars: differences of the size of the evaluation noise "
+                 "say little either way.")
+    return "\n\n".join(parts)
 
 
 def write_report(path, title: str, sections: list[tuple[str, str]]) -> Path:
@@ -152,7 +178,7 @@ def plot_pass_at_k_models(axes, evals: dict[str, dict]) -> None:
 
 def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: dict) -> Path:
     """OUT/report.md: configuration, timings, theory figures, base, rare set, training curves,
-    pass@k, the tail-miss check and the sweep next to the paper."""
+    pass@k, the tail-miss check, the sweep next to the paper and the learning-rate-matched control."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -209,9 +235,9 @@ def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: 
         fig.tight_layout()
         fig.savefig(out / "training_curves.png", dpi=120)
         plt.close(fig)
-        rows = [[r.label, r.N, r.gamma, r.steps, r.delta_nll_rare] for r in runs]
+        rows = [[r.label, r.N, r.gamma, getattr(r, "lr_scale", 1.0), r.steps, r.delta_nll_rare] for r in runs]
         sections.append(("Training", "![training curves](training_curves.png)\n\n"
-                         + markdown_table(["run", "N", "gamma", "steps", "final Delta NLL_rare"], rows)))
+                         + markdown_table(["run", "N", "gamma", "lr x", "steps", "final Delta NLL_rare"], rows)))
 
     if evals:
         first = next(iter(evals.values()))
@@ -234,4 +260,10 @@ def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: 
     if "delta_nll" in vfig:
         sw = f"![Delta NLL_rare vs N](validate/{vfig['delta_nll']})\n\n"
     sections.append(("Cross-check: group-size sweep vs the paper (Table 2)", sw + sweep_section(result)))
+    control = lr_control_section(result)
+    if control:
+        sections.append(("Learning-rate-matched control", control))
+    elif getattr(cfg, "lr_matched_control", False) and getattr(cfg, "gamma", 0) > 0:
+        sections.append(("Learning-rate-matched control", "_The control run or one of the runs it is compared "
+                                                           "with is missing (not finished?)._"))
     return write_report(out / "report.md", "F-GRPO demo: theory, rare-correct set, GRPO vs F-GRPO", sections)

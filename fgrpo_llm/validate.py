@@ -16,6 +16,14 @@ Group-size sweep (paper Table 2): GRPO at N in {2, 4, 8, 16, 32} and F-GRPO at N
 base, next to the paper's numbers from ``reference/paper_results.json``, with one sentence per
 ordering saying whether ours agrees.
 
+Learning-rate-matched control (SPEC §2 "Learning-rate matching", §6 "Controls"): the focal weight
+(1 - mu)^gamma shrinks the average update to about m_gamma = B(3/2, gamma + 3/2) / B(3/2, 3/2) of
+GRPO's, so GRPO at lr * m_gamma tells a smaller step apart from the focal reweighting. Such a run
+(``lr_match_gamma`` or ``lr_multiplier`` in its config) is labelled ``"GRPO N=8 (lr x0.50)"``; it
+takes part in the tail-miss check but is not a point of the group-size sweep (those rows are the
+paper's Table 2, all at the same lr): :func:`lr_control_comparisons` sets it between F-GRPO and
+GRPO at its N.
+
     fgrpo-llm validate --rare-set runs/demo/rare_set.json --run runs/demo/grpo_n8 \
         --run runs/demo/fgrpo_n8 --out runs/demo/validate
 """
@@ -68,6 +76,10 @@ class RunInfo:
     delta_nll_rare: float | None = None
     eval: dict | None = None
     steps: int | None = None
+    lr_scale: float = 1.0
+    """Effective lr / configured lr: lr_multiplier * m_gamma (when ``lr_match_gamma`` is set)."""
+    lr_match_gamma: float | None = None
+    """The gamma whose m_gamma scaled the lr (the low-LR control), or None."""
 
 
 def _read_config(run_dir: Path) -> dict:
@@ -97,16 +109,36 @@ def _lookup(cfg: dict, *names, default=None):
     return default
 
 
-def run_label(algo: str, N: int | None, gamma: float) -> str:
-    """The paper's row name: ``"GRPO N=8"`` for gamma = 0, ``"F-GRPO N=8"`` otherwise."""
+def run_label(algo: str, N: int | None, gamma: float, lr_scale: float = 1.0) -> str:
+    """The paper's row name: ``"GRPO N=8"`` for gamma = 0, ``"F-GRPO N=8"`` otherwise; a run at a
+    scaled learning rate (the low-LR control) gets ``" (lr x0.50)"`` appended."""
     name = algo.upper()
     if gamma > 0:
         name = f"F-{name}"
-    return f"{name} N={N}" if N is not None else name
+    name = f"{name} N={N}" if N is not None else name
+    return name if is_base_lr(lr_scale) else f"{name} (lr x{lr_scale:.2f})"
+
+
+def is_base_lr(lr_scale: float) -> bool:
+    """True when a run trained at its configured lr (lr_scale = 1): a point of the group-size sweep."""
+    return abs(float(lr_scale) - 1.0) <= 1e-9
+
+
+def lr_scale_of(cfg: dict) -> tuple[float, float | None]:
+    """(lr_multiplier * m_gamma, lr_match_gamma) from a run's config (SPEC §2, learning-rate matching)."""
+    from fgrpo_theory.focal import lr_multiplier
+
+    scale = float(_lookup(cfg, "lr_multiplier", default=1.0) or 1.0)
+    match = _lookup(cfg, "lr_match_gamma")
+    if match is not None:
+        match = float(match)
+        scale *= float(lr_multiplier(match))
+    return scale, match
 
 
 def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
-    """Read groups.jsonl, metrics.jsonl (last ``rare/delta_nll``), the config and ``eval/eval.json``."""
+    """Read groups.jsonl, metrics.jsonl (last ``rare/delta_nll``), the config (N, gamma and the lr
+    scale) and ``eval/eval.json``."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory not found: {run_dir}")
@@ -117,6 +149,7 @@ def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
         N = int(groups[0]["N"])
     gamma = float(_lookup(cfg, "gamma", default=0.0) or 0.0)
     algo = str(_lookup(cfg, "algo", "algorithm", default="grpo"))
+    lr_scale, lr_match = lr_scale_of(cfg)
     delta, steps = None, None
     if (run_dir / "metrics.jsonl").is_file():
         for row in read_jsonl(run_dir / "metrics.jsonl"):
@@ -127,9 +160,10 @@ def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
                 steps = int(row["step"])
     eval_path = Path(eval_dir) if eval_dir else run_dir / "eval"
     results = json.loads((eval_path / "eval.json").read_text()) if (eval_path / "eval.json").is_file() else None
-    return RunInfo(path=run_dir, label=label or run_label(algo, None if N is None else int(N), gamma), algo=algo,
-                   N=None if N is None else int(N), gamma=gamma, groups=groups, delta_nll_rare=delta,
-                   eval=results, steps=steps)
+    N = None if N is None else int(N)
+    return RunInfo(path=run_dir, label=label or run_label(algo, N, gamma, lr_scale), algo=algo, N=N, gamma=gamma,
+                   groups=groups, delta_nll_rare=delta, eval=results, steps=steps, lr_scale=lr_scale,
+                   lr_match_gamma=lr_match)
 
 
 # ----------------------------------------------------------------------------- tail-miss check
@@ -316,24 +350,41 @@ def _eval_value(results: dict | None, role: str, k: int | str) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
+def _run_row(run: RunInfo, table: dict) -> dict:
+    """Ours (fractions, in-domain / OOD pass@1 and pass@k_max, Delta NLL_rare) and the paper's
+    Table 2 row of the same name (percent -> fraction), where it exists."""
+    kmax = max(run.eval["ks"]) if run.eval else None
+    row = {"label": run.label, "N": run.N, "gamma": run.gamma, "lr_scale": run.lr_scale,
+           "lr_match_gamma": run.lr_match_gamma, "kmax": kmax,
+           "id_pass1": _eval_value(run.eval, "in_domain", 1), "id_passk": _eval_value(run.eval, "in_domain", "max"),
+           "ood_pass1": _eval_value(run.eval, "ood", 1), "ood_passk": _eval_value(run.eval, "ood", "max"),
+           "delta_nll_rare": run.delta_nll_rare}
+    ref = table.get(run.label) if is_base_lr(run.lr_scale) else None
+    if ref:
+        row["paper"] = {"id_pass1": ref["avg_math"]["pass@1"] / 100, "id_passk": ref["avg_math"]["pass@256"] / 100,
+                        "ood_pass1": ref["avg_ood"]["pass@1"] / 100, "ood_passk": ref["avg_ood"]["pass@256"] / 100,
+                        "delta_nll_rare": ref["delta_nll_rare"]}
+    return row
+
+
+def _row_order(row: dict):
+    return (_is_focal(row), row["N"] or 0, row["gamma"], -row.get("lr_scale", 1.0))
+
+
+def _is_focal(row: dict) -> bool:
+    return row["gamma"] > 0 or row["label"].startswith("F-")
+
+
 def sweep_rows(runs: list[RunInfo], paper: dict | None) -> list[dict]:
-    """One row per run: ours (fractions, in-domain / OOD pass@1 and pass@k_max, Delta NLL_rare)
-    and the paper's Table 2 row of the same name (percent -> fraction), where it exists."""
+    """One row per point of the group-size sweep (runs at their configured lr; the low-LR control
+    is left to :func:`control_rows`), GRPO by N then F-GRPO; see :func:`_run_row` for the keys."""
     table = (paper or {}).get("table2_group_size_sweep_qwen2.5_7b", {}).get("rows", {})
-    rows = []
-    for run in runs:
-        kmax = max(run.eval["ks"]) if run.eval else None
-        row = {"label": run.label, "N": run.N, "gamma": run.gamma, "kmax": kmax,
-               "id_pass1": _eval_value(run.eval, "in_domain", 1), "id_passk": _eval_value(run.eval, "in_domain", "max"),
-               "ood_pass1": _eval_value(run.eval, "ood", 1), "ood_passk": _eval_value(run.eval, "ood", "max"),
-               "delta_nll_rare": run.delta_nll_rare}
-        ref = table.get(run.label)
-        if ref:
-            row["paper"] = {"id_pass1": ref["avg_math"]["pass@1"] / 100, "id_passk": ref["avg_math"]["pass@256"] / 100,
-                            "ood_pass1": ref["avg_ood"]["pass@1"] / 100, "ood_passk": ref["avg_ood"]["pass@256"] / 100,
-                            "delta_nll_rare": ref["delta_nll_rare"]}
-        rows.append(row)
-    return sorted(rows, key=lambda r: (r["label"].startswith("F-"), r["N"] or 0, r["gamma"]))
+    return sorted((_run_row(run, table) for run in runs if is_base_lr(run.lr_scale)), key=_row_order)
+
+
+def control_rows(runs: list[RunInfo]) -> list[dict]:
+    """The same rows for the runs at a scaled lr (e.g. GRPO at lr * m_gamma), never sweep points."""
+    return sorted((_run_row(run, {}) for run in runs if not is_base_lr(run.lr_scale)), key=_row_order)
 
 
 METRIC_NAMES = {"id_pass1": "in-domain pass@1", "id_passk": "in-domain pass@k_max (paper: pass@256)",
@@ -356,9 +407,10 @@ def _kendall_tau(a, b) -> float:
 def ordering_sentences(rows: list[dict]) -> list[str]:
     """One sentence per ordering: F-GRPO vs GRPO at the same N, and GRPO across N (Kendall tau)."""
     out = []
+    rows = [r for r in rows if is_base_lr(r.get("lr_scale", 1.0))]  # sweep points only
     by_label = {r["label"]: r for r in rows}
     for key, name in METRIC_NAMES.items():
-        for f in (r for r in rows if r["label"].startswith("F-") and r.get("paper")):
+        for f in (r for r in rows if _is_focal(r) and r.get("paper")):
             base = by_label.get(f["label"][2:])
             if not base or not base.get("paper") or f[key] is None or base[key] is None:
                 continue
@@ -370,8 +422,8 @@ def ordering_sentences(rows: list[dict]) -> list[str]:
             out.append(f"{name}: {f['label']} is {word[int(ours)]} {base['label']} here "
                        f"({f[key]:.3f} vs {base[key]:.3f}) and {word[int(theirs)]} it in the paper "
                        f"({f['paper'][key]:.3f} vs {base['paper'][key]:.3f}): the ordering {verdict}.")
-        grpo = sorted((r for r in rows if not r["label"].startswith("F-") and r.get("paper") and r[key] is not None),
-                      key=lambda r: r["N"])
+        grpo = sorted((r for r in rows if not _is_focal(r) and is_base_lr(r.get("lr_scale", 1.0)) and r.get("paper")
+                       and r[key] is not None), key=lambda r: r["N"])
         if len(grpo) >= 3:
             ours = [r[key] for r in grpo]
             theirs = [r["paper"][key] for r in grpo]
@@ -388,13 +440,70 @@ def ordering_sentences(rows: list[dict]) -> list[str]:
     return out
 
 
+# ----------------------------------------------------------------------------- learning-rate-matched control
+CONTROL_METRICS = {"id_pass1": "in-domain pass@1", "id_passk": "in-domain pass@k_max",
+                   "delta_nll_rare": "Delta NLL_rare"}
+
+
+def lr_control_comparisons(rows: list[dict], controls: list[dict]) -> list[dict]:
+    """F-GRPO (gamma) vs GRPO vs GRPO at lr * m_gamma, all at the same N (SPEC §6, "Controls").
+
+    ``rows``: the sweep rows (:func:`sweep_rows`); ``controls``: :func:`control_rows`. For each
+    GRPO control with ``lr_match_gamma`` = gamma, finds F-GRPO at (N, gamma) and GRPO at N and
+    returns ``{"N", "gamma", "lr_scale", "focal", "grpo", "control", "sentences"}`` with one
+    sentence per metric of :data:`CONTROL_METRICS`: share = (control - GRPO) / (F-GRPO - GRPO) is
+    how much of F-GRPO's difference from GRPO the smaller step alone reproduces; the control
+    "lands near" whichever of the two it is closer to.
+    """
+    out = []
+    for c in controls:
+        if _is_focal(c) or c.get("lr_match_gamma") is None:
+            continue
+        g = float(c["lr_match_gamma"])
+        focal = next((r for r in rows if _is_focal(r) and r["N"] == c["N"] and abs(r["gamma"] - g) <= 1e-9), None)
+        grpo = next((r for r in rows if not _is_focal(r) and r["N"] == c["N"]), None)
+        if focal is None or grpo is None:
+            continue
+        out.append({"N": c["N"], "gamma": g, "lr_scale": c["lr_scale"], "focal": focal, "grpo": grpo, "control": c,
+                    "sentences": [_control_sentence(name, focal, grpo, c, key)
+                                  for key, name in CONTROL_METRICS.items()]})
+    return out
+
+
+def _control_sentence(name: str, focal: dict, grpo: dict, control: dict, key: str) -> str:
+    f, b, c = focal[key], grpo[key], control[key]
+    head = f"{name}: {focal['label']} {_v(f)}, {grpo['label']} {_v(b)}, {control['label']} {_v(c)}"
+    if f is None or b is None or c is None:
+        return f"{head}: a value is missing, so this cannot be judged."
+    gap = f - b
+    if abs(gap) < 5e-4:  # equal to the three decimals shown: a share of nothing would mislead
+        return (f"{head}: F-GRPO does not differ from GRPO here (to three decimals), so there is no difference "
+                f"for the smaller step to explain.")
+    share = (c - b) / gap
+    if abs(c - f) < abs(c - b):
+        verdict = ("the low-LR GRPO lands nearer F-GRPO, so the smaller step alone reproduces most of F-GRPO's "
+                   "difference from GRPO (little is left for the focal reweighting)")
+    elif abs(c - f) > abs(c - b):
+        verdict = ("the low-LR GRPO lands nearer GRPO, so the smaller step does not explain F-GRPO's difference "
+                   "from GRPO (it points to the focal reweighting)")
+    else:
+        verdict = "the low-LR GRPO lands halfway, so the smaller step explains about half of F-GRPO's difference"
+    return f"{head} (the smaller step reproduces {100 * share:.0f}% of F-GRPO's {gap:+.3f}): {verdict}."
+
+
+def _v(x) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
 # ----------------------------------------------------------------------------- the whole check
 def cross_check(runs: list[RunInfo], rare_set, out_dir, *, early_steps: int = 10, paper_path=None,
                 rng: np.random.Generator, Ns_curve=(1, 2, 4, 8, 16, 32, 64, 128)) -> dict:
     """Run the tail-miss check and the sweep table; write figures and ``validation.json`` to ``out_dir``.
 
     Returns a dict with ``tail_miss`` (per window, per run: rows by N), ``calibration``, ``curve``,
-    ``sweep`` (rows), ``orderings`` (sentences) and ``figures`` (paths relative to ``out_dir``).
+    ``sweep`` (rows of the group-size sweep), ``controls`` (rows of runs at a scaled lr),
+    ``lr_control`` (:func:`lr_control_comparisons`), ``orderings`` (sentences) and ``figures``
+    (paths relative to ``out_dir``).
     """
     import matplotlib
 
@@ -441,28 +550,31 @@ def cross_check(runs: list[RunInfo], rare_set, out_dir, *, early_steps: int = 10
 
     paper = load_paper_results(paper_path)
     rows = sweep_rows(runs, paper)
+    controls = control_rows(runs)
     sentences = ordering_sentences(rows) if paper else []
-    if any(r["delta_nll_rare"] is not None and np.isfinite(r["delta_nll_rare"]) and r["N"] for r in rows):
+    if any(r["delta_nll_rare"] is not None and np.isfinite(r["delta_nll_rare"]) and r["N"] for r in rows + controls):
         fig, ax = plt.subplots(figsize=(5, 3.5))
-        plot_delta_nll(ax, rows)
+        plot_delta_nll(ax, rows, controls)
         fig.tight_layout()
         fig.savefig(out / "delta_nll_rare.png", dpi=120)
         plt.close(fig)
         figures["delta_nll"] = "delta_nll_rare.png"
     result = {"tail_miss": tail, "calibration": calib,
               "curve": {k: np.asarray(v).tolist() for k, v in curve.items()}, "sweep": rows,
-              "orderings": sentences, "paper_available": paper is not None, "figures": figures,
+              "controls": controls, "lr_control": lr_control_comparisons(rows, controls), "orderings": sentences,
+              "paper_available": paper is not None, "figures": figures,
               "early_steps": early_steps}
     (out / "validation.json").write_text(json.dumps(result, indent=1, default=_json_default))
     return result
 
 
-def plot_delta_nll(ax, rows: list[dict]):
-    """Delta NLL_rare against N for GRPO (line) and F-GRPO (stars), ours and the paper's."""
+def plot_delta_nll(ax, rows: list[dict], controls: list[dict] = ()):
+    """Delta NLL_rare against N for GRPO (line) and F-GRPO (stars), ours and the paper's; runs at a
+    scaled lr (``controls``, e.g. GRPO at lr * m_gamma) as separate triangles, not on the GRPO line."""
     artists = []
-    grpo = sorted((r for r in rows if not r["label"].startswith("F-") and r["delta_nll_rare"] is not None),
-                  key=lambda r: r["N"])
-    focal = [r for r in rows if r["label"].startswith("F-") and r["delta_nll_rare"] is not None]
+    rows = [r for r in rows if is_base_lr(r.get("lr_scale", 1.0))]
+    grpo = sorted((r for r in rows if not _is_focal(r) and r["delta_nll_rare"] is not None), key=lambda r: r["N"])
+    focal = [r for r in rows if _is_focal(r) and r["delta_nll_rare"] is not None]
     if grpo:
         artists.append(ax.plot([r["N"] for r in grpo], [r["delta_nll_rare"] for r in grpo], "o-", label="GRPO (ours)")[0])
         ref = [r for r in grpo if r.get("paper")]
@@ -474,6 +586,9 @@ def plot_delta_nll(ax, rows: list[dict]):
         if r.get("paper"):
             artists.append(ax.plot([r["N"]], [r["paper"]["delta_nll_rare"]], "*", ms=12, color="grey",
                                    label=f"{r['label']} (paper)")[0])
+    for r in controls:
+        if r["delta_nll_rare"] is not None and r["N"]:
+            artists.append(ax.plot([r["N"]], [r["delta_nll_rare"]], "^", ms=9, label=f"{r['label']} (ours)")[0])
     ax.set_xscale("log", base=2)
     ax.set_xlabel("group size N")
     ax.set_ylabel("Delta NLL_rare (nats/token)")

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 
 from fgrpo_llm.cli import main  # noqa: E402
-from fgrpo_llm.demo import DemoConfig, load_demo_config  # noqa: E402
+from fgrpo_llm.demo import DemoConfig, RunSpec, _run_specs, load_demo_config  # noqa: E402
 
 
 def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
@@ -19,15 +19,25 @@ def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
     assert main(["demo", "--out", str(out), "--fast"]) == 0
     report = (out / "report.md").read_text()
     for heading in ("## Theory", "## Base model", "## Rare-correct set", "## Training", "## pass@k",
-                    "## Cross-check: tail miss", "## Cross-check: group-size sweep"):
+                    "## Cross-check: tail miss", "## Cross-check: group-size sweep",
+                    "## Learning-rate-matched control"):
         assert heading in report
     for target in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report):
         assert (out / target).is_file(), target
     summary = json.loads((out / "demo_summary.json").read_text())
-    assert set(summary["evals"]) == {"base", "grpo_n4", "fgrpo_n4", "grpo_n2"}
-    assert {"GRPO N=4", "F-GRPO N=4", "GRPO N=2"} == set(summary["runs"])
+    assert set(summary["evals"]) == {"base", "grpo_n4", "fgrpo_n4", "grpo_n4_lrmatched", "grpo_n2"}
+    assert {"GRPO N=4", "F-GRPO N=4", "GRPO N=4 (lr x0.50)", "GRPO N=2"} == set(summary["runs"])
     config = json.loads((out / "fgrpo_n4" / "config.json").read_text())
     assert config["gamma"] == 1.0 and config["group_size"] == 4
+    control = json.loads((out / "grpo_n4_lrmatched" / "config.json").read_text())
+    assert control["gamma"] == 0.0 and control["group_size"] == 4 and control["lr_match_gamma"] == 1.0
+    assert control["steps"] == config["steps"] and control["seed"] == config["seed"]
+    # the control is compared with F-GRPO and GRPO, but is not a point of the group-size sweep
+    validation = json.loads((out / "validate" / "validation.json").read_text())
+    assert [r["label"] for r in validation["controls"]] == ["GRPO N=4 (lr x0.50)"]
+    assert "GRPO N=4 (lr x0.50)" not in [r["label"] for r in validation["sweep"]]
+    control_text = report.split("## Learning-rate-matched control")[1]
+    assert "GRPO N=4 (lr x0.50)" in control_text and control_text.count("\n- ") == 3
     metrics = [json.loads(line) for line in (out / "grpo_n4" / "metrics.jsonl").read_text().splitlines()]
     assert any("rare/delta_nll" in m for m in metrics)  # the evaluator hook ran inside training
     assert "report:" in capsys.readouterr().out
@@ -38,9 +48,21 @@ def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
     assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
 
 
+def test_run_specs_lr_matched_control():
+    specs = _run_specs(DemoConfig(group_size=8, gamma=0.5, sweep_group_sizes=(2, 8, 16)))
+    assert specs == [RunSpec("grpo_n8", 8, 0.0), RunSpec("fgrpo_n8", 8, 0.5),
+                     RunSpec("grpo_n8_lrmatched", 8, 0.0, lr_match_gamma=0.5),
+                     RunSpec("grpo_n2", 2, 0.0), RunSpec("grpo_n16", 16, 0.0)]
+    assert all(s.lr_match_gamma is None for s in _run_specs(DemoConfig(lr_matched_control=False)))
+    # gamma = 0: m_0 = 1, so the control would repeat the GRPO run
+    assert all(s.lr_match_gamma is None for s in _run_specs(DemoConfig(gamma=0.0)))
+
+
 def test_demo_config_validation(tmp_path, capsys):
     with pytest.raises(ValueError, match="steps"):
         DemoConfig(steps=0)
+    with pytest.raises(ValueError, match="lr_matched_control"):
+        DemoConfig(lr_matched_control="yes")
     with pytest.raises(ValueError, match="unknown demo config"):
         load_demo_config(fast=True, nonsense=1)
     cfg_file = tmp_path / "bad.yaml"

@@ -1,19 +1,26 @@
 """The theory-vs-LLM cross-check (fgrpo_llm.validate): group flags by hand, Lemma 3.1 against
 simulated groups drawn at known (mu, tau), the Wilson interval, the sweep table and its ordering
-sentences (agreeing and disagreeing cases), and the validate CLI with and without the paper file."""
+sentences (agreeing and disagreeing cases), the learning-rate-matched control (labelled apart, out
+of the sweep, set between F-GRPO and GRPO), and the validate CLI with and without the paper file."""
 
 from __future__ import annotations
 
 import json
 
+import matplotlib
 import numpy as np
 import pytest
 
-from fgrpo_llm.cli import main
-from fgrpo_llm.rare import RareSet, save_rare_set
-from fgrpo_llm.validate import (RunInfo, cross_check, ordering_sentences, summarise_tail_miss, sweep_rows,
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from fgrpo_llm.cli import main  # noqa: E402
+from fgrpo_llm.rare import RareSet, save_rare_set  # noqa: E402
+from fgrpo_llm.report import lr_control_section  # noqa: E402
+from fgrpo_llm.validate import (RunInfo, control_rows, cross_check, load_run, lr_control_comparisons,  # noqa: E402
+                                ordering_sentences, plot_delta_nll, summarise_tail_miss, sweep_rows,
                                 tail_miss_records, wilson_interval)
-from fgrpo_theory.tail_miss import p_tail_miss
+from fgrpo_theory.tail_miss import p_tail_miss  # noqa: E402
 
 
 def make_rare_set(prompts: dict[str, tuple[float, float]]) -> RareSet:
@@ -136,3 +143,66 @@ def test_cross_check_and_cli(tmp_path, capsys):
     assert main(["validate", "--rare-set", str(tmp_path / "nope.json"), "--run", str(tmp_path / "g2"),
                  "--out", str(out)]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def _fake_run_dir(path, rare, rng, *, N, gamma, delta, **cfg):
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"algo": "grpo", "group_size": N, "gamma": gamma, **cfg}))
+    (path / "groups.jsonl").write_text("\n".join(json.dumps(g) for g in simulate_groups(rare, N, 20, rng)))
+    (path / "metrics.jsonl").write_text(json.dumps({"step": 1, "rare/delta_nll": delta}) + "\n")
+    return path
+
+
+def test_lr_matched_run_is_labelled_apart_and_left_out_of_the_sweep(tmp_path):
+    rng = np.random.default_rng(1)
+    rare = make_rare_set({"a": (0.4, 0.05)})
+    dirs = [_fake_run_dir(tmp_path / "g2", rare, rng, N=2, gamma=0.0, delta=0.1),
+            _fake_run_dir(tmp_path / "g4", rare, rng, N=4, gamma=0.0, delta=0.2),
+            _fake_run_dir(tmp_path / "g8", rare, rng, N=8, gamma=0.0, delta=0.3),
+            _fake_run_dir(tmp_path / "f8", rare, rng, N=8, gamma=1.0, delta=0.9),
+            _fake_run_dir(tmp_path / "g8lr", rare, rng, N=8, gamma=0.0, delta=0.8, lr_match_gamma=1.0,
+                          lr_multiplier=1.0),
+            _fake_run_dir(tmp_path / "g8half", rare, rng, N=8, gamma=0.0, delta=0.0, lr_match_gamma=0.5,
+                          lr_multiplier=0.5)]
+    runs = [load_run(d) for d in dirs]
+    assert runs[4].label == "GRPO N=8 (lr x0.50)" and runs[4].lr_scale == pytest.approx(0.5)
+    assert runs[5].lr_scale == pytest.approx(0.5 * 0.679, abs=1e-3) and runs[5].label == "GRPO N=8 (lr x0.34)"
+    assert runs[2].label == "GRPO N=8" and runs[2].lr_scale == 1.0 and runs[2].lr_match_gamma is None
+    # the sweep rows (and so the orderings and Kendall tau) hold only the runs at the configured lr
+    rows = sweep_rows(runs, PAPER)
+    assert [r["label"] for r in rows] == ["GRPO N=2", "GRPO N=4", "GRPO N=8", "F-GRPO N=8"]
+    assert [r["label"] for r in control_rows(runs)] == ["GRPO N=8 (lr x0.50)", "GRPO N=8 (lr x0.34)"]
+    assert all("lr x" not in s for s in ordering_sentences(rows + control_rows(runs)))
+    fig, ax = plt.subplots()
+    plot_delta_nll(ax, rows, control_rows(runs))
+    (grpo_line,) = [line for line in ax.lines if line.get_label() == "GRPO (ours)"]
+    assert list(grpo_line.get_xdata()) == [2, 4, 8] and list(grpo_line.get_ydata()) == [0.1, 0.2, 0.3]
+    assert any(line.get_label() == "GRPO N=8 (lr x0.50) (ours)" for line in ax.lines)
+    plt.close(fig)
+    # ...but every run takes part in the tail-miss check, and the control is set between F-GRPO and GRPO
+    res = cross_check(runs, rare, tmp_path / "out", early_steps=10, paper_path=tmp_path / "absent.json",
+                      rng=np.random.default_rng(0))
+    for window in res["tail_miss"].values():
+        assert set(window) == {r.label for r in runs}
+    assert [r["label"] for r in res["sweep"]] == ["GRPO N=2", "GRPO N=4", "GRPO N=8", "F-GRPO N=8"]
+    (comp,) = res["lr_control"]  # only the control matched to the F-GRPO run's gamma = 1
+    assert comp["control"]["label"] == "GRPO N=8 (lr x0.50)" and comp["focal"]["label"] == "F-GRPO N=8"
+    (delta_sentence,) = [s for s in comp["sentences"] if s.startswith("Delta NLL_rare")]
+    assert "reproduces 83% of F-GRPO's +0.600" in delta_sentence and "nearer F-GRPO" in delta_sentence
+    text = lr_control_section(res)
+    assert "GRPO N=8 (lr x0.50)" in text and "0.500" in text
+
+
+def test_lr_control_sentences_follow_the_numbers():
+    rows = sweep_rows([_run("GRPO N=8", 8, 0, 0.5, 0.3), _run("F-GRPO N=8", 8, 1, 0.4, 0.1)], None)
+    control = _run("GRPO N=8 (lr x0.50)", 8, 0, 0.49, 0.1)
+    control.lr_scale, control.lr_match_gamma = 0.5, 1.0
+    (comp,) = lr_control_comparisons(rows, control_rows([control]))
+    pass1, passk, delta = comp["sentences"]
+    assert "nearer GRPO" in pass1 and "reproduces 10% of F-GRPO's -0.100" in pass1
+    assert "nearer GRPO" in passk
+    assert "nearer F-GRPO" in delta and "reproduces 100%" in delta
+    same = sweep_rows([_run("GRPO N=8", 8, 0, 0.5, 0.3), _run("F-GRPO N=8", 8, 1, 0.5, 0.3)], None)
+    assert "does not differ" in lr_control_comparisons(same, control_rows([control]))[0]["sentences"][0]
+    control.lr_match_gamma = 0.5  # no F-GRPO run at gamma = 0.5: nothing to compare with
+    assert lr_control_comparisons(rows, control_rows([control])) == []
