@@ -13,10 +13,8 @@ status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
-import sys
 
-from fgrpo_theory.cli import OneLineArgumentParser
+from fgrpo_theory.cli import build_command_parser, run_command
 
 #: Subcommand modules, in the order they appear in ``--help``.
 COMMAND_MODULES = [
@@ -31,30 +29,12 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineArgumentParser(prog="fgrpo-llm", description="Focal-weighted GRPO / DAPO / CISPO trainer.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name == name:  # a command module not written yet
-                continue
-            raise
-        module.register(sub)
-    return parser
+    return build_command_parser("fgrpo-llm", "Focal-weighted GRPO / DAPO / CISPO trainer.", COMMAND_MODULES)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, NotADirectoryError) as err:
-        print(f"fgrpo-llm {args.command}: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("fgrpo-llm: interrupted (checkpoints written so far are kept; rerun with --resume)", file=sys.stderr)
-        return 130
+    return run_command(build_parser(), argv, errors=(ValueError, FileNotFoundError, NotADirectoryError),
+                       interrupted="interrupted (checkpoints written so far are kept; rerun with --resume)")
 
 
 if __name__ == "__main__":

@@ -30,31 +30,40 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineArgumentParser(prog="fgrpo-theory", description="F-GRPO theory: closed forms and simulations.")
+def build_command_parser(prog: str, description: str, modules: list[str]) -> argparse.ArgumentParser:
+    """A parser with one subcommand per module in ``modules`` (each exposes ``register``).
+
+    Shared by ``fgrpo-theory`` and ``fgrpo-llm``.
+    """
+    parser = OneLineArgumentParser(prog=prog, description=description)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name == name:  # a command module not written yet
-                continue
-            raise
-        module.register(sub)
+    for name in modules:
+        importlib.import_module(name).register(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def run_command(parser: argparse.ArgumentParser, argv: list[str] | None, *,
+                errors: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError),
+                interrupted: str = "interrupted") -> int:
+    """Parse ``argv`` and run the chosen subcommand; ``errors`` become one stderr line and
+    exit status 2, never a traceback."""
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"fgrpo-theory {args.command}: error: {err}", file=sys.stderr)
+    except errors as err:
+        print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("fgrpo-theory: interrupted", file=sys.stderr)
+        print(f"{parser.prog}: {interrupted}", file=sys.stderr)
         return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return build_command_parser("fgrpo-theory", "F-GRPO theory: closed forms and simulations.", COMMAND_MODULES)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -148,6 +148,16 @@ class CountdownTask:
         return {name: [self._problem(pool[i][0], pool[i][1], name, pool[i][2]) for i in idx]
                 for name, idx in split.items()}
 
+    def _draw_ood_numbers(self, rng: np.random.Generator):
+        """Random ``ood_num_numbers`` numbers and one target with enough solutions, or None."""
+        numbers = tuple(int(n) for n in rng.integers(self.min_number, self.max_number + 1,
+                                                     size=self.ood_num_numbers))
+        targets = self._targets(numbers)
+        if not targets:
+            return None
+        target = list(targets)[int(rng.integers(len(targets)))]
+        return CountdownAnswer(numbers, target), targets[target]
+
     @cached_property
     def _ood(self) -> list[Problem]:
         """``num_ood`` distinct prompts with ``ood_num_numbers`` numbers, drawn from seed."""
@@ -156,15 +166,10 @@ class CountdownTask:
         for _ in range(200 * max(self.num_ood, 1)):
             if len(out) == self.num_ood:
                 break
-            numbers = tuple(int(n) for n in rng.integers(self.min_number, self.max_number + 1,
-                                                         size=self.ood_num_numbers))
-            targets = self._targets(numbers)
-            if not targets:
-                continue
-            target = list(targets)[int(rng.integers(len(targets)))]
-            if (numbers, target) not in seen:
-                seen.add((numbers, target))
-                out.append(self._problem(numbers, target, "ood", targets[target]))
+            draw = self._draw_ood_numbers(rng)
+            if draw is not None and draw[0] not in seen:
+                seen.add(draw[0])
+                out.append(self._problem(*draw[0], "ood", draw[1]))
         if len(out) < self.num_ood:
             raise ValueError(f"could not draw num_ood={self.num_ood} distinct OOD prompts")
         return out
@@ -178,14 +183,9 @@ class CountdownTask:
         """
         held_out = {p.answer for p in self._ood}
         for _ in range(10_000):
-            numbers = tuple(int(n) for n in rng.integers(self.min_number, self.max_number + 1,
-                                                         size=self.ood_num_numbers))
-            targets = self._targets(numbers)
-            if not targets:
-                continue
-            target = list(targets)[int(rng.integers(len(targets)))]
-            if CountdownAnswer(numbers, target) not in held_out:
-                return self._problem(numbers, target, "ood_pretrain", targets[target])
+            draw = self._draw_ood_numbers(rng)
+            if draw is not None and draw[0] not in held_out:
+                return self._problem(*draw[0], "ood_pretrain", draw[1])
         raise ValueError("could not draw a four-number prompt outside the OOD split")
 
     def problems(self, split: str) -> list[Problem]:
