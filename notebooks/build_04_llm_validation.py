@@ -1,4 +1,4 @@
-"""Writes notebooks/04_llm_validation.ipynb (run: .venv/bin/python /tmp/make_nb04.py)."""
+"""Writes notebooks/04_llm_validation.ipynb (no outputs): .venv/bin/python notebooks/build_04_llm_validation.py"""
 import nbformat as nbf
 
 cells = []
