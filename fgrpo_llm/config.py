@@ -22,6 +22,18 @@ from pathlib import Path
 ALGOS = ("grpo", "dapo", "cispo")
 
 
+def dataclass_from_dict(cls, data, *, what: str = "config"):
+    """``cls(**data)`` for a config dataclass; a non-mapping or an unknown key is a ValueError
+    naming it (typos never pass silently). Shared by every config of the package."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a {what} must be a mapping of field names to values, got {type(data).__name__}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown {what} key(s) {unknown}; known keys: {sorted(known)}")
+    return cls(**data)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """One RL run. Field docstrings say what each setting means."""
@@ -212,13 +224,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict) -> "TrainConfig":
         """Build from a mapping; unknown keys are an error naming them (typos never pass silently)."""
-        if not isinstance(data, dict):
-            raise ValueError(f"a config must be a mapping of field names to values, got {type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown config key(s) {unknown}; known keys: {sorted(known)}")
-        return cls(**data)
+        return dataclass_from_dict(cls, data, what="config")
 
 
 def _coerce(name: str, value, annotation: str):

@@ -124,11 +124,9 @@ class DemoConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> "DemoConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown demo config key(s) {unknown}; known keys: {sorted(known)}")
-        return cls(**data)
+        from fgrpo_llm.config import dataclass_from_dict
+
+        return dataclass_from_dict(cls, data, what="demo config")
 
 
 #: The test-suite preset: every stage, tiny budgets (well under a minute on one core).

@@ -133,11 +133,9 @@ class MazeConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> "MazeConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown maze config key(s) {unknown}; known keys: {sorted(known)}")
-        return cls(**data)
+        from fgrpo_llm.config import dataclass_from_dict
+
+        return dataclass_from_dict(cls, data, what="maze config")
 
 
 #: The two presets. ``full`` is the paper's protocol (GPU). ``reduced`` (the MazeConfig defaults) fits in

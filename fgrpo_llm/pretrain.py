@@ -138,11 +138,9 @@ class PretrainConfig:
     @classmethod
     def from_dict(cls, values: dict) -> "PretrainConfig":
         """Build from a mapping; unknown keys are a ValueError naming them."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown pretrain config keys {unknown}; known keys: {sorted(known)}")
-        return cls(**values)
+        from fgrpo_llm.config import dataclass_from_dict
+
+        return dataclass_from_dict(cls, values, what="pretrain config")
 
 
 def read_config_file(path) -> dict:
