@@ -206,3 +206,19 @@ def test_peak_paper_settings_and_capping():
 def test_bad_input_names_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+@pytest.mark.slow
+def test_matches_mpmath_on_a_dense_random_sample():
+    """The accuracy claim of the README at scale: 30,000 random points over the whole domain
+    (log-uniform tau down to 1e-12, N up to 1e7, mu within 1e-9 of 0 and 1)."""
+    rng = np.random.default_rng(2026)
+    mus = np.concatenate([rng.random(20_000), 1e-9 * rng.random(5_000), 1 - 1e-9 * rng.random(5_000)])
+    for mu in mus:
+        tau = min(mu, 10.0 ** rng.uniform(-12, 0)) if rng.random() < 0.5 else mu * rng.random()
+        N = float(np.round(10.0 ** rng.uniform(0, 7)))
+        ref = mp_p_tail_miss(mu, tau, N)
+        if ref == 0 or abs(ref) > 1e-300:
+            assert rel_err(p_tail_miss(mu, tau, N), ref) <= TOL, (mu, tau, N)
+        if ref > 0:
+            assert log_rel_err(log_p_tail_miss(mu, tau, N), ref) <= TOL, (mu, tau, N)
