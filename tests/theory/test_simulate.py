@@ -13,20 +13,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fgrpo_theory.categorical import logit_update, softmax
+from fgrpo_theory.sampling import _draw_by_guide, _layout, sample_group
+from fgrpo_theory.sim_engines import (
+    _adam_step,
+    _LazyAdam,
+    group_advantages,
+    simulate_batch,
+    simulate_run_sparse,
+)
 from fgrpo_theory.simulate import (
     PRESETS,
     SimConfig,
-    _adam_step,
-    _draw_by_guide,
-    _layout,
-    _LazyAdam,
-    group_advantages,
     load_cached,
     run_cached,
     run_sweep,
-    sample_group,
-    simulate_batch,
-    simulate_run_sparse,
 )
 
 SMALL = SimConfig(actions=300, correct=30, rare=2, group_sizes=(4,), gammas=(0.0, 1.0),
