@@ -58,44 +58,54 @@ def parse_ks(text: str) -> list[int]:
     return sorted(set(ks))
 
 
-def sample_outcomes(model, tokenizer, task, problems, *, n: int, max_new_tokens: int, temperature: float = 1.0,
-                    top_p: float = 1.0, generator: torch.Generator, batch_size: int | None = None,
-                    progress: bool = False, autocast_dtype: torch.dtype | None = None) -> np.ndarray:
-    """0/1 outcome of each of n samples of each problem, shape (P, n) with P = len(problems).
+def sampled_chunks(model, tokenizer, problems: list, *, n: int, max_new_tokens: int, temperature: float = 1.0,
+                   top_p: float = 1.0, generator: torch.Generator, batch_size: int | None = None,
+                   progress: str | None = None, autocast_dtype: torch.dtype | None = None):
+    """Yield ``(start, chunk, batch)``: n samples of every problem, a chunk of about ``batch_size``
+    sequences at a time, in eval mode (the model's mode is restored afterwards).
 
-    Problems are processed in chunks of about ``batch_size`` sampled sequences; rows of one chunk
-    come back grouped by prompt (``sample_completions`` contract), so row ``b * n + j`` is sample
-    j of problem b.
+    Rows of ``batch`` are grouped by prompt (``sample_completions`` contract): row ``b * n + j``
+    is sample j of ``chunk[b] = problems[start + b]``. ``progress`` names a tqdm bar (None: none).
+    Shared by pass@k evaluation and the rare-correct set.
     """
     from fgrpo_llm.rollout import sample_completions  # the sampler of the trainer; imported lazily
 
-    n = int(check_integer("n", n, minimum=1))
-    problems = list(problems)
-    if not problems:
-        raise ValueError("problems must not be empty")
     rows = int(batch_size) if batch_size else 512
     prompts_per_chunk = max(1, rows // n)
-    outcomes = np.zeros((len(problems), n), dtype=np.int8)  # (P, n)
     starts = range(0, len(problems), prompts_per_chunk)
     if progress:
         from tqdm import tqdm
 
-        starts = tqdm(starts, desc="eval", unit="chunk", leave=False)
+        starts = tqdm(starts, desc=progress, unit="chunk", leave=False)
     was_training = model.training
     model.eval()
     try:
         for start in starts:
             chunk = problems[start:start + prompts_per_chunk]
-            batch = sample_completions(model, tokenizer, [p.prompt for p in chunk], num_samples=n,
-                                       max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                       generator=generator, batch_size=batch_size,
-                                       autocast_dtype=autocast_dtype)
-            for b, problem in enumerate(chunk):
-                for j in range(n):
-                    reward = task.reward(problem, batch.completions[b * n + j])
-                    outcomes[start + b, j] = 1 if reward > 0 else 0
+            yield start, chunk, sample_completions(model, tokenizer, [p.prompt for p in chunk], num_samples=n,
+                                                   max_new_tokens=max_new_tokens, temperature=temperature,
+                                                   top_p=top_p, generator=generator, batch_size=batch_size,
+                                                   autocast_dtype=autocast_dtype)
     finally:
         model.train(was_training)
+
+
+def sample_outcomes(model, tokenizer, task, problems, *, n: int, max_new_tokens: int, temperature: float = 1.0,
+                    top_p: float = 1.0, generator: torch.Generator, batch_size: int | None = None,
+                    progress: bool = False, autocast_dtype: torch.dtype | None = None) -> np.ndarray:
+    """0/1 outcome of each of n samples of each problem, shape (P, n) with P = len(problems)."""
+    n = int(check_integer("n", n, minimum=1))
+    problems = list(problems)
+    if not problems:
+        raise ValueError("problems must not be empty")
+    outcomes = np.zeros((len(problems), n), dtype=np.int8)  # (P, n)
+    for start, chunk, batch in sampled_chunks(model, tokenizer, problems, n=n, max_new_tokens=max_new_tokens,
+                                              temperature=temperature, top_p=top_p, generator=generator,
+                                              batch_size=batch_size, progress="eval" if progress else None,
+                                              autocast_dtype=autocast_dtype):
+        for b, problem in enumerate(chunk):
+            for j in range(n):
+                outcomes[start + b, j] = 1 if task.reward(problem, batch.completions[b * n + j]) > 0 else 0
     return outcomes
 
 

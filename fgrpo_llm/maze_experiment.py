@@ -196,21 +196,15 @@ def _write_json(path: Path, data) -> None:
 def sft_batch(tokenizer, task: MazeTask, problems, rng: np.random.Generator, batch_size: int):
     """``(input_ids, attention_mask, labels)`` each (B, T): ``<bos> maze > path END <eos>``, right-padded;
     labels are -100 except on the target path, END and EOS (the completion the RL stage samples)."""
+    from fgrpo_llm.pretrain import pad_sft_rows
+
     rows = []
     for i in rng.integers(len(problems), size=batch_size):
         p = problems[int(i)]
         prompt_ids = tokenizer(p.prompt)["input_ids"]
         target_ids = tokenizer(task.target(p), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         rows.append((prompt_ids + target_ids, len(prompt_ids)))
-    T = max(len(ids) for ids, _ in rows)
-    input_ids = torch.full((len(rows), T), tokenizer.pad_token_id, dtype=torch.long)  # (B, T)
-    labels = torch.full((len(rows), T), -100, dtype=torch.long)  # (B, T)
-    mask = torch.zeros((len(rows), T), dtype=torch.long)  # (B, T)
-    for b, (ids, P) in enumerate(rows):
-        input_ids[b, :len(ids)] = torch.tensor(ids)
-        labels[b, P:len(ids)] = input_ids[b, P:len(ids)]
-        mask[b, :len(ids)] = 1
-    return input_ids, mask, labels
+    return pad_sft_rows(rows, tokenizer.pad_token_id)
 
 
 def run_sft(cfg: MazeConfig, task: MazeTask, out: Path, *, progress: bool = True) -> dict:

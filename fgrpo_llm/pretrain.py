@@ -224,15 +224,22 @@ class DemonstrationStream:
                                               reverse_fraction=cfg.reverse_fraction,
                                               wrong_fraction=cfg.wrong_fraction)
             rows.append(self.encode(problem.prompt, completion))
-        T = max(len(ids) for ids, _ in rows)
-        input_ids = torch.full((len(rows), T), self.pad, dtype=torch.long)  # (B, T), right-padded
-        labels = torch.full((len(rows), T), -100, dtype=torch.long)  # (B, T)
-        mask = torch.zeros((len(rows), T), dtype=torch.long)  # (B, T)
-        for b, (ids, P) in enumerate(rows):
-            input_ids[b, :len(ids)] = torch.tensor(ids)
-            labels[b, P:len(ids)] = input_ids[b, P:len(ids)]
-            mask[b, :len(ids)] = 1
-        return input_ids, mask, labels
+        return pad_sft_rows(rows, self.pad)
+
+
+def pad_sft_rows(rows: list[tuple[list[int], int]], pad_id: int
+                 ) -> tuple[torch.LongTensor, torch.LongTensor, torch.LongTensor]:
+    """Right-pad ``(token ids, prompt length)`` rows into ``(input_ids, attention_mask, labels)``,
+    each (B, T); labels are -100 off the completion, so only completion tokens are trained."""
+    T = max(len(ids) for ids, _ in rows)
+    input_ids = torch.full((len(rows), T), pad_id, dtype=torch.long)  # (B, T), right-padded
+    labels = torch.full((len(rows), T), -100, dtype=torch.long)  # (B, T)
+    mask = torch.zeros((len(rows), T), dtype=torch.long)  # (B, T)
+    for b, (ids, P) in enumerate(rows):
+        input_ids[b, :len(ids)] = torch.tensor(ids)
+        labels[b, P:len(ids)] = input_ids[b, P:len(ids)]
+        mask[b, :len(ids)] = 1
+    return input_ids, mask, labels
 
 
 # -- training ------------------------------------------------------------------------------

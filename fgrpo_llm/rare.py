@@ -128,7 +128,7 @@ def build_rare_set(model, tokenizer, task, problems, *, num_rollouts: int = 800,
 
     Also estimates, per prompt, mu = #correct / M and tau = base frequency of E(x) (module doc).
     """
-    from fgrpo_llm.rollout import sample_completions
+    from fgrpo_llm.evaluate import sampled_chunks
 
     M = int(check_integer("num_rollouts", num_rollouts, minimum=1))
     q = float(check_probability("top_fraction", top_fraction, open_low=True))
@@ -136,47 +136,32 @@ def build_rare_set(model, tokenizer, task, problems, *, num_rollouts: int = 800,
     if not problems:
         raise ValueError("problems must not be empty")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    rows = int(batch_size) if batch_size else 512
-    per_chunk = max(1, rows // M)
-
     pool = []  # every correct rollout: (prompt_id, token ids, prompt length, text, form)
     prompts: dict[str, dict] = {}
-    starts = range(0, len(problems), per_chunk)
-    if progress:
-        from tqdm import tqdm
-
-        starts = tqdm(starts, desc="rare-set rollouts", unit="chunk", leave=False)
-    was_training = model.training
-    model.eval()
-    try:
-        for start in starts:
-            chunk = problems[start:start + per_chunk]
-            batch = sample_completions(model, tokenizer, [p.prompt for p in chunk], num_samples=M,
-                                       max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                       generator=generator, batch_size=batch_size,
-                                       autocast_dtype=autocast_dtype)
-            seq = batch.sequences.cpu()  # (B*M, L)
-            att = batch.attention_mask.cpu()  # (B*M, L)
-            comp = batch.completion_mask.cpu()  # (B*M, L)
-            for b, problem in enumerate(chunk):
-                forms = Counter()
-                num_correct = 0
-                for j in range(M):
-                    row = b * M + j
-                    text = batch.completions[row]
-                    if task.reward(problem, text) <= 0:
-                        continue
-                    num_correct += 1
-                    form = _form(task, problem, text)
-                    forms[form] += 1
-                    keep = att[row] | comp[row]
-                    ids = seq[row][keep].tolist()
-                    prompt_len = int(att[row, :batch.prompt_length].sum())
-                    pool.append((problem.id, ids, prompt_len, text, form))
-                prompts[problem.id] = {"mu": num_correct / M, "num_rollouts": M, "num_correct": num_correct,
-                                       "form_counts": {str(k): v for k, v in forms.items()}}
-    finally:
-        model.train(was_training)
+    for _, chunk, batch in sampled_chunks(model, tokenizer, problems, n=M, max_new_tokens=max_new_tokens,
+                                          temperature=temperature, top_p=top_p, generator=generator,
+                                          batch_size=batch_size, progress="rare-set rollouts" if progress else None,
+                                          autocast_dtype=autocast_dtype):
+        seq = batch.sequences.cpu()  # (B*M, L)
+        att = batch.attention_mask.cpu()  # (B*M, L)
+        comp = batch.completion_mask.cpu()  # (B*M, L)
+        for b, problem in enumerate(chunk):
+            forms = Counter()
+            num_correct = 0
+            for j in range(M):
+                row = b * M + j
+                text = batch.completions[row]
+                if task.reward(problem, text) <= 0:
+                    continue
+                num_correct += 1
+                form = _form(task, problem, text)
+                forms[form] += 1
+                keep = att[row] | comp[row]
+                ids = seq[row][keep].tolist()
+                prompt_len = int(att[row, :batch.prompt_length].sum())
+                pool.append((problem.id, ids, prompt_len, text, form))
+            prompts[problem.id] = {"mu": num_correct / M, "num_rollouts": M, "num_correct": num_correct,
+                                   "form_counts": {str(k): v for k, v in forms.items()}}
 
     nll = length_normalised_nll(model, [p[1] for p in pool], [p[2] for p in pool], pad_token_id=pad_id,
                                 batch_size=64, autocast_dtype=autocast_dtype) if pool else np.zeros(0)
