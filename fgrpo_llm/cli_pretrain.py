@@ -12,7 +12,8 @@ import argparse
 import dataclasses
 import os
 
-from fgrpo_llm.pretrain import PretrainConfig, pretrain, read_config_file
+from fgrpo_llm.config import read_config_file
+from fgrpo_llm.pretrain import PretrainConfig, pretrain
 
 
 def register(subparsers) -> None:

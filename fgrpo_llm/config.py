@@ -293,8 +293,6 @@ def load_config(path=None, **overrides) -> TrainConfig:
 
 def save_config(cfg: TrainConfig, path) -> None:
     """Write the resolved config as JSON (atomically); ``load_config`` reads it back unchanged."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(cfg.to_dict(), indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    from fgrpo_llm.tracking import atomic_write_text
+
+    atomic_write_text(path, json.dumps(cfg.to_dict(), indent=2, sort_keys=True) + "\n")

@@ -170,10 +170,9 @@ class _Clock:
 
 
 def _write_json(path: Path, data) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    tmp.replace(path)
+    from fgrpo_llm.tracking import atomic_write_text
+
+    atomic_write_text(path, json.dumps(data, indent=1, default=str))
 
 
 def _generator(device, seed: int):

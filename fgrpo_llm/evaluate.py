@@ -19,12 +19,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from fgrpo_llm.tracking import atomic_write_text
 from fgrpo_theory._validate import check_integer
 
 #: Name of the files written by :func:`write_eval_outputs`.
@@ -218,9 +218,7 @@ def write_eval_outputs(results: dict, outcomes: dict[str, np.ndarray], out_dir, 
     out.mkdir(parents=True, exist_ok=True)
     for split, matrix in outcomes.items():
         np.save(out / _outcome_file(split), np.asarray(matrix, dtype=np.int8))
-    tmp = out / (EVAL_JSON + ".tmp")
-    tmp.write_text(json.dumps(results, indent=1))
-    os.replace(tmp, out / EVAL_JSON)
+    atomic_write_text(out / EVAL_JSON, json.dumps(results, indent=1))
     with open(out / EVAL_CSV, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["split", "role", "num_problems", "k", "pass_at_k"])

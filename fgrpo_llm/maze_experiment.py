@@ -186,9 +186,9 @@ def build_task(cfg: MazeConfig) -> MazeTask:
 
 
 def _write_json(path: Path, data) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    tmp.replace(path)
+    from fgrpo_llm.tracking import atomic_write_text
+
+    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
 
 
 # -- SFT -----------------------------------------------------------------------------------------

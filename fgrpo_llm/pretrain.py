@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from fgrpo_llm.config import read_config_file  # noqa: F401  (re-exported for callers of this module)
 from fgrpo_llm.model import (autocast, build_tiny_model, count_parameters, resolve_autocast_dtype, resolve_device,
                              save_model_and_tokenizer)
 from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask, all_expressions
@@ -141,28 +142,6 @@ class PretrainConfig:
         from fgrpo_llm.config import dataclass_from_dict
 
         return dataclass_from_dict(cls, values, what="pretrain config")
-
-
-def read_config_file(path) -> dict:
-    """A JSON or YAML mapping from ``path``; FileNotFoundError / ValueError naming the path."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"config file not found: {path}")
-    text = path.read_text(encoding="utf-8", errors="replace")
-    try:
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            values = yaml.safe_load(text)
-        else:
-            values = json.loads(text)
-    except Exception as err:  # yaml.YAMLError or json.JSONDecodeError
-        raise ValueError(f"cannot parse config file {path}: {str(err).splitlines()[0]}") from err
-    if values is None:
-        values = {}
-    if not isinstance(values, dict):
-        raise ValueError(f"config file {path} must hold a mapping, got {type(values).__name__}")
-    return values
 
 
 # -- demonstrations ------------------------------------------------------------------------

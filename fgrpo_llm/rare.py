@@ -25,7 +25,6 @@ correct completion), which is what the tail-miss cross-check (``validate.py``) n
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,10 +215,9 @@ def save_rare_set(rare_set: RareSet, path) -> Path:
                              for pid, ids, pl, text, form, nll in zip(rare_set.prompt_ids, rare_set.token_ids,
                                                                      rare_set.prompt_lengths, rare_set.texts,
                                                                      rare_set.forms, rare_set.base_nll)]}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
-    return path
+    from fgrpo_llm.tracking import atomic_write_text
+
+    return atomic_write_text(path, json.dumps(data))
 
 
 def load_rare_set(path) -> RareSet:

@@ -7,7 +7,6 @@ and returns markdown text; :func:`write_report` puts the sections in one file.
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -126,13 +125,10 @@ def lr_control_section(result: dict) -> str:
 
 def write_report(path, title: str, sections: list[tuple[str, str]]) -> Path:
     """Write ``# title`` then ``## heading`` + body for each section (atomic)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from fgrpo_llm.tracking import atomic_write_text
+
     text = f"# {title}\n\n" + "\n\n".join(f"## {h}\n\n{body.strip()}" for h, body in sections) + "\n"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, text)
 
 
 # ----------------------------------------------------------------------------- the demo report

@@ -14,7 +14,18 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-__all__ = ["JsonlWriter", "MetricsLogger", "truncate_jsonl"]
+__all__ = ["JsonlWriter", "MetricsLogger", "atomic_write_text", "truncate_jsonl"]
+
+
+def atomic_write_text(path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and a rename, so a reader (or a resumed
+    run) never sees a half-written file. Creates the parent directory."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
 
 
 def _clean(value):
@@ -43,9 +54,7 @@ def truncate_jsonl(path, *, max_step: int) -> None:
     if not path.exists():
         return
     kept = [line for line in path.read_text().splitlines() if line.strip() and _step_of(line) <= max_step]
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    tmp.replace(path)
+    atomic_write_text(path, "".join(line + "\n" for line in kept))
 
 
 class JsonlWriter:
