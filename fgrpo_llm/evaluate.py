@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from fgrpo_llm.tracking import atomic_write_text
-from fgrpo_theory._validate import check_integer
+from fgrpo_theory.checks import check_integer
 
 #: Name of the files written by :func:`write_eval_outputs`.
 EVAL_JSON = "eval.json"

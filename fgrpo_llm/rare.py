@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fgrpo_theory._validate import check_integer, check_probability
+from fgrpo_theory.checks import check_integer, check_probability
 
 #: Format version of the saved artifact.
 RARE_SET_VERSION = 1

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_theory._validate import check_integer
+from fgrpo_theory.checks import check_integer
 
 #: Where the paper's numbers live relative to the repository root.
 DEFAULT_PAPER_RESULTS = Path("..") / "shared" / "reference" / "paper_results.json"

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fgrpo_theory._validate import as_float_array, check_integer, check_nonnegative
+from fgrpo_theory.checks import as_float_array, check_integer, check_nonnegative
 
 
 def softmax(z) -> np.ndarray:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_theory._validate import check_group_size, check_integer
+from fgrpo_theory.checks import check_group_size, check_integer
 
 
 def _float_list(name: str, text: str) -> np.ndarray:

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fgrpo_theory._validate import check_integer, check_probability, check_tau_le_mu
+from fgrpo_theory.checks import check_integer, check_probability, check_tau_le_mu
 
 
 class MonteCarloEstimate(NamedTuple):

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fgrpo_theory._validate import check_integer, check_probability
+from fgrpo_theory.checks import check_integer, check_probability
 
 #: Elements (problems x terms) per block of the vectorised product.
 _BLOCK = 1 << 20

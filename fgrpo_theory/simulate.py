@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_theory._validate import as_float_array, check_integer, check_nonnegative
+from fgrpo_theory.checks import as_float_array, check_integer, check_nonnegative
 from fgrpo_theory.sampling import (  # noqa: F401  (re-exported)
     BLOCK,
     GUIDE_BUCKETS,

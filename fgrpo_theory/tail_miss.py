@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fgrpo_theory._validate import (
+from fgrpo_theory.checks import (
     check_group_size,
     check_probability,
     check_tau_le_mu,

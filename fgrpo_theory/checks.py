@@ -1,4 +1,4 @@
-"""Argument checks shared by the library and the CLIs.
+"""Argument checks shared by the library and the CLIs (public: other packages import it).
 
 Every public function validates its inputs with these helpers so that bad input
 (N < 1, tau > mu, gamma < 0, NaN, an empty list) raises a ``ValueError`` that names
