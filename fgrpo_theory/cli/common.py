@@ -1,11 +1,5 @@
-"""``fgrpo-theory``: command-line entry point of the theory package.
-
-Each subcommand lives in its own module ``fgrpo_theory.cli_<name>`` that exposes
-``register(subparsers)``; the parser it adds sets ``func`` to a callable taking the
-parsed arguments and returning an exit status. A ``ValueError`` raised anywhere in a
-command (bad input) becomes one line on stderr and exit status 2, never a traceback.
-
-    fgrpo-theory tail-miss --mu 0.3 --rho 0.05,0.1,0.2 --n-max 128 --plot out.png
+"""What every subcommand of ``fgrpo-theory`` and ``fgrpo-llm`` shares: the parser, the runner that
+turns bad input into one line and exit status 2, and the list / KEY=VALUE parsers of the flags.
 """
 
 from __future__ import annotations
@@ -13,13 +7,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-
-#: Subcommand modules, in the order they appear in ``--help``.
-COMMAND_MODULES = [
-    "fgrpo_theory.cli_closed_forms",  # tail-miss, peak, pass-at-k
-    "fgrpo_theory.cli_simulate",  # simulate
-    "fgrpo_theory.cli_demo",  # demo
-]
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
@@ -56,15 +43,3 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None, *,
     except KeyboardInterrupt:
         print(f"{parser.prog}: {interrupted}", file=sys.stderr)
         return 130
-
-
-def build_parser() -> argparse.ArgumentParser:
-    return build_command_parser("fgrpo-theory", "F-GRPO theory: closed forms and simulations.", COMMAND_MODULES)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
