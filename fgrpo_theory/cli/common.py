@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import Callable
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
@@ -43,3 +44,37 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None, *,
     except KeyboardInterrupt:
         print(f"{parser.prog}: {interrupted}", file=sys.stderr)
         return 130
+
+
+def parse_list(flag: str, text: str, kind: Callable = float) -> tuple:
+    """``"2,4,8"`` -> ``(2, 4, 8)`` with each item converted by ``kind`` (int, float, str);
+    a ValueError naming ``flag`` and the text when an item does not convert or the list is empty."""
+    items = [item.strip() for item in str(text).split(",") if item.strip()]
+    try:
+        values = tuple(kind(item) for item in items)
+    except (TypeError, ValueError):
+        raise ValueError(f"{flag} must be a comma-separated list of {getattr(kind, '__name__', kind)}s, "
+                         f"got {flag}={text!r}") from None
+    if not values:
+        raise ValueError(f"{flag} must not be empty, got {flag}={text!r}")
+    return values
+
+
+def parse_key_values(items: list[str], flag: str) -> dict:
+    """``["seed=0", "path=x.jsonl"]`` -> ``{"seed": 0, "path": "x.jsonl"}``; each value is read as a
+    YAML scalar (numbers, booleans, null, strings). A ValueError names ``flag`` and the bad item."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{flag} must look like KEY=VALUE, got {flag} {item!r}")
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ValueError(f"{flag} {item!r}: the value is not a readable scalar") from None
+        if isinstance(parsed, (dict, list)):
+            raise ValueError(f"{flag} {item!r}: the value must be a scalar, not a {type(parsed).__name__}")
+        out[key.strip().replace("-", "_")] = parsed
+    return out
