@@ -293,6 +293,6 @@ def load_config(path=None, **overrides) -> TrainConfig:
 
 def save_config(cfg: TrainConfig, path) -> None:
     """Write the resolved config as JSON (atomically); ``load_config`` reads it back unchanged."""
-    from fgrpo_llm.tracking import atomic_write_text
+    from fgrpo_llm.files import atomic_write_text
 
     atomic_write_text(path, json.dumps(cfg.to_dict(), indent=2, sort_keys=True) + "\n")

@@ -170,7 +170,7 @@ class _Clock:
 
 
 def _write_json(path: Path, data) -> None:
-    from fgrpo_llm.tracking import atomic_write_text
+    from fgrpo_llm.files import atomic_write_text
 
     atomic_write_text(path, json.dumps(data, indent=1, default=str))
 

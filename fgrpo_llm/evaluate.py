@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fgrpo_llm.tracking import atomic_write_text
+from fgrpo_llm.files import atomic_write_text
 from fgrpo_theory.checks import check_integer
 
 #: Name of the files written by :func:`write_eval_outputs`.
@@ -105,7 +105,7 @@ def sample_outcomes(model, tokenizer, task, problems, *, n: int, max_new_tokens:
                                               autocast_dtype=autocast_dtype):
         for b, problem in enumerate(chunk):
             for j in range(n):
-                outcomes[start + b, j] = 1 if task.reward(problem, batch.completions[b * n + j]) > 0 else 0
+                outcomes[start + b, j] = task.is_correct(problem, batch.completions[b * n + j])
     return outcomes
 
 

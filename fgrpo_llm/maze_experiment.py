@@ -186,7 +186,7 @@ def build_task(cfg: MazeConfig) -> MazeTask:
 
 
 def _write_json(path: Path, data) -> None:
-    from fgrpo_llm.tracking import atomic_write_text
+    from fgrpo_llm.files import atomic_write_text
 
     atomic_write_text(path, json.dumps(data, indent=1) + "\n")
 

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -121,6 +119,9 @@ def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
+#: Files of which at least one marks a saved tokenizer (fast, sentencepiece or BPE vocabularies).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+
 #: Generic tokenizer classes: their ``tokenizer.json`` is the whole pipeline and is loaded as is.
 _GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
 
@@ -158,6 +159,9 @@ def load_model_and_tokenizer(path, *, device: str | torch.device | None = None):
         raise FileNotFoundError(f"checkpoint path is not a directory: {path}")
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"not a Hugging Face checkpoint (no config.json) in {path}")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise FileNotFoundError(f"no tokenizer in {path} (none of {', '.join(TOKENIZER_FILES)}); save the "
+                                f"tokenizer next to the model (tokenizer.save_pretrained)")
     resolved = resolve_device(device)
     try:
         with _quiet_hub():
@@ -172,30 +176,27 @@ def load_model_and_tokenizer(path, *, device: str | torch.device | None = None):
 
 
 def save_model_and_tokenizer(model, tokenizer, path, *, keep: tuple[str, ...] = ()) -> None:
-    """Write weights, config and tokenizer to directory ``path`` atomically.
-
-    Everything is written into a temporary sibling directory first; only a complete
-    directory is renamed into place (an existing ``path`` is renamed aside just before and
-    deleted after), so a crash never leaves a half-written checkpoint at ``path``. Files named in ``keep`` (e.g. run logs) are carried over from an
-    existing ``path`` into the new one.
+    """Write weights, config and tokenizer to directory ``path`` atomically (``files.atomic_directory``:
+    a crash never leaves a half-written checkpoint at ``path``). Files named in ``keep`` (e.g. run
+    logs) are carried over from an existing ``path`` into the new one. Non-finite weights are refused
+    (a ValueError naming the first such parameter) so that no diverged model is ever saved.
     """
+    from fgrpo_llm.files import atomic_directory
+
+    check_finite_parameters(model)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    try:
+    with atomic_directory(path) as tmp:
         with _quiet_hub():
             model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         for name in keep:
             if (path / name).is_file():
                 shutil.copy2(path / name, tmp / name)
-        old = None
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
-            os.replace(path, old / "ckpt")
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def check_finite_parameters(model) -> None:
+    """A ValueError naming the first parameter that holds NaN or inf (weights of a diverged run)."""
+    for name, p in model.named_parameters():
+        if not torch.isfinite(p).all():
+            raise ValueError(f"parameter {name} holds non-finite values (NaN or inf): the model diverged; "
+                             f"refusing to save it")

@@ -251,7 +251,8 @@ def estimate_pass_at_1(model, tokenizer, task, problems, *, num_samples: int, ma
     batch = sample_completions(model, tokenizer, [p.prompt for p in problems], num_samples=num_samples,
                                max_new_tokens=max_new_tokens, temperature=1.0, generator=generator,
                                autocast_dtype=autocast_dtype)
-    rewards = np.array([task.reward(problems[b], c) for b, c in zip(batch.prompt_index.tolist(), batch.completions)])
+    rewards = np.array([task.is_correct(problems[b], c) for b, c in zip(batch.prompt_index.tolist(), batch.completions)],
+                       dtype=np.float64)
     rewards = rewards.reshape(len(problems), num_samples)  # (B, N)
     forms = [{task.solution_form(problems[b], c) for c in batch.completions[b * num_samples:(b + 1) * num_samples]}
              - {None} for b in range(len(problems))]

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fgrpo_llm.tasks.base import solution_form
 from fgrpo_theory.checks import check_integer, check_probability
 
 #: Format version of the saved artifact.
@@ -70,14 +71,6 @@ class RareSet:
         mu = np.array([self.prompts[pid]["mu"] for pid in ids], dtype=np.float64)
         tau = np.array([self.prompts[pid]["tau"] for pid in ids], dtype=np.float64)
         return ids, mu, tau
-
-
-def _form(task, problem, completion: str) -> str | None:
-    """Canonical solution form of a correct completion; the stripped text when the task has none."""
-    fn = getattr(task, "solution_form", None)
-    if fn is None:
-        return completion.strip()
-    return fn(problem, completion)
 
 
 @torch.no_grad()
@@ -150,10 +143,10 @@ def build_rare_set(model, tokenizer, task, problems, *, num_rollouts: int = 800,
             for j in range(M):
                 row = b * M + j
                 text = batch.completions[row]
-                if task.reward(problem, text) <= 0:
+                if not task.is_correct(problem, text):
                     continue
                 num_correct += 1
-                form = _form(task, problem, text)
+                form = solution_form(task, problem, text)
                 forms[form] += 1
                 keep = att[row] | comp[row]
                 ids = seq[row][keep].tolist()
@@ -215,7 +208,7 @@ def save_rare_set(rare_set: RareSet, path) -> Path:
                              for pid, ids, pl, text, form, nll in zip(rare_set.prompt_ids, rare_set.token_ids,
                                                                      rare_set.prompt_lengths, rare_set.texts,
                                                                      rare_set.forms, rare_set.base_nll)]}
-    from fgrpo_llm.tracking import atomic_write_text
+    from fgrpo_llm.files import atomic_write_text
 
     return atomic_write_text(path, json.dumps(data))
 

@@ -125,7 +125,7 @@ def lr_control_section(result: dict) -> str:
 
 def write_report(path, title: str, sections: list[tuple[str, str]]) -> Path:
     """Write ``# title`` then ``## heading`` + body for each section (atomic)."""
-    from fgrpo_llm.tracking import atomic_write_text
+    from fgrpo_llm.files import atomic_write_text
 
     text = f"# {title}\n\n" + "\n\n".join(f"## {h}\n\n{body.strip()}" for h, body in sections) + "\n"
     return atomic_write_text(path, text)

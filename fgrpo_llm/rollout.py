@@ -20,11 +20,12 @@ Dimension letters: ``B`` prompts, ``N`` group size, ``M = B*N`` sequences, ``P``
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 from dataclasses import dataclass
 
 import torch
+
+from fgrpo_llm.model import autocast
 
 __all__ = ["RolloutBatch", "sample_completions", "token_logprobs", "token_logprobs_and_entropy",
            "filter_logits", "position_ids_from_mask", "concat_rollouts", "logit_temperature"]
@@ -103,12 +104,6 @@ def _cache_of(output):
     return output["cache"] if "cache" in output else output["past_key_values"]
 
 
-def _autocast(device: torch.device, dtype: torch.dtype | None):
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
 def _encode_prompts(tokenizer, prompts: list[str], pad_id: int) -> tuple[torch.LongTensor, torch.BoolTensor]:
     """Tokenize and left-pad: (B, P) ids and (B, P) mask."""
     ids = [tokenizer(p)["input_ids"] for p in prompts]
@@ -134,7 +129,7 @@ def _generate_chunk(model, prompt_ids, prompt_mask, *, max_new_tokens, temperatu
     pos = position_ids_from_mask(attn)  # (M, P)
     tokens, logps, alive_cols = [], [], []
     alive = torch.ones(M, dtype=torch.bool, device=device)  # (M,) not yet past EOS
-    with _autocast(device, autocast_dtype):
+    with autocast(device, autocast_dtype):
         out = model(input_ids=prompt_ids, attention_mask=attn, position_ids=pos, use_cache=True)
     cache, logits = _cache_of(out), out["logits"][:, -1, :].float()  # (M, V)
     next_pos = pos[:, -1:] + 1  # (M, 1)
@@ -155,7 +150,7 @@ def _generate_chunk(model, prompt_ids, prompt_mask, *, max_new_tokens, temperatu
         if not alive.any() or t == max_new_tokens - 1:  # no forward pass for a token never sampled
             break
         attn = torch.cat([attn, alive[:, None].long()], dim=1)
-        with _autocast(device, autocast_dtype):
+        with autocast(device, autocast_dtype):
             out = model(input_ids=token[:, None], attention_mask=attn, position_ids=next_pos,
                         use_cache=True, **{cache_kw: cache})
         cache, logits = _cache_of(out), out["logits"][:, -1, :].float()
@@ -250,7 +245,7 @@ def token_logprobs_and_entropy(model, sequences: torch.LongTensor, attention_mas
     entropy does not keep an extra (M, L, V) tensor alive through the backward pass.
     Positions are counted over attended tokens, as in the sampler.
     """
-    with _autocast(sequences.device, autocast_dtype):
+    with autocast(sequences.device, autocast_dtype):
         logits = model(input_ids=sequences, attention_mask=attention_mask.long(),
                        position_ids=position_ids_from_mask(attention_mask))["logits"]
     logits = logits[:, :-1, :].float() / logit_temperature(temperature)  # (M, L-1, V) predicts columns 1..L-1

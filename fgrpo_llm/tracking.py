@@ -14,18 +14,9 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-__all__ = ["JsonlWriter", "MetricsLogger", "atomic_write_text", "truncate_jsonl"]
+from fgrpo_llm.files import atomic_write_text
 
-
-def atomic_write_text(path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename, so a reader (or a resumed
-    run) never sees a half-written file. Creates the parent directory."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return path
+__all__ = ["JsonlWriter", "MetricsLogger", "truncate_jsonl"]
 
 
 def _clean(value):

@@ -9,9 +9,10 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
-from fgrpo_llm.tasks.base import Problem, Task, check_split
+from fgrpo_llm.tasks.base import Problem, Task, check_split, check_task, solution_form
 
-__all__ = ["Problem", "Task", "check_split", "get_task", "register_task", "task_names"]
+__all__ = ["Problem", "Task", "check_split", "check_task", "solution_form", "get_task", "register_task",
+           "task_names"]
 
 #: name -> "module:factory" of the built-in tasks; factories take keyword arguments only.
 _BUILTIN = {

@@ -1,10 +1,13 @@
-"""The task protocol: prompts, a verifiable reward, and an optional solution form.
+"""The task protocol: prompts, a verifier, a reward, and an optional solution form.
 
 A task is a small object (nanochat ``tasks/``): ``problems(split)`` lists the prompts,
-``reward(problem, completion)`` returns the binary verifier reward R in {1, 0} of SPEC §1
-(R_c = 1, R_w = 0), and ``solution_form`` names which correct solution a completion is,
-so the rare-mode logging can count how often each form is sampled. A verifier never
-raises on model output: malformed text is simply wrong (reward 0).
+``is_correct(problem, completion)`` is the verifier, the one definition of "correct" that the
+trainer (X, mu_hat = X/N, the focal weight), pass@k, the rare-correct set and the tail-miss
+check all ask; ``reward(problem, completion)`` is the training reward (the paper's binary
+reward: 1 when correct, 0 otherwise; a task may shape it, correctness stays ``is_correct``);
+``solution_form`` names which correct solution a completion is, so the rare-mode logging can
+count how often each form is sampled. A verifier never raises on model output: malformed text is
+simply wrong.
 """
 
 from __future__ import annotations
@@ -40,8 +43,12 @@ class Task(Protocol):
         """The problems of ``split`` (a fixed list, same order every call)."""
         ...
 
+    def is_correct(self, problem: Problem, completion: str) -> bool:
+        """True when ``completion`` solves ``problem``; never raises on bad text."""
+        ...
+
     def reward(self, problem: Problem, completion: str) -> float:
-        """1.0 when ``completion`` solves ``problem``, else 0.0; never raises on bad text."""
+        """The training reward of ``completion`` (binary tasks: 1.0 if correct, else 0.0)."""
         ...
 
     def solution_form(self, problem: Problem, completion: str) -> str | None:
@@ -54,3 +61,30 @@ def check_split(task, split: str) -> str:
     if split not in task.splits:
         raise ValueError(f"unknown split {split!r} for task {task.name!r}; choose from {list(task.splits)}")
     return split
+
+
+#: Methods every task must have (``solution_form`` is optional: see :func:`solution_form`).
+REQUIRED_METHODS = ("problems", "is_correct", "reward")
+
+
+def check_task(task) -> None:
+    """A TypeError naming what is missing when ``task`` does not follow the protocol."""
+    missing = [m for m in REQUIRED_METHODS if not callable(getattr(task, m, None))]
+    missing += [a for a in ("name", "splits") if not hasattr(task, a)]
+    if missing:
+        raise TypeError(f"task {getattr(task, 'name', type(task).__name__)!r} lacks {missing}; a task needs "
+                        f"name, splits, problems(split), is_correct(problem, completion) and "
+                        f"reward(problem, completion)")
+
+
+def solution_form(task, problem: Problem, completion: str) -> str | None:
+    """The form of a *correct* completion: the task's ``solution_form`` when it has one, else the
+    stripped completion text; None for a wrong completion.
+
+    The one rule used by the trainer's group log, the rare-correct set and the tail-miss check,
+    so that a rare form found in the base's samples is recognised in training groups.
+    """
+    if not task.is_correct(problem, completion):
+        return None
+    fn = getattr(task, "solution_form", None)
+    return completion.strip() if fn is None else fn(problem, completion)

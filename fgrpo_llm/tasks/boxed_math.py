@@ -229,9 +229,13 @@ class BoxedMathTask:
         got = normalize_answer(boxed)
         return got if got and got == normalize_answer(problem.answer) else None
 
-    def reward(self, problem: Problem, completion: str) -> float:
-        """1.0 when the last ``\\boxed{}`` matches the reference answer, else 0.0 (never raises)."""
+    def is_correct(self, problem: Problem, completion: str) -> bool:
+        """True when the last ``\\boxed{}`` matches the reference answer (never raises)."""
         try:
-            return 1.0 if self.solution_form(problem, completion) is not None else 0.0
+            return self.solution_form(problem, completion) is not None
         except (ValueError, TypeError, ZeroDivisionError, OverflowError):
-            return 0.0
+            return False
+
+    def reward(self, problem: Problem, completion: str) -> float:
+        """1.0 when correct, else 0.0."""
+        return 1.0 if self.is_correct(problem, completion) else 0.0

@@ -224,6 +224,10 @@ class CountdownTask:
             return None
         return parsed.canonical
 
+    def is_correct(self, problem: Problem, completion: str) -> bool:
+        """True if ``completion`` is a correct expression for ``problem`` (never raises)."""
+        return self.solution_form(problem, completion) is not None
+
     def reward(self, problem: Problem, completion: str) -> float:
-        """1.0 if ``completion`` is a correct expression for ``problem``, else 0.0 (never raises)."""
-        return 1.0 if self.solution_form(problem, completion) is not None else 0.0
+        """1.0 if ``completion`` is correct, else 0.0."""
+        return 1.0 if self.is_correct(problem, completion) else 0.0

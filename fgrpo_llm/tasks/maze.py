@@ -246,10 +246,14 @@ class MazeTask:
         """The one correct completion (the SFT target): the solution moves, then ``END``."""
         return f"{problem.answer} {END}"
 
+    def is_correct(self, problem: Problem, completion: str) -> bool:
+        """True iff the completion's tokens are exactly the unique solution path followed by ``END``."""
+        return isinstance(completion, str) and completion.split() == self.target(problem).split()
+
     def reward(self, problem: Problem, completion: str) -> float:
-        """1.0 iff the completion's tokens are exactly the unique solution path followed by ``END``."""
-        return 1.0 if completion.split() == self.target(problem).split() else 0.0
+        """1.0 if correct, else 0.0."""
+        return 1.0 if self.is_correct(problem, completion) else 0.0
 
     def solution_form(self, problem: Problem, completion: str) -> str | None:
         """The path itself (there is one correct form per maze), or None when wrong."""
-        return problem.answer if self.reward(problem, completion) == 1.0 else None
+        return problem.answer if self.is_correct(problem, completion) else None

@@ -19,8 +19,11 @@ class ToyTask:
     def problems(self, split: str) -> list[Problem]:
         return list(self._problems)
 
+    def is_correct(self, problem: Problem, completion: str) -> bool:
+        return completion.startswith(problem.answer)
+
     def reward(self, problem: Problem, completion: str) -> float:
-        return 1.0 if completion.startswith(problem.answer) else 0.0
+        return 1.0 if self.is_correct(problem, completion) else 0.0
 
     def solution_form(self, problem: Problem, completion: str) -> str | None:
-        return completion[:2] if self.reward(problem, completion) > 0 else None
+        return completion[:2] if self.is_correct(problem, completion) else None

@@ -60,8 +60,11 @@ class PrefixTask:
     def problems(self, split):
         return list(self._problems[split])
 
+    def is_correct(self, problem, completion):
+        return completion[:1].isdigit()
+
     def reward(self, problem, completion):
-        return 1.0 if completion[:1].isdigit() else 0.0
+        return 1.0 if self.is_correct(problem, completion) else 0.0
 
 
 @pytest.fixture

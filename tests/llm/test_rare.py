@@ -29,11 +29,14 @@ class FirstCharTask:
     def problems(self, split):
         return list(self._problems)
 
+    def is_correct(self, problem, completion):
+        return completion[:1].isdigit()
+
     def reward(self, problem, completion):
-        return 1.0 if completion[:1].isdigit() else 0.0
+        return 1.0 if self.is_correct(problem, completion) else 0.0
 
     def solution_form(self, problem, completion):
-        return completion[:2] if self.reward(problem, completion) else None
+        return completion[:2] if self.is_correct(problem, completion) else None
 
 
 @pytest.fixture

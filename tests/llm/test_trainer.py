@@ -210,8 +210,8 @@ def test_resume_survives_a_metrics_line_torn_by_a_crash(base_dir, tmp_path):
 
 
 class _AlwaysRight(ToyTask):
-    def reward(self, problem, completion):
-        return 1.0
+    def is_correct(self, problem, completion):
+        return True
 
 
 @pytest.mark.parametrize("algo", ["grpo", "cispo"])

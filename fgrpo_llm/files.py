@@ -1,0 +1,130 @@
+"""Files that are never half-written, and JSON that any parser reads.
+
+- :func:`atomic_write_text`: a text file through a temporary sibling and a rename.
+- :func:`atomic_directory`: a directory built under a temporary name and renamed into place only
+  when complete (checkpoints, saved models), replacing an existing one; a crash leaves either the
+  old directory or the new one, plus at worst a ``.NAME.tmp-*`` sibling that
+  :func:`remove_stale_temporaries` deletes.
+- :func:`read_jsonl`: one dict per line, with clear errors naming the file and line.
+- :func:`strict_json`: ``json.dumps`` that writes NaN / Infinity as ``null`` (strict JSON).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+__all__ = ["atomic_write_text", "atomic_directory", "remove_stale_temporaries", "read_jsonl", "strict_json",
+           "finite_or_none"]
+
+
+def atomic_write_text(path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and a rename, so a reader (or a resumed
+    run) never sees a half-written file. Creates the parent directory."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+    return path
+
+
+def _temporary_prefix(path: Path) -> str:
+    return f".{path.name}.tmp-"
+
+
+@contextlib.contextmanager
+def atomic_directory(path):
+    """``with atomic_directory(p) as tmp: <write files into tmp>``; on success ``tmp`` becomes ``p``.
+
+    An existing ``p`` is moved aside just before the rename and deleted after it; on an exception
+    the temporary directory is removed and ``p`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=_temporary_prefix(path), dir=path.parent))
+    try:
+        yield tmp
+        old = None
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=_temporary_prefix(path), dir=path.parent)) / "old"
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old is not None:
+            shutil.rmtree(old.parent, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove_stale_temporaries(directory) -> list[Path]:
+    """Delete the ``.NAME.tmp-*`` leftovers of :func:`atomic_directory` / :func:`atomic_write_text`
+    that a killed process left in ``directory``; returns what was removed."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    removed = []
+    for child in directory.iterdir():
+        if child.name.startswith(".") and ".tmp-" in child.name and child.is_dir():
+            shutil.rmtree(child, ignore_errors=True)
+            removed.append(child)
+        elif child.name.endswith(".tmp") and child.is_file():
+            child.unlink(missing_ok=True)
+            removed.append(child)
+    return removed
+
+
+def read_jsonl(path, *, what: str = "JSON lines file") -> list[dict]:
+    """One dict per non-empty line of ``path``.
+
+    FileNotFoundError for a missing file; ValueError naming the file and line for a line that is
+    not a JSON object (including one nested too deeply to parse).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} not found: {path}")
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for i, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{i} is not JSON ({err.msg})") from None
+            except RecursionError:
+                raise ValueError(f"{path}:{i} is nested too deeply to read") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{i} must be a JSON object, got {type(row).__name__}")
+            rows.append(row)
+    return rows
+
+
+def finite_or_none(value):
+    """``value`` with every non-finite float (NaN, inf), at any depth of dicts / lists / tuples,
+    replaced by None; numpy and torch scalars become Python numbers."""
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(v) for v in value]
+    if hasattr(value, "tolist"):
+        return finite_or_none(value.tolist())
+    return value
+
+
+def strict_json(data, **kwargs) -> str:
+    """``json.dumps`` of ``data`` with NaN / Infinity written as null, so every JSON parser reads it."""
+    return json.dumps(finite_or_none(data), allow_nan=False, **kwargs)
