@@ -1,4 +1,5 @@
-"""Boxed math: extraction (nested braces), normalisation, data preparation, bad-row counting."""
+"""Boxed math: extraction (nested braces), math-verify equivalence, data preparation, bad-row counting,
+hostile completions (never raise, never hang, any thread), the TRL and verl reward exports."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 
 from fgrpo_llm.tasks import get_task
 from fgrpo_llm.tasks.base import Problem
-from fgrpo_llm.tasks.boxed_math import (SYSTEM_PROMPT, BoxedMathTask, last_boxed, load_boxed_problems,
-                                        normalize_answer)
+from fgrpo_llm.tasks.boxed_math import (MAX_ANSWER_CHARS, SYSTEM_PROMPT, VERIFIER_STATS, BoxedMathTask,
+                                        answers_equivalent, compute_score, last_boxed, load_boxed_problems,
+                                        trl_reward)
 from fgrpo_llm.tokenizer import PRINTABLE_ALPHABET, build_char_tokenizer
 
 
@@ -27,15 +29,16 @@ def test_last_boxed(text, boxed):
 
 
 @pytest.mark.parametrize("a, b", [("\\dfrac{1}{2}", "0.5"), ("1/2", "\\frac{1}{2}"), ("1,000", "1000"),
-                                  (" $ 3 $ ", "3"), ("\\left( 1, 2 \\right)", "(1,2)"), ("5.", "5"),
-                                  ("2.50", "5/2"), ("\\text{east}", "east"), ("90^\\circ", "90")])
-def test_normalisation_makes_equal(a, b):
-    assert normalize_answer(a) == normalize_answer(b)
+                                  (" $ 3 $ ", "3"), ("\\left( 1, 2 \\right)", "(1,2)"), ("2.50", "5/2"),
+                                  ("\\text{east}", "east"), ("90^\\circ", "90"), ("\\sqrt{2}", "2^{1/2}")])
+def test_math_verify_makes_equal(a, b):
+    assert answers_equivalent(a, b) and answers_equivalent(b, a)
 
 
-@pytest.mark.parametrize("a, b", [("1/2", "1/3"), ("12", "1,2"), ("x+1", "x-1"), ("-3", "3")])
-def test_normalisation_keeps_different_answers_apart(a, b):
-    assert normalize_answer(a) != normalize_answer(b)
+@pytest.mark.parametrize("a, b", [("1/2", "1/3"), ("12", "1,2"), ("x+1", "x-1"), ("-3", "3"), ("2", ""),
+                                  ("2", None)])
+def test_math_verify_keeps_different_answers_apart(a, b):
+    assert not answers_equivalent(a, b)
 
 
 def _task(llm_data_dir, **kwargs):
@@ -77,7 +80,7 @@ def test_reward_matches_last_boxed_answer(llm_data_dir):
     assert task.reward(half, "the answer is 1/2") == 0.0  # not boxed
     assert task.reward(half, "\\boxed{}") == 0.0
     assert task.reward(half, None) == 0.0
-    assert task.solution_form(half, "\\boxed{1/2}") == "1/2"
+    assert task.solution_form(half, "\\boxed{ 1/2 }") == "1/2"  # the form: no spaces
     assert task.solution_form(half, "\\boxed{3}") is None
     sets = task.problems("train")[3]
     assert task.reward(sets, "\\boxed{\\{1, 2\\}}") == 1.0
@@ -104,3 +107,88 @@ def test_registry_and_splits(llm_data_dir):
     assert task.splits == ("train",) and isinstance(task.problems("train")[0], Problem)
     with pytest.raises(ValueError, match="test"):
         task.problems("test")
+
+
+def _write_rows(path, lines):
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_hostile_answers_are_bad_rows_not_a_rejected_file(tmp_path):
+    path = _write_rows(tmp_path / "hostile.jsonl", [
+        json.dumps({"problem": "fine", "answer": "7"}),
+        '{"problem": "huge integer", "answer": ' + "9" * 5000 + "}",  # json.loads alone raises on this
+        json.dumps({"problem": "huge string", "answer": "9" * 5000}),
+        '{"problem": "nan", "answer": NaN}',
+        '{"problem": "inf", "answer": Infinity}',
+        '{"problem": "minus inf", "answer": -Infinity}',
+        '{"problem": "overflowing float", "answer": 1e999}',
+        '[' * 100_000,  # nested too deeply for the JSON parser
+    ])
+    with pytest.warns(UserWarning, match="7 bad rows"):
+        problems, stats = load_boxed_problems(path, "train")
+    assert [p.meta["problem"] for p in problems] == ["fine"]
+    assert (stats.bad_answers, stats.invalid_json, stats.kept) == (6, 1, 1)
+    assert len("9" * 5000) > MAX_ANSWER_CHARS
+
+
+def test_equivalent_duplicates_are_not_conflicts(tmp_path):
+    path = _write_rows(tmp_path / "dups.jsonl", [json.dumps({"problem": "half", "answer": "\\frac{1}{2}"}),
+                                                 json.dumps({"problem": "half", "answer": "0.5"}),
+                                                 json.dumps({"problem": "two", "answer": "2"}),
+                                                 json.dumps({"problem": "two", "answer": "3"})])
+    problems, stats = load_boxed_problems(path, "train")
+    assert [p.meta["problem"] for p in problems] == ["half"]
+    assert (stats.duplicates, stats.conflicting) == (1, 2)
+
+
+HOSTILE_COMPLETIONS = [
+    "\\boxed{9^{9^{9^{9}}}}",  # a power tower: sympy would compute it for ever
+    "\\boxed{" + "(" * 3000 + "}",
+    "\\boxed{" + "\\frac{" * 200 + "1" + "}{2}" * 200 + "}",
+    "\\boxed{" + "x" * (MAX_ANSWER_CHARS + 1) + "}",
+    "\\boxed{\\\\\\}", "\\boxed{\x00\ud800}", "\\boxed{" * 500, 12345, b"\\boxed{1}", ["\\boxed{1}"],
+]
+
+
+def test_hostile_completions_never_raise_and_never_hang(llm_data_dir):
+    task = _task(llm_data_dir)
+    one = Problem(id="x", prompt="", answer="1", split="train")
+    before = VERIFIER_STATS["timeouts"]
+    import fgrpo_llm.tasks.boxed_math as bm
+
+    old, bm.VERIFY_TIMEOUT_S = bm.VERIFY_TIMEOUT_S, 1.0
+    try:
+        for completion in HOSTILE_COMPLETIONS:
+            assert task.reward(one, completion) == 0.0
+            assert task.is_correct(one, completion) is False
+    finally:
+        bm.VERIFY_TIMEOUT_S = old
+    # the helper process survives (or is restarted after) a kill: the next answer is scored again
+    assert task.reward(one, "so \\boxed{\\frac{2}{2}}") == 1.0
+    assert VERIFIER_STATS["timeouts"] >= before
+
+
+def test_power_tower_is_stopped_by_the_hard_timeout():
+    before = VERIFIER_STATS["timeouts"]
+    assert answers_equivalent("1", "9^{9^{9^{9^{9}}}}", timeout=0.5) is False
+    assert VERIFIER_STATS["timeouts"] == before + 1
+    assert answers_equivalent("1", "\\frac{3}{3}")  # restarted
+
+
+def test_verifier_works_in_worker_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    pairs = [("\\frac{1}{2}", "0.5"), ("2", "3"), ("1000", "1,000"), ("x+1", "1+x")] * 3
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(lambda ab: answers_equivalent(*ab), pairs))
+    assert got == [True, False, True, True] * 3
+
+
+def test_trl_reward_and_verl_compute_score_are_the_task_reward():
+    completions = ["\\boxed{0.5}", [{"role": "assistant", "content": "so \\boxed{\\frac{1}{2}}"}], "\\boxed{2}",
+                   "no box", None]
+    assert trl_reward(completions, answer=["1/2"] * 5, prompts=None) == [1.0, 1.0, 0.0, 0.0, 0.0]
+    assert compute_score("math", "we get \\boxed{1,000}", "1000", extra_info={"index": 3}) == 1.0
+    assert compute_score("math", "\\boxed{999}", "1000") == 0.0
+    assert compute_score("math", None, None) == 0.0
