@@ -1,17 +1,19 @@
-"""Group-relative advantages and the focal weight, in torch (SPEC.md §2, paper Eq. 11-13).
+"""Group-relative advantages and the focal weight, in torch (paper Section 2, Eq. 11-13).
 
 Rewards arrive as a (B, N) tensor: B prompts, N rollouts per prompt (the group). The numpy
 functions of ``fgrpo_theory.advantages`` / ``fgrpo_theory.focal`` are the reference these are
 tested against.
 
 - GRPO:        A_i = (R_i - mean_j R_j) / (std_j R_j + eps)
-- mean-centred: A_i = R_i - mean_j R_j (no std, as in the categorical simulation, SPEC §4)
+- mean-centred: A_i = R_i - mean_j R_j (no std, as in the categorical simulation, paper Section 5.1)
 - focal:       g = (1 - mu_hat)^gamma with mu_hat = X/N = (mean R - R_w) / (R_c - R_w), one scalar
                per group from the current group's raw outcomes only; A_i^F = g * A_i.
                gamma = 0 gives g = 1 (the base method exactly).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -20,18 +22,45 @@ __all__ = ["grpo_advantages", "mean_centred_advantages", "group_success_rate", "
 STD_CONVENTIONS = ("bessel", "population", "none")
 
 
+def _check_scalar(name: str, value, *, minimum: float | None = None) -> float:
+    """A finite real number (not a bool) as a Python float, optionally >= ``minimum``."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_complex:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {name}={value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {name}={value}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum:g}, got {name}={value}")
+    return value
+
+
 def _check_rewards(rewards: torch.Tensor) -> torch.Tensor:
+    if not isinstance(rewards, torch.Tensor):
+        raise TypeError(f"rewards must be a torch.Tensor of shape (B, N), got {type(rewards).__name__}")
+    if rewards.dtype == torch.bool or rewards.is_complex():
+        raise TypeError(f"rewards must be real numbers, got dtype {rewards.dtype}")
     if rewards.ndim != 2 or rewards.shape[1] < 1 or rewards.shape[0] < 1:
         raise ValueError(f"rewards must have shape (B, N) with B, N >= 1, got shape {tuple(rewards.shape)}")
-    if torch.isnan(rewards).any():
-        raise ValueError("rewards must not contain NaN")
-    return rewards.float() if not rewards.is_floating_point() else rewards
+    R = rewards.float() if not rewards.is_floating_point() else rewards
+    bad = ~torch.isfinite(R)
+    if bad.any():
+        raise ValueError(f"rewards must be finite, got rewards={R[bad][0].item()}")
+    return R
+
+
+def _constant_groups(R: torch.Tensor) -> torch.Tensor:
+    """True for each group whose rewards are all equal, (B, N) -> (B, 1): exactly, by max == min,
+    never by a std that rounding leaves a hair above 0 (eight float32 rewards of 0.7)."""
+    return R.amax(dim=1, keepdim=True) == R.amin(dim=1, keepdim=True)
 
 
 def mean_centred_advantages(rewards: torch.Tensor) -> torch.Tensor:
-    """A_i = R_i - mean_j R_j per group. (B, N) -> (B, N)."""
+    """A_i = R_i - mean_j R_j per group, exactly 0 in a group of equal rewards. (B, N) -> (B, N)."""
     R = _check_rewards(rewards)
-    return R - R.mean(dim=1, keepdim=True)
+    A = R - R.mean(dim=1, keepdim=True)  # (B, N)
+    return torch.where(_constant_groups(R), torch.zeros_like(A), A)
 
 
 def grpo_advantages(rewards: torch.Tensor, *, std: str = "bessel", eps: float = 1e-6) -> torch.Tensor:
@@ -39,39 +68,50 @@ def grpo_advantages(rewards: torch.Tensor, *, std: str = "bessel", eps: float = 
 
     ``std``: "bessel" (divide by N - 1, as TRL and verl; needs N >= 2),
     "population" (divide by N) or "none" (mean-centred only). ``eps`` (>= 0) is added to the std;
-    verl uses 1e-6 (the default here), TRL 1e-4. A group whose rewards are all equal gets A = 0.
+    verl uses 1e-6 (the default here), TRL 1e-4. A group whose rewards are all equal gets A = 0
+    exactly (detected by max == min).
     """
-    if std not in STD_CONVENTIONS:
+    if not isinstance(std, str) or std not in STD_CONVENTIONS:
         raise ValueError(f"std must be one of {STD_CONVENTIONS}, got std={std!r}")
-    if not eps >= 0:
-        raise ValueError(f"eps must be >= 0, got eps={eps}")
-    A = mean_centred_advantages(rewards)  # (B, N)
+    eps = _check_scalar("eps", eps, minimum=0.0)
+    A = mean_centred_advantages(rewards)  # (B, N), 0 in constant groups
     if std == "none":
         return A
     N = A.shape[1]
     if std == "bessel" and N < 2:
         raise ValueError(f"the Bessel std needs a group of N >= 2, got N={N}")
     sigma = A.pow(2).sum(dim=1, keepdim=True).div(N - 1 if std == "bessel" else N).sqrt()  # (B, 1)
-    # An all-equal group has A = 0 exactly, so 0 / (0 + eps) = 0; guard eps = 0 too.
+    # A constant group has A = 0 exactly and sigma = 0: guard 0 / 0 when eps = 0.
     return torch.where(sigma > 0, A / (sigma + eps), torch.zeros_like(A))
 
 
 def group_success_rate(rewards: torch.Tensor, *, reward_correct: float = 1.0,
                        reward_wrong: float = 0.0) -> torch.Tensor:
     """mu_hat = X/N = (mean_j R_j - R_w) / (R_c - R_w) per group, clipped to [0, 1]. (B, N) -> (B,)."""
+    reward_correct = _check_scalar("reward_correct", reward_correct)
+    reward_wrong = _check_scalar("reward_wrong", reward_wrong)
     if not reward_correct > reward_wrong:
-        raise ValueError(f"reward_correct must exceed reward_wrong, got {reward_correct} <= {reward_wrong}")
+        raise ValueError(f"reward_correct must exceed reward_wrong, got reward_correct={reward_correct} "
+                         f"<= reward_wrong={reward_wrong}")
     R = _check_rewards(rewards)
     return ((R.mean(dim=1) - reward_wrong) / (reward_correct - reward_wrong)).clamp(0.0, 1.0)
 
 
 def focal_weight(mu_hat: torch.Tensor, *, gamma: float) -> torch.Tensor:
-    """g = (1 - mu_hat)^gamma (Eq. 11), elementwise; gamma = 0 gives exactly 1 (also at mu_hat = 1)."""
-    if not gamma >= 0:
-        raise ValueError(f"gamma must be >= 0, got gamma={gamma}")
+    """g = (1 - mu_hat)^gamma (Eq. 11), elementwise; gamma = 0 gives exactly 1 (also at mu_hat = 1).
+
+    ``mu_hat`` is a tensor of success rates in [0, 1] (NaN or values outside are an error)."""
+    gamma = _check_scalar("gamma", gamma, minimum=0.0)
+    if not isinstance(mu_hat, torch.Tensor):
+        raise TypeError(f"mu_hat must be a torch.Tensor, got {type(mu_hat).__name__}")
+    if mu_hat.dtype == torch.bool or mu_hat.is_complex():
+        raise TypeError(f"mu_hat must be real numbers, got dtype {mu_hat.dtype}")
+    bad = ~((mu_hat >= 0) & (mu_hat <= 1))
+    if bad.any():
+        raise ValueError(f"mu_hat must lie in [0, 1], got mu_hat={mu_hat[bad][0].item()}")
     if gamma == 0:
         return torch.ones_like(mu_hat)
-    return (1.0 - mu_hat).clamp(min=0.0).pow(gamma)
+    return (1.0 - mu_hat).pow(gamma)
 
 
 def focal_advantages(rewards: torch.Tensor, *, gamma: float, reward_correct: float = 1.0,

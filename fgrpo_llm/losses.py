@@ -1,4 +1,5 @@
-"""Policy losses of GRPO, DAPO and CISPO, with token-mean aggregation (SPEC.md §6).
+"""Policy losses of GRPO, DAPO and CISPO, with token-mean aggregation (paper Section 5.2-5.3;
+DAPO: Yu et al. 2025; CISPO: MiniMax-M1, 2025).
 
 Every loss is a pure function ``(logprobs, old_logprobs, advantages, mask) -> (loss, metrics)``:
 

@@ -1,10 +1,10 @@
-"""Group-relative advantages: the numpy reference (SPEC.md §2; paper Eq. 2 and Eq. 11-13).
+"""Group-relative advantages: the numpy reference (paper Section 2 and Eq. 11-13).
 
 The torch code in ``fgrpo_llm`` is tested against these functions. Rewards have shape (..., N):
 the last axis is the group of N rollouts of one prompt, leading axes are prompts.
 
     GRPO z-score      A_i = (R_i - mean_j R_j) / (std_j R_j + eps)
-    mean-centred      A_i = R_i - mean_j R_j                    (categorical simulation, §4)
+    mean-centred      A_i = R_i - mean_j R_j        (categorical simulation, paper Section 5.1)
     focal (F-GRPO)    A_i^F = g * A_i^GRPO,  g = (1 - mu_hat)^gamma,
                       mu_hat = (mean_j R_j - R_w) / (R_c - R_w)
 
@@ -12,6 +12,8 @@ The std convention and eps are explicit, because implementations differ:
 TRL uses the Bessel-corrected std (divide by N - 1) with eps = 1e-4; verl uses Bessel with
 eps = 1e-6 (``TRL_CONVENTION`` / ``VERL_CONVENTION`` below, usable as ``**TRL_CONVENTION``).
 The population std (divide by N) is the convention of the paper's Fig. 4 magnitudes.
+A group of equal rewards gets A = 0 exactly: it is detected by max == min, not by a std that
+rounding leaves a hair above zero.
 
     >>> import numpy as np
     >>> grpo_advantages(np.array([1.0, 0.0, 0.0, 0.0]), std="population", eps=0.0)
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fgrpo_theory.checks import as_float_array, check_nonnegative
+from fgrpo_theory.checks import as_float_array, check_real_scalar
 from fgrpo_theory.focal import focal_weight
 
 #: TRL's GRPOTrainer: Bessel-corrected std, eps = 1e-4.
@@ -42,38 +44,64 @@ def _rewards(rewards) -> np.ndarray:
     return R
 
 
+def _constant_groups(R: np.ndarray) -> np.ndarray:
+    """True for each group whose rewards are all equal, shape (..., 1): decided exactly by
+    max == min, never by a std that rounding leaves a hair above 0 (eight rewards of 0.7)."""
+    return R.max(axis=-1, keepdims=True) == R.min(axis=-1, keepdims=True)
+
+
+def _check_std_eps(std, eps) -> float:
+    if not isinstance(std, str) or std not in _STD_DDOF:
+        raise ValueError(f"std must be 'bessel' or 'population', got std={std!r}")
+    eps = check_real_scalar("eps", eps)
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got eps={eps}")
+    return eps
+
+
 def mean_centred_advantages(rewards) -> np.ndarray:
-    """A_i = R_i - mean_j R_j over the last axis (shape (..., N) in and out)."""
+    """A_i = R_i - mean_j R_j over the last axis (shape (..., N) in and out); exactly 0 in a
+    group of equal rewards."""
     R = _rewards(rewards)
-    return R - R.mean(axis=-1, keepdims=True)
+    constant = _constant_groups(R)  # (..., 1)
+    s = np.where(constant, 1.0, np.abs(R).max(axis=-1, keepdims=True))  # (..., 1), > 0
+    mean = s * (R / s).mean(axis=-1, keepdims=True)  # no overflow in the sum
+    return np.where(constant, 0.0, R - mean)
 
 
 def grpo_advantages(rewards, *, std: str, eps: float) -> np.ndarray:
     """A_i = (R_i - mean_j R_j) / (std_j R_j + eps) over the last axis (shape (..., N)).
 
+    A group whose rewards are all equal gets A = 0 exactly (any eps, any reward values).
+
     Args:
         rewards: array (..., N).
         std: "bessel" (divide by N - 1; TRL, verl) or "population" (divide by N).
-        eps: added to the std, >= 0. A group with equal rewards gets A = 0 whenever eps > 0.
+        eps: added to the std, >= 0.
     """
     R = _rewards(rewards)
-    if std not in _STD_DDOF:
-        raise ValueError(f"std must be 'bessel' or 'population', got std={std!r}")
-    eps = float(check_nonnegative("eps", eps))
+    eps = _check_std_eps(std, eps)
     N = R.shape[-1]
     if std == "bessel" and N < 2:
         raise ValueError(f"the Bessel std needs a group of N >= 2, got N={N}")
-    centred = R - R.mean(axis=-1, keepdims=True)
-    sd = R.std(axis=-1, ddof=_STD_DDOF[std], keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        A = centred / (sd + eps)
-    # eps = 0 and a constant group: 0 / 0 -> the advantage is 0 (no learning signal).
-    return np.where(centred == 0.0, 0.0, A)
+    # (R - mean) / (std + eps) = (R/s - mean(R/s)) / (std(R/s) + eps/s) with s = max |R| of the
+    # group: the same value, without overflow for rewards near the float64 limit.
+    constant = _constant_groups(R)  # (..., 1)
+    s = np.abs(R).max(axis=-1, keepdims=True)
+    s = np.where(constant, 1.0, s)  # (..., 1), > 0
+    Rs = R / s
+    centred = Rs - Rs.mean(axis=-1, keepdims=True)
+    sd = Rs.std(axis=-1, ddof=_STD_DDOF[std], keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        A = centred / (sd + eps / s)  # 0 / 0 in a constant group with eps = 0: replaced below
+    return np.where(constant, 0.0, A)
 
 
 def group_success_rate(rewards, *, reward_correct: float = 1.0, reward_wrong: float = 0.0) -> np.ndarray:
     """mu_hat = (mean_j R_j - R_w) / (R_c - R_w), shape (...,); rewards must lie in [R_w, R_c]."""
     R = _rewards(rewards)
+    reward_correct = check_real_scalar("reward_correct", reward_correct)
+    reward_wrong = check_real_scalar("reward_wrong", reward_wrong)
     if not reward_correct > reward_wrong:
         raise ValueError(
             f"reward_correct must exceed reward_wrong, got reward_correct={reward_correct}, "
@@ -85,7 +113,9 @@ def group_success_rate(rewards, *, reward_correct: float = 1.0, reward_wrong: fl
             f"rewards must lie in [reward_wrong, reward_correct] = [{reward_wrong}, {reward_correct}], "
             f"got rewards={R[bad].ravel()[0]}"
         )
-    mu_hat = (R.mean(axis=-1) - reward_wrong) / (reward_correct - reward_wrong)
+    # halves keep R - R_w and R_c - R_w finite for any finite rewards; each term is in [0, 1]
+    span = reward_correct / 2 - reward_wrong / 2
+    mu_hat = ((R / 2 - reward_wrong / 2) / span).mean(axis=-1)
     return np.clip(mu_hat, 0.0, 1.0)  # rounding of the mean can step a hair outside [0, 1]
 
 
@@ -103,8 +133,9 @@ def focal_advantages(rewards, *, gamma: float, reward_correct: float = 1.0, rewa
     The weight multiplies the advantage after the mean/std normalisation and changes nothing
     else; gamma = 0 returns ``grpo_advantages`` exactly.
     """
-    g = focal_group_weights(rewards, gamma=gamma, reward_correct=reward_correct, reward_wrong=reward_wrong)
-    return g[..., None] * grpo_advantages(rewards, std=std, eps=eps)
+    g = focal_group_weights(rewards, gamma=gamma, reward_correct=reward_correct,
+                            reward_wrong=reward_wrong)  # (...,)
+    return g[..., None] * grpo_advantages(rewards, std=std, eps=eps)  # (..., N)
 
 
 __all__ = [

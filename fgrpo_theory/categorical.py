@@ -1,4 +1,4 @@
-"""One-step theory of the categorical softmax policy (paper Section 2.3, Appendices C-H; SPEC.md §3).
+"""One-step theory of the categorical softmax policy (paper Section 2.3, App. C-H).
 
 A softmax policy p = softmax(z) over K actions, split into correct (P) and incorrect (N) ones.
 A group of N i.i.d. draws gives the *distinct* sampled correct set A, the distinct sampled
@@ -28,21 +28,38 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fgrpo_theory.checks import as_float_array, check_integer, check_nonnegative
+from fgrpo_theory.checks import (
+    as_float_array,
+    check_bool_mask,
+    check_integer,
+    check_nonnegative,
+    check_real_scalar,
+    single,
+)
 
 
 def softmax(z) -> np.ndarray:
-    """p_i = exp(z_i - max z) / sum_j exp(z_j - max z), for a 1-D logit vector z (K,)."""
+    """p_i = exp(z_i - max z) / sum_j exp(z_j - max z), for a 1-D logit vector z (K,).
+
+    A logit of -inf is an action of probability 0 (a mask); +inf has no softmax (the limit
+    depends on how it was approached), so it is an error, as are NaN and an all -inf vector.
+    """
     z = as_float_array("z", z)
+    if z.ndim != 1:
+        raise ValueError(f"z must be a 1-D logit vector (K,), got shape {z.shape}")
+    if np.isposinf(z).any():
+        raise ValueError(f"z must not contain +inf, got z[{int(np.argmax(np.isposinf(z)))}]=inf")
+    if np.isneginf(z).all():
+        raise ValueError("z must have at least one finite logit, got every z = -inf")
     e = np.exp(z - z.max())
     return e / e.sum()
 
 
 def _check_policy(p, correct) -> tuple[np.ndarray, np.ndarray]:
     p = as_float_array("p", p)
-    if p.ndim != 1 or (p < 0).any() or abs(p.sum() - 1.0) > 1e-9:
+    if p.ndim != 1 or (p < 0).any() or not abs(p.sum() - 1.0) <= 1e-9:
         raise ValueError(f"p must be a 1-D probability vector, got shape {p.shape}, sum {p.sum()}")
-    correct = np.asarray(correct, dtype=bool)
+    correct = check_bool_mask("correct", correct)
     if correct.shape != p.shape:
         raise ValueError(f"correct must have the shape of p {p.shape}, got {correct.shape}")
     return p, correct
@@ -55,9 +72,27 @@ def _check_actions(actions, K: int) -> np.ndarray:
     return actions
 
 
-def _check_rewards(R_c: float, R_w: float) -> None:
+def _check_rewards(R_c: float, R_w: float) -> tuple[float, float]:
+    """Finite rewards with R_c > R_w (a correct rollout is worth more than a wrong one)."""
+    R_c = check_real_scalar("R_c", R_c)
+    R_w = check_real_scalar("R_w", R_w)
     if not R_c > R_w:
         raise ValueError(f"need R_c > R_w, got R_c={R_c}, R_w={R_w}")
+    return R_c, R_w
+
+
+def _check_eta(eta) -> float:
+    """A finite step size eta >= 0."""
+    eta = check_real_scalar("eta", eta)
+    if eta < 0:
+        raise ValueError(f"eta must be >= 0, got eta={eta}")
+    return eta
+
+
+def _check_stats(s) -> "GroupStats":
+    if not isinstance(s, GroupStats):
+        raise TypeError(f"s must be a GroupStats (from group_stats), got {type(s).__name__}")
+    return s
 
 
 def sampled_mask(actions, K: int) -> np.ndarray:
@@ -67,7 +102,7 @@ def sampled_mask(actions, K: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class GroupStats:
-    """Masses and squared masses of the distinct sampled / unsampled sets (SPEC.md §3)."""
+    """Masses and squared masses of the distinct sampled / unsampled sets (paper Section 2.3)."""
 
     N: int
     """group size (draws, with multiplicity)"""
@@ -98,10 +133,10 @@ class GroupStats:
 
 
 def group_stats(p, correct, actions, *, R_c: float = 1.0, R_w: float = -1.0) -> GroupStats:
-    """All the set sums of SPEC.md §3 for a policy p (K,), a correct mask (K,) and the group's
+    """All the set sums of paper Section 2.3 for a policy p (K,), a correct mask (K,) and the group's
     action indices (N,)."""
     p, correct = _check_policy(p, correct)
-    _check_rewards(R_c, R_w)
+    R_c, R_w = _check_rewards(R_c, R_w)
     actions = _check_actions(actions, p.size)
     sampled = np.bincount(actions, minlength=p.size) > 0
     p2 = p * p
@@ -139,7 +174,9 @@ def logit_update(p, correct, actions, *, eta: float, R_c: float = 1.0, R_w: floa
     from fgrpo_theory.focal import focal_weight
 
     p, correct = _check_policy(p, correct)
-    gamma = float(check_nonnegative("gamma", gamma))
+    gamma = float(single("gamma", check_nonnegative("gamma", gamma)))
+    eta = _check_eta(eta)
+    R_c, R_w = _check_rewards(R_c, R_w)
     stats = group_stats(p, correct, actions, R_c=R_c, R_w=R_w)
     sampled = sampled_mask(actions, p.size)
     R_i = np.where(sampled, np.where(correct, R_c, R_w), 0.0)
@@ -152,6 +189,7 @@ def predicted_delta_q_pos(s: GroupStats, *, eta: float, R_c: float = 1.0, R_w: f
     Delta Q_pos = (eta/N) [ (R_c - S_R) Q_neg A_2 + (S_R - R_w) Q_pos B_2
                             + S_R (Q_pos U_neg,2 - Q_neg U_pos,2) ].
     With focal weighting pass eta * g."""
+    s, eta, (R_c, R_w) = _check_stats(s), _check_eta(eta), _check_rewards(R_c, R_w)
     S_R = s.S_R
     return (eta / s.N) * ((R_c - S_R) * s.Q_neg * s.A_2 + (S_R - R_w) * s.Q_pos * s.B_2
                           + S_R * (s.Q_pos * s.U_neg2 - s.Q_neg * s.U_pos2))
@@ -161,6 +199,7 @@ def predicted_delta_q_u_pos(s: GroupStats, *, eta: float, R_c: float = 1.0, R_w:
     """Proposition 3.2, first order in eta:
     Delta Q_u,pos = (eta/N) [ -S_R U_pos,2 - Q_u,pos ( (R_c - S_R) A_2 + (R_w - S_R) B_2 - S_R U_2 ) ].
     With S_R > 0 the first term drains unsampled-correct mass even while Q_pos grows."""
+    s, eta, (R_c, R_w) = _check_stats(s), _check_eta(eta), _check_rewards(R_c, R_w)
     S_R = s.S_R
     return (eta / s.N) * (-S_R * s.U_pos2
                           - s.Q_u_pos * ((R_c - S_R) * s.A_2 + (R_w - S_R) * s.B_2 - S_R * s.U_2))
@@ -196,7 +235,7 @@ def expected_p_neg_given_k(p, correct, k, N) -> np.ndarray:
     q_neg = pi / (1 - mu) off C."""
     p, correct = _check_policy(p, correct)
     k = check_integer("k", k, minimum=0)
-    N = int(check_integer("N", N, minimum=1))
+    N = int(single("N", check_integer("N", N, minimum=1)))
     if (k > N).any():
         raise ValueError(f"k must be <= N={N}, got k={k.max()}")
     neg = p[~correct].sum()
@@ -207,7 +246,7 @@ def expected_p_neg_given_k(p, correct, k, N) -> np.ndarray:
 
 def expected_s_r_given_k(p, correct, k, N, *, R_c: float = 1.0, R_w: float = -1.0) -> np.ndarray:
     """E[S_R | X = k] = R_c E[P_pos | X = k] + R_w E[P_neg | X = k]; non-decreasing in k when
-    R_c >= 0 >= R_w (Corollary H.2; with R_c < 0 it can decrease, a case SPEC's wording
+    R_c >= 0 >= R_w (Corollary H.2; with R_c < 0 it can decrease, a case the wording
     "R_c > R_w and R_w <= 0" lets through)."""
-    _check_rewards(R_c, R_w)
+    R_c, R_w = _check_rewards(R_c, R_w)
     return R_c * expected_p_pos_given_k(p, correct, k) + R_w * expected_p_neg_given_k(p, correct, k, N)

@@ -1,4 +1,4 @@
-"""Symbolic derivation of Lemma 3.1 with sympy (paper Section 3.1; SPEC.md §2).
+"""Symbolic derivation of Lemma 3.1 with sympy (paper Section 3.1).
 
 Each rollout of a group lands in exactly one of three disjoint regions: the rare-correct set E
 (probability tau), the rest of the correct set C \\ E (mu - tau) and the incorrect set (1 - mu).

@@ -1,4 +1,4 @@
-"""Focal weighting of group advantages (paper Section 4, Eq. 11-13, Fig. 4; SPEC.md §2).
+"""Focal weighting of group advantages (paper Section 4, Eq. 11-13, Fig. 4).
 
 F-GRPO multiplies every advantage of a group by one scalar
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import betaln
 
-from fgrpo_theory.checks import check_nonnegative, check_probability
+from fgrpo_theory.checks import broadcast, check_nonnegative, check_probability
 
 
 def _out(x: np.ndarray):
@@ -35,6 +35,7 @@ def focal_weight(mu_hat, gamma):
     """
     mu_hat = check_probability("mu_hat", mu_hat)
     gamma = check_nonnegative("gamma", gamma)
+    mu_hat, gamma = broadcast(mu_hat=mu_hat, gamma=gamma)
     return _out(np.power(1.0 - mu_hat, gamma))
 
 
@@ -55,6 +56,7 @@ def focal_advantage_magnitudes(mu, gamma):
     """
     mu = check_probability("mu", mu, open_low=True, open_high=True)
     gamma = check_nonnegative("gamma", gamma)
+    mu, gamma = broadcast(mu=mu, gamma=gamma)
     one_minus = 1.0 - mu
     pos = np.power(one_minus, gamma + 0.5) / np.sqrt(mu)
     neg = np.power(one_minus, gamma - 0.5) * np.sqrt(mu)
@@ -62,7 +64,7 @@ def focal_advantage_magnitudes(mu, gamma):
 
 
 def lr_multiplier(gamma):
-    """m_gamma = B(3/2, gamma + 3/2) / B(3/2, 3/2) (SPEC.md §2, learning-rate matching).
+    """m_gamma = B(3/2, gamma + 3/2) / B(3/2, 3/2): learning-rate matching (paper Section 5.2).
 
     The mean focal weight E[(1 - mu)^gamma] for mu ~ Beta(3/2, 3/2); the paper's low-LR control
     trains the baseline at lr * m_gamma. m_0.5 = 0.679, m_1 = 1/2, m_2 = 5/16.

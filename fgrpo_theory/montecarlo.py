@@ -1,4 +1,4 @@
-"""Monte Carlo estimators of P(A_N) and P(B_{E,N}) (checks of Lemma 3.1; SPEC.md §2).
+"""Monte Carlo estimators of P(A_N) and P(B_{E,N}) (checks of paper Lemma 3.1).
 
 Each trial samples one group of N rollouts: every rollout falls in exactly one of the three
 regions E (mass tau), C \\ E (mu - tau) or not-C (1 - mu), so the region counts of a group are
@@ -17,7 +17,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fgrpo_theory.checks import check_integer, check_probability, check_tau_le_mu
+from fgrpo_theory.checks import (
+    broadcast,
+    check_integer,
+    check_probability,
+    check_tau_le_mu,
+    single,
+)
 
 
 class MonteCarloEstimate(NamedTuple):
@@ -31,15 +37,19 @@ class MonteCarloEstimate(NamedTuple):
 def simulate_group_regions(mu: float, tau: float, N: int, *, trials: int,
                            rng: np.random.Generator) -> np.ndarray:
     """Region counts (#E, #C\\E, #notC) of ``trials`` groups of N rollouts: shape (trials, 3)."""
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a numpy.random.Generator, got rng={rng!r}")
-    mu = float(check_probability("mu", mu))
-    tau = float(check_probability("tau", tau))
+    _check_rng(rng)
+    mu = float(single("mu", check_probability("mu", mu)))
+    tau = float(single("tau", check_probability("tau", tau)))
     check_tau_le_mu(np.asarray(mu), np.asarray(tau))
-    N = int(check_integer("N", N, minimum=1))
-    trials = int(check_integer("trials", trials, minimum=1))
+    N = single("N", check_integer("N", N, minimum=1))
+    trials = single("trials", check_integer("trials", trials, minimum=1))
     pvals = np.array([tau, mu - tau, 1.0 - mu])
     return rng.multinomial(N, pvals / pvals.sum(), size=trials)
+
+
+def _check_rng(rng) -> None:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got rng={rng!r}")
 
 
 def _frequency(hits: np.ndarray) -> tuple[float, float]:
@@ -48,7 +58,12 @@ def _frequency(hits: np.ndarray) -> tuple[float, float]:
 
 
 def _estimate(mu, tau, N, trials, rng, event) -> MonteCarloEstimate:
-    mu_b, tau_b, N_b = np.broadcast_arrays(np.asarray(mu, float), np.asarray(tau, float), np.asarray(N))
+    _check_rng(rng)
+    mu, tau = check_probability("mu", mu), check_probability("tau", tau)
+    check_tau_le_mu(mu, tau)
+    N = check_integer("N", N, minimum=1)
+    trials = single("trials", check_integer("trials", trials, minimum=1))
+    mu_b, tau_b, N_b = broadcast(mu=mu, tau=tau, N=N)
     est = np.empty(mu_b.shape)
     se = np.empty(mu_b.shape)
     for idx in np.ndindex(mu_b.shape):

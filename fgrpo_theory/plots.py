@@ -16,7 +16,7 @@ import numpy as np
 from fgrpo_theory.focal import focal_advantage_magnitudes
 from fgrpo_theory.tail_miss import p_active, p_tail_miss, peak_group_size
 
-#: Paper figure set-ups (SPEC.md §2).
+#: Paper figure set-ups (Figs. 1(a), 3, 4 and 5).
 FIG1A = {"mu": 0.3, "rhos": (0.05, 0.1, 0.2), "n_max": 128}
 FIG3 = {"mus": (0.8, 0.5, 0.2), "rhos": (0.01, 0.05, 0.1, 0.2), "n_max": 512}
 FIG4 = {"gammas": (0.0, 0.5, 1.0)}

@@ -1,4 +1,4 @@
-"""Tail-miss probabilities of group sampling (paper Section 3.1, Lemma 3.1; SPEC.md §2).
+"""Tail-miss probabilities of group sampling (paper Section 3.1, Lemma 3.1).
 
 A group of N i.i.d. rollouts is *active* (A_N) when it holds both correct and incorrect rollouts,
 and it is a *tail miss* (B_{E,N}) when it is active yet no rollout lands in the rare-correct set E:
@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from fgrpo_theory.checks import (
+    broadcast,
     check_group_size,
     check_probability,
     check_tau_le_mu,
@@ -140,7 +141,7 @@ def _log_f(f, q, log_q, log_Q, n1, N):
 
 
 def _broadcast_eval(mu, tau, N, *, log: bool):
-    mu_b, tau_b, N_b = np.broadcast_arrays(mu, tau, N)
+    mu_b, tau_b, N_b = broadcast(mu=mu, tau=tau, N=N)
     shape = mu_b.shape
     flat = [np.ascontiguousarray(x, dtype=np.float64).ravel() for x in (mu_b, tau_b, N_b)]
     return _out(_kernel(*flat, log=log).reshape(shape))
@@ -222,7 +223,7 @@ def expected_tail_miss_count(mu, tau, N):
     """
     mu, tau = _check_mu_tau(mu, tau)
     N = check_group_size("N", N)
-    mu_b, tau_b = (np.atleast_1d(x).ravel() for x in np.broadcast_arrays(mu, tau))
+    mu_b, tau_b = (np.atleast_1d(x).ravel() for x in broadcast(mu=mu, tau=tau))
     p = np.asarray(_broadcast_eval(mu_b, tau_b, N[..., None], log=False))  # S + (B,)
     return _out(np.asarray(p.sum(axis=-1)))
 
@@ -249,27 +250,42 @@ def _log_dP_terms(mu, tau, n1):
     return log_fp - np.log(f) - np.log(-log_a)
 
 
+#: Bisection bracket on log(N - 1): N - 1 from e^-60 to e^709 (the float64 limit is e^709.78).
+_LOG_N1_LO, _LOG_N1_HI = -60.0, 709.0
+_BISECTIONS = 100
+
+
 def stationary_group_size(mu, tau):
     """The continuous N_c > 1 solving dP(B_{E,N})/dN = 0, i.e.
 
         (1 - tau)^N log(1 - tau) = (mu - tau)^N log(mu - tau) + (1 - mu)^N log(1 - mu).
 
     dP/dN has at most one real root (its three exponentials carry one sign change), so N_c is
-    the unique maximiser of the continuous relaxation. Solved by bisection on log(N - 1).
-    Returns +inf where tau = 0 (P(B) = P(A) rises to 1) and NaN where P(B) is identically 0
-    (mu in {0, 1} or tau = mu).
+    the unique maximiser of the continuous relaxation. Solved by bisection on log(N - 1) over
+    N - 1 in [e^-60, e^709]. Returns +inf where tau = 0 (P(B) = P(A) rises to 1) and NaN where
+    P(B) is identically 0 (mu in {0, 1} or tau = mu). A root outside the bracket (tau so small
+    that N_c exceeds the float64 range) raises ValueError naming mu and tau: the bracket end is
+    never returned as if it were the answer.
     """
     mu, tau = _check_mu_tau(mu, tau)
-    mu_b, tau_b = np.broadcast_arrays(mu, tau)
+    mu_b, tau_b = broadcast(mu=mu, tau=tau)
     degenerate = (tau_b >= mu_b) | (mu_b <= 0.0) | (mu_b >= 1.0)
     rising = (tau_b == 0.0) & ~degenerate
     ok = ~degenerate & ~rising
     mu_ok = np.where(ok, mu_b, 0.5)
     tau_ok = np.where(ok, tau_b, 0.25)
-    lo = np.full(mu_b.shape, -60.0)  # log(N - 1): N - 1 in [e^-60, e^60]
-    hi = np.full(mu_b.shape, 60.0)
+    lo = np.full(mu_b.shape, _LOG_N1_LO)
+    hi = np.full(mu_b.shape, _LOG_N1_HI)
     with np.errstate(all="ignore"):
-        for _ in range(80):
+        rising_at_lo = _log_dP_terms(mu_ok, tau_ok, np.exp(lo)) > 0.0
+        rising_at_hi = _log_dP_terms(mu_ok, tau_ok, np.exp(hi)) > 0.0
+        outside = ok & (rising_at_hi | ~rising_at_lo)
+        if outside.any():
+            m, t = _first(mu_b, outside), _first(tau_b, outside)
+            where = "above e^709" if _first(rising_at_hi, outside) else "below 1 + e^-60"
+            raise ValueError(f"the stationary group size for mu={m}, tau={t} lies {where}, "
+                             f"outside what float64 resolves (tau too small next to mu)")
+        for _ in range(_BISECTIONS):
             mid = 0.5 * (lo + hi)
             rising_at_mid = _log_dP_terms(mu_ok, tau_ok, np.exp(mid)) > 0.0
             lo = np.where(rising_at_mid, mid, lo)
@@ -277,6 +293,10 @@ def stationary_group_size(mu, tau):
     n_c = 1.0 + np.exp(0.5 * (lo + hi))
     n_c = np.where(rising, np.inf, np.where(degenerate, np.nan, n_c))
     return _out(np.asarray(n_c))
+
+
+def _first(x: np.ndarray, where: np.ndarray):
+    return np.broadcast_to(x, where.shape)[where].ravel()[0].item()
 
 
 def peak_group_size(mu, tau, n_max=None):
@@ -292,15 +312,20 @@ def peak_group_size(mu, tau, n_max=None):
     mu, tau = _check_mu_tau(mu, tau)
     if n_max is not None:
         n_max = check_group_size("n_max", n_max)
-        if np.any(n_max != np.floor(n_max)):
-            raise ValueError(f"n_max must be an integer >= 1, got n_max={n_max}")
+        fractional = n_max != np.floor(n_max)
+        if fractional.any():
+            raise ValueError(f"n_max must be an integer >= 1, got n_max={_first(n_max, fractional)}")
     n_c = np.asarray(stationary_group_size(mu, tau), dtype=np.float64)
     cap = np.inf if n_max is None else n_max
     if np.isinf(n_c).any() and n_max is None:
         raise ValueError("tau=0: P(B) = P(A) increases with N without a peak; pass n_max")
-    n_c, cap = np.broadcast_arrays(n_c, cap)
-    if np.any(np.nan_to_num(np.minimum(n_c, cap), nan=1.0) >= 2.0**53):
-        raise ValueError(f"peak group size beyond 2^53 for mu={mu}, tau={tau}; pass n_max")
+    n_c, cap = broadcast(**{"mu and tau": n_c, "n_max": cap})
+    beyond = np.nan_to_num(np.minimum(n_c, cap), nan=1.0) >= 2.0**53
+    if beyond.any():
+        mu_b, tau_b = broadcast(mu=mu, tau=tau)
+        fix = "pass n_max" if n_max is None else "pass an n_max below 2^53"
+        raise ValueError(f"the peak group size for mu={_first(mu_b, beyond)}, "
+                         f"tau={_first(tau_b, beyond)} is beyond 2^53; {fix}")
     base = np.where(np.isnan(n_c), 1.0, n_c)
     lower = np.clip(np.floor(base), 1.0, cap)
     upper = np.clip(np.ceil(base), 1.0, cap)

@@ -6,18 +6,31 @@
     fgrpo-theory pass-at-k --n 1024 --c 3,100 --k 1,8,256
     fgrpo-theory pass-at-k --p 0.01,0.1 --k 1,256
 
-Lists are comma-separated. Bad values raise ``ValueError`` naming the argument (exit status 2).
+Lists are comma-separated. Bad values raise ``ValueError`` naming the argument (exit status 2,
+one line on stderr). ``--json`` prints strict JSON: a value with no finite answer (the
+stationary point N_c of a curve with tau = 0 is +inf, of one with P(B) = 0 undefined) is
+``null``, never a NaN / Infinity token.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from fgrpo_theory.checks import check_group_size, check_integer
+from fgrpo_theory.checks import check_integer, single
+
+#: At most this many table rows (curves x group sizes, or values x k): a bigger request is a
+#: typo far more often than a wish to print a million lines.
+MAX_ROWS = 1_000_000
+#: At most this many curves for ``peak`` and panels (distinct mu) for ``--plot``.
+MAX_CURVES = 10_000
+MAX_PANELS = 16
 
 
 def _float_list(name: str, text: str) -> np.ndarray:
@@ -31,33 +44,91 @@ def _float_list(name: str, text: str) -> np.ndarray:
         raise ValueError(f"{name} must be a comma-separated list of numbers, got {name}={text!r}") from err
     if any(v != v for v in values):
         raise ValueError(f"{name} must not be NaN, got {name}={text!r}")
+    if len(values) > MAX_ROWS:
+        raise ValueError(f"{name} has {len(values)} values, more than the {MAX_ROWS} allowed")
     return np.asarray(values)
+
+
+def _int_list(name: str, text: str, *, minimum: int) -> np.ndarray:
+    return check_integer(name, _float_list(name, text), minimum=minimum)
+
+
+def _strict_json(rows) -> str:
+    """JSON without NaN / Infinity tokens: non-finite floats become null."""
+    def clean(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        return v
+    return json.dumps(clean(rows), allow_nan=False)
+
+
+def _check_plot_path(text: str) -> Path:
+    """--plot must name a new or existing regular file with an image suffix matplotlib writes,
+    in a directory that exists and is writable: checked before any work is done."""
+    if not text or "\0" in text:
+        raise ValueError(f"--plot must be a file path, got --plot={text!r}")
+    path = Path(text)
+    parent = path.parent
+    if not parent.exists():
+        raise ValueError(f"--plot directory does not exist: {parent}")
+    if not parent.is_dir():
+        raise ValueError(f"--plot directory is not a directory: {parent}")
+    if path.is_dir():
+        raise ValueError(f"--plot must be a file, got the directory --plot={text}")
+    if path.exists() and not path.is_file():
+        raise ValueError(f"--plot must be a regular file, got --plot={text}")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ValueError(f"--plot is not writable: {text}")
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix not in formats:
+        raise ValueError(f"--plot must end in one of .{', .'.join(sorted(formats))}, got --plot={text}")
+    return path
 
 
 def _curves(args) -> list[tuple[float, float, float | None]]:
     """(mu, tau, rho or None) for every mu x (rho or tau) pair, validated."""
-    from fgrpo_theory.tail_miss import _check_mu_tau
-
     mus = _float_list("--mu", args.mu)
+    bad = [m for m in mus if not 0.0 <= m <= 1.0]
+    if bad:
+        raise ValueError(f"--mu must lie in [0, 1], got --mu={bad[0]:g}")
+    if args.rho is not None:
+        others = _float_list("--rho", args.rho)
+        bad = [r for r in others if not 0.0 <= r <= 1.0]
+        if bad:
+            raise ValueError(f"--rho must lie in [0, 1], got --rho={bad[0]:g}")
+    else:
+        others = _float_list("--tau", args.tau)
+        bad = [t for t in others if not 0.0 <= t <= 1.0]
+        if bad:
+            raise ValueError(f"--tau must lie in [0, 1], got --tau={bad[0]:g}")
+    if len(mus) * len(others) > MAX_CURVES:
+        raise ValueError(f"--mu x --{'rho' if args.rho is not None else 'tau'} gives "
+                         f"{len(mus) * len(others)} curves, more than the {MAX_CURVES} allowed")
     curves = []
     for mu in mus:
-        if args.rho is not None:
-            for rho in _float_list("--rho", args.rho):
-                if not 0.0 <= rho <= 1.0:
-                    raise ValueError(f"--rho must lie in [0, 1], got --rho={rho:g}")
-                curves.append((mu, rho * mu, rho))
-        else:
-            for tau in _float_list("--tau", args.tau):
-                curves.append((mu, tau, None))
-    for mu, tau, _ in curves:
-        _check_mu_tau(mu, tau)
+        for v in others:
+            if args.rho is not None:
+                curves.append((float(mu), float(v * mu), float(v)))
+            elif v > mu:
+                raise ValueError(f"--tau must be <= --mu, got --tau={v:g} > --mu={mu:g}")
+            else:
+                curves.append((float(mu), float(v), None))
     return curves
 
 
 def _group_sizes(args) -> np.ndarray:
     if args.n is not None:
-        return check_integer("--n", _float_list("--n", args.n), minimum=1)
-    n_max = int(check_integer("--n-max", args.n_max, minimum=1))
+        return _int_list("--n", args.n, minimum=1)
+    n_max = single("--n-max", check_integer("--n-max", args.n_max, minimum=1))
+    if n_max > MAX_ROWS:
+        raise ValueError(f"--n-max must be <= {MAX_ROWS} (use --n for chosen sizes), got --n-max={n_max}")
     return np.arange(1, n_max + 1)
 
 
@@ -74,31 +145,37 @@ def run_tail_miss(args) -> int:
 
     curves = _curves(args)
     N = _group_sizes(args)
-    if args.plot and not Path(args.plot).parent.exists():
-        raise FileNotFoundError(f"--plot directory does not exist: {Path(args.plot).parent}")
+    if len(curves) * len(N) > MAX_ROWS:
+        raise ValueError(f"{len(curves)} curves x {len(N)} group sizes is more than the "
+                         f"{MAX_ROWS} rows allowed")
+    plot = None
+    if args.plot is not None:
+        plot = _check_plot_path(args.plot)
+        if len({c[0] for c in curves}) > MAX_PANELS:
+            raise ValueError(f"--plot draws one panel per --mu value, at most {MAX_PANELS}")
+        _plot_tail_miss(curves, N, plot)  # first: a write error comes before any output
+    p_a = {mu: np.asarray(p_active(mu, N)) for mu, _, _ in curves}  # mu -> (len(N),)
+    p_b = [np.asarray(p_tail_miss(mu, tau, N)) for mu, tau, _ in curves]  # per curve (len(N),)
     if args.json:
-        rows = [{"N": int(n), "mu": float(mu), "tau": float(tau),
-                 "p_active": float(p_active(mu, n)), "p_tail_miss": float(p_tail_miss(mu, tau, n))}
-                for mu, tau, _ in curves for n in N]
-        print(json.dumps(rows))
+        rows = [{"N": int(n), "mu": mu, "tau": tau, "p_active": float(p_a[mu][i]),
+                 "p_tail_miss": float(pb[i])}
+                for (mu, tau, _), pb in zip(curves, p_b) for i, n in enumerate(N)]
+        print(_strict_json(rows))
     else:
         for mu in dict.fromkeys(c[0] for c in curves):
-            group = [c for c in curves if c[0] == mu]
-            header = ["N", "P(A)"] + [f"P(B) {'rho' if r is not None else 'tau'}={r if r is not None else t:g}"
-                                      for _, t, r in group]
+            group = [(c, pb) for c, pb in zip(curves, p_b) if c[0] == mu]
+            header = ["N", "P(A)"] + [f"P(B) {'rho' if r is not None else 'tau'}="
+                                      f"{r if r is not None else t:g}" for (_, t, r), _ in group]
             widths = [max(6, len(h)) for h in header]
             print(f"mu={mu:g}")
             print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
-            for n in N:
-                cells = [str(int(n)), f"{float(p_active(mu, n)):.6f}"]
-                cells += [f"{float(p_tail_miss(mu, t, n)):.6f}" for _, t, _ in group]
+            for i, n in enumerate(N):
+                cells = [str(int(n)), f"{p_a[mu][i]:.6f}"] + [f"{pb[i]:.6f}" for _, pb in group]
                 print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
         for mu, tau, rho in curves:
             n_star, p_star = peak_group_size(mu, tau, n_max=int(N.max()))
             print(f"peak {_label(mu, tau, rho)}: N*={int(n_star)} P(B)={float(p_star):.6f}"
                   f" (over N <= {int(N.max())})")
-    if args.plot:
-        _plot_tail_miss(curves, N, Path(args.plot))
     return 0
 
 
@@ -119,9 +196,13 @@ def _plot_tail_miss(curves, N, path: Path) -> None:
         else:  # --tau: label curves by tau
             plot_tail_miss_curves(ax, mu=mu, rhos=[t / mu if mu > 0 else 0.0 for _, t, _ in group], N=N)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"wrote {path}")
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as err:
+        raise OSError(err.errno, f"cannot write --plot ({err.strerror})", str(path)) from None
+    finally:
+        plt.close(fig)
+    print(f"wrote {path}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,7 +213,8 @@ def run_peak(args) -> int:
     from fgrpo_theory.tail_miss import peak_group_size, stationary_group_size
 
     curves = _curves(args)
-    n_max = None if args.n_max is None else int(check_integer("--n-max", args.n_max, minimum=1))
+    n_max = None if args.n_max is None else single("--n-max", check_integer("--n-max", args.n_max,
+                                                                            minimum=1))
     rows = []
     for mu, tau, rho in curves:
         if tau == 0.0 and n_max is None:
@@ -142,7 +224,7 @@ def run_peak(args) -> int:
                      "N_star": int(n_star), "P_star": float(p_star),
                      "N_stationary": float(stationary_group_size(mu, tau))})
     if args.json:
-        print(json.dumps(rows))
+        print(_strict_json(rows))
         return 0
     print(f"{'mu':>8}  {'tau':>10}  {'rho':>6}  {'N*':>8}  {'P(B) at N*':>10}  {'N_c':>10}")
     for r in rows:
@@ -159,19 +241,27 @@ def run_peak(args) -> int:
 def run_pass_at_k(args) -> int:
     from fgrpo_theory.passk import pass_at_k_exact, pass_at_k_unbiased
 
-    ks = check_integer("--k", _float_list("--k", args.k), minimum=1)
+    ks = _int_list("--k", args.k, minimum=1)
     rows = []
     if args.p is not None:
         if args.n is not None or args.c is not None:
             raise ValueError("--p cannot be combined with --n/--c")
-        for p in _float_list("--p", args.p):
+        ps = _float_list("--p", args.p)
+        bad = [p for p in ps if not 0.0 <= p <= 1.0]
+        if bad:
+            raise ValueError(f"--p must lie in [0, 1], got --p={bad[0]:g}")
+        if len(ps) * len(ks) > MAX_ROWS:
+            raise ValueError(f"--p x --k is more than the {MAX_ROWS} rows allowed")
+        for p in ps:
             for k in ks:
                 rows.append({"p": float(p), "k": int(k), "pass_at_k": float(pass_at_k_exact(p, k))})
     else:
         if args.n is None or args.c is None:
             raise ValueError("pass-at-k needs either --p, or both --n and --c")
-        n = int(check_group_size("--n", float(args.n)))
-        cs = check_integer("--c", _float_list("--c", args.c), minimum=0)
+        n = single("--n", _int_list("--n", args.n, minimum=1))
+        cs = _int_list("--c", args.c, minimum=0)
+        if len(cs) * len(ks) > MAX_ROWS:
+            raise ValueError(f"--c x --k is more than the {MAX_ROWS} rows allowed")
         for c in cs:
             for k in ks:
                 if c > n:
@@ -184,7 +274,7 @@ def run_pass_at_k(args) -> int:
                          "pass_at_k": float(np.mean([r["pass_at_k"] for r in rows if r["k"] == k
                                                      and r["c"] != "mean"]))})
     if args.json:
-        print(json.dumps(rows))
+        print(_strict_json(rows))
         return 0
     key = "p" if args.p is not None else "c"
     print(f"{key:>8}  {'k':>6}  {'pass@k':>10}")
@@ -222,7 +312,9 @@ def register(subparsers) -> None:
                                           "point N_c of dP/dN = 0, per (mu, rho) or (mu, tau).")
     _add_mu_rho_tau(p)
     p.add_argument("--n-max", type=int, default=None, help="search N <= n_max only (needed when tau = 0)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON instead of the table (N_stationary is null where it is +inf "
+                        "(tau = 0) or undefined (P(B) = 0))")
     p.set_defaults(func=run_peak)
 
     p = subparsers.add_parser("pass-at-k", help="pass@k: exact from p, or unbiased from (n, c)",

@@ -30,16 +30,49 @@ def build_command_parser(prog: str, description: str, modules: list[str]) -> arg
     return parser
 
 
+#: What every command turns into one stderr line and exit status 2: bad values (ValueError),
+#: wrong types (TypeError) and every file-system error (OSError: PermissionError,
+#: IsADirectoryError, NotADirectoryError, FileNotFoundError, a full disk, ...).
+CLI_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, OSError)
+
+
+def error_line(err: BaseException) -> str:
+    """The one-line text of an error: an OSError as 'reason: path', anything else as str(err)."""
+    if isinstance(err, OSError) and err.strerror:
+        names = [str(n) for n in (err.filename, err.filename2) if n is not None]
+        text = f"{err.strerror}: {' -> '.join(names)}" if names else err.strerror
+    else:
+        text = str(err) or type(err).__name__
+    return " ".join(text.split())  # one line, whatever the message held
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def run_command(parser: argparse.ArgumentParser, argv: list[str] | None, *,
-                errors: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError),
+                errors: tuple[type[BaseException], ...] = CLI_ERRORS,
                 interrupted: str = "interrupted") -> int:
-    """Parse ``argv`` and run the chosen subcommand; ``errors`` become one stderr line and
-    exit status 2, never a traceback."""
+    """Parse ``argv`` and run the chosen subcommand.
+
+    ``CLI_ERRORS`` (ValueError, TypeError, OSError) and any extra types in ``errors`` become one
+    line on stderr, ``PROG COMMAND: error: ...``, and exit status 2, never a traceback;
+    KeyboardInterrupt becomes ``PROG: interrupted`` and exit status 130.
+    """
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except errors as err:
-        print(f"{parser.prog} {args.command}: error: {err}", file=sys.stderr)
+    except BrokenPipeError:  # the reader of stdout went away (``| head``): stop quietly
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, what a shell pipeline expects
+    except CLI_ERRORS + tuple(errors) as err:
+        print(f"{parser.prog} {args.command}: error: {error_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{parser.prog}: {interrupted}", file=sys.stderr)

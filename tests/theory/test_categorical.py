@@ -1,4 +1,4 @@
-"""Property tests of the one-step categorical theory (SPEC.md §3): Eq. 5, Eq. 17,
+"""Property tests of the one-step categorical theory (paper Section 2.3, App. C-H): Eq. 5, Eq. 17,
 Proposition 3.2, Lemma H.1 / Corollary H.2."""
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def test_seeded_and_shaped():
 
 
 def test_bad_input():
-    with pytest.raises(ValueError, match="rng"):
+    with pytest.raises(TypeError, match="rng"):
         mc_p_active(0.3, 8, trials=10, rng=0)
     with pytest.raises(ValueError, match="tau"):
         mc_p_tail_miss(0.3, 0.4, 8, trials=10, rng=np.random.default_rng(0))

@@ -86,7 +86,7 @@ def test_closed_form_equals_mpmath(mu, frac, log10_tau, use_frac, N):
 
 
 def test_tiny_tau_huge_group_is_not_cancelled_away():
-    # the SPEC's warning case: the naive three-term formula loses every digit here
+    # the cancellation case: the naive three-term formula loses every digit here
     mu, tau, N = 0.3, 1e-9, 1e6
     naive = (1 - tau) ** N - (mu - tau) ** N - (1 - mu) ** N
     ref = mp_p_tail_miss(mu, tau, N)
@@ -178,7 +178,7 @@ def test_peak_is_integer_argmax_and_stationary_root(mu, frac):
 
 
 def test_peak_paper_settings_and_capping():
-    # smaller rho: peak at larger N and higher (SPEC §2)
+    # smaller rho: peak at larger N and higher (paper Fig. 3)
     n, p = peak_group_size(0.3, 0.3 * np.array([0.2, 0.1, 0.05]))
     assert np.all(np.diff(n) >= 0) and np.all(np.diff(p) > 0)
     assert peak_group_size(0.3, 0.0, n_max=64) == (64, p_active(0.3, 64))
