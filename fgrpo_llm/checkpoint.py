@@ -1,38 +1,47 @@
-"""Resumable training checkpoints, written atomically.
+"""Resumable training checkpoints: written atomically, verified on load, never pickled.
 
-A checkpoint is a directory ``OUT/checkpoints/step_000050/`` holding the model and tokenizer as a
-standard Hugging Face checkpoint (so ``load_model_and_tokenizer`` and the evaluators read it like
-any base model) plus ``trainer_state.pt``: optimizer, LR scheduler, step, every random state
-(the sampling ``torch.Generator``, torch's global RNG, the numpy ``Generator``, Python's
-``random``) and the data-order cursor. Everything is written to a temporary sibling directory
-that is renamed into place only when complete, so a crash never leaves a partial checkpoint;
-``latest_checkpoint`` only ever sees complete ones. Restoring all of it makes a resumed run
-produce the same metrics as an uninterrupted one.
+A checkpoint is a directory ``OUT/checkpoints/step_000050/`` holding
+
+- the model and tokenizer as a standard Hugging Face checkpoint (safetensors weights), so
+  ``load_model_and_tokenizer`` and the evaluators read it like any base model;
+- the trainer state (optimizer, LR scheduler, step, every random stream, the data cursor) as
+  ``trainer_state.safetensors`` (its tensors) plus ``trainer_state.json`` (everything else): no
+  pickle, so a crafted run directory cannot execute code on ``--resume``;
+- ``manifest.json``, written last: the size and SHA-256 of every other file.
+
+The directory is built under a temporary name and renamed into place when complete
+(``fgrpo_llm.files.atomic_directory``), so a kill never leaves a partial checkpoint under its
+final name; :func:`resume_point` checks each checkpoint's manifest and falls back, saying so, from
+a damaged one (a truncated file, a changed byte) to the previous complete one. Restoring all of it
+makes a resumed run produce the same metrics as an uninterrupted one.
 """
 
 from __future__ import annotations
 
-import os
+import hashlib
+import json
 import random
 import re
 import shutil
-import tempfile
+import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
-__all__ = ["save_checkpoint", "latest_checkpoint", "load_trainer_state", "capture_rng", "restore_rng"]
+from fgrpo_llm.files import atomic_directory, atomic_write_text
 
-def _quiet():
-    """Silence transformers' per-shard progress bar while writing a small checkpoint."""
-    from fgrpo_llm.model import _quiet_hub
-
-    return _quiet_hub()
-
+__all__ = ["save_checkpoint", "list_checkpoints", "latest_checkpoint", "verify_checkpoint", "load_trainer_state",
+           "resume_point", "capture_rng", "restore_rng", "CorruptCheckpoint"]
 
 _NAME = re.compile(r"^step_(\d+)$")
-STATE_FILE = "trainer_state.pt"
+STATE_TENSORS = "trainer_state.safetensors"
+STATE_JSON = "trainer_state.json"
+MANIFEST = "manifest.json"
+
+
+class CorruptCheckpoint(ValueError):
+    """A checkpoint directory whose files do not match its manifest, or cannot be read."""
 
 
 def capture_rng(generator: torch.Generator, np_rng: np.random.Generator) -> dict:
@@ -60,51 +69,181 @@ def restore_rng(state: dict, generator: torch.Generator, np_rng: np.random.Gener
     np_rng.bit_generator.state = state["numpy"]
     random.setstate(state["python"])
     if "torch_cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["torch_cuda"])
+        torch.cuda.set_rng_state_all(list(state["torch_cuda"]))
 
 
-def _checkpoints(run_dir) -> list[tuple[int, Path]]:
+# ----------------------------------------------------------------------------- pickle-free state
+def _encode(obj, tensors: dict, path: str):
+    """``obj`` as plain JSON, its tensors moved into ``tensors`` under their path in the structure.
+
+    Tuples and dicts with non-string keys are tagged so that :func:`_decode` rebuilds them exactly.
+    """
+    if isinstance(obj, torch.Tensor):
+        key = path or "root"
+        tensors[key] = obj.detach().cpu().contiguous()
+        return {"__tensor__": key}
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) for k in obj):
+            return {"__dict__": {k: _encode(v, tensors, f"{path}.{k}") for k, v in obj.items()}}
+        return {"__items__": [[_encode(k, tensors, f"{path}.k{i}"), _encode(v, tensors, f"{path}.{i}")]
+                              for i, (k, v) in enumerate(obj.items())]}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_encode(v, tensors, f"{path}.{i}") for i, v in enumerate(obj)]}
+    if isinstance(obj, list):
+        return [_encode(v, tensors, f"{path}.{i}") for i, v in enumerate(obj)]
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        obj = float(obj)
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return {"__float__": repr(obj)}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot store {type(obj).__name__} at {path or 'root'} in a checkpoint")
+
+
+def _decode(obj, tensors: dict):
+    if isinstance(obj, list):
+        return [_decode(v, tensors) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    if "__tensor__" in obj:
+        return tensors[obj["__tensor__"]]
+    if "__dict__" in obj:
+        return {k: _decode(v, tensors) for k, v in obj["__dict__"].items()}
+    if "__items__" in obj:
+        return {_decode(k, tensors): _decode(v, tensors) for k, v in obj["__items__"]}
+    if "__tuple__" in obj:
+        return tuple(_decode(v, tensors) for v in obj["__tuple__"])
+    if "__float__" in obj:
+        return float(obj["__float__"])
+    raise ValueError(f"unknown entry in a trainer state: {sorted(obj)}")
+
+
+def _write_state(directory: Path, state: dict) -> None:
+    from safetensors.torch import save_file
+
+    tensors: dict = {}
+    encoded = _encode(state, tensors, "")
+    save_file(tensors, str(directory / STATE_TENSORS))
+    (directory / STATE_JSON).write_text(json.dumps(encoded))
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_manifest(directory: Path) -> None:
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+             for p in sorted(directory.iterdir()) if p.is_file()}
+    atomic_write_text(directory / MANIFEST, json.dumps({"files": files}, indent=1, sort_keys=True))
+
+
+# ----------------------------------------------------------------------------- writing and finding
+def list_checkpoints(run_dir) -> list[tuple[int, Path]]:
+    """``(step, directory)`` of every checkpoint under ``run_dir/checkpoints`` that has a manifest,
+    oldest first (a directory without one was never completed)."""
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _NAME.match(p.name)) and (p / STATE_FILE).is_file()]
+    found = [(int(m.group(1)), p) for p in root.iterdir()
+             if (m := _NAME.match(p.name)) and (p / MANIFEST).is_file()]
     return sorted(found)
 
 
 def latest_checkpoint(run_dir) -> Path | None:
-    """The complete checkpoint with the highest step under ``run_dir/checkpoints``, or None."""
-    found = _checkpoints(run_dir)
+    """The checkpoint with the highest step under ``run_dir/checkpoints``, or None."""
+    found = list_checkpoints(run_dir)
     return found[-1][1] if found else None
 
 
 def save_checkpoint(run_dir, step: int, *, model, tokenizer, optimizer, scheduler, rng: dict,
                     data_state: dict, keep: int = 0) -> Path:
-    """Write ``run_dir/checkpoints/step_<step>`` atomically; keep the ``keep`` newest (0 = all)."""
-    root = Path(run_dir) / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step_{step:06d}"
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=root))
-    try:
-        with _quiet():
+    """Write ``run_dir/checkpoints/step_<step>`` atomically; keep the ``keep`` newest (0 = all).
+
+    Non-finite weights are refused (``fgrpo_llm.model.check_finite_parameters``): a diverged policy
+    is never checkpointed.
+    """
+    from fgrpo_llm.model import _quiet_hub, check_finite_parameters
+
+    check_finite_parameters(model)
+    final = Path(run_dir) / "checkpoints" / f"step_{step:06d}"
+    with atomic_directory(final) as tmp:
+        with _quiet_hub():
             model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        torch.save({"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "rng": rng, "data": data_state}, tmp / STATE_FILE)
-        if final.exists():  # a rerun of the same step: replace it
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        _write_state(tmp, {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                           "rng": rng, "data": data_state})
+        _write_manifest(tmp)
     if keep > 0:
-        for _, old in _checkpoints(run_dir)[:-keep]:
+        for _, old in list_checkpoints(run_dir)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     return final
 
 
+def verify_checkpoint(checkpoint_dir) -> None:
+    """A :class:`CorruptCheckpoint` naming the first file that is missing, truncated or changed."""
+    directory = Path(checkpoint_dir)
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CorruptCheckpoint(f"{directory}: unreadable {MANIFEST} ({type(err).__name__})") from None
+    for name, entry in manifest.items():
+        path = directory / name
+        if not path.is_file():
+            raise CorruptCheckpoint(f"{directory}: {name} is missing")
+        if path.stat().st_size != entry.get("bytes"):
+            raise CorruptCheckpoint(f"{directory}: {name} has {path.stat().st_size} bytes, expected {entry.get('bytes')}")
+        if _sha256(path) != entry.get("sha256"):
+            raise CorruptCheckpoint(f"{directory}: {name} does not match its checksum")
+
+
 def load_trainer_state(checkpoint_dir) -> dict:
-    """The ``trainer_state.pt`` of a checkpoint (optimizer, scheduler, step, rng, data)."""
-    path = Path(checkpoint_dir) / STATE_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"not a training checkpoint (no {STATE_FILE}): {checkpoint_dir}")
-    return torch.load(path, map_location="cpu", weights_only=False)
+    """The trainer state of a checkpoint (optimizer, scheduler, step, rng, data), read without pickle."""
+    from safetensors.torch import load_file
+
+    directory = Path(checkpoint_dir)
+    if not (directory / STATE_JSON).is_file():
+        old = " (an older, pickle-based format this version refuses to load)" if (directory / "trainer_state.pt").is_file() else ""
+        raise FileNotFoundError(f"not a training checkpoint (no {STATE_JSON}){old}: {directory}")
+    try:
+        tensors = load_file(str(directory / STATE_TENSORS))
+        state = _decode(json.loads((directory / STATE_JSON).read_text()), tensors)
+    except (OSError, ValueError, KeyError, RecursionError) as err:
+        raise CorruptCheckpoint(f"{directory}: unreadable trainer state ({type(err).__name__}: {err})") from None
+    if not isinstance(state, dict) or not {"step", "optimizer", "scheduler", "rng", "data"} <= set(state):
+        raise CorruptCheckpoint(f"{directory}: the trainer state lacks required entries")
+    return state
+
+
+def resume_point(run_dir, *, device=None):
+    """The newest checkpoint that verifies and loads: ``(directory, model, tokenizer, state)``, or None
+    when the run has no checkpoint at all.
+
+    A damaged checkpoint is reported on stderr and skipped for the previous one; when every
+    checkpoint is damaged, a :class:`CorruptCheckpoint` says so.
+    """
+    from fgrpo_llm.model import load_model_and_tokenizer
+
+    found = list_checkpoints(run_dir)
+    problems = []
+    for _step, directory in reversed(found):
+        try:
+            verify_checkpoint(directory)
+            state = load_trainer_state(directory)
+            model, tokenizer = load_model_and_tokenizer(directory, device=device)
+        except (CorruptCheckpoint, ValueError, FileNotFoundError) as err:
+            problems.append(str(err))
+            print(f"fgrpo-llm: skipping damaged checkpoint {directory.name}: {err}", file=sys.stderr)
+            continue
+        if problems:
+            print(f"fgrpo-llm: resuming from the previous complete checkpoint, {directory.name}", file=sys.stderr)
+        return directory, model, tokenizer, state
+    if found:
+        raise CorruptCheckpoint(f"every checkpoint under {Path(run_dir) / 'checkpoints'} is damaged: "
+                                + "; ".join(problems))
+    return None

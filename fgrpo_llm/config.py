@@ -94,10 +94,6 @@ class TrainConfig:
     """Std convention of the GRPO advantage: "bessel" (TRL, verl), "population" or "none" (mean-centred)."""
     adv_eps: float = 1e-6
     """eps added to the group std (verl: 1e-6, TRL: 1e-4)."""
-    reward_correct: float = 1.0
-    """R_c, reward of a correct completion (mu_hat = (mean R - R_w) / (R_c - R_w))."""
-    reward_wrong: float = 0.0
-    """R_w, reward of an incorrect completion."""
     dynamic_sampling: bool | None = None
     """Drop groups with X = 0 or X = N and sample more prompts to refill; None: on for dapo only."""
     max_sampling_rounds: int = 3
@@ -179,11 +175,6 @@ class TrainConfig:
             fail("adv_std", "'bessel', 'population' or 'none'")
         if self.adv_std == "bessel" and self.group_size < 2:
             fail("group_size", "at least 2 with the Bessel std (adv_std='bessel')")
-        for name in ("reward_correct", "reward_wrong"):
-            if not abs(getattr(self, name)) < float("inf"):
-                fail(name, "a finite number")
-        if not self.reward_correct > self.reward_wrong:
-            fail("reward_correct", f"greater than reward_wrong={self.reward_wrong}")
         if self.num_mini_batches > self.prompts_per_step:
             fail("num_mini_batches", f"at most prompts_per_step={self.prompts_per_step}")
         # Resolve the algorithm-dependent defaults so the saved config states what ran.

@@ -1,4 +1,5 @@
-"""Run tracking: metrics.jsonl (always), TensorBoard (optional), a tqdm progress bar.
+"""Run tracking: metrics.jsonl (always), TensorBoard (optional), a tqdm progress bar; run.json and the
+per-group records of groups.jsonl, the files every engine's run writes for the cross-check.
 
 One flat dict of slash-keyed metrics per step, written as one JSON line and flushed at once, so
 a crashed run keeps every finished step. On resume the lines of steps after the checkpoint are
@@ -16,7 +17,12 @@ from tqdm.auto import tqdm
 
 from fgrpo_llm.files import atomic_write_text
 
-__all__ = ["JsonlWriter", "MetricsLogger", "truncate_jsonl"]
+__all__ = ["JsonlWriter", "MetricsLogger", "truncate_jsonl", "RUN_INFO", "write_run_info", "read_run_info",
+           "group_record"]
+
+#: The engine-neutral description of a run, read by the cross-check (``fgrpo_llm.evaluation.runs``).
+RUN_INFO = "run.json"
+ENGINES = ("fgrpo", "verl", "trl")
 
 
 def _clean(value):
@@ -100,3 +106,59 @@ class MetricsLogger:
         if self.tb is not None:
             self.tb.close()
         self.bar.close()
+
+
+def write_run_info(run_dir, *, engine: str, algo: str, group_size: int, gamma: float, lr_scale: float = 1.0,
+                   lr_match_gamma: float | None = None) -> Path:
+    """Write ``run_dir/run.json`` (atomically) after checking every field."""
+    info = {"engine": engine, "algo": algo, "group_size": group_size, "gamma": gamma, "lr_scale": lr_scale,
+            "lr_match_gamma": lr_match_gamma}
+    _check_run_info(info, Path(run_dir) / RUN_INFO)
+    return atomic_write_text(Path(run_dir) / RUN_INFO, json.dumps(info, indent=1, sort_keys=True) + "\n")
+
+
+def _check_run_info(info, path: Path) -> dict:
+    if not isinstance(info, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(info).__name__}")
+    missing = [k for k in ("engine", "algo", "group_size", "gamma") if k not in info]
+    if missing:
+        raise ValueError(f"{path} lacks {missing}")
+    if info["engine"] not in ENGINES:
+        raise ValueError(f"{path}: engine must be one of {list(ENGINES)}, got engine={info['engine']!r}")
+    if not isinstance(info["algo"], str) or not info["algo"]:
+        raise ValueError(f"{path}: algo must be a non-empty string, got algo={info['algo']!r}")
+    N = info["group_size"]
+    if isinstance(N, bool) or not isinstance(N, int) or N < 1:
+        raise ValueError(f"{path}: group_size must be an integer >= 1, got group_size={N!r}")
+    for key in ("gamma", "lr_scale"):
+        v = info.get(key, 1.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"{path}: {key} must be a finite number >= 0, got {key}={v!r}")
+    g = info.get("lr_match_gamma")
+    if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g < 0):
+        raise ValueError(f"{path}: lr_match_gamma must be null or a finite number >= 0, got {g!r}")
+    return info
+
+
+def read_run_info(run_dir) -> dict:
+    """The checked contents of ``run_dir/run.json``; FileNotFoundError naming it when absent."""
+    path = Path(run_dir) / RUN_INFO
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: a run directory needs {RUN_INFO} (written by every trainer "
+                                f"of this package; see fgrpo_llm.evaluation.runs)")
+    try:
+        info = json.loads(path.read_text())
+    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not readable JSON ({type(err).__name__})") from None
+    return _check_run_info(info, path)
+
+
+def group_record(*, step: int, prompt_id: str, N: int, num_correct: int, forms: list, trained: bool = True,
+                 **extra) -> dict:
+    """One line of ``groups.jsonl``: a sampled group of N completions of prompt ``prompt_id`` at
+    ``step``, X = ``num_correct`` of them correct, the solution form of each correct one
+    (``fgrpo_llm.tasks.base.solution_form``), and whether the update used it."""
+    if not 0 <= num_correct <= N:
+        raise ValueError(f"num_correct must lie in [0, N={N}], got num_correct={num_correct}")
+    return {"step": int(step), "prompt_id": str(prompt_id), "N": int(N), "num_correct": int(num_correct),
+            "forms": [None if f is None else str(f) for f in forms], "trained": bool(trained), **extra}

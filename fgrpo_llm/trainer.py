@@ -1,18 +1,26 @@
-"""The RL training loop: GRPO / DAPO / CISPO with the focal weight (SPEC.md §6, paper Section 5.3).
+"""The RL training loop: GRPO / DAPO / CISPO with the focal weight (paper Section 4, Eq. 11-13; Table 5).
 
 One visible ``for step in range(...)`` loop with the sections sample, score, advantages, loss and
-step, evaluate, log, checkpoint. Each step draws B prompts, samples N completions per prompt,
-scores them with the task's verifier, turns each group's rewards into advantages
-A^F = (1 - X/N)^gamma * A^GRPO (Eq. 11-13), and takes ``num_mini_batches`` AdamW steps per
-PPO epoch on the chosen loss, with the ratio r = pi_theta / pi_old of both policies taken at the
-sampling temperature (r = 1 on the first mini-batch of the first epoch) and the loss a token mean
-over all completion tokens of the mini-batch (DAPO-style), also when gradients are accumulated
-over micro-batches. DAPO's dynamic sampling drops groups with X = 0 or X = N and
-samples more prompts, for at most ``max_sampling_rounds`` extra rounds, to refill the batch.
+step, evaluate, log, checkpoint. Each step draws B prompts and samples N completions per prompt;
+the task's verifier marks each completion correct or not (``Task.is_correct``) and gives its
+reward. Per group, X is the number of correct completions, mu_hat = X / N, and
 
-Outputs in ``cfg.out``: config.json (resolved), metrics.jsonl (one line per step), groups.jsonl
-(one line per sampled group: step, prompt_id, N, num_correct, the solution form of each correct
-completion), checkpoints/step_*/ (resumable), model/ (the final policy, a HF checkpoint).
+    A_i = g * A_i^GRPO,   g = (1 - mu_hat)^gamma,   A_i^GRPO = (R_i - mean R) / (std R + eps),
+
+the one change F-GRPO makes (gamma = 0 is GRPO exactly). Then ``num_mini_batches`` AdamW steps per
+PPO epoch on the chosen loss (``fgrpo_llm.losses``), with the ratio r = pi_theta / pi_old of both
+policies taken at the sampling temperature (r = 1 on the first mini-batch of the first epoch) and
+the loss a token mean over all completion tokens of the mini-batch (DAPO's token-level loss), also
+when gradients are accumulated over micro-batches. DAPO's dynamic sampling drops groups with
+X = 0 or X = N and samples more prompts, for at most ``max_sampling_rounds`` extra rounds, to
+refill the batch.
+
+Outputs in ``cfg.out``: config.json (resolved), run.json (``fgrpo_llm.tracking.write_run_info``),
+metrics.jsonl (one line per step), groups.jsonl (one line per sampled group: step, prompt_id, N,
+num_correct, the solution form of each correct completion, and for a trained group its focal
+weight), checkpoints/step_*/ (resumable at any kill), model/ (the final policy, a HF checkpoint).
+Non-finite values in the loss, the gradients or the weights stop the run at that step with
+:class:`TrainingDiverged`; nothing non-finite is ever saved.
 
     from fgrpo_llm.config import TrainConfig
     from fgrpo_llm.trainer import train
@@ -23,33 +31,40 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+import sys
 import time
 import warnings
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
 import torch
 
-from fgrpo_llm.advantages import focal_advantages, focal_weight, group_success_rate
-from fgrpo_llm.checkpoint import capture_rng, latest_checkpoint, load_trainer_state, restore_rng, save_checkpoint
+from fgrpo_llm.advantages import focal_weight, grpo_advantages
+from fgrpo_llm.checkpoint import capture_rng, resume_point, restore_rng, save_checkpoint
 from fgrpo_llm.config import TrainConfig, save_config
+from fgrpo_llm.files import remove_stale_temporaries
 from fgrpo_llm.losses import policy_loss
 from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype, resolve_device, save_model_and_tokenizer
-from fgrpo_llm.rollout import concat_rollouts, sample_completions, token_logprobs, token_logprobs_and_entropy
-from fgrpo_llm.tasks import check_split, get_task
-from fgrpo_llm.tracking import JsonlWriter, MetricsLogger, truncate_jsonl
+from fgrpo_llm.rollout import RolloutBatch, concat_rollouts, sample_completions, token_logprobs, token_logprobs_and_entropy
+from fgrpo_llm.tasks import check_split, check_task, get_task, solution_form
+from fgrpo_llm.tracking import JsonlWriter, MetricsLogger, group_record, truncate_jsonl, write_run_info
 
-__all__ = ["train", "PromptStream", "Evaluator", "RESUMABLE_FIELDS"]
+__all__ = ["train", "PromptStream", "Evaluator", "RESUMABLE_FIELDS", "TrainingDiverged"]
 
 #: An evaluation hook: called as hook(model, step) every ``eval_every`` steps; its metrics join that step's line.
 Evaluator = Callable[[torch.nn.Module, int], dict]
 
-#: Config fields a resumed run may change (everything else must match the stopped run).
-RESUMABLE_FIELDS = ("steps", "progress", "tensorboard", "device", "eval_every", "checkpoint_every",
+#: Config fields a resumed run may change (everything else must match the stopped run). ``out`` is
+#: where the run is now, not a setting: a copied or moved run directory resumes.
+RESUMABLE_FIELDS = ("out", "steps", "progress", "tensorboard", "device", "eval_every", "checkpoint_every",
                     "keep_checkpoints")
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss, a gradient or a weight became NaN or inf: the run stops at that step, unsaved."""
 
 
 class PromptStream:
@@ -80,36 +95,40 @@ class PromptStream:
         return {"cursor": self.cursor}
 
 
-def _sample_and_score(model, tok, task, problems, idx, cfg, generator, amp):
-    """One sampling round: N completions for each problem in ``idx``; rewards (b, N), forms, X/N (b,)."""
-    batch = sample_completions(model, tok, [problems[i].prompt for i in idx], num_samples=cfg.group_size,
-                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                               top_k=cfg.top_k, generator=generator, batch_size=cfg.rollout_batch_size,
-                               autocast_dtype=amp)
-    row_problem = [problems[i] for i in idx for _ in range(cfg.group_size)]
-    rewards = torch.tensor([float(task.reward(p, c)) for p, c in zip(row_problem, batch.completions)])
-    form_fn = getattr(task, "solution_form", None)
-    forms = [form_fn(p, c) if (form_fn is not None and r >= cfg.reward_correct) else None
-             for p, c, r in zip(row_problem, batch.completions, rewards.tolist())]
-    rewards = rewards.view(len(idx), cfg.group_size)  # (b, N)
-    mu_hat = group_success_rate(rewards, reward_correct=cfg.reward_correct, reward_wrong=cfg.reward_wrong)
-    return batch, rewards, forms, mu_hat
-
-
 @dataclass
 class _Round:
-    """One sampling round: problem indices (b,), rollouts (b*N rows), rewards (b, N), forms (b*N,)."""
+    """One sampling round of b prompts: their rollouts (b*N rows, grouped), rewards and verdicts."""
 
-    idx: list[int]
-    batch: object
-    rewards: torch.Tensor
-    forms: list
-    mu_hat: torch.Tensor  # (b,) X/N
+    idx: list[int]  # (b,) problem indices
+    batch: RolloutBatch  # b*N rows, prompt k -> rows k*N .. k*N+N-1
+    rewards: torch.Tensor  # (b, N) the task's rewards
+    correct: torch.Tensor  # (b, N) bool, the task's verdicts (is_correct)
+    forms: list  # (b*N,) solution form of each correct completion, None otherwise
+
+    @property
+    def X(self) -> torch.Tensor:
+        """(b,) number of correct completions per group."""
+        return self.correct.sum(dim=1)
 
     @property
     def active(self) -> torch.Tensor:
-        """(b,) groups with 0 < X < N: the only ones with a nonzero GRPO advantage."""
-        return (self.mu_hat > 0) & (self.mu_hat < 1)
+        """(b,) groups with 0 < X < N, the groups a binary reward gives a nonzero advantage."""
+        return (self.X > 0) & (self.X < self.correct.shape[1])
+
+
+def _sample_round(model, tok, task, problems, idx, cfg, generator, amp) -> _Round:
+    """N completions for each problem in ``idx``, scored by the task."""
+    N = cfg.group_size
+    batch = sample_completions(model, tok, [problems[i].prompt for i in idx], num_samples=N,
+                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                               top_k=cfg.top_k, generator=generator, batch_size=cfg.rollout_batch_size,
+                               autocast_dtype=amp)
+    row_problem = [problems[i] for i in idx for _ in range(N)]
+    pairs = list(zip(row_problem, batch.completions))
+    correct = [bool(task.is_correct(p, c)) for p, c in pairs]
+    rewards = torch.tensor([float(task.reward(p, c)) for p, c in pairs], dtype=torch.float32)
+    forms = [solution_form(task, p, c) if ok else None for (p, c), ok in zip(pairs, correct)]
+    return _Round(idx, batch, rewards.view(len(idx), N), torch.tensor(correct).view(len(idx), N), forms)
 
 
 def _first_active(rounds: list[_Round], B: int) -> list[torch.Tensor]:
@@ -122,47 +141,168 @@ def _first_active(rounds: list[_Round], B: int) -> list[torch.Tensor]:
     return keep
 
 
-def _check_resume(cfg: TrainConfig, out: Path) -> None:
-    saved_path = out / "config.json"
-    if not saved_path.is_file():
-        return
-    saved = json.loads(saved_path.read_text())
-    diff = sorted(k for k, v in cfg.to_dict().items() if k not in RESUMABLE_FIELDS and saved.get(k) != v)
-    if diff:
-        raise ValueError(f"--resume: settings differ from the stopped run in {out}: "
-                         + ", ".join(f"{k}={saved.get(k)!r} -> {getattr(cfg, k)!r}" for k in diff))
-
-
 def _rows_of(groups: torch.Tensor, N: int) -> torch.Tensor:
     """Row indices of the given groups (rows of group b are b*N .. b*N+N-1)."""
     return (groups[:, None] * N + torch.arange(N)).flatten()
+
+
+@dataclass
+class _OptimStats:
+    """What the loss-and-step section measured, summed over its mini-batches."""
+
+    sums: dict = field(default_factory=lambda: defaultdict(float))  # token-weighted metric sums
+    maxes: dict = field(default_factory=dict)
+    tokens: int = 0
+    grad_norms: list = field(default_factory=list)
+
+    def means(self) -> dict:
+        return {**{k: v / max(self.tokens, 1) for k, v in self.sums.items()}, **self.maxes}
+
+
+def _diverged(step: int, what: str) -> TrainingDiverged:
+    return TrainingDiverged(f"step {step}: {what} became NaN or inf; the run stops here and nothing of this step "
+                            f"is saved (the last checkpoint stays resumable). Lower the learning rate or keep "
+                            f"gradient clipping on (grad_clip > 0).")
+
+
+def _optimize(step, model, ref_model, optimizer, params, batch: RolloutBatch, A_rows, B: int, cfg, generator,
+              amp) -> _OptimStats:
+    """PPO epochs x mini-batches of AdamW steps on the token-mean loss of ``cfg.algo``.
+
+    ``A_rows`` (M,) is one advantage per row of ``batch`` (B groups of N rows). Raises
+    :class:`TrainingDiverged` before an optimizer step would write a non-finite weight.
+    """
+    N, stats = cfg.group_size, _OptimStats()
+    for _epoch in range(cfg.ppo_epochs):
+        order = torch.randperm(B, generator=generator, device=generator.device).cpu()
+        for mb in order.tensor_split(min(cfg.num_mini_batches, B)):
+            rows = _rows_of(mb, N).to(A_rows.device)
+            mb_tokens = int(batch.completion_mask[rows].sum())
+            optimizer.zero_grad(set_to_none=True)
+            for micro in rows.split(cfg.micro_batch_size or len(rows)):
+                seq, attn = batch.sequences[micro], batch.attention_mask[micro]
+                cmask = batch.completion_mask[micro]
+                # pi_theta at the sampling temperature, as old_logprobs (r = 1 on policy); the entropy
+                # keeps its graph only when the bonus is in the loss
+                logp, H = token_logprobs_and_entropy(model, seq, attn, autocast_dtype=amp,
+                                                     temperature=cfg.temperature, entropy_grad=cfg.entropy_coef > 0)
+                ref = None
+                if ref_model is not None:
+                    with torch.no_grad():
+                        ref = token_logprobs(ref_model, seq, attn, autocast_dtype=amp, temperature=cfg.temperature)
+                loss, m = policy_loss(cfg.algo, logp, batch.old_logprobs[micro], A_rows[micro], cmask, entropy=H,
+                                      entropy_coef=cfg.entropy_coef, ref_logprobs=ref, kl_coef=cfg.kl_coef,
+                                      **cfg.loss_kwargs())
+                if not torch.isfinite(loss):
+                    raise _diverged(step, "the loss")
+                n_tok = int(cmask.sum())
+                # token mean over the whole mini-batch, accumulated over micro-batches
+                (loss * (n_tok / max(mb_tokens, 1))).backward()
+                for key, value in m.items():
+                    if key.endswith("_max"):
+                        stats.maxes[key] = max(stats.maxes.get(key, -math.inf), value)
+                    else:
+                        stats.sums[key] += value * n_tok
+                stats.tokens += n_tok
+            norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
+            if not torch.isfinite(norm):
+                raise _diverged(step, "the gradient")
+            stats.grad_norms.append(float(norm))
+            optimizer.step()
+            if not all(torch.isfinite(p).all() for p in params):
+                raise _diverged(step, "a weight")
+    return stats
+
+
+def _step_metrics(rounds: list[_Round], *, N: int, B_trained: int, g: torch.Tensor, active: torch.Tensor,
+                  opt: _OptimStats, lr: float, eval_metrics: dict, times: dict) -> dict:
+    """One flat metrics line: the unfiltered first round's outcomes, the focal weight g that the
+    update used (mean over groups with a learning signal), the optimiser's and the timings."""
+    first = rounds[0]
+    X = first.X  # (B,) correct completions per group
+    lengths = first.batch.completion_lengths.float()
+    sampled_tokens = sum(int(r.batch.completion_mask.sum()) for r in rounds)
+    sample_s, train_s = times["sampled"] - times["start"], times["trained"] - times["sampled"]
+    return {
+        "reward/mean": first.rewards.mean().item(),
+        "reward/pass_rate": first.correct.float().mean().item(),
+        "reward/pass_at_n": (X > 0).float().mean().item(),
+        "groups/active_frac": ((X > 0) & (X < N)).float().mean().item(),
+        "groups/all_correct_frac": (X == N).float().mean().item(),
+        "groups/all_wrong_frac": (X == 0).float().mean().item(),
+        "groups/trained": B_trained,
+        "sampling/rounds": len(rounds),
+        "sampling/groups_sampled": sum(len(r.idx) for r in rounds),
+        "focal/weight_mean": g[active].mean().item() if active.any() else float("nan"),
+        "completion/length_mean": lengths.mean().item(),
+        "completion/truncated_frac": (~first.batch.finished).float().mean().item(),
+        **opt.means(),
+        "optim/grad_norm": float(np.mean(opt.grad_norms)) if opt.grad_norms else float("nan"),
+        "optim/lr": lr,
+        "optim/updates": len(opt.grad_norms),
+        **eval_metrics,
+        "time/sample_s": sample_s,
+        "time/train_s": train_s,
+        "time/eval_s": times["evaluated"] - times["trained"],
+        "time/step_s": time.perf_counter() - times["start"],
+        "time/rollout_tokens_per_s": sampled_tokens / max(sample_s, 1e-9),
+        "time/train_tokens_per_s": opt.tokens / max(train_s, 1e-9),
+    }
+
+
+def _check_resume(cfg: TrainConfig, out: Path, start: int) -> None:
+    """A resumed run keeps every setting of the stopped one except :data:`RESUMABLE_FIELDS`, and
+    cannot be told to stop before the step it already reached."""
+    saved_path = out / "config.json"
+    if saved_path.is_file():
+        try:
+            saved = json.loads(saved_path.read_text())
+        except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
+            raise ValueError(f"--resume: {saved_path} is not readable JSON") from None
+        if not isinstance(saved, dict):
+            raise ValueError(f"--resume: {saved_path} must hold a JSON object")
+        diff = sorted(k for k, v in cfg.to_dict().items() if k not in RESUMABLE_FIELDS and saved.get(k) != v)
+        if diff:
+            raise ValueError(f"--resume: settings differ from the stopped run in {out}: "
+                             + ", ".join(f"{k}={saved.get(k)!r} -> {getattr(cfg, k)!r}" for k in diff))
+    if cfg.steps < start:
+        raise ValueError(f"--resume: the run in {out} already reached step {start}; steps must be >= {start}, "
+                         f"got steps={cfg.steps}")
 
 
 def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evaluator] = (), task=None) -> dict:
     """Run (or, with ``resume``, continue) the RL run described by ``cfg``; return the last metrics line.
 
     ``task`` overrides ``get_task(cfg.task, **cfg.task_kwargs)`` (for user tasks). ``evaluators`` are
-    called as hook(model, step) every ``cfg.eval_every`` steps and after the last step.
+    called as hook(model, step) every ``cfg.eval_every`` steps and after the last step. A resumed run
+    continues from its newest intact checkpoint (a damaged one is skipped, saying so), or from the
+    start when it was stopped before its first checkpoint.
     """
     out = Path(cfg.out)
     device = resolve_device(cfg.device)
     amp = resolve_autocast_dtype(device, cfg.dtype)
-    checkpoint = latest_checkpoint(out) if resume else None
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out must be a directory, but {out} is a file")
+    if not resume and ((out / "metrics.jsonl").exists() or (out / "config.json").exists()):
+        raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+    remove_stale_temporaries(out)  # leftovers of a kill during an atomic write
+    remove_stale_temporaries(out / "checkpoints")
+    point = resume_point(out, device=device) if resume else None
+    start = int(point[3]["step"]) if point is not None else 0
     if resume:
-        if checkpoint is None:
-            raise FileNotFoundError(f"--resume: no checkpoint under {out / 'checkpoints'}")
-        _check_resume(cfg, out)
-    elif (out / "metrics.jsonl").exists():
-        raise ValueError(f"{out} already holds a run (metrics.jsonl); pass --resume or choose another --out")
+        _check_resume(cfg, out, start)
+        if point is None and (out / "metrics.jsonl").exists():
+            print(f"fgrpo-llm: {out} has no checkpoint yet; starting it again from step 0", file=sys.stderr)
 
-    # --- setup: model, reference, task, optimizer, random streams ---
+    # --- setup: task, model, reference, optimizer, random streams ---
+    task = task if task is not None else get_task(cfg.task, **cfg.task_kwargs)
+    check_task(task)
+    problems = task.problems(check_split(task, cfg.split))
     torch.manual_seed(cfg.seed)  # global RNG (dropout, if any); the trainer is an entry point
-    model, tok = load_model_and_tokenizer(checkpoint or cfg.base, device=device)
+    model, tok = (point[1], point[2]) if point is not None else load_model_and_tokenizer(cfg.base, device=device)
     ref_model = None
     if cfg.kl_coef > 0:  # a frozen copy of the base only when the KL penalty is on
         ref_model = load_model_and_tokenizer(cfg.base, device=device)[0].requires_grad_(False)
-    task = task if task is not None else get_task(cfg.task, **cfg.task_kwargs)
-    problems = task.problems(check_split(task, cfg.split))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.effective_lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
                                   eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
@@ -171,15 +311,15 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
     generator = torch.Generator(device=device).manual_seed(cfg.seed)  # sampling and mini-batch shuffling
     np_rng = np.random.default_rng(cfg.seed)  # reserved for numpy-side randomness; saved with the rest
     data = PromptStream(len(problems), seed=cfg.seed)
-    start = 0
-    if checkpoint is not None:
-        state = load_trainer_state(checkpoint)
+    if point is not None:
+        state = point[3]
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         restore_rng(state["rng"], generator, np_rng)
         data.cursor = state["data"]["cursor"]
-        start = state["step"]
     save_config(cfg, out / "config.json")
+    write_run_info(out, engine="fgrpo", algo=cfg.algo, group_size=cfg.group_size, gamma=cfg.gamma,
+                   lr_scale=cfg.effective_lr / cfg.lr, lr_match_gamma=cfg.lr_match_gamma)
     logger = MetricsLogger(out, total_steps=cfg.steps, start_step=start, tensorboard=cfg.tensorboard,
                            progress=cfg.progress)
     truncate_jsonl(out / "groups.jsonl", max_step=start)
@@ -191,13 +331,10 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
 
     try:
         for step in range(start + 1, cfg.steps + 1):
-            t_step = time.perf_counter()
+            times = {"start": time.perf_counter()}
 
-            # --- sample and score (scored per round: dynamic sampling decides on rewards) ---
-            def sample_round(idx):
-                return _Round(idx, *_sample_and_score(model, tok, task, problems, idx, cfg, generator, amp))
-
-            rounds = [sample_round(data.take(B))]
+            # --- sample and score (scored per round: dynamic sampling decides on the verdicts) ---
+            rounds = [_sample_round(model, tok, task, problems, data.take(B), cfg, generator, amp)]
             if cfg.dynamic_sampling:  # DAPO: refill the batch with groups that carry signal (0 < X < N)
                 for _ in range(cfg.max_sampling_rounds):
                     have = sum(int(r.active.sum()) for r in rounds)
@@ -206,68 +343,36 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
                     # ask for the missing groups divided by the active fraction seen so far (at least 1/4),
                     # so one extra round usually suffices without sampling a whole batch each time
                     rate = max(have / sum(len(r.idx) for r in rounds), 0.25)
-                    rounds.append(sample_round(data.take(min(B, math.ceil((B - have) / rate)))))
-            t_sampled = time.perf_counter()
+                    idx = data.take(min(B, math.ceil((B - have) / rate)))
+                    rounds.append(_sample_round(model, tok, task, problems, idx, cfg, generator, amp))
+            times["sampled"] = time.perf_counter()
 
-            # --- score: the groups this step trains on (all, or under dynamic sampling the first B active) ---
+            # --- the groups this step trains on: all, or under dynamic sampling the first B active ---
             keep = _first_active(rounds, B) if cfg.dynamic_sampling else [torch.ones_like(r.active) for r in rounds]
-            parts = [r.batch.select(_rows_of(k.nonzero().flatten(), N)) for r, k in zip(rounds, keep) if k.any()]
             rewards = torch.cat([r.rewards[k] for r, k in zip(rounds, keep)]).view(-1, N)  # (Bk, N)
+            correct = torch.cat([r.correct[k] for r, k in zip(rounds, keep)]).view(-1, N)  # (Bk, N)
             Bk = rewards.shape[0]
 
-            # --- advantages: A^F = (1 - X/N)^gamma * A^GRPO per group (Eq. 11-13) ---
-            A, g = torch.zeros(Bk, N), torch.ones(Bk)  # stay empty when dynamic sampling kept no group
-            if Bk > 0:
-                A = focal_advantages(rewards, gamma=cfg.gamma, reward_correct=cfg.reward_correct,
-                                     reward_wrong=cfg.reward_wrong, std=cfg.adv_std, eps=cfg.adv_eps)  # (Bk, N)
-                g = focal_weight(group_success_rate(rewards, reward_correct=cfg.reward_correct,
-                                                    reward_wrong=cfg.reward_wrong), gamma=cfg.gamma)  # (Bk,)
-            active = (A != 0).any(dim=1)  # (Bk,) groups that carry a learning signal
+            # --- advantages: A = g * A_GRPO with g = (1 - X/N)^gamma per group (Eq. 11-13) ---
+            X = correct.sum(dim=1)  # (Bk,) correct completions per group
+            mu_hat = X.float() / N  # (Bk,) the group's empirical success rate
+            g = focal_weight(mu_hat, gamma=cfg.gamma)  # (Bk,) one focal weight per group
+            A_grpo = grpo_advantages(rewards, std=cfg.adv_std, eps=cfg.adv_eps) if Bk else rewards  # (Bk, N)
+            A = g[:, None] * A_grpo  # (Bk, N): the one change F-GRPO makes to GRPO
+            active = (A_grpo != 0).any(dim=1)  # (Bk,) groups that carry a learning signal
 
             # --- loss and step: PPO epochs x mini-batches, token-mean loss, AdamW, grad clip ---
-            sums, maxes, tokens_trained, grad_norms = defaultdict(float), {}, 0, []
             lr_now = scheduler.get_last_lr()[0]
+            opt = _OptimStats()
             if Bk > 0:
+                parts = [r.batch.select(_rows_of(k.nonzero().flatten(), N)) for r, k in zip(rounds, keep) if k.any()]
                 train_batch = concat_rollouts(parts, pad_id=tok.pad_token_id)
-                A_rows = A.flatten().to(device)  # (M,) one advantage per sequence
-                for _epoch in range(cfg.ppo_epochs):
-                    order = torch.randperm(Bk, generator=generator, device=generator.device).cpu()
-                    for mb in order.tensor_split(min(cfg.num_mini_batches, Bk)):
-                        rows = _rows_of(mb, N).to(device)
-                        mb_tokens = int(train_batch.completion_mask[rows].sum())
-                        optimizer.zero_grad(set_to_none=True)
-                        for micro in rows.split(cfg.micro_batch_size or len(rows)):
-                            seq, attn = train_batch.sequences[micro], train_batch.attention_mask[micro]
-                            cmask = train_batch.completion_mask[micro]
-                            # pi_theta at the sampling temperature, as old_logprobs (r = 1 on policy);
-                            # the entropy keeps its graph only when the bonus is in the loss
-                            logp, H = token_logprobs_and_entropy(model, seq, attn, autocast_dtype=amp,
-                                                                 temperature=cfg.temperature,
-                                                                 entropy_grad=cfg.entropy_coef > 0)
-                            ref = None
-                            if ref_model is not None:
-                                with torch.no_grad():
-                                    ref = token_logprobs(ref_model, seq, attn, autocast_dtype=amp,
-                                                         temperature=cfg.temperature)
-                            loss, m = policy_loss(cfg.algo, logp, train_batch.old_logprobs[micro], A_rows[micro],
-                                                  cmask, entropy=H, entropy_coef=cfg.entropy_coef,
-                                                  ref_logprobs=ref, kl_coef=cfg.kl_coef, **cfg.loss_kwargs())
-                            n_tok = int(cmask.sum())
-                            # token-mean over the whole mini-batch, accumulated over micro-batches
-                            (loss * (n_tok / max(mb_tokens, 1))).backward()
-                            for key, value in m.items():
-                                if key.endswith("_max"):
-                                    maxes[key] = max(maxes.get(key, -math.inf), value)
-                                else:
-                                    sums[key] += value * n_tok
-                            tokens_trained += n_tok
-                        norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
-                        grad_norms.append(float(norm))
-                        optimizer.step()
+                opt = _optimize(step, model, ref_model, optimizer, params, train_batch, A.flatten().to(device), Bk,
+                                cfg, generator, amp)
             with warnings.catch_warnings():  # a step whose groups were all dropped took no optimizer step
                 warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)`")
                 scheduler.step()
-            t_trained = time.perf_counter()
+            times["trained"] = time.perf_counter()
 
             # --- evaluate ---
             eval_metrics = {}
@@ -276,45 +381,19 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
                 for hook in evaluators:
                     eval_metrics.update(hook(model, step))
                 model.train()
-            t_evaluated = time.perf_counter()
+            times["evaluated"] = time.perf_counter()
 
-            # --- log: one flat metrics line, one record per sampled group ---
-            first_batch, first_rewards = rounds[0].batch, rounds[0].rewards  # the unfiltered batch of B prompts
-            X = (rounds[0].mu_hat * N).round()  # (B,) correct completions per group
-            sampled_tokens = sum(int(r.batch.completion_mask.sum()) for r in rounds)
-            lengths = first_batch.completion_lengths.float()
-            metrics = {
-                "reward/mean": first_rewards.mean().item(),
-                "reward/pass_rate": (first_rewards >= cfg.reward_correct).float().mean().item(),
-                "reward/pass_at_n": (X > 0).float().mean().item(),
-                "groups/active_frac": ((X > 0) & (X < N)).float().mean().item(),
-                "groups/all_correct_frac": (X == N).float().mean().item(),
-                "groups/all_wrong_frac": (X == 0).float().mean().item(),
-                "groups/trained": Bk,
-                "sampling/rounds": len(rounds),
-                "sampling/groups_sampled": sum(len(r.idx) for r in rounds),
-                "focal/weight_mean": g[active].mean().item() if active.any() else float("nan"),
-                "completion/length_mean": lengths.mean().item(),
-                "completion/truncated_frac": (~first_batch.finished).float().mean().item(),
-                **{k: v / max(tokens_trained, 1) for k, v in sums.items()},
-                **maxes,
-                "optim/grad_norm": float(np.mean(grad_norms)) if grad_norms else float("nan"),
-                "optim/lr": lr_now,
-                "optim/updates": len(grad_norms),
-                **eval_metrics,
-                "time/sample_s": t_sampled - t_step,
-                "time/train_s": t_trained - t_sampled,
-                "time/eval_s": t_evaluated - t_trained,
-                "time/step_s": time.perf_counter() - t_step,
-                "time/rollout_tokens_per_s": sampled_tokens / max(t_sampled - t_step, 1e-9),
-                "time/train_tokens_per_s": tokens_trained / max(t_trained - t_sampled, 1e-9),
-            }
+            # --- log: one flat metrics line, one record per sampled group (with the g it was trained with) ---
+            metrics = _step_metrics(rounds, N=N, B_trained=Bk, g=g, active=active, opt=opt, lr=lr_now,
+                                    eval_metrics=eval_metrics, times=times)
+            g_of_trained = iter(g.tolist())
             for n_round, (r, k) in enumerate(zip(rounds, keep)):
                 for b, i in enumerate(r.idx):
-                    correct = (r.rewards[b] >= cfg.reward_correct).tolist()
-                    group_log.write({"step": step, "prompt_id": problems[i].id, "N": N, "num_correct": sum(correct),
-                                     "forms": [r.forms[b * N + j] for j in range(N) if correct[j]],
-                                     "round": n_round, "trained": bool(k[b])})
+                    trained = bool(k[b])
+                    extra = {"focal_weight": next(g_of_trained)} if trained else {}
+                    forms = [r.forms[b * N + j] for j in range(N) if r.correct[b, j]]
+                    group_log.write(group_record(step=step, prompt_id=problems[i].id, N=N, num_correct=len(forms),
+                                                 forms=forms, trained=trained, round=n_round, **extra))
             logger.log(step, metrics)
 
             # --- checkpoint ---

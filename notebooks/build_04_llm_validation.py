@@ -26,10 +26,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Image, Markdown, display
 
-from fgrpo_llm.demo import load_demo_config, run_demo
-from fgrpo_llm.rare import load_rare_set
-from fgrpo_llm.report import sweep_section, tail_miss_section
-from fgrpo_llm.validate import cross_check, load_run, plot_tail_miss_vs_N, predicted_curve
+from fgrpo_llm.experiments.demo import load_demo_config, run_demo
+from fgrpo_llm.evaluation.rare import load_rare_set
+from fgrpo_llm.experiments.report import sweep_section, tail_miss_section
+from fgrpo_llm.evaluation.runs import load_run
+from fgrpo_llm.evaluation.tail_miss import plot_tail_miss_vs_N, predicted_curve
+from fgrpo_llm.experiments.cross_check import cross_check
 
 FAST = os.environ.get("FGRPO_NOTEBOOK_FAST") == "1"
 run_dir = Path(os.environ.get("FGRPO_DEMO_DIR", "runs/demo"))
@@ -72,7 +74,7 @@ fair comparison; later in training mu rises and tau falls, and the observed freq
 """)
 md("## Delta NLL_rare during training and the group-size sweep next to the paper")
 code("""
-from fgrpo_llm.report import plot_training_curves
+from fgrpo_llm.experiments.report import plot_training_curves
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
 plot_training_curves(axes, runs)
 plt.show()

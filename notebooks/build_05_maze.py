@@ -24,7 +24,7 @@ cells = [
         "import matplotlib.pyplot as plt\n"
         "import numpy as np\n\n"
         "import fgrpo_llm\n"
-        "from fgrpo_llm.maze_experiment import make_config, paper_table4, plot_curves, plot_final, run_experiment\n"
+        "from fgrpo_llm.experiments.maze import make_config, paper_table4, plot_curves, plot_final, run_experiment\n"
         "from fgrpo_llm.tasks.maze import END, MazeTask, decode_prompt, walk\n\n"
         "FAST = os.environ.get('FGRPO_NOTEBOOK_FAST') == '1'"
     ),

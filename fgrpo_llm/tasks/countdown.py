@@ -9,7 +9,7 @@ Every kept prompt has at least ``min_solutions`` (default 2) distinct correct
 expressions, so there is always more than one correct mode; ``solutions(problem)`` lists
 them in a fixed rank order (numbers in prompt order first, then operators in the order
 ``+ - *``), which the pretraining demonstrations skew over (common vs rare modes).
-The verifier parses with ``fgrpo_llm.expr`` (no ``eval``); malformed text gets reward 0.
+The verifier parses with ``fgrpo_llm.tasks.expr`` (no ``eval``); malformed text gets reward 0.
 Splits are generated from ``seed`` and are deterministic with disjoint prompts.
 
     task = CountdownTask(seed=0)
@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fgrpo_llm.expr import ExprError, parse_expression
+from fgrpo_llm.tasks.expr import ExprError, parse_expression
 from fgrpo_llm.tasks.base import Problem, check_split
 
 #: Whitespace anywhere, or a number literal with a leading zero ("03"): not canonical.

@@ -1,4 +1,4 @@
-"""``fgrpo-llm train``: a smoke run, resume, config files and clean errors (fgrpo_llm.cli_train)."""
+"""``fgrpo-llm train``: a smoke run, resume, config files and clean errors (fgrpo_llm.cli.train)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgrpo_llm.expr import ExprError, parse_expression
+from fgrpo_llm.tasks.expr import ExprError, parse_expression
 from fgrpo_llm.tasks import get_task, register_task, task_names
 from fgrpo_llm.tasks.base import Problem, Task
 from fgrpo_llm.tasks.countdown import CountdownAnswer, CountdownTask, all_expressions, enumerate_solutions, format_prompt

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 
 from fgrpo_llm.cli import main  # noqa: E402
-from fgrpo_llm.demo import DemoConfig, RunSpec, _run_specs, load_demo_config  # noqa: E402
+from fgrpo_llm.experiments.demo import DemoConfig, RunSpec, _run_specs, load_demo_config  # noqa: E402
 
 
 def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""pass@k evaluation (fgrpo_llm.evaluate, fgrpo-llm eval / compare): the table against brute-force
+"""pass@k evaluation (fgrpo_llm.evaluation.passk, fgrpo-llm eval / compare): the table against brute-force
 enumeration, the sampled counts against the sampler itself, the output files and the CLIs."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from fgrpo_llm.cli import main  # noqa: E402
-from fgrpo_llm.evaluate import (compare_evals, default_ks, evaluate_model, load_eval, parse_ks,  # noqa: E402
+from fgrpo_llm.evaluation.passk import (compare_evals, default_ks, evaluate_model, load_eval, parse_ks,  # noqa: E402
                                 pass_at_k_table, sample_correct_counts, write_eval_outputs)
 from fgrpo_llm.rollout import sample_completions  # noqa: E402
 

@@ -175,7 +175,7 @@ TINY = dict(grid_size=7, num_train=60, num_test=3, hidden_size=32, num_layers=1,
 
 
 def test_config_validation_and_presets():
-    from fgrpo_llm.maze_experiment import make_config
+    from fgrpo_llm.experiments.maze import make_config
 
     full = make_config("full")
     assert (full.grid_size, full.sft_steps, full.sft_batch_size, full.rl_prompts_per_step) == (17, 1500, 32, 256)
@@ -192,7 +192,7 @@ def test_config_validation_and_presets():
 
 
 def test_sft_batch_masks_everything_but_the_target():
-    from fgrpo_llm.maze_experiment import sft_batch
+    from fgrpo_llm.experiments.maze import sft_batch
     from fgrpo_llm.tasks.maze import VOCAB
     from fgrpo_llm.tokenizer import build_word_tokenizer
 
@@ -211,7 +211,7 @@ def test_sft_batch_masks_everything_but_the_target():
 
 
 def test_dip_statistics_finds_the_drop_and_the_recovery():
-    from fgrpo_llm.maze_experiment import dip_statistics
+    from fgrpo_llm.experiments.maze import dip_statistics
 
     curve = [{"step": s, "eval/test/pass@1": v} for s, v in [(0, 0.5), (10, 0.3), (20, 0.4), (30, 0.6)]]
     d = dip_statistics(curve, [1])
@@ -222,7 +222,7 @@ def test_dip_statistics_finds_the_drop_and_the_recovery():
 
 
 def test_pipeline_smoke_run_and_stage_resume(tmp_path):
-    from fgrpo_llm.maze_experiment import make_config, run_experiment
+    from fgrpo_llm.experiments.maze import make_config, run_experiment
 
     cfg = make_config("reduced", **TINY)
     out = tmp_path / "maze"

@@ -12,8 +12,9 @@ from fgrpo_llm.cli import main
 from fgrpo_llm.model import load_model_and_tokenizer
 from fgrpo_llm.tasks.base import Problem
 from fgrpo_llm.tasks.countdown import CountdownAnswer
-from fgrpo_llm.pretrain import (CONFIG_NAME, METRICS_NAME, DemonstrationStream, PretrainConfig, pretrain,
-                                lr_multiplier, read_config_file, sample_demonstration, skewed_weights)
+from fgrpo_llm.config import read_config_file
+from fgrpo_llm.experiments.countdown_base import (CONFIG_NAME, METRICS_NAME, DemonstrationStream, PretrainConfig,
+                                                  lr_multiplier, pretrain, sample_demonstration, skewed_weights)
 
 TINY = dict(hidden_size=32, num_layers=1, num_heads=2, batch_size=16, num_test=20, num_ood=4, eval_prompts=4,
             eval_samples=2, log_every=1, warmup_steps=2)

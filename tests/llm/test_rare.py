@@ -1,4 +1,4 @@
-"""The rare-correct set and Delta NLL_rare (fgrpo_llm.rare): every kept trajectory is correct and
+"""The rare-correct set and Delta NLL_rare (fgrpo_llm.evaluation.rare): every kept trajectory is correct and
 among the highest-NLL correct rollouts, its stored NLL is the model's, (mu, tau) are consistent
 frequencies, Delta NLL_rare is 0 at the base and moves with the weights, and the artifact
 round-trips through its file and the CLI."""
@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from fgrpo_llm.cli import main  # noqa: E402
-from fgrpo_llm.rare import (_assign_rare_events, _top_fraction_indices, build_rare_set, delta_nll_rare,  # noqa: E402
+from fgrpo_llm.evaluation.rare import (_assign_rare_events, _top_fraction_indices, build_rare_set, delta_nll_rare,  # noqa: E402
                             length_normalised_nll, load_rare_set, make_rare_evaluator, save_rare_set)
 
 

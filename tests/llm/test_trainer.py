@@ -112,8 +112,9 @@ def test_resume_drops_lines_logged_after_the_checkpoint(base_dir, tmp_path):
     # Pretend the run died after logging step 3 but before its checkpoint.
     import shutil
     shutil.rmtree(out / "checkpoints" / "step_000003")
-    with pytest.raises(FileNotFoundError):
-        train(_cfg(base_dir, tmp_path / "none", steps=3), task=ToyTask(), resume=True)
+    fresh = tmp_path / "none"  # --resume of a run with no checkpoint (or no run at all) starts from step 0
+    train(_cfg(base_dir, fresh, steps=3), task=ToyTask(), resume=True)
+    assert [line["step"] for line in _lines(fresh / "metrics.jsonl")] == [1, 2, 3]
     train(_cfg(base_dir, out, steps=3, checkpoint_every=2, keep_checkpoints=2), task=ToyTask(), resume=True)
     assert [line["step"] for line in _lines(out / "metrics.jsonl")] == [1, 2, 3]
 
@@ -193,9 +194,9 @@ def test_config_reads_numbers_written_as_strings_and_rejects_wrong_types(tmp_pat
     f.write_text("lr: 1e-4\ngamma: 1\nadam_beta2: 9.5e-1\nsteps: 3\n")
     cfg = load_config(f)
     assert (cfg.lr, cfg.gamma, cfg.adam_beta2, cfg.steps) == (1e-4, 1.0, 0.95, 3)
-    for bad in (dict(adam_beta1="x"), dict(clip_eps_low="x"), dict(reward_correct="x"), dict(lr=True),
+    for bad in (dict(adam_beta1="x"), dict(clip_eps_low="x"), dict(adv_eps="x"), dict(lr=True),
                 dict(dynamic_sampling="yes"), dict(steps=2.5), dict(gamma=float("nan")), dict(gamma="nan"),
-                dict(lr_match_gamma=float("inf")), dict(reward_wrong=float("-inf")), dict(task_kwargs=[1])):
+                dict(lr_match_gamma=float("inf")), dict(adv_eps=float("-inf")), dict(task_kwargs=[1])):
         with pytest.raises(ValueError, match=next(iter(bad))):
             TrainConfig(**bad)
 

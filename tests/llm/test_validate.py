@@ -15,11 +15,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from fgrpo_llm.cli import main  # noqa: E402
-from fgrpo_llm.rare import RareSet, save_rare_set  # noqa: E402
-from fgrpo_llm.report import lr_control_section  # noqa: E402
-from fgrpo_llm.validate import (RunInfo, control_rows, cross_check, load_run, lr_control_comparisons,  # noqa: E402
-                                ordering_sentences, plot_delta_nll, summarise_tail_miss, sweep_rows,
-                                tail_miss_records, wilson_interval)
+from fgrpo_llm.evaluation.rare import RareSet, save_rare_set  # noqa: E402
+from fgrpo_llm.experiments.report import lr_control_section  # noqa: E402
+from fgrpo_llm.evaluation.runs import RunInfo, load_run  # noqa: E402
+from fgrpo_llm.tracking import write_run_info  # noqa: E402
+from fgrpo_llm.evaluation.sweep import (control_rows, lr_control_comparisons, ordering_sentences,  # noqa: E402
+                                        plot_delta_nll, sweep_rows)
+from fgrpo_llm.evaluation.tail_miss import summarise_tail_miss, tail_miss_records, wilson_interval  # noqa: E402
+from fgrpo_llm.experiments.cross_check import cross_check  # noqa: E402
 from fgrpo_theory.tail_miss import p_tail_miss  # noqa: E402
 
 
@@ -121,12 +124,12 @@ def test_cross_check_and_cli(tmp_path, capsys):
     for name, N, gamma in [("g2", 2, 0.0), ("g8", 8, 0.0), ("f8", 8, 1.0)]:
         d = tmp_path / name
         d.mkdir()
-        (d / "config.json").write_text(json.dumps({"algo": "grpo", "group_size": N, "gamma": gamma}))
+        write_run_info(d, engine="fgrpo", algo="grpo", group_size=N, gamma=gamma)
         (d / "groups.jsonl").write_text("\n".join(json.dumps(g) for g in simulate_groups(rare, N, 30, rng)))
         (d / "metrics.jsonl").write_text(json.dumps({"step": 1, "rare/delta_nll": 0.1 * N}) + "\n")
-    runs = [__import__("fgrpo_llm.validate", fromlist=["load_run"]).load_run(tmp_path / n) for n in ("g2", "g8", "f8")]
+    runs = [load_run(tmp_path / n) for n in ("g2", "g8", "f8")]
     assert [r.label for r in runs] == ["GRPO N=2", "GRPO N=8", "F-GRPO N=8"]
-    res = cross_check(runs, rare, tmp_path / "out", early_steps=10, paper_path=tmp_path / "absent.json",
+    res = cross_check(runs, rare, tmp_path / "out", early_steps=10, paper=None,
                       rng=np.random.default_rng(0))
     assert not res["paper_available"] and (tmp_path / "out" / "tail_miss_check.png").stat().st_size > 0
     assert set(res["tail_miss"]["all steps"]) == {"GRPO N=2", "GRPO N=8", "F-GRPO N=8"}
@@ -145,9 +148,13 @@ def test_cross_check_and_cli(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
-def _fake_run_dir(path, rare, rng, *, N, gamma, delta, **cfg):
+def _fake_run_dir(path, rare, rng, *, N, gamma, delta, lr_multiplier=1.0, lr_match_gamma=None):
+    from fgrpo_theory.focal import lr_multiplier as m_gamma
+
     path.mkdir()
-    (path / "config.json").write_text(json.dumps({"algo": "grpo", "group_size": N, "gamma": gamma, **cfg}))
+    scale = lr_multiplier * (1.0 if lr_match_gamma is None else float(m_gamma(lr_match_gamma)))
+    write_run_info(path, engine="fgrpo", algo="grpo", group_size=N, gamma=gamma, lr_scale=scale,
+                   lr_match_gamma=lr_match_gamma)
     (path / "groups.jsonl").write_text("\n".join(json.dumps(g) for g in simulate_groups(rare, N, 20, rng)))
     (path / "metrics.jsonl").write_text(json.dumps({"step": 1, "rare/delta_nll": delta}) + "\n")
     return path
@@ -180,7 +187,7 @@ def test_lr_matched_run_is_labelled_apart_and_left_out_of_the_sweep(tmp_path):
     assert any(line.get_label() == "GRPO N=8 (lr x0.50) (ours)" for line in ax.lines)
     plt.close(fig)
     # ...but every run takes part in the tail-miss check, and the control is set between F-GRPO and GRPO
-    res = cross_check(runs, rare, tmp_path / "out", early_steps=10, paper_path=tmp_path / "absent.json",
+    res = cross_check(runs, rare, tmp_path / "out", early_steps=10, paper=None,
                       rng=np.random.default_rng(0))
     for window in res["tail_miss"].values():
         assert set(window) == {r.label for r in runs}

@@ -15,81 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
-
-def add_model_task_args(parser) -> None:
-    """``--task``, ``--task-arg``, ``--device``, ``--seed``, ``--max-new-tokens``, ``--batch-size``."""
-    parser.add_argument("--task", default="countdown", help="task name (countdown, boxed_math, maze)")
-    parser.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="keyword argument of the task constructor (repeatable), e.g. seed=0")
-    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when available)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
-    parser.add_argument("--max-new-tokens", type=int, default=None,
-                        help="completion token limit (default: the task's, else 32)")
-    parser.add_argument("--batch-size", type=int, default=1024, help="sequences decoded at once")
-
-
-def parse_task_args(items: list[str]) -> dict:
-    """``["seed=0", "path=x.jsonl"]`` -> ``{"seed": 0, "path": "x.jsonl"}`` (values read as YAML scalars)."""
-    import yaml
-
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"--task-arg must look like KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip()] = yaml.safe_load(value)
-    return out
-
-
-def checkpoint_task_args(model_dir, name: str) -> dict:
-    """Countdown settings the built-in base was pretrained with (its ``pretrain_config.json``),
-    looked up in the checkpoint directory, its parents, and the ``base`` a training run names."""
-    if name != "countdown":
-        return {}
-    model_dir = Path(model_dir).resolve()
-    candidates = [model_dir, *list(model_dir.parents)[:2]]
-    for d in list(candidates):
-        for cfg_name in ("config.json", "train_config.json", "run_config.json"):
-            f = d / cfg_name
-            if f.is_file():
-                try:
-                    cfg = json.loads(f.read_text())
-                except json.JSONDecodeError:
-                    continue
-                base = cfg.get("base") if isinstance(cfg, dict) else None
-                if isinstance(base, str):
-                    candidates.append(Path(base))
-    for d in candidates:
-        f = d / "pretrain_config.json"
-        if f.is_file():
-            cfg = json.loads(f.read_text())
-            return {"seed": cfg.get("task_seed", 0), "num_test": cfg.get("num_test", 200),
-                    "num_ood": cfg.get("num_ood", 200)}
-    return {}
-
-
-def load_task(name: str, task_args: dict, *, model_dir=None):
-    """``get_task(name, **kwargs)``; for a built-in base, the task settings it was trained with
-    unless ``--task-arg`` overrides them."""
-    from fgrpo_llm.tasks import get_task
-
-    kwargs = checkpoint_task_args(model_dir, name) if model_dir is not None else {}
-    kwargs.update(task_args)
-    return get_task(name, **kwargs)
-
-
-def max_new_tokens_for(task, value: int | None) -> int:
-    if value is not None:
-        if value < 1:
-            raise ValueError(f"--max-new-tokens must be >= 1, got {value}")
-        return value
-    return int(getattr(task, "max_new_tokens", 32))
+from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 
 
 def _eval(args) -> int:
     import torch
 
-    from fgrpo_llm.evaluate import evaluate_model, parse_ks, write_eval_outputs
+    from fgrpo_llm.evaluation.passk import evaluate_model, parse_ks, write_eval_outputs
     from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
 
     if args.n < 1:
@@ -99,7 +31,7 @@ def _eval(args) -> int:
         raise ValueError(f"every k must be <= n={args.n}, got k={max(ks)}")
     model_dir = Path(args.model)
     model, tokenizer = load_model_and_tokenizer(model_dir, device=args.device)
-    task = load_task(args.task, parse_task_args(args.task_arg), model_dir=model_dir)
+    task = task_from_args(args, model_dir)
     splits = [s for s in args.splits.split(",") if s] if args.splits else None
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(args.seed)
@@ -118,7 +50,7 @@ def _eval(args) -> int:
 
 
 def _compare(args) -> int:
-    from fgrpo_llm.evaluate import compare_evals, parse_ks
+    from fgrpo_llm.evaluation.passk import compare_evals, parse_ks
 
     if args.iterations < 1:
         raise ValueError(f"--iterations must be >= 1, got {args.iterations}")

@@ -109,12 +109,12 @@ def resolve_config(args):
 
 def _task_defaults(data: dict) -> dict:
     """For the built-in Countdown base: the task settings it was pretrained with; the task's token limit."""
-    from fgrpo_llm.cli_eval import checkpoint_task_args
+    from fgrpo_llm.tasks.for_model import model_task_kwargs
     from fgrpo_llm.tasks import get_task
 
     task = data.get("task", "countdown")
     if not data.get("task_kwargs"):
-        data["task_kwargs"] = checkpoint_task_args(data["base"], task)
+        data["task_kwargs"] = model_task_kwargs(data["base"], task)
     if "max_new_tokens" not in data:
         limit = getattr(get_task(task, **data["task_kwargs"]), "max_new_tokens", None)
         if limit is not None:
@@ -130,7 +130,7 @@ def run(args) -> int:
         raise ValueError(f"--out must be a directory, but {cfg.out} is a file")
     evaluators = []
     if args.rare_set:
-        from fgrpo_llm.rare import load_rare_set, make_rare_evaluator
+        from fgrpo_llm.evaluation.rare import load_rare_set, make_rare_evaluator
 
         evaluators.append(make_rare_evaluator(load_rare_set(args.rare_set)))
         if not cfg.eval_every:

@@ -16,9 +16,11 @@ import numpy as np
 
 
 def _validate(args) -> int:
-    from fgrpo_llm.rare import load_rare_set
-    from fgrpo_llm.report import lr_control_section, sweep_section, tail_miss_section, write_report
-    from fgrpo_llm.validate import cross_check, load_run
+    from fgrpo_llm.evaluation.rare import load_rare_set
+    from fgrpo_llm.experiments.report import lr_control_section, sweep_section, tail_miss_section, write_report
+    from fgrpo_llm.evaluation.runs import load_run
+    from fgrpo_llm.experiments.cross_check import cross_check
+    from fgrpo_llm.experiments.paper import load_paper_results
 
     if not args.run:
         raise ValueError("give at least one --run directory")
@@ -27,7 +29,7 @@ def _validate(args) -> int:
     labels = args.label or [None] * len(args.run)
     runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels)]
     rare = load_rare_set(args.rare_set)
-    result = cross_check(runs, rare, args.out, early_steps=args.early_steps, paper_path=args.paper_results,
+    result = cross_check(runs, rare, args.out, early_steps=args.early_steps, paper=load_paper_results(args.paper_results),
                          rng=np.random.default_rng(args.seed))
     figs = result["figures"]
     sections = [("Tail-miss check (Lemma 3.1)", f"![tail miss]({figs['tail_miss']})\n\n" + tail_miss_section(result)),
@@ -52,6 +54,6 @@ def register(subparsers) -> None:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--early-steps", type=int, default=50, help="steps of the early window of the tail-miss check")
     p.add_argument("--paper-results", default=None,
-                   help="paper_results.json (default: the copy in reference/)")
+                   help="paper_results.json (default: the copy shipped in fgrpo_llm/experiments/)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap band")
     p.set_defaults(func=_validate)

@@ -203,7 +203,7 @@ def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: 
 
     base = summary.get("base", {})
     base_lines = [f"{k}: {fmt(v) if isinstance(v, float) else v}" for k, v in base.items()]
-    sections.append(("Base model", "Pretrained on skewed Countdown demonstrations (`fgrpo_llm.pretrain`):\n\n"
+    sections.append(("Base model", "Pretrained on skewed Countdown demonstrations (`fgrpo_llm.experiments.countdown_base`):\n\n"
                      + "\n".join(f"- {line}" for line in base_lines)))
 
     ids, mu, tau = rare.mu_tau()

@@ -2,7 +2,7 @@
 
     fgrpo-llm pretrain --out runs/base [--config FILE] [--steps 600] [--seconds 600] [--seed 0]
 
-Settings come from the :class:`~fgrpo_llm.pretrain.PretrainConfig` defaults, then the
+Settings come from the :class:`~fgrpo_llm.experiments.countdown_base.PretrainConfig` defaults, then the
 ``--config`` file (YAML or JSON mapping of its fields), then the flags given here.
 """
 
@@ -13,7 +13,7 @@ import dataclasses
 import os
 
 from fgrpo_llm.config import read_config_file
-from fgrpo_llm.pretrain import PretrainConfig, pretrain
+from fgrpo_llm.experiments.countdown_base import PretrainConfig, pretrain
 
 
 def register(subparsers) -> None:

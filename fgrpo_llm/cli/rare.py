@@ -7,20 +7,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fgrpo_llm.report import fmt
-from fgrpo_llm.cli_eval import add_model_task_args, load_task, max_new_tokens_for, parse_task_args
+from fgrpo_llm.experiments.report import fmt
+from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 
 
 def _rare_set(args) -> int:
     import torch
 
     from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
-    from fgrpo_llm.rare import build_rare_set, save_rare_set
+    from fgrpo_llm.evaluation.rare import build_rare_set, save_rare_set
 
     if args.prompts < 1:
         raise ValueError(f"--prompts must be >= 1, got {args.prompts}")
     model, tokenizer = load_model_and_tokenizer(args.base, device=args.device)
-    task = load_task(args.task, parse_task_args(args.task_arg), model_dir=args.base)
+    task = task_from_args(args, args.base)
     problems = task.problems(args.split)[:args.prompts]
     device = next(model.parameters()).device
     rare = build_rare_set(model, tokenizer, task, problems, num_rollouts=args.rollouts, top_fraction=args.top,

@@ -196,7 +196,7 @@ def _write_json(path: Path, data) -> None:
 def sft_batch(tokenizer, task: MazeTask, problems, rng: np.random.Generator, batch_size: int):
     """``(input_ids, attention_mask, labels)`` each (B, T): ``<bos> maze > path END <eos>``, right-padded;
     labels are -100 except on the target path, END and EOS (the completion the RL stage samples)."""
-    from fgrpo_llm.pretrain import pad_sft_rows
+    from fgrpo_llm.sft import pad_sft_rows
 
     rows = []
     for i in rng.integers(len(problems), size=batch_size):
@@ -212,7 +212,7 @@ def run_sft(cfg: MazeConfig, task: MazeTask, out: Path, *, progress: bool = True
     from tqdm import tqdm
 
     from fgrpo_llm.model import build_tiny_model, count_parameters, resolve_device, save_model_and_tokenizer
-    from fgrpo_llm.pretrain import completion_loss
+    from fgrpo_llm.sft import completion_loss
     from fgrpo_llm.tokenizer import build_word_tokenizer
 
     device = resolve_device(cfg.device)
@@ -258,7 +258,7 @@ def evaluate_heldout(model, tokenizer, task: MazeTask, cfg: MazeConfig) -> dict:
     The sampling generator is re-seeded at every call, so every checkpoint of every run is scored
     with the same random numbers (common random numbers make curves and methods comparable).
     """
-    from fgrpo_llm.evaluate import pass_at_k_table, sample_correct_counts
+    from fgrpo_llm.evaluation.passk import pass_at_k_table, sample_correct_counts
 
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(cfg.seed + 12345)
@@ -329,11 +329,11 @@ def dip_statistics(curve: list[dict], ks: list[int]) -> dict:
 # -- summary -------------------------------------------------------------------------------------
 
 def paper_table4() -> dict | None:
-    """The paper's Table 4 from SPEC's ``reference/paper_results.json`` when it is found, else None
+    """The paper's Table 4 (``fgrpo_llm.experiments.paper``), or None when it is not in the file
     (the tables then show "-"). Side-by-side only: never a result of this project."""
-    from fgrpo_llm.validate import load_paper_results
+    from fgrpo_llm.experiments.paper import load_paper_results
 
-    return (load_paper_results() or {}).get(PAPER_TABLE)
+    return load_paper_results().get(PAPER_TABLE)
 
 
 def table_rows(cfg: MazeConfig, results: dict, paper: dict | None) -> list[dict]:

@@ -120,7 +120,7 @@ def build_rare_set(model, tokenizer, task, problems, *, num_rollouts: int = 800,
 
     Also estimates, per prompt, mu = #correct / M and tau = base frequency of E(x) (module doc).
     """
-    from fgrpo_llm.evaluate import sampled_chunks
+    from fgrpo_llm.evaluation.passk import sampled_chunks
 
     M = int(check_integer("num_rollouts", num_rollouts, minimum=1))
     q = float(check_probability("top_fraction", top_fraction, open_low=True))

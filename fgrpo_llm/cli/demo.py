@@ -1,4 +1,4 @@
-"""``fgrpo-llm demo``: the whole story at CPU scale (see ``fgrpo_llm.demo``).
+"""``fgrpo-llm demo``: the whole story at CPU scale (see ``fgrpo_llm.experiments.demo``).
 
     fgrpo-llm demo --out runs/demo                     # under 25 minutes on 2 CPU cores
     fgrpo-llm demo --out runs/demo --fast              # tiny budgets, about a minute
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 def _demo(args) -> int:
-    from fgrpo_llm.demo import load_demo_config, run_demo
+    from fgrpo_llm.experiments.demo import load_demo_config, run_demo
 
     cfg = load_demo_config(args.config, fast=args.fast, workers=args.workers, device=args.device,
                            lr_matched_control=False if args.no_lr_control else None)

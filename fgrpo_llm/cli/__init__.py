@@ -1,6 +1,6 @@
 """``fgrpo-llm``: command-line entry point of the LLM trainer.
 
-Each subcommand lives in its own module ``fgrpo_llm.cli_<name>`` that exposes
+Each subcommand lives in its own module ``fgrpo_llm.cli.<name>`` that exposes
 ``register(subparsers)``; the parser it adds sets ``func`` to a callable taking the
 parsed arguments and returning an exit status. Bad input (``ValueError``), a missing
 checkpoint or dataset (``FileNotFoundError``) becomes one line on stderr and exit
@@ -18,13 +18,13 @@ from fgrpo_theory.cli.common import build_command_parser, run_command
 
 #: Subcommand modules, in the order they appear in ``--help``.
 COMMAND_MODULES = [
-    "fgrpo_llm.cli_pretrain",  # pretrain
-    "fgrpo_llm.cli_train",  # train
-    "fgrpo_llm.cli_eval",  # eval, compare
-    "fgrpo_llm.cli_rare",  # rare-set
-    "fgrpo_llm.cli_validate",  # validate
-    "fgrpo_llm.cli_maze",  # maze
-    "fgrpo_llm.cli_demo",  # demo
+    "fgrpo_llm.cli.pretrain",  # pretrain
+    "fgrpo_llm.cli.train",  # train
+    "fgrpo_llm.cli.eval",  # eval, compare
+    "fgrpo_llm.cli.rare",  # rare-set
+    "fgrpo_llm.cli.validate",  # validate
+    "fgrpo_llm.cli.maze",  # maze
+    "fgrpo_llm.cli.demo",  # demo
 ]
 
 
@@ -36,6 +36,3 @@ def main(argv: list[str] | None = None) -> int:
     return run_command(build_parser(), argv, errors=(ValueError, FileNotFoundError, NotADirectoryError),
                        interrupted="interrupted (checkpoints written so far are kept; rerun with --resume)")
 
-
-if __name__ == "__main__":
-    sys.exit(main())

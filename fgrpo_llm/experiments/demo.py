@@ -4,7 +4,7 @@ Stages (each writes under OUT and is skipped when its output exists, so a rerun 
 
 1. theory: tail-miss figures (``fgrpo_theory.demo``) and a reduced categorical regime sweep
    (``fgrpo_theory.simulate``, its "tiny" preset unless ``regime_sweep_fast`` is off);
-2. base: the built-in Countdown base model (``fgrpo_llm.pretrain``, SPEC §8);
+2. base: the built-in Countdown base model (``fgrpo_llm.experiments.countdown_base``, SPEC §8);
 3. rare set: P prompts x M base rollouts, top q by NLL, per-prompt (mu, tau) (App. M.2);
 4. training: GRPO and F-GRPO at N = 8, the learning-rate-matched control (GRPO at N = 8 with
    lr * m_gamma, SPEC §2 and §6) and the rest of the group-size sweep (GRPO at N in
@@ -95,7 +95,7 @@ class DemoConfig:
     threads_per_worker: int = 1
     """torch intra-op threads of each worker (and of the sequential stages: ``workers`` threads)."""
     paper_results: str | None = None
-    """Path of paper_results.json (None: ../shared/reference/paper_results.json from the repo root)."""
+    """Path of paper_results.json (None: the copy shipped in ``fgrpo_llm/experiments/``)."""
 
     def __post_init__(self):
         ints = {"seed": 0, "rare_prompts": 1, "rare_rollouts": 1, "steps": 1, "prompts_per_step": 1,
@@ -186,7 +186,7 @@ def _theory(out: Path, cfg: DemoConfig) -> dict:
     if done.is_file():
         return json.loads(done.read_text())
     from fgrpo_theory.demo import run_theory_demo
-    from fgrpo_theory.simulate import regime_sweep_demo
+    from fgrpo_theory.demo import regime_sweep_demo
 
     summary = {"tail_miss": run_theory_demo(out, fast=cfg.theory_fast),  # writes OUT/theory/
                "regimes": regime_sweep_demo(out / "regimes", fast=cfg.regime_sweep_fast)}
@@ -199,7 +199,7 @@ def _pretrain(out: Path, cfg: DemoConfig) -> dict:
     summary_path = out / "base_summary.json"
     if (base / "config.json").is_file() and summary_path.is_file():
         return json.loads(summary_path.read_text())
-    from fgrpo_llm.pretrain import PretrainConfig, pretrain
+    from fgrpo_llm.experiments.countdown_base import PretrainConfig, pretrain
 
     pcfg = PretrainConfig.from_dict({"seed": cfg.seed, "seconds": float(cfg.pretrain_seconds),
                                      "max_new_tokens": cfg.max_new_tokens,
@@ -210,13 +210,13 @@ def _pretrain(out: Path, cfg: DemoConfig) -> dict:
 
 
 def _task_for(base: Path):
-    from fgrpo_llm.cli_eval import load_task
+    from fgrpo_llm.tasks.for_model import task_for_model
 
-    return load_task("countdown", {}, model_dir=base)
+    return task_for_model("countdown", {}, model_dir=base)
 
 
 def _rare_set(out: Path, cfg: DemoConfig):
-    from fgrpo_llm.rare import build_rare_set, load_rare_set, save_rare_set
+    from fgrpo_llm.evaluation.rare import build_rare_set, load_rare_set, save_rare_set
 
     path = out / "rare_set.json"
     if path.is_file():
@@ -236,7 +236,7 @@ def _rare_set(out: Path, cfg: DemoConfig):
 
 
 def _evaluate(model_dir: Path, out_dir: Path, cfg: DemoConfig, *, task) -> dict:
-    from fgrpo_llm.evaluate import default_ks, evaluate_model, load_eval, write_eval_outputs
+    from fgrpo_llm.evaluation.passk import default_ks, evaluate_model, load_eval, write_eval_outputs
     from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
 
     if (out_dir / "eval.json").is_file():
@@ -260,7 +260,7 @@ def _train(run_dir: Path, cfg: DemoConfig, *, N: int, gamma: float, rare, lr_mat
     """One RL run from the demo's base, Delta NLL_rare logged every ``eval_every`` steps; with
     ``lr_match_gamma`` the lr is multiplied by m_gamma (``TrainConfig.effective_lr``)."""
     from fgrpo_llm.config import TrainConfig
-    from fgrpo_llm.rare import make_rare_evaluator
+    from fgrpo_llm.evaluation.rare import make_rare_evaluator
     from fgrpo_llm.trainer import train
 
     if _run_finished(run_dir):
@@ -273,14 +273,13 @@ def _train(run_dir: Path, cfg: DemoConfig, *, N: int, gamma: float, rare, lr_mat
     if lr_match_gamma is not None:
         data["lr_match_gamma"] = float(lr_match_gamma)
     tcfg = TrainConfig.from_dict(data)
-    resume = (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").iterdir())
-    train(tcfg, evaluators=[make_rare_evaluator(rare)], resume=resume)
+    train(tcfg, evaluators=[make_rare_evaluator(rare)], resume=True)  # continues a killed run, or starts it
 
 
 def _task_kwargs(base: Path) -> dict:
-    from fgrpo_llm.cli_eval import checkpoint_task_args
+    from fgrpo_llm.tasks.for_model import model_task_kwargs
 
-    return checkpoint_task_args(base, "countdown")
+    return model_task_kwargs(base, "countdown")
 
 
 class RunSpec(NamedTuple):
@@ -310,7 +309,7 @@ def _train_and_evaluate(out: Path, cfg: DemoConfig, spec: RunSpec) -> tuple[str,
     """Worker: one training run then its pass@k evaluation, single-threaded."""
     import torch
 
-    from fgrpo_llm.rare import load_rare_set
+    from fgrpo_llm.evaluation.rare import load_rare_set
 
     torch.set_num_threads(cfg.threads_per_worker)
     start = time.perf_counter()
@@ -374,11 +373,13 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
     for spec in specs:
         evals[spec.name] = _evaluate(out / spec.name / "model", out / spec.name / "eval", cfg, task=task)
 
-    from fgrpo_llm.validate import cross_check, load_run
+    from fgrpo_llm.evaluation.runs import load_run
+    from fgrpo_llm.experiments.cross_check import cross_check
+    from fgrpo_llm.experiments.paper import load_paper_results
 
     runs = [load_run(out / spec.name) for spec in specs if _run_finished(out / spec.name)]
     result = clock.run("cross-check", cross_check, runs, rare, out / "validate", early_steps=cfg.early_steps,
-                       paper_path=cfg.paper_results, rng=np.random.default_rng(cfg.seed))
+                       paper=load_paper_results(cfg.paper_results), rng=np.random.default_rng(cfg.seed))
     summary.update({"evals": {k: {s: {kk: v for kk, v in e.items() if kk.startswith("pass@")}
                                   for s, e in r["splits"].items()} for k, r in evals.items()},
                     "rare_set": {"size": len(rare), **{k: rare.meta.get(k) for k in ("num_correct_pool",
@@ -386,7 +387,7 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
                     "runs": {r.label: {"delta_nll_rare": r.delta_nll_rare, "dir": str(r.path)} for r in runs},
                     "orderings": result["orderings"], "stage_seconds": clock.stages,
                     "total_seconds": clock.elapsed()})
-    from fgrpo_llm.report import write_demo_report
+    from fgrpo_llm.experiments.report import write_demo_report
 
     summary["report"] = str(write_demo_report(out, cfg, summary, evals, runs, rare, result))
     _write_json(out / "demo_summary.json", summary)

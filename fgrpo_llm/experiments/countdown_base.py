@@ -35,10 +35,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from fgrpo_llm.config import read_config_file  # noqa: F401  (re-exported for callers of this module)
 from fgrpo_llm.model import (autocast, build_tiny_model, count_parameters, resolve_autocast_dtype, resolve_device,
                              save_model_and_tokenizer)
 from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask, all_expressions
+from fgrpo_llm.sft import completion_loss, pad_sft_rows
 from fgrpo_llm.tokenizer import build_char_tokenizer
 
 CONFIG_NAME = "pretrain_config.json"
@@ -206,19 +206,6 @@ class DemonstrationStream:
         return pad_sft_rows(rows, self.pad)
 
 
-def pad_sft_rows(rows: list[tuple[list[int], int]], pad_id: int
-                 ) -> tuple[torch.LongTensor, torch.LongTensor, torch.LongTensor]:
-    """Right-pad ``(token ids, prompt length)`` rows into ``(input_ids, attention_mask, labels)``,
-    each (B, T); labels are -100 off the completion, so only completion tokens are trained."""
-    T = max(len(ids) for ids, _ in rows)
-    input_ids = torch.full((len(rows), T), pad_id, dtype=torch.long)  # (B, T), right-padded
-    labels = torch.full((len(rows), T), -100, dtype=torch.long)  # (B, T)
-    mask = torch.zeros((len(rows), T), dtype=torch.long)  # (B, T)
-    for b, (ids, P) in enumerate(rows):
-        input_ids[b, :len(ids)] = torch.tensor(ids)
-        labels[b, P:len(ids)] = input_ids[b, P:len(ids)]
-        mask[b, :len(ids)] = 1
-    return input_ids, mask, labels
 
 
 # -- training ------------------------------------------------------------------------------
@@ -233,12 +220,6 @@ def lr_multiplier(step: int, progress: float, cfg: PretrainConfig) -> float:
     return warm * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * 0.5 * (1.0 + np.cos(np.pi * p)))
 
 
-def completion_loss(model, input_ids, attention_mask, labels) -> torch.Tensor:
-    """Token-mean cross-entropy of the completion tokens: -(1/|O|) sum_{t in O} log pi(o_t | <t)."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()  # (B, T-1, V)
-    target = labels[:, 1:]  # (B, T-1) next-token targets
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
-                                             ignore_index=-100)
 
 
 @torch.no_grad()

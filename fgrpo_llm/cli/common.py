@@ -1,0 +1,38 @@
+"""What the ``fgrpo-llm`` subcommands share: the model / task flags and the completion limit.
+
+The parser, the runner (bad input -> one line, exit status 2) and the list / KEY=VALUE parsers
+are ``fgrpo_theory.cli.common``'s, shared with ``fgrpo-theory``.
+"""
+
+from __future__ import annotations
+
+from fgrpo_theory.cli.common import parse_key_values
+
+__all__ = ["add_model_task_args", "task_from_args", "max_new_tokens_for"]
+
+
+def add_model_task_args(parser) -> None:
+    """``--task``, ``--task-arg``, ``--device``, ``--seed``, ``--max-new-tokens``, ``--batch-size``."""
+    parser.add_argument("--task", default="countdown", help="task name (countdown, boxed_math, maze)")
+    parser.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="keyword argument of the task constructor (repeatable), e.g. seed=0")
+    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when available)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="completion token limit (default: the task's, else 32)")
+    parser.add_argument("--batch-size", type=int, default=1024, help="sequences decoded at once")
+
+
+def task_from_args(args, model_dir):
+    """The task named by ``--task`` / ``--task-arg`` for the checkpoint ``model_dir``."""
+    from fgrpo_llm.tasks.for_model import task_for_model
+
+    return task_for_model(args.task, parse_key_values(args.task_arg, "--task-arg"), model_dir=model_dir)
+
+
+def max_new_tokens_for(task, value: int | None) -> int:
+    if value is not None:
+        if value < 1:
+            raise ValueError(f"--max-new-tokens must be >= 1, got {value}")
+        return value
+    return int(getattr(task, "max_new_tokens", 32))

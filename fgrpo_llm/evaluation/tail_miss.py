@@ -1,0 +1,191 @@
+"""The tail-miss check: Lemma 3.1 against what real training groups did.
+
+A training group of size N is *active* when 0 < X < N; it is a *tail miss* when it is active and
+none of its N rollouts lands in the prompt's rare event E(x) (paper Section 3, Lemma 3.1). With the
+per-prompt base (mu, tau) of the rare-correct set (``fgrpo_llm.evaluation.rare``),
+
+    P(B_{E,N}) = (1 - tau)^N - (mu - tau)^N - (1 - mu)^N      (``fgrpo_theory.tail_miss``).
+
+Every run logs each sampled group to ``groups.jsonl`` ({step, prompt_id, N, num_correct, forms});
+a group *hits* E(x) when one of its correct forms is in E(x). :func:`tail_miss_records` pairs each
+logged group with its prediction; :func:`summarise_tail_miss` compares the observed frequency
+with the mean prediction per N (Wilson intervals for the observation, the Bernoulli-sum range of
+the prediction).
+
+    rec = tail_miss_records(run.groups, rare_set, max_step=50)
+    rows = summarise_tail_miss(rec)          # one row per N: observed, predicted, agrees
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fgrpo_theory.checks import check_integer
+
+__all__ = ["Z95", "tail_miss_records", "wilson_interval", "summarise_tail_miss", "calibration_bins",
+           "predicted_curve", "plot_tail_miss_vs_N", "plot_predicted_vs_observed"]
+
+Z95 = 1.959963984540054
+
+
+def tail_miss_records(groups: list[dict], rare_set, *, max_step: int | None = None) -> dict[str, np.ndarray]:
+    """Per logged group (of a prompt with a rare event E(x)): observed flags and Lemma 3.1.
+
+    Returns arrays ``step, N, active, hit, tail_miss`` (observed) and ``p_active, p_tail_miss``
+    (predicted at the prompt's base (mu, tau)), plus ``prompt_id`` (object array).
+    """
+    from fgrpo_theory.tail_miss import p_active, p_tail_miss
+
+    rows = []
+    for g in groups:
+        step = int(g.get("step", 0))
+        if max_step is not None and step > max_step:
+            continue
+        info = rare_set.prompts.get(str(g["prompt_id"]))
+        if not info or not info.get("rare_forms"):
+            continue
+        N = int(g["N"])
+        X = int(g["num_correct"])
+        rare = set(info["rare_forms"])
+        hit = any(f is not None and str(f) in rare for f in g.get("forms") or [])
+        active = 0 < X < N
+        rows.append((step, N, active, hit, active and not hit, float(info["mu"]), float(info["tau"]),
+                     str(g["prompt_id"])))
+    if not rows:
+        empty = np.zeros(0)
+        return {"step": empty.astype(int), "N": empty.astype(int), "active": empty.astype(bool),
+                "hit": empty.astype(bool), "tail_miss": empty.astype(bool), "p_active": empty,
+                "p_tail_miss": empty, "mu": empty, "tau": empty, "prompt_id": np.zeros(0, dtype=object)}
+    step, N, active, hit, miss, mu, tau, pid = map(np.array, zip(*rows))
+    return {"step": step.astype(int), "N": N.astype(int), "active": active.astype(bool), "hit": hit.astype(bool),
+            "tail_miss": miss.astype(bool), "mu": mu, "tau": tau,
+            "p_active": np.asarray(p_active(mu, N), dtype=np.float64),
+            "p_tail_miss": np.asarray(p_tail_miss(mu, tau, N), dtype=np.float64),
+            "prompt_id": pid.astype(object)}
+
+
+def wilson_interval(successes: int, trials: int, *, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion; (0, 1) when there are no trials."""
+    if trials <= 0:
+        return 0.0, 1.0
+    p = successes / trials
+    denom = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def summarise_tail_miss(records: dict[str, np.ndarray]) -> list[dict]:
+    """One row per N: observed tail-miss / active frequencies (Wilson 95% CI) against the mean
+    Lemma 3.1 prediction, with the 95% range of the observed frequency if the prediction is right
+    (a sum of independent Bernoulli(p_i): mean sum p_i, variance sum p_i (1 - p_i))."""
+    out = []
+    for N in sorted(set(records["N"].tolist())):
+        sel = records["N"] == N
+        G = int(sel.sum())
+        miss = int(records["tail_miss"][sel].sum())
+        act = int(records["active"][sel].sum())
+        p = records["p_tail_miss"][sel]
+        pred = float(p.mean())
+        sd = math.sqrt(float((p * (1 - p)).sum())) / G
+        lo, hi = wilson_interval(miss, G)
+        out.append({"N": int(N), "groups": G, "observed": miss / G, "observed_lo": lo, "observed_hi": hi,
+                    "predicted": pred, "predicted_lo": max(0.0, pred - Z95 * sd),
+                    "predicted_hi": min(1.0, pred + Z95 * sd),
+                    "observed_active": act / G, "predicted_active": float(records["p_active"][sel].mean()),
+                    "agrees": bool(lo <= pred <= hi or pred - Z95 * sd <= miss / G <= pred + Z95 * sd)})
+    return out
+
+
+def calibration_bins(records: dict[str, np.ndarray], *, bins: int = 5) -> list[dict]:
+    """Groups binned by predicted P(B) (quantile bins): mean predicted vs observed (Wilson CI)."""
+    p = records["p_tail_miss"]
+    if len(p) == 0:
+        return []
+    edges = np.unique(np.quantile(p, np.linspace(0, 1, bins + 1)))
+    which = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, max(len(edges) - 2, 0))
+    out = []
+    for b in range(max(len(edges) - 1, 1)):
+        sel = which == b
+        G = int(sel.sum())
+        if G == 0:
+            continue
+        miss = int(records["tail_miss"][sel].sum())
+        lo, hi = wilson_interval(miss, G)
+        out.append({"predicted": float(p[sel].mean()), "observed": miss / G, "observed_lo": lo, "observed_hi": hi,
+                    "groups": G})
+    return out
+
+
+def predicted_curve(rare_set, Ns, *, bootstrap: int = 200, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Mean over the rare-set prompts of Lemma 3.1 at each N, with a 95% band from a parametric
+    bootstrap of the (mu, tau) estimates (each prompt's M rollouts re-drawn multinomially over
+    E, C minus E and not-C)."""
+    from fgrpo_theory.tail_miss import p_tail_miss
+
+    ids, mu, tau = rare_set.mu_tau()
+    Ns = check_integer("Ns", Ns, minimum=1).ravel()
+    if not ids:
+        nan = np.full(len(Ns), np.nan)
+        return {"N": Ns, "mean": nan, "lo": nan, "hi": nan}
+    M = np.array([rare_set.prompts[i]["num_rollouts"] for i in ids])
+
+    def curve(mu_, tau_):
+        return np.array([float(np.mean(p_tail_miss(mu_, tau_, int(n)))) for n in Ns])
+
+    mean = curve(mu, tau)
+    draws = []
+    probs = np.stack([tau, mu - tau, 1 - mu], axis=1).clip(0, 1)  # (P, 3)
+    probs = probs / probs.sum(axis=1, keepdims=True)
+    for _ in range(int(bootstrap)):
+        counts = np.array([rng.multinomial(m, pr) for m, pr in zip(M, probs)])  # (P, 3)
+        tau_b = counts[:, 0] / M
+        mu_b = (counts[:, 0] + counts[:, 1]) / M
+        draws.append(curve(mu_b, tau_b))
+    draws = np.array(draws) if draws else mean[None, :]
+    return {"N": Ns, "mean": mean, "lo": np.quantile(draws, 0.025, axis=0),
+            "hi": np.quantile(draws, 0.975, axis=0)}
+
+
+def plot_tail_miss_vs_N(ax, curve: dict, summaries: dict[str, list[dict]]):
+    """Lemma 3.1 mean prediction against N (line and band) with observed frequencies (points)."""
+    artists = []
+    if np.isfinite(np.asarray(curve["mean"], dtype=float)).any():
+        artists.append(ax.plot(curve["N"], curve["mean"], color="k", label="Lemma 3.1 at base (mu, tau)")[0])
+        artists.append(ax.fill_between(curve["N"], curve["lo"], curve["hi"], color="k", alpha=0.15,
+                                       label="95% band (estimate)"))
+    else:
+        artists.append(ax.text(0.5, 0.5, "no prompt with a rare event", ha="center", transform=ax.transAxes))
+    for i, (name, rows) in enumerate(summaries.items()):
+        if not rows:
+            continue
+        x = np.array([r["N"] for r in rows], dtype=float) * (1 + 0.04 * i)
+        y = np.array([r["observed"] for r in rows])
+        err = np.array([[r["observed"] - r["observed_lo"] for r in rows], [r["observed_hi"] - r["observed"] for r in rows]])
+        artists.append(ax.errorbar(x, y, yerr=err, fmt="o", capsize=3, label=f"observed: {name}"))
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("group size N")
+    ax.set_ylabel("P(tail miss)")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    return artists
+
+
+def plot_predicted_vs_observed(ax, points: list[dict], *, label_key: str = "label"):
+    """Observed against predicted tail-miss frequency (Wilson 95% bars), y = x diagonal."""
+    artists = [ax.plot([0, 1], [0, 1], color="k", lw=1, ls="--", label="y = x")[0]]
+    for pt in points:
+        err = [[pt["observed"] - pt["observed_lo"]], [pt["observed_hi"] - pt["observed"]]]
+        xerr = None
+        if "predicted_lo" in pt:
+            xerr = [[pt["predicted"] - pt["predicted_lo"]], [pt["predicted_hi"] - pt["predicted"]]]
+        artists.append(ax.errorbar([pt["predicted"]], [pt["observed"]], yerr=err, xerr=xerr, fmt="o", capsize=3,
+                                   label=pt.get(label_key)))
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("predicted P(tail miss) (Lemma 3.1)")
+    ax.set_ylabel("observed frequency")
+    ax.grid(alpha=0.3)
+    return artists

@@ -1,0 +1,98 @@
+"""The theory-vs-LLM cross-check of finished runs: tail misses against Lemma 3.1, the sweep table.
+
+``fgrpo-llm validate`` and the demo call :func:`cross_check` on run directories of any engine
+(``fgrpo_llm.evaluation.runs``): it pools each run's group log into the tail-miss check
+(``fgrpo_llm.evaluation.tail_miss``) early in training and over the whole run, builds the
+group-size sweep and learning-rate-control rows (``fgrpo_llm.evaluation.sweep``) beside the
+paper's Table 2 (``fgrpo_llm.experiments.paper``), and writes the figures and
+``validation.json``.
+
+    fgrpo-llm validate --rare-set runs/demo/rare_set.json --run runs/demo/grpo_n8 \\
+        --run runs/demo/fgrpo_n8 --out runs/demo/validate
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from fgrpo_llm.evaluation.runs import RunInfo
+from fgrpo_llm.evaluation.sweep import (control_rows, legend_if_labelled, lr_control_comparisons,
+                                        ordering_sentences, plot_delta_nll, sweep_rows)
+from fgrpo_llm.evaluation.tail_miss import (calibration_bins, plot_predicted_vs_observed, plot_tail_miss_vs_N,
+                                            predicted_curve, summarise_tail_miss, tail_miss_records)
+from fgrpo_llm.files import atomic_write_text, strict_json
+
+__all__ = ["cross_check"]
+
+def cross_check(runs: list[RunInfo], rare_set, out_dir, *, early_steps: int = 10, paper: dict | None,
+                rng: np.random.Generator, Ns_curve=(1, 2, 4, 8, 16, 32, 64, 128)) -> dict:
+    """Run the tail-miss check and the sweep table; write figures and ``validation.json`` to ``out_dir``.
+
+    ``paper`` is ``fgrpo_llm.experiments.paper.load_paper_results()`` (the paper's rows beside ours),
+    or None to leave them out. Returns a dict with ``tail_miss`` (per window, per run: rows by N), ``calibration``, ``curve``,
+    ``sweep`` (rows of the group-size sweep), ``controls`` (rows of runs at a scaled lr),
+    ``lr_control`` (:func:`lr_control_comparisons`), ``orderings`` (sentences) and ``figures``
+    (paths relative to ``out_dir``).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    windows = {f"first {early_steps} steps": early_steps, "all steps": None}
+    tail = {w: {} for w in windows}
+    pooled = {w: [] for w in windows}
+    for w, max_step in windows.items():
+        for run in runs:
+            if not run.groups:
+                continue
+            rec = tail_miss_records(run.groups, rare_set, max_step=max_step)
+            tail[w][run.label] = summarise_tail_miss(rec)
+            pooled[w].append(rec)
+    early = list(windows)[0]
+    calib = []
+    if pooled[early]:
+        merged = {k: np.concatenate([r[k] for r in pooled[early]]) for k in pooled[early][0]}
+        calib = calibration_bins(merged)
+    observed_Ns = sorted({r["N"] for rows in tail[early].values() for r in rows})
+    Ns = sorted(set(int(n) for n in Ns_curve) | set(observed_Ns))
+    curve = predicted_curve(rare_set, Ns, rng=rng)
+
+    figures = {}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    plot_tail_miss_vs_N(axes[0], curve, tail[early])
+    axes[0].set_title(f"tail miss per N ({early})")
+    legend_if_labelled(axes[0])
+    points = [dict(r, label=f"{name}, N={r['N']}") for name, rows in tail[early].items() for r in rows]
+    plot_predicted_vs_observed(axes[1], points)
+    if calib:
+        axes[1].plot([c["predicted"] for c in calib], [c["observed"] for c in calib], "s--", color="grey",
+                     label="per-group bins (pooled)")
+    legend_if_labelled(axes[1])
+    axes[1].set_title("predicted vs observed (95% intervals)")
+    fig.tight_layout()
+    fig.savefig(out / "tail_miss_check.png", dpi=120)
+    plt.close(fig)
+    figures["tail_miss"] = "tail_miss_check.png"
+
+    rows = sweep_rows(runs, paper)
+    controls = control_rows(runs)
+    sentences = ordering_sentences(rows) if paper else []
+    if any(r["delta_nll_rare"] is not None and np.isfinite(r["delta_nll_rare"]) and r["N"] for r in rows + controls):
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        plot_delta_nll(ax, rows, controls)
+        fig.tight_layout()
+        fig.savefig(out / "delta_nll_rare.png", dpi=120)
+        plt.close(fig)
+        figures["delta_nll"] = "delta_nll_rare.png"
+    result = {"tail_miss": tail, "calibration": calib,
+              "curve": {k: np.asarray(v).tolist() for k, v in curve.items()}, "sweep": rows,
+              "controls": controls, "lr_control": lr_control_comparisons(rows, controls), "orderings": sentences,
+              "paper_available": paper is not None, "figures": figures,
+              "early_steps": early_steps}
+    atomic_write_text(out / "validation.json", strict_json(result, indent=1, default=str))
+    return result
