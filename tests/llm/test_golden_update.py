@@ -1,0 +1,164 @@
+"""Golden one-step test: the trainer's parameter update equals the one computed by hand.
+
+The loop (``fgrpo_llm.trainer.train``) runs one real step on fixed rollouts: three groups of
+N = 4 completions with X = 1, 2, 3 correct (so the focal weights (1 - X/N)^gamma differ), of
+different lengths (so a per-sequence mean differs from the token mean), and recorded old
+log-probabilities shifted away from the policy's (so the ratios r = pi_theta / pi_old spread over
+[0.3, 9] and both PPO clip sides and the CISPO cap are active). The expected update is built here
+from the paper's formulas alone, without the package's advantage or loss code:
+
+    A_i = (1 - X/N)^gamma * (R_i - mean R) / (std_Bessel R + 1e-6)                  (Eq. 11-13)
+    GRPO / DAPO:  l_t = -min(r_t A, clip(r_t, 1 - eps_low, 1 + eps_high) A)
+    CISPO:        l_t = -sg(clamp(r_t, 1 - 1, 1 + 5)) A log pi_theta(o_t)
+    L = sum_t l_t / (number of completion tokens)                                  (token mean)
+
+then one AdamW step by hand. Adam's epsilon is set to 1 so that the first step is close to
+linear in the gradient (with the default 1e-8 it is nearly sign(gradient), blind to a rescaling).
+Mutations this catches (each checked by hand when the test was written): gamma ignored, the
+weight applied to another group, advantages on the wrong rows, a sign flip, the clip bounds
+swapped, the token-mean denominator changed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from fgrpo_llm.config import TrainConfig
+from fgrpo_llm.model import load_model_and_tokenizer
+from fgrpo_llm.rollout import RolloutBatch
+from fgrpo_llm.tasks.base import Problem
+
+N = 4
+#: prompt -> its N completions; a completion is correct when it starts with "1" (X = 1, 2, 3).
+COMPLETIONS = {
+    "0=:": ["1+2", "2", "33", "4*5-6"],
+    "1=:": ["12", "1", "3+3+3", "7"],
+    "2=:": ["1", "1*1*9", "19", "8-2"],
+}
+LR, WD, ADAM_EPS, BETAS = 1e-2, 0.01, 1.0, (0.9, 0.999)
+
+
+class FixedTask:
+    """Three prompts; a completion is correct when it starts with "1"; reward 1 / 0."""
+
+    name = "fixed"
+    splits = ("train",)
+
+    def problems(self, split):
+        return [Problem(id=f"p{i}", prompt=p, answer="1", split="train") for i, p in enumerate(COMPLETIONS)]
+
+    def is_correct(self, problem, completion):
+        return completion.startswith("1")
+
+    def reward(self, problem, completion):
+        return 1.0 if self.is_correct(problem, completion) else 0.0
+
+
+def _fixed_batch(model, tok, prompts: list[str]) -> RolloutBatch:
+    """The rollouts of ``prompts`` (rows grouped by prompt), with old log-probs = the policy's
+    log-probs at temperature 1 plus a fixed shift per token."""
+    vocab = tok.get_vocab()
+    rows = [(tok(p)["input_ids"], [vocab[c] for c in comp] + [tok.eos_token_id])
+            for p in prompts for comp in COMPLETIONS[p]]
+    P = len(rows[0][0])
+    assert all(len(r[0]) == P for r in rows)  # equal prompt lengths: no left padding
+    T = max(len(r[1]) for r in rows)
+    M = len(rows)
+    seq = torch.full((M, P + T), tok.pad_token_id, dtype=torch.long)
+    attn = torch.zeros((M, P + T), dtype=torch.bool)
+    comp = torch.zeros((M, P + T), dtype=torch.bool)
+    for m, (p_ids, c_ids) in enumerate(rows):
+        seq[m, :P + len(c_ids)] = torch.tensor(p_ids + c_ids)
+        attn[m, :P + len(c_ids)] = True
+        comp[m, P:P + len(c_ids)] = True
+    with torch.no_grad():
+        logp = _token_logprobs(model, seq, attn)
+    shift = torch.empty(M, P + T).uniform_(-2.2, 1.2, generator=torch.Generator().manual_seed(7))
+    old = torch.where(comp, logp + shift, torch.zeros_like(logp))  # r = exp(-shift) on the completion
+    return RolloutBatch(sequences=seq, attention_mask=attn, completion_mask=comp, old_logprobs=old,
+                        prompt_index=torch.arange(len(prompts)).repeat_interleave(N),
+                        completions=[c for p in prompts for c in COMPLETIONS[p]], prompt_length=P, num_samples=N,
+                        finished=torch.ones(M, dtype=torch.bool))
+
+
+def _token_logprobs(model, seq, attn):
+    """log pi(token_t | <t) per column (column 0: 0), written out here (no left padding)."""
+    logits = model(input_ids=seq, attention_mask=attn.long()).logits[:, :-1].float()
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, seq[:, 1:, None]).squeeze(-1)
+    return torch.cat([torch.zeros_like(logp[:, :1]), logp], dim=1)
+
+
+def _expected_parameters(base_dir, batch: RolloutBatch, prompts: list[str], *, algo: str, gamma: float):
+    model, _ = load_model_and_tokenizer(base_dir)
+    model.train()
+    task = FixedTask()
+    R = torch.tensor([[task.reward(None, c) for c in COMPLETIONS[p]] for p in prompts])  # (B, N)
+    X = torch.tensor([[task.is_correct(None, c) for c in COMPLETIONS[p]] for p in prompts]).sum(1).double()
+    mean = R.mean(1, keepdim=True)
+    std = ((R - mean) ** 2).sum(1, keepdim=True).div(N - 1).sqrt()
+    A = ((1 - X / N) ** gamma)[:, None] * (R - mean) / (std + 1e-6)  # (B, N)
+    A = A.float().flatten()[:, None]  # (M, 1)
+    logp = _token_logprobs(model, batch.sequences, batch.attention_mask)
+    mask = batch.completion_mask
+    r = torch.exp(torch.where(mask, logp - batch.old_logprobs, torch.zeros_like(logp)))
+    if algo == "cispo":
+        per_token = -torch.clamp(r.detach(), 0.0, 6.0) * A * logp
+    else:
+        hi = 0.28 if algo == "dapo" else 0.2
+        per_token = -torch.minimum(r * A, torch.clamp(r, 0.8, 1.0 + hi) * A)
+    loss = torch.where(mask, per_token, torch.zeros_like(per_token)).sum() / mask.sum()
+    params = list(model.parameters())
+    grads = torch.autograd.grad(loss, params)
+    b1, b2 = BETAS
+    expected = []
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            m_hat = (1 - b1) * g / (1 - b1)
+            v_hat = (1 - b2) * g * g / (1 - b2)
+            expected.append(p * (1 - LR * WD) - LR * m_hat / (v_hat.sqrt() + ADAM_EPS))
+    return expected, A.flatten(), X
+
+
+@pytest.mark.parametrize("algo,gamma", [("grpo", 0.0), ("grpo", 1.0), ("dapo", 0.5), ("cispo", 2.0), ("cispo", 0.0)])
+def test_one_step_update_equals_the_hand_computed_one(tiny_checkpoint, tmp_path, monkeypatch, algo, gamma):
+    import fgrpo_llm.trainer as trainer
+
+    base_model, tok = load_model_and_tokenizer(tiny_checkpoint)
+    seen = {}
+
+    def fixed_sampler(model, tokenizer, prompts, **kwargs):
+        seen["prompts"] = list(prompts)
+        return _fixed_batch(base_model, tok, list(prompts))
+
+    monkeypatch.setattr(trainer, "sample_completions", fixed_sampler)
+    out = tmp_path / "run"
+    cfg = TrainConfig(base=str(tiny_checkpoint), out=str(out), algo=algo, gamma=gamma, steps=1,
+                      prompts_per_step=3, group_size=N, lr=LR, warmup_steps=0, weight_decay=WD, adam_eps=ADAM_EPS,
+                      grad_clip=0.0, max_new_tokens=8, progress=False)
+    trainer.train(cfg, task=FixedTask())
+
+    prompts = seen["prompts"]
+    assert sorted(prompts) == sorted(COMPLETIONS)
+    batch = _fixed_batch(base_model, tok, prompts)
+    expected, A, X = _expected_parameters(tiny_checkpoint, batch, prompts, algo=algo, gamma=gamma)
+    trained, _ = load_model_and_tokenizer(out / "model")
+    base, _ = load_model_and_tokenizer(tiny_checkpoint)
+    moved = 0.0
+    for (name, p), q, e in zip(trained.named_parameters(), base.parameters(), expected):
+        torch.testing.assert_close(p, e, rtol=0, atol=2e-7, msg=lambda m: f"{name}: {m}")
+        moved = max(moved, float((p - q).abs().max()))
+    assert moved > 1e-4  # the step did move the weights, well above the tolerance
+
+    # the logs show the g the update used, per trained group and on average over active groups
+    groups = [json.loads(line) for line in (out / "groups.jsonl").read_text().splitlines()]
+    assert [g["num_correct"] for g in groups] == X.int().tolist()
+    assert [g["focal_weight"] for g in groups] == pytest.approx(((1 - X / N) ** gamma).tolist())
+    line = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert line["focal/weight_mean"] == pytest.approx(float(((1 - X / N) ** gamma).mean()))
+    if algo != "cispo":
+        assert line["clip/low_frac"] > 0 and line["clip/high_frac"] > 0  # both clip sides were active
+    else:
+        assert line["cap/high_frac"] > 0  # some weights were capped at 6
