@@ -1,0 +1,13 @@
+"""F-GRPO where large runs happen: a verl plug-in and a TRL trainer, with this package's records.
+
+- :mod:`fgrpo_llm.integrations.focal` and :mod:`fgrpo_llm.integrations.records` are engine-free
+  (torch only): the focal weight of arbitrary, possibly ragged, groups of a flat batch, and the
+  writer of the run directory that ``fgrpo-llm validate`` reads (``run.json``, ``groups.jsonl``,
+  ``metrics.jsonl``; see :mod:`fgrpo_llm.evaluation.runs`).
+- :mod:`fgrpo_llm.integrations.verl` (needs ``pip install 'fgrpo[verl]'``): the ``focal_grpo``
+  advantage estimator, registered through verl's ``verl.plugins`` entry points.
+- :mod:`fgrpo_llm.integrations.trl` (needs ``pip install 'fgrpo[trl]'``): ``FocalGRPOTrainer`` and
+  the pass@k / Delta NLL_rare callbacks.
+
+Nothing else in ``fgrpo_llm`` imports these sub-packages. See docs/engines.md.
+"""

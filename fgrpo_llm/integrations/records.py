@@ -1,0 +1,174 @@
+"""The run directory an engine's run leaves for ``fgrpo-llm validate`` (engine-free).
+
+The tail-miss cross-check (paper Lemma 3.1) reads ``run.json``, ``groups.jsonl`` and optionally
+``metrics.jsonl`` (contract: :mod:`fgrpo_llm.evaluation.runs`). Our trainer writes them itself;
+the TRL trainer writes them through :class:`RunRecorder` during training, and a verl run is
+converted afterwards from verl's own rollout dump (``trainer.rollout_data_dir``) by
+:func:`records_from_verl_dump`.
+
+Per group: ``prompt_id`` (stable across runs: from the data, never an engine's random uid), N
+(the group's own size: groups may be ragged), X = ``num_correct``, and the solution form of each
+correct completion, by :func:`fgrpo_llm.tasks.base.solution_form` when the task is known, else
+the stripped completion text.
+
+    rec = RunRecorder("runs/trl_f", engine="trl", algo="grpo", group_size=8, gamma=1.0)
+    rec.log_batch(step=1, prompt_ids=ids, completions=texts, correct=flags)
+    rec.close()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+from fgrpo_llm.files import read_jsonl
+from fgrpo_llm.tracking import JsonlWriter, group_record, truncate_jsonl, write_run_info
+
+__all__ = ["RunRecorder", "forms_of", "text_prompt_id", "records_from_verl_dump", "read_verl_dump"]
+
+
+def text_prompt_id(text: str) -> str:
+    """A stable id for a prompt known only by its text: ``"sha1:" + the first 16 hex digits``."""
+    return "sha1:" + hashlib.sha1(str(text).encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def forms_of(completions: list, correct: list[bool], *, task=None, problem=None) -> list:
+    """The form of each correct completion (in order): the task's rule when ``task`` and
+    ``problem`` are given, else the stripped text."""
+    if task is not None and problem is not None:
+        from fgrpo_llm.tasks.base import solution_form
+
+        forms = []
+        for c, ok in zip(completions, correct, strict=True):
+            if ok:
+                form = solution_form(task, problem, c)
+                forms.append(form if form is not None else str(c).strip())
+        return forms
+    return [str(c).strip() for c, ok in zip(completions, correct, strict=True) if ok]
+
+
+class RunRecorder:
+    """Writes ``run.json`` once, then ``groups.jsonl`` / ``metrics.jsonl`` line by line (flushed).
+
+    ``resume_step``: drop lines of later steps first (a resumed run rewrites them).
+    """
+
+    def __init__(self, run_dir, *, engine: str, algo: str, group_size: int, gamma: float, lr_scale: float = 1.0,
+                 lr_match_gamma: float | None = None, resume_step: int | None = None):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        write_run_info(self.run_dir, engine=engine, algo=algo, group_size=int(group_size), gamma=float(gamma),
+                       lr_scale=float(lr_scale), lr_match_gamma=lr_match_gamma)
+        if resume_step is not None:
+            for name in ("groups.jsonl", "metrics.jsonl"):
+                truncate_jsonl(self.run_dir / name, max_step=int(resume_step))
+        self._groups = JsonlWriter(self.run_dir / "groups.jsonl")
+        self._metrics = JsonlWriter(self.run_dir / "metrics.jsonl")
+
+    def log_group(self, *, step: int, prompt_id: str, num_correct: int, N: int, forms: list,
+                  trained: bool = True) -> dict:
+        record = group_record(step=step, prompt_id=prompt_id, N=N, num_correct=num_correct, forms=forms,
+                              trained=trained)
+        self._groups.write(record)
+        return record
+
+    def log_batch(self, *, step: int, prompt_ids: list, completions: list, correct: list, group_ids=None,
+                  trained=True, task=None, problems: dict | None = None) -> list[dict]:
+        """Group the M rows of one batch by ``group_ids`` (default: the prompt ids; order of first
+        appearance) and write one record per group. ``trained`` is one bool or one per row;
+        ``problems`` maps prompt id -> Problem for the task's form rule."""
+        M = len(prompt_ids)
+        if not len(completions) == len(correct) == M:
+            raise ValueError(f"prompt_ids, completions and correct must have one entry per row, got {M}, "
+                             f"{len(completions)}, {len(correct)}")
+        group_ids = list(prompt_ids) if group_ids is None else list(group_ids)
+        trained = [trained] * M if isinstance(trained, bool) else list(trained)
+        rows: dict = {}
+        for i, g in enumerate(group_ids):
+            rows.setdefault(g.item() if hasattr(g, "item") else g, []).append(i)
+        out = []
+        for idx in rows.values():
+            pid = str(prompt_ids[idx[0]])
+            ok = [bool(correct[i]) for i in idx]
+            problem = problems.get(pid) if problems else None
+            forms = forms_of([completions[i] for i in idx], ok, task=task, problem=problem)
+            out.append(self.log_group(step=step, prompt_id=pid, num_correct=sum(ok), N=len(idx), forms=forms,
+                                      trained=any(trained[i] for i in idx)))
+        return out
+
+    def log_metrics(self, step: int, metrics: dict) -> None:
+        """One line ``{"step": step, **metrics}`` of ``metrics.jsonl`` (e.g. ``rare/delta_nll``)."""
+        self._metrics.write({"step": int(step), **metrics})
+
+    def close(self) -> None:
+        self._groups.close()
+        self._metrics.close()
+
+
+# ----------------------------------------------------------------------------- verl
+def read_verl_dump(dump_dir) -> list[dict]:
+    """Every line of verl's rollout dump (``trainer.rollout_data_dir``: one ``{step}.jsonl`` per step
+    with ``input, output, gts, score, step`` and, on verl's v1 trainer, ``uid``), by step."""
+    dump_dir = Path(dump_dir)
+    if not dump_dir.is_dir():
+        raise FileNotFoundError(f"verl rollout dump directory not found: {dump_dir}")
+    files = sorted((p for p in dump_dir.glob("*.jsonl") if p.stem.isdigit()), key=lambda p: int(p.stem))
+    if not files:
+        raise ValueError(f"no <step>.jsonl file in {dump_dir}: was the run started with trainer.rollout_data_dir?")
+    rows = []
+    for path in files:
+        for i, row in enumerate(read_jsonl(path, what="verl rollout dump"), 1):
+            missing = [k for k in ("input", "output", "score") if k not in row]
+            if missing:
+                raise ValueError(f"{path}:{i} lacks {missing}; not a verl rollout dump line")
+            row.setdefault("step", int(path.stem))
+            rows.append(row)
+    return rows
+
+
+def _verl_group_key(row: dict):
+    uid = row.get("uid")
+    if isinstance(uid, str) and uid.count("_") >= 2:  # v1 trainer: "{uid}_{session}_{output}"
+        return uid.rsplit("_", 2)[0]
+    return uid if uid is not None else row["input"]
+
+
+def records_from_verl_dump(dump_dir, run_dir, *, algo: str, group_size: int, gamma: float, lr_scale: float = 1.0,
+                           lr_match_gamma: float | None = None, settings=None, prompt_id_of=None, task=None,
+                           problems: dict | None = None) -> Path:
+    """Convert verl's rollout dump into ``run_dir`` (``run.json`` with engine "verl" and ``groups.jsonl``).
+
+    Rows of one step with the same prompt uid (or, without one, the same prompt text) form a group.
+    A row is correct when its ``score`` >= ``settings.threshold``
+    (:class:`fgrpo_llm.integrations.focal.FocalSettings`, default 0/1 rewards). The prompt id is the
+    row's ``prompt_id`` field when present, else ``prompt_id_of(row)`` (e.g. a map of the decoded
+    prompt text to the task's problem id: ``verl.data.prompt_index``), else :func:`text_prompt_id`.
+    verl dumps only the groups it trained on, so every record has ``trained: true``.
+    """
+    from fgrpo_llm.integrations.focal import FocalSettings
+
+    settings = settings or FocalSettings(gamma=gamma)
+    rows = read_verl_dump(dump_dir)
+    rec = RunRecorder(run_dir, engine="verl", algo=algo, group_size=group_size, gamma=gamma, lr_scale=lr_scale,
+                      lr_match_gamma=lr_match_gamma)
+    try:
+        by_step: dict[int, list[dict]] = {}
+        for row in rows:
+            by_step.setdefault(int(row["step"]), []).append(row)
+        for step, step_rows in sorted(by_step.items()):
+            ids = []
+            for row in step_rows:
+                pid = row.get("prompt_id")
+                if pid is None and prompt_id_of is not None:
+                    pid = prompt_id_of(row)
+                ids.append(str(pid) if pid is not None else text_prompt_id(row["input"]))
+            score = [float(r["score"]) if isinstance(r["score"], (int, float)) else math.nan for r in step_rows]
+            rec.log_batch(step=step, prompt_ids=ids, completions=[r["output"] for r in step_rows],
+                          correct=[s >= settings.threshold for s in score],
+                          group_ids=[(_verl_group_key(r), pid) for r, pid in zip(step_rows, ids)], task=task,
+                          problems=problems)
+    finally:
+        rec.close()
+    return Path(run_dir)
+

@@ -1,0 +1,30 @@
+"""F-GRPO on verl: the ``focal_grpo`` advantage estimator (needs ``pip install 'fgrpo[verl]'``).
+
+verl finds it by itself: this package declares a ``verl.plugins`` entry point
+(``fgrpo_llm.integrations.verl.plugin``), which verl >= 0.9 loads in every process that imports
+verl, the Ray worker that computes advantages included. Select it with
+
+    algorithm.adv_estimator=focal_grpo +algorithm.focal_gamma=1.0
+
+Older verl (no entry points): ``VERL_USE_EXTERNAL_MODULES=fgrpo_llm.integrations.verl.plugin`` in
+the environment of every Ray worker, or a Ray worker setup hook
+(``+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=fgrpo_llm.integrations.verl.plugin.setup_hook``).
+``python -m fgrpo_llm.integrations.verl.plugin`` checks the registration in a fresh interpreter.
+See docs/engines.md for the F-GRPO / F-DAPO / F-CISPO overrides.
+"""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+
+#: The verl versions this plug-in was tested with (``make test-engines``).
+TESTED_VERL = ">=0.9.1,<0.10"
+
+if find_spec("verl") is None:
+    raise ImportError("fgrpo_llm.integrations.verl needs verl: pip install 'fgrpo[verl]' (verl " + TESTED_VERL +
+                      ", with the CPU torch pin: -c constraints/torch-cpu.txt)")
+
+from fgrpo_llm.integrations.verl.estimator import (ESTIMATOR_NAME, focal_grpo_advantage, focal_settings,  # noqa: E402
+                                                   register)
+
+__all__ = ["ESTIMATOR_NAME", "TESTED_VERL", "focal_grpo_advantage", "focal_settings", "register"]

@@ -1,0 +1,80 @@
+"""``focal_grpo``: verl's GRPO advantage estimator times the focal weight of each uid group (Eq. 13).
+
+verl calls a registered estimator as ``fn(token_level_rewards, response_mask, config, index)``
+(``verl.trainer.ppo.ray_trainer.compute_advantage``): ``token_level_rewards`` (bs, T) whose sum
+over T is each completion's score, ``index`` (bs,) the prompt uid of each row (strings; groups
+may be ragged), ``config`` verl's ``algorithm`` section. This estimator
+
+1. calls verl's own ``compute_grpo_outcome_advantage`` with the same arguments, so the base is
+   bit for bit verl's ``grpo`` (Bessel std, eps = 1e-6, ``norm_adv_by_std_in_grpo`` honoured; a
+   group of one gets mean 0, std 1, verl's convention);
+2. multiplies every row of uid group G by g_G = (1 - X_G / N_G)^gamma
+   (:func:`fgrpo_llm.integrations.focal.group_focal_weights`), and nothing else.
+
+Settings, read from ``algorithm`` (add them with Hydra's ``+``): ``focal_gamma`` (default 0:
+exactly verl's ``grpo``), ``focal_reward_correct`` / ``focal_reward_wrong`` (1 / 0) and
+``focal_correct_threshold`` (default halfway between them; a score at or above it is correct).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
+
+ESTIMATOR_NAME = "focal_grpo"
+
+__all__ = ["ESTIMATOR_NAME", "focal_settings", "focal_grpo_advantage", "register"]
+
+
+def _get(config, key, default=None):
+    if config is None:
+        return default
+    getter = getattr(config, "get", None)
+    value = getter(key, default) if callable(getter) else getattr(config, key, default)
+    return default if value is None else value
+
+
+def focal_settings(config) -> FocalSettings:
+    """The focal settings of verl's ``algorithm`` config (a DictConfig, AlgoConfig or dict)."""
+    threshold = _get(config, "focal_correct_threshold")
+    return FocalSettings(gamma=float(_get(config, "focal_gamma", 0.0)),
+                         reward_correct=float(_get(config, "focal_reward_correct", 1.0)),
+                         reward_wrong=float(_get(config, "focal_reward_wrong", 0.0)),
+                         correct_threshold=None if threshold is None else float(threshold))
+
+
+def focal_grpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray,
+                         epsilon: float = 1e-6, norm_adv_by_std_in_grpo: bool = True, config=None, **kwargs):
+    """A^F = g * A^GRPO per uid group; returns ``(advantages, returns)``, each (bs, T)."""
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    settings = focal_settings(config)
+    norm = bool(_get(config, "norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo))
+    advantages, returns = compute_grpo_outcome_advantage(token_level_rewards=token_level_rewards,
+                                                         response_mask=response_mask, index=index, epsilon=epsilon,
+                                                         norm_adv_by_std_in_grpo=norm, config=config)
+    if settings.gamma == 0:
+        return advantages, returns  # exactly verl's grpo
+    scores = token_level_rewards.sum(dim=-1)  # (bs,)
+    g, _, _ = group_focal_weights(scores, index, settings)  # (bs,)
+    g = g.to(advantages.dtype)[:, None]  # (bs, 1)
+    return advantages * g, returns * g
+
+
+def register() -> str:
+    """Put ``focal_grpo`` in verl's ``ADV_ESTIMATOR_REGISTRY``; idempotent (a second call, or a second
+    import of this module under a reload, is a no-op). Returns the name."""
+    from verl.trainer.ppo import core_algos
+
+    current = core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME)
+    if current is not None:
+        same = (getattr(current, "__module__", None) == __name__
+                and getattr(current, "__qualname__", None) == focal_grpo_advantage.__qualname__)
+        if not same:
+            raise RuntimeError(f"verl already has an advantage estimator named {ESTIMATOR_NAME!r} ({current!r}), "
+                               f"not fgrpo's; refusing to replace it")
+        return ESTIMATOR_NAME
+    core_algos.register_adv_est(ESTIMATOR_NAME)(focal_grpo_advantage)
+    return ESTIMATOR_NAME

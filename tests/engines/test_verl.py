@@ -1,0 +1,307 @@
+"""verl: the focal_grpo estimator through verl's real advantage path, config composition, policy
+losses and a Ray actor that finds the plug-in on its own; verl's rollout dump -> our run records."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+verl = pytest.importorskip("verl")
+torch = pytest.importorskip("torch")
+
+from verl import DataProto  # noqa: E402
+from verl.trainer.ppo import core_algos  # noqa: E402
+from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
+
+from fgrpo_llm.advantages import focal_weight, grpo_advantages  # noqa: E402
+from fgrpo_llm.integrations.verl import focal_grpo_advantage, register  # noqa: E402
+from fgrpo_llm.integrations.verl.overrides import method_overrides, table5_overrides  # noqa: E402
+
+VERL_CONFIG_DIR = str(Path(verl.__file__).parent / "trainer" / "config")
+
+
+def _batch(scores, uids, T=5, seed=0):
+    """A DataProto as verl's trainer holds it after scoring: outcome reward on the last response token."""
+    rng = np.random.default_rng(seed)
+    M = len(scores)
+    lengths = rng.integers(1, T + 1, size=M)
+    mask = torch.tensor([[1.0] * n + [0.0] * (T - n) for n in lengths])  # (M, T)
+    rewards = torch.zeros(M, T)
+    rewards[torch.arange(M), torch.tensor(lengths) - 1] = torch.tensor(scores, dtype=torch.float32)
+    return DataProto.from_dict(tensors={"token_level_rewards": rewards, "response_mask": mask},
+                               non_tensors={"uid": np.array(uids, dtype=object)})
+
+
+def _reference(scores, uids, gamma, eps=1e-6):
+    """Per uid group: g * (R - mean) / (std_Bessel + eps), from this package's torch functions."""
+    out = np.zeros(len(scores))
+    for u in dict.fromkeys(uids):
+        idx = [i for i, v in enumerate(uids) if v == u]
+        R = torch.tensor([[scores[i] for i in idx]], dtype=torch.float32)  # (1, N)
+        A = grpo_advantages(R, std="bessel", eps=eps) if len(idx) > 1 else R.clone()  # verl: mean 0, std 1 for N=1
+        if len(idx) == 1:
+            A = R / (1 + eps)
+        mu = (R >= 0.5).float().mean(dim=1)
+        out[idx] = (focal_weight(mu, gamma=gamma)[:, None] * A)[0].numpy()
+    return out
+
+
+RAGGED = dict(scores=[1, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 1, 1], uids=["a7f3-x", "a7f3-x", "a7f3-x", "q-2", "q-2", "q-2",
+                                                                     "q-2", "lone", "zz", "zz", "zz", "zz", "zz"])
+
+
+def _algo_config(**extra):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create({"adv_estimator": "focal_grpo", "norm_adv_by_std_in_grpo": True, **extra})
+
+
+def test_plugin_registered_by_import_verl_alone():
+    assert "focal_grpo" in core_algos.ADV_ESTIMATOR_REGISTRY
+    assert core_algos.get_adv_estimator_fn("focal_grpo").__module__ == "fgrpo_llm.integrations.verl.estimator"
+
+
+@pytest.mark.parametrize("gamma", [0.5, 1.0, 2.0])
+def test_real_advantage_path_ragged_string_uids(gamma):
+    data = compute_advantage(_batch(**RAGGED), adv_estimator="focal_grpo", config=_algo_config(focal_gamma=gamma))
+    A = data.batch["advantages"]  # (M, T)
+    mask = data.batch["response_mask"]
+    assert torch.equal(A * (1 - mask), torch.zeros_like(A))  # nothing off the response
+    per_row = (A * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(per_row.numpy(), _reference(RAGGED["scores"], RAGGED["uids"], gamma), rtol=1e-6,
+                               atol=1e-7)
+    assert torch.equal(data.batch["returns"], A)
+    # an all-correct group has g = 0 and an all-wrong one has A = 0: only mixed groups move
+    assert torch.all(A[[7]] == 0) and torch.all(A[8:13][:, :1] != 0)
+
+
+def test_gamma_zero_is_verls_grpo_exactly():
+    base = compute_advantage(_batch(**RAGGED), adv_estimator="grpo")  # verl's own branch
+    ours = compute_advantage(_batch(**RAGGED), adv_estimator="focal_grpo", config=_algo_config(focal_gamma=0.0))
+    assert torch.equal(base.batch["advantages"], ours.batch["advantages"])
+    no_std = compute_advantage(_batch(**RAGGED), adv_estimator="grpo", norm_adv_by_std_in_grpo=False)
+    ours = compute_advantage(_batch(**RAGGED), adv_estimator="focal_grpo",
+                             config=_algo_config(focal_gamma=0.0, norm_adv_by_std_in_grpo=False))
+    assert torch.equal(no_std.batch["advantages"], ours.batch["advantages"])
+
+
+def test_focal_is_grpo_times_weight_and_integer_uids():
+    scores = [1, 1, 1, 0, 0, 1, 0, 0]
+    uids = np.array([5, 5, 5, 5, 9, 9, 9, 9])
+    base = compute_advantage(_batch(scores, uids), adv_estimator="grpo").batch["advantages"]
+    ours = compute_advantage(_batch(scores, uids), adv_estimator="focal_grpo",
+                             config=_algo_config(focal_gamma=1.0)).batch["advantages"]
+    g = torch.tensor([0.25] * 4 + [0.75] * 4)[:, None]
+    torch.testing.assert_close(ours, base * g, rtol=0, atol=0)
+
+
+def test_dapo_style_rewards_and_threshold_settings():
+    scores = [1.0, -1.0, -1.0, -1.0]  # verl's DAPO reward: +1 / -1
+    out = compute_advantage(_batch(scores, ["p"] * 4), adv_estimator="focal_grpo",
+                            config=_algo_config(focal_gamma=1.0, focal_reward_wrong=-1.0)).batch["advantages"]
+    base = compute_advantage(_batch(scores, ["p"] * 4), adv_estimator="grpo").batch["advantages"]
+    torch.testing.assert_close(out, 0.75 * base)
+    with pytest.raises(ValueError, match="correct_threshold"):
+        compute_advantage(_batch(scores, ["p"] * 4), adv_estimator="focal_grpo",
+                          config=_algo_config(focal_gamma=1.0, focal_correct_threshold=2.0))
+    with pytest.raises(ValueError, match="gamma"):
+        compute_advantage(_batch(scores, ["p"] * 4), adv_estimator="focal_grpo", config=_algo_config(focal_gamma=-1))
+
+
+def test_registration_is_idempotent_and_survives_reload():
+    import importlib
+
+    import fgrpo_llm.integrations.verl.estimator as est
+
+    assert register() == "focal_grpo" and register() == "focal_grpo"
+    importlib.reload(est)
+    assert est.register() == "focal_grpo"
+
+
+def test_registration_failure_is_loud(monkeypatch, capsys):
+    import fgrpo_llm.integrations.verl.plugin as plugin
+
+    monkeypatch.setitem(core_algos.ADV_ESTIMATOR_REGISTRY, "focal_grpo", lambda **kw: None)
+    with pytest.raises(RuntimeError, match="focal_grpo"):
+        plugin._register()
+    assert "FAILED" in capsys.readouterr().err and plugin.REGISTRATION_ERROR is not None
+
+
+def _compose(overrides):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=VERL_CONFIG_DIR, version_base=None):
+        return compose(config_name="ppo_trainer", overrides=overrides)
+
+
+#: The per-GPU sizes of the example launch script (8 GPUs of one node).
+LAUNCH = ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+          "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+          "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8", "trainer.n_gpus_per_node=8", "trainer.nnodes=1"]
+
+
+def _loss_tensors(seed, extreme=False):
+    g = torch.Generator().manual_seed(seed)
+    M, T = 6, 7
+    old = -torch.rand(M, T, generator=g) * 3
+    spread = 3.0 if extreme else 0.5
+    new = old + (torch.rand(M, T, generator=g) - 0.5) * 2 * spread  # ratios e^[-spread, spread]
+    A = torch.randn(M, generator=g)
+    mask = (torch.rand(M, T, generator=g) > 0.2).float()
+    mask[:, 0] = 1
+    return old, new, A, mask
+
+
+LOSS_DIFFS: dict = {}
+
+
+@pytest.mark.parametrize("algo", ["grpo", "dapo", "cispo"])
+def test_composed_config_and_policy_loss_match_ours(algo):
+    from omegaconf import OmegaConf
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from fgrpo_llm.losses import policy_loss
+
+    cfg = _compose(method_overrides(algo, gamma=1.0, group_size=8) + table5_overrides()
+                   + LAUNCH)
+    assert cfg.algorithm.adv_estimator == "focal_grpo" and cfg.algorithm.focal_gamma == 1.0
+    assert cfg.actor_rollout_ref.rollout.n == 8 and cfg.actor_rollout_ref.actor.optim.lr == 1e-6
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    assert not need_critic(cfg) and not need_reference_policy(cfg)
+    # the advantage path with the composed algorithm section (a DictConfig, as in verl's trainer)
+    data = compute_advantage(_batch(**RAGGED), adv_estimator=cfg.algorithm.adv_estimator, config=cfg.algorithm)
+    per_row = (data.batch["advantages"] * data.batch["response_mask"]).sum(1) / data.batch["response_mask"].sum(1)
+    np.testing.assert_allclose(per_row.numpy(), _reference(RAGGED["scores"], RAGGED["uids"], 1.0), rtol=1e-6,
+                               atol=1e-7)
+    # the policy loss verl would run, on identical tensors, against ours
+    OmegaConf.resolve(cfg)
+    actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    loss_fn = core_algos.get_policy_loss_fn(actor.policy_loss.loss_mode)
+    kwargs = {"grpo": dict(clip_eps=0.2), "dapo": dict(clip_eps_low=0.2, clip_eps_high=0.28),
+              "cispo": dict(is_eps_low=1.0, is_eps_high=5.0)}[algo]
+    for extreme in (False, True):
+        old, new, A, mask = _loss_tensors(1, extreme)
+        lp_v = new.clone().requires_grad_()
+        lv, _ = loss_fn(old, lp_v, A[:, None].expand_as(new), mask, actor.loss_agg_mode, actor)
+        lv.backward()
+        lp_o = new.clone().requires_grad_()
+        lo, _ = policy_loss(algo, lp_o, old, A, mask.bool(), **kwargs)
+        lo.backward()
+        d_loss = abs(lv.item() - lo.item())
+        d_grad = (lp_v.grad - lp_o.grad).abs().max().item()
+        LOSS_DIFFS[(algo, "extreme" if extreme else "moderate")] = (d_loss, d_grad)
+        print(f"verl {algo} ratios {'e^[-3,3]' if extreme else 'e^[-0.5,0.5]'}: |loss diff| {d_loss:.3g}, "
+              f"max |grad diff| {d_grad:.3g}")
+        dual_clip_active = extreme and algo != "cispo" and bool(((new - old).exp() > 3.0)[(A[:, None] < 0)
+                                                                                          .expand_as(new)
+                                                                                          & mask.bool()].any())
+        if dual_clip_active:  # verl's dual clip (clip_ratio_c = 3) caps these tokens; ours does not
+            assert d_loss > 1e-4
+        else:
+            assert d_loss < 1e-6 and d_grad < 1e-6
+
+
+def test_dual_clip_off_makes_vanilla_equal_ours():
+    from omegaconf import OmegaConf
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from fgrpo_llm.losses import grpo_loss
+
+    cfg = _compose(method_overrides("grpo", gamma=1.0, group_size=8)
+                   + LAUNCH + ["actor_rollout_ref.actor.clip_ratio_c=1e9"])
+    OmegaConf.resolve(cfg)
+    actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    old, new, A, mask = _loss_tensors(1, extreme=True)
+    lv, _ = core_algos.get_policy_loss_fn("vanilla")(old, new, A[:, None].expand_as(new), mask, "token-mean", actor)
+    lo, _ = grpo_loss(new, old, A, mask.bool())
+    assert abs(lv.item() - lo.item()) < 1e-6
+
+
+def test_overrides_reject_bad_values():
+    with pytest.raises(ValueError, match="algo"):
+        method_overrides("ppo", gamma=1.0, group_size=8)
+    with pytest.raises(ValueError, match="gamma"):
+        method_overrides("grpo", gamma=-1, group_size=8)
+    with pytest.raises(ValueError, match="group_size"):
+        method_overrides("grpo", gamma=1, group_size=1)
+
+
+RAY_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import ray
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+
+    @ray.remote
+    class AdvantageWorker:  # stands in for verl's TaskRunner: it imports verl, never fgrpo
+        def run(self, scores, uids):
+            import numpy as np, torch
+            from verl import DataProto
+            from verl.trainer.ppo.ray_trainer import compute_advantage
+            from omegaconf import OmegaConf
+            T = 3
+            data = DataProto.from_dict(
+                tensors={"token_level_rewards": torch.tensor([[0.0, 0.0, s] for s in scores]),
+                         "response_mask": torch.ones(len(scores), T)},
+                non_tensors={"uid": np.array(uids, dtype=object)})
+            cfg = OmegaConf.create({"adv_estimator": "focal_grpo", "focal_gamma": 1.0})
+            out = compute_advantage(data, adv_estimator="focal_grpo", config=cfg)
+            return out.batch["advantages"][:, -1].tolist(), sorted(m for m in sys.modules if m.startswith("fgrpo"))
+
+    adv, mods = ray.get(AdvantageWorker.remote().run.remote([1.0, 0.0, 0.0, 0.0], ["u", "u", "u", "u"]))
+    driver = sorted(m for m in sys.modules if m.startswith("fgrpo") or m == "verl")
+    print(json.dumps({"adv": adv, "worker_modules": mods, "driver_modules": driver}))
+    ray.shutdown()
+""")
+
+
+def test_ray_actor_finds_the_plugin_without_the_driver_importing_it(tmp_path):
+    script = tmp_path / "ray_check.py"
+    script.write_text(RAY_SCRIPT)
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_DEDUP_LOGS="0")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["driver_modules"] == []  # the driver imported neither verl nor fgrpo
+    assert "fgrpo_llm.integrations.verl.plugin" in out["worker_modules"]
+    base = np.array([0.75, -0.25, -0.25, -0.25]) / (0.5 + 1e-6)  # (R - mean) / (Bessel std + eps)
+    np.testing.assert_allclose(out["adv"], 0.75 * base, rtol=1e-6)
+
+
+def test_verl_rollout_dump_becomes_run_records(tmp_path):
+    """verl's own dump writer -> records_from_verl_dump -> the cross-check's load_run. The rows carry the
+    v1 trainer's uid keys "{uid}_{session}_{output}" (its writer is the same static method as the legacy
+    trainer's, whose module imports without TransferQueue)."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    from fgrpo_llm.evaluation.runs import load_run
+    from fgrpo_llm.integrations.records import records_from_verl_dump
+
+    dump = tmp_path / "dump"
+    for step in (1, 2):
+        keys = [f"uidA_0_{j}" for j in range(4)] + [f"uidB_0_{j}" for j in range(3)]  # ragged: 4 and 3
+        inputs = ["system\nQ one\nassistant\n"] * 4 + ["system\nQ two\nassistant\n"] * 3
+        outputs = [" \\boxed{2}", "\\boxed{3}", "\\boxed{2} ", "x", "\\boxed{5}", "y", "z"]
+        scores = [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0]
+        RayPPOTrainer._write_generations(inputs, outputs, [None] * 7, scores, {"uid": keys}, str(dump), step)
+    index = {"system\nQ one\nassistant\n": "train-0", "system\nQ two\nassistant\n": "train-1"}
+    records_from_verl_dump(dump, tmp_path / "run", algo="grpo", group_size=4, gamma=1.0,
+                           prompt_id_of=lambda row: index.get(row["input"]))
+    run = load_run(tmp_path / "run")
+    assert run.engine == "verl" and run.label == "F-GRPO N=4" and len(run.groups) == 4
+    g = run.groups[0]
+    assert (g["step"], g["prompt_id"], g["N"], g["num_correct"], g["forms"]) == (1, "train-0", 4, 2,
+                                                                                 ["\\boxed{2}", "\\boxed{2}"])
+    assert [(r["prompt_id"], r["N"], r["num_correct"]) for r in run.groups[1:2]] == [("train-1", 3, 1)]
