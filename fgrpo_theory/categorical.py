@@ -97,6 +97,7 @@ def _check_stats(s) -> "GroupStats":
 
 def sampled_mask(actions, K: int) -> np.ndarray:
     """Boolean (K,): action i was drawn at least once in the group (the distinct sampled set)."""
+    K = single("K", check_integer("K", K, minimum=1))
     return np.bincount(_check_actions(actions, K), minlength=K) > 0
 
 

@@ -81,3 +81,38 @@ def test_focal_weight_shrinks_easy_groups_more():
 def test_bad_input_raises_value_error(call):
     with pytest.raises(ValueError):
         call()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("value", [0.7, 0.1, 1 / 3, -2.5])
+def test_constant_group_of_non_dyadic_rewards_gets_exactly_zero(dtype, value):
+    """Eight float32 rewards of 0.7 got advantages of 0.056: the mean rounds off 0.7, so the
+    std was ~6e-8, and 6e-8 / (6e-8 + 1e-6) is not 0. Constancy is now max == min, exactly."""
+    R = torch.tensor([[value] * 8, [1.0, 0.0] * 4], dtype=dtype)
+    for std in ("bessel", "population", "none"):
+        for eps in (0.0, 1e-6):
+            A = adv.grpo_advantages(R, std=std, eps=eps)
+            assert (A[0] == 0).all() and (A[1] != 0).all()
+    assert (adv.mean_centred_advantages(R)[0] == 0).all()
+    lo, hi = min(0.0, value), max(1.0, value)
+    assert (adv.focal_advantages(R, gamma=1.0, reward_correct=hi, reward_wrong=lo)[0] == 0).all()
+
+
+@pytest.mark.parametrize("call, error, name", [
+    (lambda: adv.grpo_advantages([[1.0, 0.0]]), TypeError, "rewards"),
+    (lambda: adv.grpo_advantages(torch.tensor([[True, False]])), TypeError, "rewards"),
+    (lambda: adv.grpo_advantages(torch.tensor([[1.0, float("inf")]])), ValueError, "rewards"),
+    (lambda: adv.grpo_advantages(torch.zeros(2, 3), eps=float("nan")), ValueError, "eps"),
+    (lambda: adv.grpo_advantages(torch.zeros(2, 3), eps=True), TypeError, "eps"),
+    (lambda: adv.grpo_advantages(torch.zeros(2, 3), std=["bessel"]), ValueError, "std"),
+    (lambda: adv.focal_weight(torch.tensor([0.5]), gamma=float("nan")), ValueError, "gamma"),
+    (lambda: adv.focal_weight(torch.tensor([0.5]), gamma="1"), TypeError, "gamma"),
+    (lambda: adv.focal_weight(torch.tensor([1.5]), gamma=1.0), ValueError, "mu_hat"),
+    (lambda: adv.focal_weight(torch.tensor([float("nan")]), gamma=1.0), ValueError, "mu_hat"),
+    (lambda: adv.focal_weight([0.5], gamma=1.0), TypeError, "mu_hat"),
+    (lambda: adv.group_success_rate(torch.zeros(2, 3), reward_correct=float("inf")), ValueError,
+     "reward_correct"),
+])
+def test_bad_input_names_the_argument(call, error, name):
+    with pytest.raises(error, match=name):
+        call()

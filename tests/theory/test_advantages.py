@@ -90,3 +90,41 @@ def test_focal_with_plus_minus_one_rewards():
 def test_bad_input(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+@pytest.mark.parametrize("value", [0.7, 0.1, 1 / 3, 1e-300, -2.5, 123.456])
+def test_constant_group_of_any_reward_gets_exactly_zero(value):
+    """Eight rewards of 0.7: the mean rounds to 0.7 + 1e-16, so a std-based test of constancy
+    saw a spread and gave nonzero advantages; max == min decides exactly."""
+    R = np.array([[value] * 8, [1.0, 0.0] * 4])
+    for std in ("bessel", "population"):
+        for eps in (0.0, 1e-6):
+            A = grpo_advantages(R, std=std, eps=eps)
+            assert (A[0] == 0.0).all() and (A[1] != 0.0).all()
+    assert (mean_centred_advantages(R)[0] == 0.0).all()
+    assert (focal_advantages(R, gamma=0.5, std="bessel", eps=1e-6, reward_wrong=min(0.0, value),
+                             reward_correct=max(1.0, value))[0] == 0.0).all()
+
+
+def test_huge_finite_rewards_do_not_overflow():
+    A = grpo_advantages([[1e308, -1e308, 0.0]], std="population", eps=1e-6)
+    np.testing.assert_allclose(A, [[np.sqrt(1.5), -np.sqrt(1.5), 0.0]], rtol=1e-12)
+    mu_hat = group_success_rate([[1e308, -1e308]], reward_correct=1e308, reward_wrong=-1e308)
+    assert mu_hat == pytest.approx([0.5])
+
+
+@pytest.mark.parametrize("call, error, name", [
+    (lambda: grpo_advantages([[1.0, 0.0]], std=["bessel"], eps=1e-4), ValueError, "std"),
+    (lambda: grpo_advantages([[1.0, 0.0]], std="bessel", eps=True), TypeError, "eps"),
+    (lambda: grpo_advantages([[True, False]], std="bessel", eps=1e-4), TypeError, "rewards"),
+    (lambda: grpo_advantages([["a", "b"]], std="bessel", eps=1e-4), TypeError, "rewards"),
+    (lambda: grpo_advantages([[1.0, np.inf]], std="bessel", eps=1e-4), ValueError, "rewards"),
+    (lambda: grpo_advantages(0.7, std="bessel", eps=1e-4), ValueError, "rewards"),
+    (lambda: group_success_rate([[1.0, 0.0]], reward_correct="1"), TypeError, "reward_correct"),
+    (lambda: group_success_rate([[1.0, 0.0]], reward_wrong=np.nan), ValueError, "reward_wrong"),
+    (lambda: group_success_rate([[1.0, 0.0]], reward_correct=0.0, reward_wrong=1.0), ValueError,
+     "reward_correct must exceed reward_wrong"),
+])
+def test_wrong_types_and_values_name_the_argument(call, error, name):
+    with pytest.raises(error, match=name):
+        call()

@@ -212,3 +212,55 @@ def test_bad_actions_and_policy_are_rejected():
         group_stats(np.array([0.5, 0.6, 0, 0]), mask, [0])
     with pytest.raises(ValueError, match="k must"):
         expected_p_neg_given_k(p, mask, 5, 3)
+
+
+def test_softmax_of_infinite_logits():
+    """-inf is a masked action (probability 0); +inf, NaN and all -inf have no softmax."""
+    p = softmax(np.array([0.0, -np.inf, 1.0]))
+    assert p[1] == 0.0 and p.sum() == pytest.approx(1.0) and np.isfinite(p).all()
+    with pytest.raises(ValueError, match=r"z must not contain \+inf, got z\[1\]=inf"):
+        softmax(np.array([0.0, np.inf]))
+    with pytest.raises(ValueError, match="z must have at least one finite logit"):
+        softmax(np.array([-np.inf, -np.inf]))
+    with pytest.raises(ValueError, match="z must not be NaN"):
+        softmax(np.array([0.0, np.nan]))
+    with pytest.raises(ValueError, match="z must be a 1-D logit vector"):
+        softmax(np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(eta=np.nan), "eta must not be NaN"),
+    (dict(eta=np.inf), "eta must be finite"),
+    (dict(eta=-0.1), "eta must be >= 0, got eta=-0.1"),
+    (dict(eta=0.1, R_c=np.nan), "R_c must not be NaN"),
+    (dict(eta=0.1, R_w=np.inf), "R_w must be finite"),
+    (dict(eta=0.1, R_c=-1.0, R_w=1.0), "need R_c > R_w, got R_c=-1.0, R_w=1.0"),
+    (dict(eta=True), "eta must be a number, not a bool"),
+    (dict(eta="0.1"), "eta must be a number or an array of numbers"),
+])
+def test_eta_and_rewards_are_checked_everywhere(kw, message):
+    p = softmax(np.zeros(4))
+    correct = np.array([1, 0, 1, 0], bool)
+    s = group_stats(p, correct, [0, 1])
+    error = TypeError if isinstance(kw["eta"], (bool, str)) else ValueError
+    for call in (lambda: logit_update(p, correct, [0, 1], **kw),
+                 lambda: predicted_delta_q_pos(s, **kw),
+                 lambda: predicted_delta_q_u_pos(s, **kw)):
+        with pytest.raises(error, match=message):
+            call()
+
+
+def test_wrong_types_for_the_policy_arguments():
+    p = softmax(np.zeros(4))
+    with pytest.raises(TypeError, match="s must be a GroupStats"):
+        predicted_delta_q_pos({"S_R": 0.1}, eta=0.1)
+    with pytest.raises(TypeError, match="correct must be a boolean array"):
+        group_stats(p, np.array([0.5, 0.0, 1.0, 0.0]), [0])
+    with pytest.raises(ValueError, match="correct must hold booleans"):
+        group_stats(p, np.array([2, 0, 1, 0]), [0])
+    with pytest.raises(ValueError, match="K must be an integer >= 1"):
+        sampled_mask([0], 0)
+    with pytest.raises(ValueError, match="N must be a single number"):
+        expected_p_neg_given_k(p, np.array([1, 0, 1, 0], bool), 1, [3, 4])
+    with pytest.raises(ValueError, match="R_c"):
+        expected_s_r_given_k(p, np.array([1, 0, 1, 0], bool), 1, 3, R_c=np.nan)

@@ -98,3 +98,55 @@ def test_subsampling_test_is_reproducible_and_antisymmetric():
 def test_bad_input(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def _mp_pass_at_k(n, c, k):
+    import mpmath
+
+    with mpmath.workdps(80):
+        return 1 - mpmath.binomial(n - c, k) / mpmath.binomial(n, k)
+
+
+@pytest.mark.parametrize("n, c, k", [
+    (10**9, 5 * 10**8, 256),  # the issue's ~11 GB case: now a product of 256 factors
+    (10**9, 3, 256), (10**9, 1000, 1000), (10**18, 10**4, 10**4), (10**12, 5000, 5000),
+    (2**63 - 1, 2**62, 2), (1024, 1023, 1), (5000, 4000, 4100), (9000, 4500, 4200),
+])
+def test_large_counts_are_exact_and_cheap(n, c, k):
+    """min(c, k) factors in log space (mpmath log-gamma beyond 4096 factors): relative error
+    ~1e-15 against 80-digit binomials, with no memory or time proportional to c or n."""
+    want = _mp_pass_at_k(n, c, k)
+    got = pass_at_k_unbiased(n, c, k)
+    assert got == pytest.approx(float(want), rel=1e-12, abs=0.0)
+    assert pass_at_k_unbiased(n, k, c) == pytest.approx(got, rel=1e-12)  # symmetric in c, k
+
+
+def test_symmetry_in_c_and_k_and_vectorised_mixed_widths():
+    n = np.array([10, 10, 1000, 40])
+    c = np.array([3, 7, 500, 0])
+    k = np.array([7, 3, 2, 40])
+    got = pass_at_k_unbiased(n, c, k)
+    want = [float(_mp_pass_at_k(*v)) for v in zip(n.tolist(), c.tolist(), k.tolist())]
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+    assert got[0] == got[1]  # C(n-c, k)/C(n, k) = C(n-k, c)/C(n, c)
+    assert got[3] == 0.0 and pass_at_k_unbiased(10, 4, 7) == 1.0  # c = 0; n - c < k
+
+
+def test_shape_errors_name_the_arguments():
+    with pytest.raises(ValueError, match="n, c, k cannot be broadcast together"):
+        pass_at_k_unbiased(np.array([8, 8]), np.array([1, 2, 3]), 1)
+    with pytest.raises(ValueError, match="p, k cannot be broadcast together"):
+        pass_at_k_exact(np.array([0.1, 0.2]), np.array([1, 2, 3]))
+    with pytest.raises(ValueError, match="n must be one number or one per problem"):
+        mean_pass_at_k([8, 8, 8], [1, 2], [1])
+    with pytest.raises(TypeError, match="rng"):
+        paired_subsampling_test(np.ones((2, 8)), np.ones((2, 8)), m=4, iterations=10, rng=0)
+    with pytest.raises(TypeError, match="correct_a"):
+        paired_subsampling_test(np.array([["a"] * 8] * 2), np.ones((2, 8)), m=4, iterations=10,
+                                rng=np.random.default_rng(0))
+    with pytest.raises(TypeError, match="correct_a"):
+        paired_subsampling_test(np.ma.masked_array(np.ones((2, 8))), np.ones((2, 8)), m=4,
+                                iterations=10, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="iterations must be a single number"):
+        paired_subsampling_test(np.ones((2, 8)), np.ones((2, 8)), m=4, iterations=[10, 20],
+                                rng=np.random.default_rng(0))

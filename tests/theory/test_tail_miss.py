@@ -222,3 +222,30 @@ def test_matches_mpmath_on_a_dense_random_sample():
             assert rel_err(p_tail_miss(mu, tau, N), ref) <= TOL, (mu, tau, N)
         if ref > 0:
             assert log_rel_err(log_p_tail_miss(mu, tau, N), ref) <= TOL, (mu, tau, N)
+
+
+def test_stationary_point_far_beyond_the_old_bracket_is_the_true_root():
+    """The issue's case: (1e-30, 1e-31) used to return the bisection bound e^60 + 1. There
+    P(B) ~ e^(-tau N) - e^(-mu N), whose maximiser is log(mu / tau) / (mu - tau)."""
+    mu, tau = 1e-30, 1e-31
+    assert stationary_group_size(mu, tau) == pytest.approx(np.log(mu / tau) / (mu - tau), rel=1e-9)
+    assert stationary_group_size(0.3, 1e-300) == pytest.approx(1933.8, rel=1e-4)
+    with pytest.raises(ValueError, match=r"mu=1e-310, tau=1e-311 lies above e\^709"):
+        stationary_group_size(1e-310, 1e-311)  # N_c ~ 2.6e310: beyond float64, not a bound
+    with pytest.raises(ValueError, match="mu=1e-310, tau=1e-311"):
+        stationary_group_size(np.array([0.3, 1e-310]), np.array([0.01, 1e-311]))
+    with pytest.raises(ValueError, match=r"mu=1e-30, tau=1e-31 is beyond 2\^53; pass n_max"):
+        peak_group_size(1e-30, 1e-31)
+    with pytest.raises(ValueError, match=r"mu and tau, n_max cannot be broadcast"):
+        peak_group_size([0.3, 0.5], 0.01, n_max=[3, 4, 5])
+    with pytest.raises(ValueError, match="n_max must be an integer >= 1, got n_max=2.5"):
+        peak_group_size(0.3, 0.01, n_max=2.5)
+
+
+def test_shape_and_type_errors_name_the_arguments():
+    with pytest.raises(ValueError, match="mu, tau, N cannot be broadcast together"):
+        p_tail_miss(np.array([0.3, 0.4]), 0.01, np.array([1, 2, 3]))
+    with pytest.raises(TypeError, match="N must be a number, not a bool"):
+        p_active(0.3, True)
+    with pytest.raises(TypeError, match="mu"):
+        p_tail_miss("0.3", 0.01, 8)
