@@ -4,7 +4,7 @@ Each ``plot_*`` helper draws on a given matplotlib ``ax`` and returns its artist
 calls ``plt.show()``. ``plot_fig2`` assembles the four Fig. 2 panels into a new figure.
 
     >>> import matplotlib; matplotlib.use("Agg")
-    >>> from fgrpo_theory.simulate import SimConfig, run_sweep
+    >>> from fgrpo_theory.sim import SimConfig, run_sweep
     >>> from fgrpo_theory.plots_categorical import plot_fig2
     >>> fig = plot_fig2(run_sweep(SimConfig(actions=300, correct=30, group_sizes=(2, 64),
     ...                                     steps=5), progress=False))

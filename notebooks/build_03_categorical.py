@@ -24,7 +24,7 @@ cells = [
         "import numpy as np\n\n"
         "from fgrpo_theory.categorical import group_stats, logit_update, predicted_delta_q_pos, predicted_delta_q_u_pos, softmax\n"
         "from fgrpo_theory.plots_categorical import plot_fig2, plot_one_step_masses\n"
-        "from fgrpo_theory.simulate import PRESETS, SimConfig, run_cached, run_sweep\n\n"
+        "from fgrpo_theory.sim import PRESETS, SimConfig, run_cached, run_sweep\n\n"
         "FAST = os.environ.get('FGRPO_NOTEBOOK_FAST') == '1'"),
     new_markdown_cell("## Fig. 2: Q_pos and M_ret against step and against N\n\n"
                       "Adam (lr as in the config) on the ratio surrogate with mean-centred advantages, as App. J describes."),

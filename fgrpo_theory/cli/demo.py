@@ -1,7 +1,7 @@
 """``fgrpo-theory demo --out DIR [--fast]``: the theory part of ``make demo``.
 
 Calls ``fgrpo_theory.demo.run_theory_demo`` (tail-miss figures and tables, under
-``DIR/theory/``) and ``fgrpo_theory.simulate.regime_sweep_demo`` (a reduced categorical
+``DIR/theory/``) and ``fgrpo_theory.demo.regime_sweep_demo`` (a reduced categorical
 M_ret regime sweep, under ``DIR/regimes/``). ``fgrpo-llm demo`` runs this and then the
 LLM part.
 """
@@ -12,8 +12,7 @@ from __future__ import annotations
 def run_demo(args) -> int:
     from pathlib import Path
 
-    from fgrpo_theory.demo import run_theory_demo
-    from fgrpo_theory.simulate import regime_sweep_demo
+    from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo
 
     run_theory_demo(args.out, fast=args.fast)
     regime_sweep_demo(Path(args.out) / "regimes", fast=args.fast)
@@ -21,7 +20,8 @@ def run_demo(args) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="tail-miss figures and tables (DIR/theory/) and a reduced M_ret regime sweep (DIR/regimes/)")
+    p = subparsers.add_parser("demo", help="tail-miss figures and tables (DIR/theory/) and a "
+                                           "reduced M_ret regime sweep (DIR/regimes/)")
     p.add_argument("--out", required=True, help="output directory, e.g. runs/demo")
     p.add_argument("--fast", action="store_true", help="small grids (seconds)")
     p.set_defaults(func=run_demo)

@@ -1,41 +1,40 @@
-"""``fgrpo-theory simulate``: the categorical policy simulation of Section 5.1 / Appendix J (Fig. 2).
+"""``fgrpo-theory simulate``: the categorical policy simulation of Section 5.1 / Appendix J
+(Fig. 2).
 
     fgrpo-theory simulate --preset paper-fig2 --out results/fig2
     fgrpo-theory simulate --actions 12800 --correct 1000 --group-sizes 2,64,4096 --steps 300 \\
         --lr 0.03 --csv results/small.csv
 
 With ``--out`` it writes ``fig2.png`` (Q_pos and M_ret against step; final Q_pos and M_ret
-against N), ``metrics.jsonl`` (one line per step, seed means), ``fig2.csv`` (one row per (N, gamma, seed): N, gamma, seed, q_pos, m_ret, entropy),
-the records ``simulation.npz`` and the resolved config ``simulation_config.json`` (a rerun with
-the same config reuses them). ``--csv PATH`` writes the CSV there instead.
+against N), ``metrics.jsonl`` (one line per step, seed means), ``fig2.csv`` (one row per
+(N, gamma, seed): N, gamma, seed, q_pos, m_ret, entropy), the records ``simulation.npz`` and
+the resolved config ``simulation_config.json`` (a rerun with the same config reuses them).
+Finished runs are saved under ``OUT/partial/`` as they finish, so an interrupted sweep (Ctrl-C,
+a killed job) resumes where it stopped when rerun. ``--csv PATH`` writes the CSV there instead.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
+from fgrpo_theory.cli.common import parse_list
 
-def _parse_list(flag: str, text: str, kind):
-    """'2,4,8' -> (2, 4, 8); a ValueError naming the flag otherwise (one line, exit 2)."""
-    try:
-        values = tuple(kind(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise ValueError(f"{flag} must be comma-separated {kind.__name__}s, got {text!r}") from None
-    if not values:
-        raise ValueError(f"{flag} must not be empty, got {text!r}")
-    return values
+#: The most worker processes the command starts.
+MAX_WORKERS = 1024
 
 
 def register(subparsers) -> None:
-    from fgrpo_theory.simulate import ADVANTAGES, OPTIMIZERS, PRESETS, SURROGATES
+    from fgrpo_theory.sim.config import ADVANTAGES, OPTIMIZERS, PRESETS, SURROGATES
+    from fgrpo_theory.sim.engines import ENGINES
 
-    p = subparsers.add_parser("simulate", help="categorical policy simulation (Fig. 2: Q_pos, M_ret vs N)",
-                              description="Multi-step softmax-policy simulation; writes a CSV of final "
-                                          "Q_pos, M_ret and entropy per (N, gamma, seed) and the Fig. 2 panels.")
-    p.add_argument("--preset", choices=sorted(PRESETS), help="start from a preset (flags below override it)")
+    p = subparsers.add_parser(
+        "simulate", help="categorical policy simulation (Fig. 2: Q_pos, M_ret vs N)",
+        description="Multi-step softmax-policy simulation; writes a CSV of final Q_pos, M_ret "
+                    "and entropy per (N, gamma, seed) and the Fig. 2 panels.")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="start from a preset (flags below override it)")
     p.add_argument("--out", help="directory for fig2.png, fig2.csv and the cached records")
     p.add_argument("--csv", help="write the CSV here (default: OUT/fig2.csv)")
     p.add_argument("--actions", type=int, help="K, number of actions")
@@ -49,33 +48,60 @@ def register(subparsers) -> None:
     p.add_argument("--surrogate", choices=SURROGATES)
     p.add_argument("--advantage", choices=ADVANTAGES)
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                   help="worker processes (default: min(2, CPUs))")
+                   help="worker processes, one core each (default: min(2, CPUs))")
+    p.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="simulation engine (default auto: the compiled sparse engine where it "
+                        "applies); 'torch' batches all runs on --device")
+    p.add_argument("--device", help="torch engine device, e.g. cuda or cpu (default: cuda when "
+                                    "available)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
 
 
-def run_simulate(args) -> int:
-    from fgrpo_theory.simulate import PRESETS, SimConfig, run_cached, run_sweep
+def _writable_dir(flag: str, folder: Path) -> None:
+    """Create ``folder`` and check that files can be written in it (before a long sweep)."""
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{flag}: {str(folder)!r} exists and is not a directory")
+    folder.mkdir(parents=True, exist_ok=True)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag}: cannot write in {str(folder)!r}")
 
-    overrides = {k: getattr(args, k) for k in ("actions", "correct", "group_sizes", "gammas", "seeds",
-                                               "steps", "lr", "optimizer", "surrogate", "advantage")}
+
+def _config(args):
+    from dataclasses import replace
+
+    from fgrpo_theory.sim.config import PRESETS, SimConfig
+
+    overrides = {k: getattr(args, k) for k in ("actions", "correct", "group_sizes", "gammas",
+                                               "seeds", "steps", "lr", "optimizer",
+                                               "surrogate", "advantage")}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     for key, kind in (("group_sizes", int), ("gammas", float), ("seeds", int)):
         if key in overrides:
-            overrides[key] = _parse_list("--" + key.replace("_", "-"), overrides[key], kind)
-    if args.preset:
-        from dataclasses import replace
-        cfg = replace(PRESETS[args.preset], **overrides)
-    else:
-        cfg = SimConfig(**overrides)
+            overrides[key] = parse_list("--" + key.replace("_", "-"), overrides[key], kind)
+    return replace(PRESETS[args.preset], **overrides) if args.preset else SimConfig(**overrides)
+
+
+def run_simulate(args) -> int:
+    from fgrpo_theory.sim.sweep import run_cached, run_sweep
+
+    cfg = _config(args)
     if not args.out and not args.csv:
         raise ValueError("give --out DIR and/or --csv PATH")
-    if args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise ValueError(f"--workers must be in 1..{MAX_WORKERS}, got {args.workers}")
+    if args.csv:
+        csv_path = Path(args.csv)
+        if csv_path.is_dir():
+            raise ValueError(f"--csv: {args.csv!r} is a directory")
+        _writable_dir("--csv", csv_path.parent)
+    if args.out:
+        _writable_dir("--out", Path(args.out))
     progress = not args.no_progress
+    kw = dict(workers=args.workers, progress=progress, engine=args.engine, device=args.device)
     if args.out:
         out = Path(args.out)
-        res = run_cached(cfg, out, workers=args.workers, progress=progress)
+        res = run_cached(cfg, out, **kw)
         import matplotlib
 
         matplotlib.use("Agg")
@@ -89,7 +115,7 @@ def run_simulate(args) -> int:
         res.write_jsonl(out / "metrics.jsonl")
         print(f"wrote {out / 'fig2.png'} and {out / 'metrics.jsonl'}", file=sys.stderr)
     else:
-        res = run_sweep(cfg, workers=args.workers, progress=progress)
+        res = run_sweep(cfg, **kw)
     csv = res.write_csv(args.csv or Path(args.out) / "fig2.csv")
     print(f"wrote {csv}", file=sys.stderr)
     _print_summary(res)
@@ -104,4 +130,5 @@ def _print_summary(res) -> None:
     head = "N".rjust(7) + "".join(f"  Q_pos(g={g:g})  M_ret(g={g:g})" for g in cfg.gammas)
     print(head)
     for i, N in enumerate(cfg.group_sizes):
-        print(f"{N:7d}" + "".join(f"  {q[i, j]:11.4f}  {m[i, j]:11.4f}" for j in range(len(cfg.gammas))))
+        print(f"{N:7d}" + "".join(f"  {q[i, j]:11.4f}  {m[i, j]:11.4f}"
+                                  for j in range(len(cfg.gammas))))

@@ -1,6 +1,7 @@
-"""Tests of the multi-step categorical simulator (SPEC.md §4): the sampler, one step against
-Eq. 5, determinism, batched = one-at-a-time, sparse engine = dense engine, the tail-miss
-records against Lemma 3.1, caching, and the three M_ret regimes on a reduced setting."""
+"""Tests of the multi-step categorical simulator (paper Section 5.1, Appendix J, Fig. 2): the
+sampler, one step against Eq. 5, determinism, batched = one-at-a-time, sparse engine = dense
+engine, the tail-miss records against Lemma 3.1, caching, and the three M_ret regimes on a
+reduced setting."""
 
 from __future__ import annotations
 
@@ -13,21 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fgrpo_theory.categorical import logit_update, softmax
-from fgrpo_theory.sampling import _draw_by_guide, _layout, sample_group
-from fgrpo_theory.sim_engines import (
-    _adam_step,
-    _LazyAdam,
-    group_advantages,
-    simulate_batch,
-    simulate_run_sparse,
-)
-from fgrpo_theory.simulate import (
-    PRESETS,
-    SimConfig,
-    load_cached,
-    run_cached,
-    run_sweep,
-)
+from fgrpo_theory.sim import PRESETS, SimConfig, load_cached, run_cached, run_sweep
+from fgrpo_theory.sim.dense import _adam_step, simulate_batch
+from fgrpo_theory.sim.group import group_advantages
+from fgrpo_theory.sim.samplers import _draw_by_guide, layout, sample_group
+from fgrpo_theory.sim.sparse import _LazyAdam, simulate_run_sparse
 
 SMALL = SimConfig(actions=300, correct=30, rare=2, group_sizes=(4,), gammas=(0.0, 1.0),
                   seeds=(0, 1), steps=40, lr=0.05)
@@ -36,7 +27,7 @@ SMALL = SimConfig(actions=300, correct=30, rare=2, group_sizes=(4,), gammas=(0.0
 def _masses(z: np.ndarray):
     """e (Kp,) and block masses s (nb,) as the engines build them."""
     K = z.size
-    B, nb, Kp = _layout(K)
+    B, nb, Kp = layout(K)
     e = np.zeros(Kp)
     e[:K] = np.exp(z - z.max())
     return e, e.reshape(nb, B).sum(axis=1), B
@@ -212,7 +203,7 @@ def test_sparse_engine_survives_a_shift_of_the_logit_reference():
     assert dense["q_pos"][0, -1] > 0.99
 
 
-def test_initial_records_match_the_paper_layout():
+def test_initial_records_match_the_paperlayout():
     """Logits 5 / 3 / 0: Q_pos(0) and tau(0) from the closed form; M_ret(0) = 1."""
     K, C = 1280, 100
     cfg = SimConfig(actions=K, correct=C, group_sizes=(4,), gammas=(0.0,), seeds=(0,), steps=1)
@@ -223,7 +214,7 @@ def test_initial_records_match_the_paper_layout():
     assert rec["m_ret"][0, 0] == 1.0
     big = PRESETS["paper-fig2"]
     Zb = np.exp(5.0) + 9_999 * np.exp(3.0) + 118_000
-    assert (np.exp(5.0) + 9_999 * np.exp(3.0)) / Zb == pytest.approx(0.630, abs=5e-4)   # SPEC §4
+    assert (np.exp(5.0) + 9_999 * np.exp(3.0)) / Zb == pytest.approx(0.630, abs=5e-4)   # Sec. 5.1
     assert big.logits0()[[0, 1, 9_999, 10_000]].tolist() == [5.0, 3.0, 3.0, 0.0]
 
 
@@ -307,7 +298,7 @@ def test_sparse_engine_refuses_dense_options():
 
 
 def test_regime_sweep_demo_fast_writes_csv_and_figure(tmp_path):
-    from fgrpo_theory.simulate import regime_sweep_demo
+    from fgrpo_theory.demo import regime_sweep_demo
 
     out = regime_sweep_demo(tmp_path, fast=True)
     assert (tmp_path / "regimes.csv").stat().st_size > 0

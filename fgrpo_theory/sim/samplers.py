@@ -1,17 +1,17 @@
 """Exact Multinomial(N, p) group samplers for the categorical simulator (paper Section 5.1,
-Appendix J; SPEC.md §4).
+Appendix J).
 
 ``sample_group`` draws N actions i.i.d. from p = e_r / sum(e_r) and returns the distinct actions
 with their counts, exactly the Multinomial(N, p) counts. Few draws take sorted uniforms
 (normalised cumulative sums of exponentials, O(N)) and search the block masses, then only the hit
 blocks (``_draw_by_blocks``); many draws (N >= Kp / GUIDE_FACTOR, ``uses_guide``) invert the
 cumulative masses through a guide table (``_draw_by_guide``, O(K + N), no binary search over K
-per draw). The choice depends on (N, Kp) only, so both engines of ``fgrpo_theory.sim_engines``
-draw the same actions from the same ``numpy.random.Generator``.
+per draw). The choice depends on (N, Kp) only, so every engine (``dense``, ``sparse``,
+``compiled``) draws the same actions from the same ``numpy.random.Generator``.
 
     >>> import numpy as np
-    >>> from fgrpo_theory.sampling import _layout, sample_group
-    >>> B, nb, Kp = _layout(300)
+    >>> from fgrpo_theory.sim.samplers import layout, sample_group
+    >>> B, nb, Kp = layout(300)
     >>> e = np.zeros(Kp); e[:300] = 1.0
     >>> uniq, cnt = sample_group(e, e.reshape(nb, B).sum(axis=1), 8, np.random.default_rng(0), B)
     >>> int(cnt.sum())
@@ -35,8 +35,9 @@ GUIDE_FACTOR = 8
 GUIDE_BUCKETS = 1
 
 
-def _layout(K: int) -> tuple[int, int, int]:
-    """(B, nb, Kp): block size, number of blocks, padded action count (a multiple of GUIDE_ROWS)."""
+def layout(K: int) -> tuple[int, int, int]:
+    """(B, nb, Kp): block size, number of blocks, padded action count (a multiple of
+    GUIDE_ROWS)."""
     B = BLOCK if K >= BLOCK else GUIDE_ROWS * -(-K // GUIDE_ROWS)
     nb = -(-K // B)
     return B, nb, nb * B

@@ -1,0 +1,89 @@
+"""Which engine simulates a config's runs, and how runs are grouped into work items (paper
+Section 5.1, Appendix J).
+
+- ``dense`` (``fgrpo_theory.sim.dense``): every option, runs that share N batched on (R, K)
+  arrays; the reference.
+- ``sparse`` (``fgrpo_theory.sim.sparse``): the paper's setting (ratio surrogate, zero-sum
+  advantages) on the touched actions only; numpy.
+- ``compiled`` (``fgrpo_theory.sim.compiled``): the sparse engine's draws and arithmetic bit
+  for bit, in numba kernels; used by ``auto`` where it applies.
+- ``torch`` (``fgrpo_theory.sim.torch_engine``): many (N, gamma, seed) runs as one batch on a
+  GPU (or the CPU); its own random numbers, so results agree with the others within seed noise
+  only. Never chosen by ``auto``.
+
+``auto`` takes ``compiled`` where the sparse engine applies and numba works, else ``sparse``
+where it applies, else ``dense``.
+
+    >>> from fgrpo_theory.sim.config import SimConfig
+    >>> choose_engine(SimConfig(surrogate="prob"), "auto")
+    'dense'
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fgrpo_theory.sim.config import SimConfig, sparse_applies
+
+ENGINES = ("auto", "dense", "sparse", "compiled", "torch")
+#: The engines whose draws are those of ``samplers`` (their records agree to rounding).
+NUMPY_DRAWS = ("dense", "sparse", "compiled")
+
+#: Runs are batched while a batch's (R, K) arrays stay about this size (elements): beyond
+#: it they fall out of cache and one run at a time is faster (measured at K = 128,000).
+BATCH_ELEMENTS = 1 << 17
+
+
+def choose_engine(cfg: SimConfig, engine: str) -> str:
+    """The engine that runs ``cfg``: ``engine`` itself, checked, or the one ``auto`` picks."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got engine={engine!r}")
+    if engine in ("sparse", "compiled") and not sparse_applies(cfg):
+        raise ValueError(f"engine={engine!r} needs surrogate='ratio' and advantage 'centered' "
+                         f"or 'grpo', got surrogate={cfg.surrogate!r}, "
+                         f"advantage={cfg.advantage!r}")
+    if engine == "compiled":
+        from fgrpo_theory.sim import compiled
+
+        why = compiled.unavailable_reason()
+        if why:
+            raise ValueError(f"engine='compiled' is not available here: {why}")
+    if engine != "auto":
+        return engine
+    if not sparse_applies(cfg):
+        return "dense"
+    from fgrpo_theory.sim import compiled
+
+    return "compiled" if compiled.unavailable_reason() is None else "sparse"
+
+
+def simulate_runs(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *,
+                  engine: str = "auto", progress=None) -> dict:
+    """Records (R, ...) of the runs [(gamma, seed), ...] at group size N, by a numpy-draws
+    engine (``dense``, ``sparse``, ``compiled`` or ``auto``)."""
+    engine = choose_engine(cfg, engine)
+    if engine == "dense":
+        from fgrpo_theory.sim.dense import simulate_batch
+
+        return simulate_batch(cfg, N, runs, progress=progress)
+    if engine == "sparse":
+        from fgrpo_theory.sim.sparse import simulate_run_sparse as run_one
+    elif engine == "compiled":
+        from fgrpo_theory.sim.compiled import simulate_run_compiled as run_one
+    else:
+        raise ValueError(f"simulate_runs takes a numpy-draws engine {NUMPY_DRAWS}, "
+                         f"got engine={engine!r} (the torch engine runs whole sweeps)")
+    parts = [run_one(cfg, N, g, s, progress=progress) for g, s in runs]
+    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
+
+
+def work_items(cfg: SimConfig, engine: str, runs) -> list[tuple[int, list[tuple[float, int]]]]:
+    """(N, [(gamma, seed), ...]) work items for the (N, gamma, seed) ``runs``, largest N first.
+    The dense engine batches the runs of one N while (R, K) stays near BATCH_ELEMENTS; the
+    others take runs singly."""
+    size = max(1, BATCH_ELEMENTS // cfg.actions) if engine == "dense" else 1
+    items = []
+    for N in sorted({n for n, _, _ in runs}, reverse=True):
+        mine = [(g, s) for n, g, s in runs if n == N]
+        items += [(N, mine[i:i + size]) for i in range(0, len(mine), size)]
+    return items

@@ -1,0 +1,76 @@
+"""What one sampled group gives the categorical simulator: the advantages of its correct and
+incorrect draws, the focal weight, and the per-step records (paper Section 5.1, Eq. 11-13,
+Lemma 3.1).
+
+A group of N draws with X correct ones has rewards R_c (X times) and R_w (N - X times), so every
+advantage is one of two numbers (r_c, r_w): ``group_advantages`` gives them in closed form,
+O(1) instead of O(N) per step (tested against the reference ``fgrpo_theory.advantages``). The
+focal weight g = (1 - X/N)^gamma depends on X only, so ``focal_table`` tabulates g / N for
+X = 0..N once per run.
+
+    >>> import numpy as np
+    >>> r_c, r_w = group_advantages(np.array([1]), 4, R_c=1.0, R_w=-1.0, kind="centered")
+    >>> float(r_c[0]), float(r_w[0])
+    (1.5, -0.5)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: The records of a run: policy quantities at t = 0..T, group quantities for t = 0..T-1.
+POLICY_RECORDS = ("q_pos", "m_ret", "entropy", "tau")
+GROUP_RECORDS = ("q_u_pos", "p_tail_miss", "mu_hat", "tail_miss")
+
+#: GRPO's eps added to the (Bessel) std, verl's convention (``advantages.VERL_CONVENTION``).
+GRPO_EPS = 1e-6
+
+
+def group_advantages(X: np.ndarray, N: int, *, R_c: float, R_w: float, kind: str):
+    """Advantages (r_c, r_w) of a correct / incorrect draw for groups with X correct of N (R,).
+
+    centered: r = R - mean (App. J). grpo: (R - mean) / (std + 1e-6), Bessel std (verl's
+    convention; std = 0 when N = 1). raw: r = R."""
+    X = X.astype(np.float64)
+    if kind == "raw":
+        return np.full_like(X, R_c), np.full_like(X, R_w)
+    mean = (X * R_c + (N - X) * R_w) / N
+    r_c, r_w = R_c - mean, R_w - mean
+    if kind == "grpo":
+        var = (R_c - R_w) ** 2 * X * (N - X) / (N * max(N - 1, 1))
+        scale = 1.0 / (np.sqrt(var) + GRPO_EPS)
+        r_c, r_w = r_c * scale, r_w * scale
+    return r_c, r_w
+
+
+def focal_table(N: int, gamma) -> np.ndarray:
+    """g / N for every possible X = 0..N: focal_weight(X / N, gamma) / N, (R, N + 1)."""
+    from fgrpo_theory.focal import focal_weight
+
+    mu_hat = np.arange(N + 1) / N
+    gamma = np.atleast_1d(np.asarray(gamma, dtype=np.float64))
+    return np.asarray(focal_weight(mu_hat[None, :], gamma[:, None]), dtype=np.float64) / N
+
+
+def new_records(R: int, T: int) -> dict:
+    """Empty records of R runs of T steps: (R, T + 1) policy, (R, T) group quantities."""
+    rec = {k: np.empty((R, T + 1)) for k in POLICY_RECORDS}
+    rec.update({k: np.empty((R, T)) for k in GROUP_RECORDS if k != "tail_miss"})
+    rec["tail_miss"] = np.empty((R, T), dtype=bool)
+    return rec
+
+
+def record_group(rec, r, t, *, X, N, hit_rare, sampled_correct_mass, S, q_pos):
+    """Group records at step t for run r (rows may be arrays for a batch)."""
+    rec["mu_hat"][r, t] = X / N
+    rec["tail_miss"][r, t] = (X > 0) & (X < N) & ~hit_rare
+    rec["q_u_pos"][r, t] = q_pos - sampled_correct_mass / S
+
+
+def finish_records(rec, N: int) -> dict:
+    """Lemma 3.1 at the (mu, tau) = (Q_pos, tau) each group was drawn from, all steps at once."""
+    from fgrpo_theory.tail_miss import p_tail_miss
+
+    mu, tau = rec["q_pos"][:, :-1], rec["tau"][:, :-1]
+    rec["p_tail_miss"][:] = p_tail_miss(mu, np.minimum(tau, mu), N)
+    return rec

@@ -1,0 +1,339 @@
+"""The sweep of the categorical simulator over (N, gamma, seed) (paper Section 5.1, Appendix J,
+Fig. 2): worker processes with pinned thread pools, a progress bar, results saved as runs
+finish (an interrupted sweep resumes where it stopped), the cache and the output files.
+
+Each run draws from its own ``numpy.random.Generator`` seeded by (seed, N), so its numbers do
+not depend on the worker count, the engine (``dense``, ``sparse``, ``compiled``: the same
+draws, records equal to rounding) or the order in which runs finish; gamma = 0 and gamma = 1
+share their draws (common random numbers).
+
+    fgrpo-theory simulate --preset paper-fig2 --out results/fig2
+    >>> from fgrpo_theory.sim import SimConfig, run_sweep
+    >>> res = run_sweep(SimConfig(actions=500, correct=40, group_sizes=(4,), gammas=(0.0,),
+    ...                          seeds=(0,), steps=5), progress=False)
+    >>> res.q_pos.shape           # (group sizes, gammas, seeds, steps + 1)
+    (1, 1, 1, 6)
+
+``run_cached(cfg, out_dir)`` writes every finished run to ``out_dir/partial/`` at once, so a
+sweep killed at any moment loses only the runs in flight; rerun, it loads the finished runs
+and computes the rest. When all are done it writes ``simulation.npz`` and the resolved config
+``simulation_config.json`` and removes ``partial/``; a rerun with the same config then loads
+them instead of simulating.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from fgrpo_theory.checks import check_integer
+from fgrpo_theory.sim.config import SimConfig
+from fgrpo_theory.sim.engines import choose_engine, simulate_runs, work_items
+from fgrpo_theory.sim.group import GROUP_RECORDS, POLICY_RECORDS
+from fgrpo_theory.sim.threads import pin_worker, pinned
+
+#: Bumped whenever the simulator draws or computes differently for the same config, so that
+#: results cached by an older version are recomputed (2: the guide-table sampler for large N).
+SIMULATOR_VERSION = 2
+
+RECORD_KEYS = POLICY_RECORDS + GROUP_RECORDS
+
+
+@dataclass
+class SweepResult:
+    """Records of a sweep, each indexed (group size, gamma, seed, step)."""
+
+    config: SimConfig
+    records: dict = field(default_factory=dict)
+
+    def __getattr__(self, name):
+        rec = self.__dict__.get("records", {})
+        if name in rec:
+            return rec[name]
+        raise AttributeError(name)
+
+    def final_rows(self) -> list[dict]:
+        """One row per (N, gamma, seed) with the final q_pos, m_ret, entropy."""
+        rows = []
+        for i, N in enumerate(self.config.group_sizes):
+            for j, gamma in enumerate(self.config.gammas):
+                for k, seed in enumerate(self.config.seeds):
+                    rows.append({"N": N, "gamma": gamma, "seed": seed,
+                                 **{key: float(self.records[key][i, j, k, -1])
+                                    for key in ("q_pos", "m_ret", "entropy")}})
+        return rows
+
+    def csv_text(self) -> str:
+        """The CSV: one row per (N, gamma, seed): N, gamma, seed, q_pos, m_ret, entropy."""
+        lines = ["N,gamma,seed,q_pos,m_ret,entropy"]
+        lines += [f"{r['N']},{r['gamma']:g},{r['seed']},{r['q_pos']:.6g},{r['m_ret']:.6g},"
+                  f"{r['entropy']:.6g}" for r in self.final_rows()]
+        return "\n".join(lines) + "\n"
+
+    def write_csv(self, path) -> Path:
+        return _write_text(Path(path), self.csv_text())
+
+    def write_jsonl(self, path) -> Path:
+        """One JSON line per step t: {"step": t, "q_pos/N=2/gamma=0": seed mean, ...} for the
+        policy records (q_pos, m_ret, entropy, tau)."""
+        cfg = self.config
+        means = {k: self.records[k].mean(axis=2) for k in POLICY_RECORDS}
+        lines = []
+        for t in range(cfg.steps + 1):
+            row = {"step": t}
+            for k, a in means.items():
+                for i, N in enumerate(cfg.group_sizes):
+                    for j, g in enumerate(cfg.gammas):
+                        row[f"{k}/N={N}/gamma={g:g}"] = round(float(a[i, j, t]), 7)
+            lines.append(json.dumps(row))
+        return _write_text(Path(path), "\n".join(lines) + "\n")
+
+    def save(self, out_dir) -> Path:
+        """records as ``simulation.npz`` next to the resolved config ``simulation_config.json``."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        _save_npz(out / "simulation.npz", self.records)
+        _write_text(out / "simulation_config.json", _saved_config_json(self.config))
+        return out / "simulation.npz"
+
+
+# ----------------------------------------------------------------------------- files
+
+def _write_text(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (a temporary file in the same folder, renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _save_npz(path: Path, arrays: dict) -> Path:
+    """``np.savez_compressed`` to ``path`` atomically."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npz")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _load_npz(path: Path, shapes: dict) -> dict | None:
+    """The arrays of ``path`` (never unpickled) when it holds exactly ``shapes``, else None."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if set(data.files) != set(shapes):
+                return None
+            out = {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, KeyError):
+        return None
+    if any(out[k].shape != shape or out[k].dtype == object for k, shape in shapes.items()):
+        return None
+    return out
+
+
+def _saved_config_json(cfg: SimConfig, engine_family: str = "numpy") -> str:
+    """The resolved config as saved next to the results, with the simulator version (and the
+    engine family when its draws are not numpy's)."""
+    extra = {} if engine_family == "numpy" else {"engine": engine_family}
+    return json.dumps({**asdict(cfg), "simulator_version": SIMULATOR_VERSION, **extra},
+                      indent=2, sort_keys=True)
+
+
+def _family(engine: str) -> str:
+    return "torch" if engine == "torch" else "numpy"
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+class _Checkpoint:
+    """Finished runs of one sweep as ``DIR/N{N}-g{j}-s{k}.npz`` (j, k: indices of gamma and
+    seed) next to ``DIR/config.json``; files of another config are removed on open."""
+
+    def __init__(self, folder, cfg: SimConfig, family: str):
+        self.dir = Path(folder)
+        self.cfg = cfg
+        self.dir.mkdir(parents=True, exist_ok=True)
+        cfg_path = self.dir / "config.json"
+        want = _saved_config_json(cfg, family)
+        if not (cfg_path.exists() and _same_json(cfg_path.read_text(), want)):
+            for old in self.dir.glob("N*-g*-s*.npz"):
+                old.unlink()
+            _write_text(cfg_path, want)
+        T = cfg.steps
+        self.shapes = {k: (T + 1,) for k in POLICY_RECORDS}
+        self.shapes.update({k: (T,) for k in GROUP_RECORDS})
+
+    def _path(self, N: int, gamma: float, seed: int) -> Path:
+        j, k = self.cfg.gammas.index(gamma), self.cfg.seeds.index(seed)
+        return self.dir / f"N{N}-g{j}-s{k}.npz"
+
+    def load(self, N: int, gamma: float, seed: int) -> dict | None:
+        path = self._path(N, gamma, seed)
+        return _load_npz(path, self.shapes) if path.exists() else None
+
+    def save(self, N: int, gamma: float, seed: int, rec: dict) -> None:
+        _save_npz(self._path(N, gamma, seed), rec)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _same_json(a: str, b: str) -> bool:
+    try:
+        return json.loads(a) == json.loads(b)
+    except ValueError:
+        return False
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+def _task(args):
+    cfg, N, runs, engine = args
+    return N, runs, simulate_runs(cfg, N, runs, engine=engine)
+
+
+def _bar(total_steps: int, runs: int, progress: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total_steps, unit="run-step", unit_scale=True, desc="simulate",
+                disable=not progress, file=sys.stderr,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} "
+                           "[{elapsed}<{remaining}, {rate_fmt}]",
+                postfix=f"runs 0/{runs}")
+
+
+def run_sweep(cfg: SimConfig, *, workers: int = 1, progress: bool = True, engine: str = "auto",
+              checkpoint=None, device: str | None = None) -> SweepResult:
+    """All (N, gamma, seed) runs of ``cfg``, largest N first, over ``workers`` processes
+    (1 = in this process), each with its native thread pools pinned to one thread.
+
+    progress: a bar on stderr with the runs done and the estimated time left.
+    engine: 'auto', 'dense', 'sparse', 'compiled' or 'torch' (``fgrpo_theory.sim.engines``).
+    checkpoint: a folder where each finished run is saved at once and from which finished runs
+        are loaded instead of simulated (``run_cached`` passes ``OUT/partial``).
+    device: the torch engine's device ('cuda' when available, else 'cpu', by default)."""
+    workers = int(check_integer("workers", workers, minimum=1))
+    if workers > 1024:
+        raise ValueError(f"workers must be <= 1024, got workers={workers}")
+    engine = choose_engine(cfg, engine)
+    ckpt = _Checkpoint(checkpoint, cfg, _family(engine)) if checkpoint is not None else None
+    every = [(N, g, s) for N in cfg.group_sizes for g in cfg.gammas for s in cfg.seeds]
+    done: dict[tuple[int, float, int], dict] = {}
+    if ckpt is not None:
+        for key in every:
+            rec = ckpt.load(*key)
+            if rec is not None:
+                done[key] = rec
+    todo = [key for key in every if key not in done]
+    T = cfg.steps
+    bar = _bar(len(todo) * T, len(todo), progress)
+
+    def collect(N, runs, rec):
+        for r, (g, s) in enumerate(runs):
+            one = {k: np.ascontiguousarray(a[r]) for k, a in rec.items()}
+            done[N, g, s] = one
+            if ckpt is not None:
+                ckpt.save(N, g, s, one)
+        bar.set_postfix_str(f"runs {len(done) - (len(every) - len(todo))}/{len(todo)}",
+                            refresh=False)
+
+    try:
+        if not todo:
+            pass
+        elif engine == "torch":
+            from fgrpo_theory.sim.torch_engine import simulate_runs_torch
+
+            with pinned(workers):
+                simulate_runs_torch(cfg, todo, device=device, progress=bar.update,
+                                    on_run=lambda key, rec: collect(key[0], [key[1:]],
+                                                                    {k: a[None] for k, a
+                                                                     in rec.items()}))
+        else:
+            items = work_items(cfg, engine, todo)
+            if workers == 1 or len(items) == 1:
+                with pinned(1):
+                    for N, runs in items:
+                        collect(N, runs, simulate_runs(cfg, N, runs, engine=engine,
+                                                       progress=bar.update))
+            else:
+                _run_pool(cfg, engine, items, workers, collect, bar)
+    finally:
+        bar.close()
+    records = {k: np.stack([np.stack([np.stack([done[N, g, s][k] for s in cfg.seeds])
+                                      for g in cfg.gammas]) for N in cfg.group_sizes])
+               for k in RECORD_KEYS}                                   # (nN, nG, nS, ...)
+    return SweepResult(config=cfg, records=records)
+
+
+def _run_pool(cfg, engine, items, workers, collect, bar) -> None:
+    """The work items over ``workers`` processes, collected as they finish."""
+    T = cfg.steps
+    with ProcessPoolExecutor(max_workers=min(workers, len(items)), initializer=pin_worker,
+                             initargs=(1,)) as pool:
+        pending = {pool.submit(_task, (cfg, N, runs, engine)) for N, runs in items}
+        try:
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    N, runs, rec = fut.result()
+                    collect(N, runs, rec)
+                    bar.update(len(runs) * T)
+        except BaseException:
+            for fut in pending:
+                fut.cancel()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+# ----------------------------------------------------------------------------- cache
+
+def load_cached(cfg: SimConfig, out_dir, *, engine: str = "auto") -> SweepResult | None:
+    """The saved sweep in ``out_dir`` when its config (and simulator version) equals ``cfg``'s,
+    else None."""
+    out = Path(out_dir)
+    npz, js = out / "simulation.npz", out / "simulation_config.json"
+    if not (npz.is_file() and js.is_file()):
+        return None
+    family = "torch" if engine == "torch" else "numpy"
+    if not _same_json(js.read_text(), _saved_config_json(cfg, family)):
+        return None
+    n = (len(cfg.group_sizes), len(cfg.gammas), len(cfg.seeds))
+    shapes = {k: n + (cfg.steps + 1,) for k in POLICY_RECORDS}
+    shapes.update({k: n + (cfg.steps,) for k in GROUP_RECORDS})
+    records = _load_npz(npz, shapes)
+    return None if records is None else SweepResult(config=cfg, records=records)
+
+
+def run_cached(cfg: SimConfig, out_dir, *, workers: int = 1, progress: bool = True,
+               engine: str = "auto", device: str | None = None) -> SweepResult:
+    """``run_sweep`` unless ``out_dir`` already holds this exact config's results; saves them.
+    Finished runs go to ``out_dir/partial/`` as they finish, so an interrupted sweep resumes."""
+    cached = load_cached(cfg, out_dir, engine=engine)
+    if cached is not None:
+        return cached
+    out = Path(out_dir)
+    res = run_sweep(cfg, workers=workers, progress=progress, engine=engine,
+                    checkpoint=out / "partial", device=device)
+    out.mkdir(parents=True, exist_ok=True)
+    _save_npz(out / "simulation.npz", res.records)
+    _write_text(out / "simulation_config.json",
+                _saved_config_json(cfg, _family(choose_engine(cfg, engine))))
+    shutil.rmtree(out / "partial", ignore_errors=True)
+    return res

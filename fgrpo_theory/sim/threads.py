@@ -1,0 +1,60 @@
+"""Native thread pools pinned to the cores a simulation is given (issue: ``--workers W`` uses W
+cores and no more).
+
+numpy's BLAS (OpenBLAS, MKL) and OpenMP start one thread per core by default, so W worker
+processes would put W x cores threads on the machine. ``pinned`` limits every pool loaded in
+this process (through threadpoolctl) and sets the ``*_NUM_THREADS`` variables so that libraries
+loaded later, and processes started from this one, start no more either. ``pin_worker`` is the
+initializer of the sweep's worker processes. The compiled engine's numba kernels are serial
+(no ``parallel=True``), so numba starts no thread pool of its own.
+
+    >>> from fgrpo_theory.sim.threads import pinned, thread_counts
+    >>> with pinned(1):
+    ...     all(n == 1 for n in thread_counts().values())
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+#: The environment variables that native libraries read for their thread count at load time.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+_WORKER_LIMITS = []   # keeps a worker's limits alive for the life of the process
+
+
+@contextlib.contextmanager
+def pinned(threads: int = 1):
+    """Within the block, every native thread pool of this process uses ``threads`` threads."""
+    from threadpoolctl import threadpool_limits
+
+    saved = {k: os.environ.get(k) for k in THREAD_VARIABLES}
+    os.environ.update({k: str(threads) for k in saved})
+    try:
+        with threadpool_limits(limits=threads):
+            yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def pin_worker(threads: int = 1) -> None:
+    """Initializer of a worker process: pin its thread pools for the rest of its life."""
+    os.environ.update({k: str(threads) for k in THREAD_VARIABLES})
+    from threadpoolctl import threadpool_limits
+
+    _WORKER_LIMITS.append(threadpool_limits(limits=threads))
+
+
+def thread_counts() -> dict[str, int]:
+    """{library: threads} for every native thread pool loaded in this process."""
+    from threadpoolctl import threadpool_info
+
+    return {f"{info['internal_api']}:{info['prefix']}": int(info["num_threads"])
+            for info in threadpool_info()}
