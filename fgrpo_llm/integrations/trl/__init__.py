@@ -1,0 +1,49 @@
+"""F-GRPO on TRL: ``FocalGRPOTrainer`` and pass@k / Delta NLL_rare callbacks (``pip install 'fgrpo[trl]'``).
+
+    from fgrpo_llm.integrations.trl import FocalGRPOConfig, FocalGRPOTrainer, method_args
+    args = FocalGRPOConfig(output_dir="runs/trl", focal_gamma=1.0, **method_args("grpo"), ...)
+    trainer = FocalGRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=ds, task=task)
+
+The trainer hooks two private methods of TRL's ``GRPOTrainer`` (``_calculate_rewards`` and
+``_generate_and_score_completions``), so it is pinned to the TRL versions it was tested with
+(:data:`TESTED_TRL`) and refuses others with a clear message (set ``FGRPO_ALLOW_UNTESTED_TRL=1`` to
+try anyway). See docs/engines.md.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib.util import find_spec
+
+#: The TRL versions this trainer was tested with (``make test-engines``).
+TESTED_TRL = ">=1.16,<1.17"
+
+if find_spec("trl") is None:
+    raise ImportError("fgrpo_llm.integrations.trl needs TRL: pip install 'fgrpo[trl]' (trl " + TESTED_TRL +
+                      ", with the CPU torch pin: -c constraints/torch-cpu.txt)")
+
+
+def check_trl_version(version: str | None = None) -> str:
+    """The installed TRL version, or an ImportError when it is outside :data:`TESTED_TRL`."""
+    from packaging.version import Version
+
+    if version is None:
+        import trl
+
+        version = trl.__version__
+    v = Version(version)
+    if not Version("1.16") <= v < Version("1.17") and os.environ.get("FGRPO_ALLOW_UNTESTED_TRL") != "1":
+        raise ImportError(f"FocalGRPOTrainer hooks private methods of TRL's GRPOTrainer and was tested with trl "
+                          f"{TESTED_TRL}; found trl {version}. Install a tested version (pip install "
+                          f"'trl{TESTED_TRL}') or set FGRPO_ALLOW_UNTESTED_TRL=1 to try at your own risk.")
+    return version
+
+
+check_trl_version()
+
+from fgrpo_llm.integrations.trl.callbacks import DeltaNLLRareCallback, PassAtKCallback  # noqa: E402
+from fgrpo_llm.integrations.trl.trainer import (FocalGRPOConfig, FocalGRPOTrainer, local_focal_weights,  # noqa: E402
+                                                method_args, task_dataset, task_reward_func)
+
+__all__ = ["TESTED_TRL", "check_trl_version", "FocalGRPOConfig", "FocalGRPOTrainer", "local_focal_weights",
+           "method_args", "task_dataset", "task_reward_func", "PassAtKCallback", "DeltaNLLRareCallback"]

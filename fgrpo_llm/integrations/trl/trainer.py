@@ -1,0 +1,213 @@
+"""``FocalGRPOTrainer``: TRL's ``GRPOTrainer`` with the focal weight g = (1 - X/N)^gamma (Eq. 13).
+
+Where the weight enters. TRL scores the completions of each process, gathers the rewards of all
+processes (``_calculate_rewards`` returns the gathered (P * B, F) matrix), normalises them per
+group of ``num_generations`` consecutive rows, and only then keeps its own slice of rows. A group
+may straddle two processes, so g must come from the gathered rewards: this trainer keeps the
+gathered matrix, computes every group's X and g from it (:func:`local_focal_weights`), and
+multiplies its own slice of TRL's advantages by the matching slice of g. Nothing else changes
+(rewards, clipping, importance weights).
+
+It also writes the run records of the tail-miss cross-check (``run.json``, ``groups.jsonl``;
+:mod:`fgrpo_llm.integrations.records`) from the main process, with the prompt ids of the
+dataset's ``prompt_id`` column (:func:`task_dataset` makes one from a task).
+
+Conventions (``method_args``): TRL's ``loss_type="dapo"`` is this package's token-mean over the
+whole batch; GRPO is ``epsilon = epsilon_high = 0.2``, DAPO ``epsilon_high = 0.28`` (TRL has no
+dynamic sampling: all-equal groups get A = 0 but stay in the batch), CISPO ``loss_type="cispo"``
+with ``epsilon_high = 6.0``: TRL's CISPO clamps the weight to ``[0, epsilon_high]`` (an absolute
+cap, not ``1 + eps``), and its default 0.2 would scale the whole on-policy gradient by 0.2.
+TRL's advantage eps is 1e-4 (ours and verl's 1e-6); both use the Bessel std.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import trl.trainer.grpo_trainer as _grpo_module
+from trl import GRPOConfig, GRPOTrainer
+
+from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
+
+__all__ = ["FocalGRPOConfig", "FocalGRPOTrainer", "gathered_focal_weights", "local_focal_weights", "method_args", "task_dataset",
+           "task_reward_func"]
+
+_METHODS = {
+    "grpo": dict(loss_type="dapo", epsilon=0.2, epsilon_high=0.2, beta=0.0, scale_rewards="group"),
+    "dapo": dict(loss_type="dapo", epsilon=0.2, epsilon_high=0.28, beta=0.0, scale_rewards="group"),
+    "cispo": dict(loss_type="cispo", epsilon_high=6.0, beta=0.0, scale_rewards="group"),
+}
+
+
+def method_args(algo: str) -> dict:
+    """``GRPOConfig`` keyword arguments that make TRL's loss this package's GRPO / DAPO / CISPO."""
+    if algo not in _METHODS:
+        raise ValueError(f"algo must be one of {sorted(_METHODS)}, got algo={algo!r}")
+    return dict(_METHODS[algo])
+
+
+@dataclass
+class FocalGRPOConfig(GRPOConfig):
+    """``GRPOConfig`` plus the focal settings and where the run records go."""
+
+    focal_gamma: float = field(default=0.0, metadata={"help": "Focal exponent gamma >= 0 (0: plain GRPO)."})
+    focal_reward_correct: float = field(default=1.0, metadata={"help": "Reward of a correct completion."})
+    focal_reward_wrong: float = field(default=0.0, metadata={"help": "Reward of a wrong completion."})
+    focal_correct_threshold: float | None = field(
+        default=None, metadata={"help": "Total reward at or above which a completion is correct (default: halfway)."})
+    focal_algo: str = field(default="grpo", metadata={"help": "grpo, dapo or cispo: the run.json label."})
+    focal_lr_scale: float = field(default=1.0, metadata={"help": "lr / configured lr (the lr-matched control)."})
+    focal_run_dir: str | None = field(
+        default=None, metadata={"help": "Where run.json / groups.jsonl go (default: output_dir; '' disables)."})
+    focal_prompt_id_column: str = field(default="prompt_id", metadata={"help": "Dataset column of prompt ids."})
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.focal_settings()  # validates
+        if self.focal_algo not in _METHODS:
+            raise ValueError(f"focal_algo must be one of {sorted(_METHODS)}, got focal_algo={self.focal_algo!r}")
+
+    def focal_settings(self) -> FocalSettings:
+        return FocalSettings(gamma=float(self.focal_gamma), reward_correct=float(self.focal_reward_correct),
+                             reward_wrong=float(self.focal_reward_wrong), correct_threshold=self.focal_correct_threshold)
+
+
+def gathered_focal_weights(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor, *, num_generations: int,
+                           settings: FocalSettings):
+    """The per-row focal weight ``(g, X, N)``, each (R,), of TRL's gathered (R, F) reward matrix.
+
+    Rows ``k * num_generations .. (k+1) * num_generations - 1`` are group k; the total reward of a
+    row is TRL's weighted ``nansum``; an unscorable row (all NaN) counts as wrong.
+    """
+    rpf = rewards_per_func.float()  # (R, F)
+    if rpf.shape[0] % num_generations:
+        raise ValueError(f"{rpf.shape[0]} gathered rows are not whole groups of num_generations={num_generations}")
+    total = (rpf * reward_weights.to(rpf.device).float()[None, :]).nansum(dim=1)  # (R,)
+    total[torch.isnan(rpf).all(dim=1)] = torch.nan
+    group = torch.arange(rpf.shape[0], device=rpf.device) // num_generations  # (R,)
+    return group_focal_weights(total, group.tolist(), settings)
+
+
+def local_focal_weights(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor, *, num_generations: int,
+                        process_index: int, local_size: int, settings: FocalSettings):
+    """This process's slice (rows ``process_index * local_size .. + local_size``) of
+    :func:`gathered_focal_weights`: the weight comes from the rewards of *all* processes."""
+    g, X, N = gathered_focal_weights(rewards_per_func, reward_weights, num_generations=num_generations,
+                                     settings=settings)
+    sl = slice(process_index * local_size, (process_index + 1) * local_size)
+    return g[sl], X[sl], N[sl]
+
+
+def task_dataset(task, split: str, *, chat: bool = False):
+    """A ``datasets.Dataset`` of a task split: ``prompt`` (text, or one user message when ``chat``),
+    ``prompt_id`` (our stable id) and ``answer`` (as text, for :func:`fgrpo_llm.tasks.boxed_math.trl_reward`)."""
+    from datasets import Dataset
+
+    rows = {"prompt": [], "prompt_id": [], "answer": []}
+    for p in task.problems(split):
+        rows["prompt"].append([{"role": "user", "content": p.meta.get("problem", p.prompt)}] if chat else p.prompt)
+        rows["prompt_id"].append(p.id)
+        rows["answer"].append(str(p.answer))
+    return Dataset.from_dict(rows)
+
+
+class FocalGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` whose advantages are multiplied by each group's focal weight g.
+
+    Extra argument: ``task`` (optional): the task whose ``solution_form`` names the forms in
+    ``groups.jsonl`` (else the stripped completion text is the form).
+    """
+
+    def __init__(self, *args, task=None, **kwargs):
+        from fgrpo_llm.integrations.trl import check_trl_version
+
+        check_trl_version()
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.args, FocalGRPOConfig):
+            raise TypeError(f"FocalGRPOTrainer needs args=FocalGRPOConfig(...), got {type(self.args).__name__}")
+        self.focal = self.args.focal_settings()
+        self.task = task
+        self._problems = {}
+        if task is not None:
+            for split in task.splits:
+                self._problems.update({p.id: p for p in task.problems(split)})
+        self._focal_captured = None
+        self.recorder = None
+        run_dir = self.args.output_dir if self.args.focal_run_dir is None else self.args.focal_run_dir
+        if run_dir and self.accelerator.is_main_process:
+            from fgrpo_llm.integrations.records import RunRecorder
+
+            self.recorder = RunRecorder(run_dir, engine="trl", algo=self.args.focal_algo,
+                                        group_size=int(self.num_generations), gamma=self.focal.gamma,
+                                        lr_scale=float(self.args.focal_lr_scale))
+
+    # TRL private hook 1: the gathered rewards (and this process's completions) of one batch
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._focal_captured = (rewards_per_func, inputs, completions)
+        return rewards_per_func
+
+    # TRL private hook 2: TRL's (sliced) advantages times the matching slice of g
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if self._focal_captured is None:
+            from fgrpo_llm.integrations.trl import TESTED_TRL
+
+            raise RuntimeError(f"FocalGRPOTrainer: TRL did not call _calculate_rewards; this TRL version is not "
+                               f"supported (tested: trl {TESTED_TRL})")
+        rewards_per_func, local_inputs, completions = self._focal_captured
+        self._focal_captured = None
+        mode = "train" if self.model.training else "eval"
+        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
+        g_all, _, _ = gathered_focal_weights(rewards_per_func, self.reward_weights, num_generations=num_generations,
+                                             settings=self.focal)  # (R,) every process's rows
+        start = self.accelerator.process_index * len(local_inputs)
+        g = g_all[start:start + len(local_inputs)]  # (B,) the rows TRL kept for this process
+        adv = output["advantages"]
+        output["advantages"] = adv * g.to(adv.device, adv.dtype).reshape(adv.shape[:1] + (1,) * (adv.dim() - 1))
+        self._metrics[mode]["focal/weight_mean"].append(g_all.float().mean().item())
+        if mode == "train":
+            self._record_groups(rewards_per_func, local_inputs, completions, num_generations)
+        return output
+
+    def _record_groups(self, rewards_per_func, local_inputs, completions, num_generations):
+        col = self.args.focal_prompt_id_column
+        ids = [str(x[col]) if col in x else None for x in local_inputs]
+        if any(i is None for i in ids):
+            from fgrpo_llm.integrations.records import text_prompt_id
+
+            ids = [i if i is not None else text_prompt_id(x.get("prompt")) for i, x in zip(ids, local_inputs)]
+        texts = [c if isinstance(c, str) else (c[-1].get("content", "") if c else "") for c in completions]
+        all_ids = _grpo_module.gather_object(ids)
+        all_texts = _grpo_module.gather_object(texts)
+        if self.recorder is None:
+            return
+        total = (rewards_per_func.float() * self.reward_weights.to(rewards_per_func.device)[None, :]).nansum(dim=1)
+        correct = (total >= self.focal.threshold).tolist()
+        group = [i // num_generations for i in range(len(all_ids))]
+        self.recorder.log_batch(step=int(self.state.global_step) + 1, prompt_ids=all_ids, completions=all_texts,
+                                correct=correct, group_ids=group, task=self.task, problems=self._problems)
+
+    def log(self, logs: dict, start_time: float | None = None) -> None:
+        super().log(logs, start_time)
+        if self.recorder is not None and "loss" in logs:
+            keep = {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            self.recorder.log_metrics(int(self.state.global_step), keep)
+
+
+def task_reward_func(task):
+    """A TRL reward function scoring completions with ``task.reward`` (the dataset needs ``prompt_id``)."""
+    problems = {}
+    for split in task.splits:
+        problems.update({p.id: p for p in task.problems(split)})
+
+    def reward(completions, prompt_id, **kwargs) -> list[float]:
+        out = []
+        for c, pid in zip(completions, prompt_id, strict=True):
+            text = c if isinstance(c, str) else (c[-1].get("content", "") if c else "")
+            out.append(float(task.reward(problems[str(pid)], text)))
+        return out
+
+    reward.__name__ = f"{task.name}_reward"
+    return reward

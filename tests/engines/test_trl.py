@@ -1,0 +1,146 @@
+"""TRL: FocalGRPOTrainer through TRL's real advantage and loss code on a tiny model, a simulated
+two-process batch whose group straddles the processes, the version pin, and the callbacks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+trl = pytest.importorskip("trl")
+torch = pytest.importorskip("torch")
+
+import trl.trainer.grpo_trainer as grpo_module  # noqa: E402
+from datasets import Dataset  # noqa: E402
+
+from fgrpo_llm.advantages import focal_weight, grpo_advantages  # noqa: E402
+from fgrpo_llm.integrations.trl import (FocalGRPOConfig, FocalGRPOTrainer, check_trl_version,  # noqa: E402
+                                        local_focal_weights, method_args)
+from fgrpo_llm.integrations.focal import FocalSettings  # noqa: E402
+from fgrpo_llm.losses import policy_loss  # noqa: E402
+from fgrpo_llm.model import build_tiny_model  # noqa: E402
+from fgrpo_llm.tasks.countdown import ALPHABET  # noqa: E402
+from fgrpo_llm.tokenizer import build_char_tokenizer  # noqa: E402
+
+TOK = build_char_tokenizer(ALPHABET)
+
+
+def target_reward(completions, target, **kwargs):
+    """The reward is the dataset's ``target`` column: fixed outcomes, whatever the model samples."""
+    return [float(t) for t in target]
+
+
+def _trainer(tmp_path, *, algo="grpo", gamma=1.0, G=4, **overrides):
+    model = build_tiny_model(TOK, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=64, seed=0)
+    ds = Dataset.from_dict({"prompt": ["1 2=3:"] * 4, "prompt_id": [f"p{i}" for i in range(4)], "target": [1] * 4})
+    kwargs = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=G, num_generations=G,
+                  max_completion_length=4, max_steps=1, report_to="none", use_cpu=True, logging_steps=1,
+                  save_strategy="no", focal_gamma=gamma, focal_algo=algo, seed=0, **method_args(algo))
+    kwargs.update(overrides)
+    args = FocalGRPOConfig(**kwargs)
+    trainer = FocalGRPOTrainer(model=model, reward_funcs=[target_reward], args=args, train_dataset=ds,
+                               processing_class=TOK)
+    trainer.current_gradient_accumulation_steps = 1  # set by Trainer's loop; _compute_loss reads it
+    return trainer
+
+
+def _rows(targets, start=0):
+    return [{"prompt": "1 2=3:", "prompt_id": f"q{(start + i) // 4}", "target": t} for i, t in enumerate(targets)]
+
+
+def test_version_pin_is_enforced():
+    assert check_trl_version() == trl.__version__
+    for bad in ("1.15.0", "1.17.0", "0.27.0"):
+        with pytest.raises(ImportError, match="tested with trl"):
+            check_trl_version(bad)
+
+
+def test_split_group_weight_comes_from_rewards_of_both_processes(tmp_path, monkeypatch):
+    """Process 1 of 2 holds rows 6..11 of a 12-row batch of groups of 4: group 1 (rows 4..7)
+    straddles the processes. Its weight must use all four rewards, as TRL's own advantage does."""
+    trainer = _trainer(tmp_path, gamma=1.0, G=4)
+    other = [1, 0, 0, 0, 1, 1]  # process 0's rewards (rows 0..5)
+    local = [1, 0, 0, 1, 1, 1]  # ours (rows 6..11)
+    other_t = torch.tensor(other, dtype=torch.float32)[:, None]
+    monkeypatch.setattr(grpo_module, "gather", lambda t: torch.cat([other_t.to(t), t]) if t.shape[0] == 6 else t)
+    monkeypatch.setattr(grpo_module, "gather_object", lambda x: [None] * 6 + list(x) if len(x) == 6 else list(x))
+    monkeypatch.setattr(type(trainer.accelerator), "process_index", property(lambda self: 1))
+    trainer.model.train()
+    out = trainer._generate_and_score_completions(_rows(local, start=6))
+    R = torch.tensor(other + local, dtype=torch.float32).reshape(3, 4)  # (B, N) over both processes
+    g = focal_weight(R.mean(1), gamma=1.0)  # (B,)
+    expected = (g[:, None] * grpo_advantages(R, std="bessel", eps=1e-4)).reshape(-1)[6:]
+    torch.testing.assert_close(out["advantages"], expected, rtol=1e-5, atol=1e-6)
+    # what a per-process weight would have given for the straddling group: 1 - 2/2 = 0 instead of 1 - 3/4
+    assert out["advantages"][:2].abs().min() > 0.1
+    g_local, X, N = local_focal_weights(torch.cat([other_t, torch.tensor(local, dtype=torch.float32)[:, None]]),
+                                        torch.ones(1), num_generations=4, process_index=1, local_size=6,
+                                        settings=FocalSettings(gamma=1.0))
+    assert X.tolist() == [3, 3, 3, 3, 3, 3] and N.tolist() == [4] * 6
+    assert torch.allclose(g_local, torch.full((6,), 0.25))
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.5])
+def test_single_process_advantages_are_trl_grpo_times_g(tmp_path, gamma):
+    trainer = _trainer(tmp_path, gamma=gamma, G=4)
+    trainer.model.train()
+    targets = [1, 0, 0, 0]
+    out = trainer._generate_and_score_completions(_rows(targets))
+    R = torch.tensor([targets], dtype=torch.float32)
+    expected = (focal_weight(R.mean(1), gamma=gamma)[:, None] * grpo_advantages(R, eps=1e-4))[0]
+    torch.testing.assert_close(out["advantages"], expected, rtol=1e-5, atol=1e-6)
+    if gamma == 0:
+        eps_diff = (grpo_advantages(R, eps=1e-4) - grpo_advantages(R, eps=1e-6)).abs().max().item()
+        print(f"TRL advantage eps 1e-4 vs ours/verl 1e-6: max |A diff| {eps_diff:.3g}")
+
+
+@pytest.mark.parametrize("algo", ["grpo", "dapo", "cispo"])
+def test_trl_loss_equals_ours_on_identical_tensors(tmp_path, algo):
+    trainer = _trainer(tmp_path, algo=algo, gamma=1.0, G=4)
+    trainer.model.train()
+    inputs = trainer._generate_and_score_completions(_rows([1, 0, 0, 1]))
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    att = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    T = inputs["completion_ids"].shape[1]
+    with torch.no_grad():
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, att, T)
+    gen = torch.Generator().manual_seed(0)
+    old = logps + (torch.rand(logps.shape, generator=gen) - 0.5)  # ratios in e^[-0.5, 0.5]
+    inputs["old_per_token_logps"] = old
+    trainer.model.zero_grad()
+    loss_trl = trainer._compute_loss(trainer.model, inputs)
+    loss_trl.backward()
+    g_trl = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+    trainer.model.zero_grad()
+    new, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, att, T)
+    kwargs = {"grpo": dict(clip_eps=0.2), "dapo": dict(clip_eps_low=0.2, clip_eps_high=0.28),
+              "cispo": dict(is_eps_low=1.0, is_eps_high=5.0)}[algo]
+    loss_ours, _ = policy_loss(algo, new, old, inputs["advantages"], inputs["completion_mask"].bool(), **kwargs)
+    loss_ours.backward()
+    d_loss = abs(loss_trl.item() - loss_ours.item())
+    d_grad = max((p.grad - g_trl[n]).abs().max().item() for n, p in trainer.model.named_parameters() if n in g_trl)
+    print(f"TRL {algo} ({method_args(algo)['loss_type']}): |loss diff| {d_loss:.3g}, max |grad diff| {d_grad:.3g}")
+    assert d_loss < 1e-6 and d_grad < 1e-6
+
+
+def test_trl_cispo_default_cap_scales_the_gradient(tmp_path):
+    """TRL's CISPO clamps the weight at epsilon_high, default epsilon = 0.2: the on-policy loss is 0.2 x ours."""
+    trainer = _trainer(tmp_path, algo="cispo", gamma=0.0, G=4, epsilon_high=None)  # TRL's default
+    assert trainer.epsilon_high == 0.2
+    trainer.model.train()
+    inputs = trainer._generate_and_score_completions(_rows([1, 0, 0, 1]))
+    loss_trl = trainer._compute_loss(trainer.model, inputs)  # on-policy: ratio 1, clamped to 0.2
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    att = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, att, inputs["completion_ids"].shape[1])
+    ours, _ = policy_loss("cispo", logps, logps.detach(), inputs["advantages"], inputs["completion_mask"].bool())
+    print(f"TRL cispo with default epsilon_high: loss ratio TRL / ours = {loss_trl.item() / ours.item():.4f}")
+    assert loss_trl.item() == pytest.approx(0.2 * ours.item(), rel=1e-5)
+
+
+def test_config_rejects_bad_focal_settings(tmp_path):
+    with pytest.raises(ValueError, match="gamma"):
+        FocalGRPOConfig(output_dir=str(tmp_path), focal_gamma=-1.0, report_to="none", use_cpu=True)
+    with pytest.raises(ValueError, match="focal_algo"):
+        FocalGRPOConfig(output_dir=str(tmp_path), focal_algo="ppo", report_to="none", use_cpu=True)
+    with pytest.raises(ValueError, match="algo"):
+        method_args("ppo")
