@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-slow bench venv clean
+.PHONY: demo test test-slow bench venv clean mutation
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,18 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -m slow
+
+# Mutation testing of the method's math: config in pyproject.toml [tool.mutmut], notes in
+# mutation/README.md. Not part of `make test` (tens of minutes on 2 cores). Ends with the
+# per-module kill rates, the survivors judged equivalent (mutation/equivalent.md), the wall time.
+mutation: $(STAMP)
+	rm -rf mutants
+	@start=$$(date +%s); \
+	$(VENV)/bin/mutmut run --max-children 2 > mutation.log 2>&1; run=$$?; \
+	tail -c 300 mutation.log | tr '\r' '\n' | tail -n 2; \
+	$(PY) mutation/report.py; report=$$?; \
+	echo "wall time: $$(( $$(date +%s) - start )) s (mutmut log: mutation.log)"; \
+	test $$run -eq 0 && test $$report -eq 0
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

@@ -1,0 +1,25 @@
+"""pytest plugin used by ``make mutation``: every Hypothesis test runs at most
+``FGRPO_MUTATION_MAX_EXAMPLES`` examples (default 25) while a mutant is under test.
+
+Thousands of mutants each rerun the tests that reach them, so the full example counts of the
+property tests would take hours on 2 cores. With fewer examples a test can only kill fewer
+mutants: the kill rates ``make mutation`` reports are a lower bound on what the full suite
+catches. Loaded by ``[tool.mutmut] pytest_add_cli_args`` in pyproject.toml; not used by
+``make test``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import settings
+
+MAX_EXAMPLES = int(os.environ.get("FGRPO_MUTATION_MAX_EXAMPLES", "25"))
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        test = getattr(item, "obj", None)
+        current = getattr(test, "_hypothesis_internal_use_settings", None)
+        if current is not None and current.max_examples > MAX_EXAMPLES:
+            test._hypothesis_internal_use_settings = settings(current, max_examples=MAX_EXAMPLES)
