@@ -27,7 +27,8 @@ def _check_scalar(name: str, value, *, minimum: float | None = None) -> float:
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_complex:
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {name}={value!r}")
+        raise TypeError(f"{name} must be a real number, "
+                        f"got {type(value).__name__} {name}={value!r}")
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {name}={value}")
@@ -38,7 +39,8 @@ def _check_scalar(name: str, value, *, minimum: float | None = None) -> float:
 
 def _check_rewards(rewards: torch.Tensor) -> torch.Tensor:
     if not isinstance(rewards, torch.Tensor):
-        raise TypeError(f"rewards must be a torch.Tensor of shape (B, N), got {type(rewards).__name__}")
+        raise TypeError(f"rewards must be a torch.Tensor of shape (B, N), "
+                        f"got {type(rewards).__name__}")
     if rewards.dtype == torch.bool or rewards.is_complex():
         raise TypeError(f"rewards must be real numbers, got dtype {rewards.dtype}")
     if rewards.ndim != 2 or rewards.shape[1] < 1 or rewards.shape[0] < 1:

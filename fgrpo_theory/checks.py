@@ -162,7 +162,8 @@ def check_integer(name: str, value, *, minimum: int = 0) -> np.ndarray:
                                                           dtype=np.int64).reshape(x.shape)
     low = xi < minimum
     if low.any():
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {name}={_first_bad(xi, low)}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, "
+                         f"got {name}={_first_bad(xi, low)}")
     return xi
 
 
@@ -182,7 +183,8 @@ def check_bool_mask(name: str, value) -> np.ndarray:
     try:
         x = np.asarray(value)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} must be a rectangular boolean array, got {name}={_short(value)}") from None
+        raise ValueError(f"{name} must be a rectangular boolean array, "
+                         f"got {name}={_short(value)}") from None
     if x.dtype.kind == "b":
         return x
     if x.dtype.kind in "iu":
@@ -199,7 +201,8 @@ def broadcast(**arrays: np.ndarray) -> list[np.ndarray]:
         return np.broadcast_arrays(*arrays.values())
     except ValueError:
         shapes = ", ".join(f"{k}{np.shape(v)}" for k, v in arrays.items())
-        raise ValueError(f"{', '.join(arrays)} cannot be broadcast together: shapes {shapes}") from None
+        names = ", ".join(arrays)
+        raise ValueError(f"{names} cannot be broadcast together: shapes {shapes}") from None
 
 
 def check_tau_le_mu(mu: np.ndarray, tau: np.ndarray) -> None:

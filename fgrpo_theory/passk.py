@@ -2,7 +2,8 @@
 Appendix Q; the estimator of Chen et al. 2021).
 
     exact       pass@k(p) = 1 - (1 - p)^k
-    unbiased    pass@k(n, c) = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i=0}^{k-1} (n - c - i) / (n - i)
+    unbiased    pass@k(n, c) = 1 - C(n - c, k) / C(n, k)
+                             = 1 - prod_{i=0}^{k-1} (n - c - i) / (n - i)
 
 The estimator is a product of k factors (or, by the symmetry C(n - c, k) / C(n, k) =
 C(n - k, c) / C(n, c), of c factors: whichever is fewer), summed in log space with ``log1p``,
@@ -167,7 +168,8 @@ class PairedSubsamplingResult:
 def _outcomes(name: str, x) -> np.ndarray:
     """(P, n) outcomes as bool: a bool array, or numbers that are all 0 or 1."""
     if isinstance(x, np.ma.MaskedArray):
-        raise TypeError(f"{name} must be a plain array, got a masked array (its mask would be ignored)")
+        raise TypeError(f"{name} must be a plain array, got a masked array "
+                        "(its mask would be ignored)")
     try:
         x = np.asarray(x)
     except (TypeError, ValueError, OverflowError):

@@ -314,7 +314,8 @@ def peak_group_size(mu, tau, n_max=None):
         n_max = check_group_size("n_max", n_max)
         fractional = n_max != np.floor(n_max)
         if fractional.any():
-            raise ValueError(f"n_max must be an integer >= 1, got n_max={_first(n_max, fractional)}")
+            raise ValueError(f"n_max must be an integer >= 1, "
+                             f"got n_max={_first(n_max, fractional)}")
     n_c = np.asarray(stationary_group_size(mu, tau), dtype=np.float64)
     cap = np.inf if n_max is None else n_max
     if np.isinf(n_c).any() and n_max is None:

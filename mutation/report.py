@@ -52,9 +52,11 @@ def main() -> int:
             continue
         codes = json.loads(meta.read_text())["exit_code_by_key"]
         c = Counter(STATUS.get(code, "suspicious") for code in codes.values())
-        survivors = [k for k, code in codes.items() if STATUS.get(code) not in ("killed", "timeout")]
+        survivors = [k for k, code in codes.items()
+                     if STATUS.get(code) not in ("killed", "timeout")]
         listed = [k for k in survivors if k in equivalent]
-        unlisted += [(k, STATUS.get(codes[k], "suspicious")) for k in survivors if k not in equivalent]
+        unlisted += [(k, STATUS.get(codes[k], "suspicious"))
+                     for k in survivors if k not in equivalent]
         total = len(codes)
         rate = (c["killed"] + c["timeout"]) / total if total else 0.0
         failed |= rate < TARGET
@@ -76,7 +78,8 @@ def main() -> int:
         print(f"\nsurvivors neither killed nor listed as equivalent: {len(unlisted)}")
         for name, status in unlisted:
             print(f"  {name} ({status}); see: mutmut show {name}")
-    print(f"\ntarget: >= {100 * TARGET:.0f}% killed in each module: {'FAILED' if failed else 'met'}")
+    verdict = "FAILED" if failed else "met"
+    print(f"\ntarget: >= {100 * TARGET:.0f}% killed in each module: {verdict}")
     return 1 if failed else 0
 
 

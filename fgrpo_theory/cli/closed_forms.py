@@ -88,7 +88,8 @@ def _check_plot_path(text: str) -> Path:
     formats = Figure().canvas.get_supported_filetypes()
     suffix = path.suffix.lower().lstrip(".")
     if suffix not in formats:
-        raise ValueError(f"--plot must end in one of .{', .'.join(sorted(formats))}, got --plot={text}")
+        raise ValueError(f"--plot must end in one of .{', .'.join(sorted(formats))}, "
+                         f"got --plot={text}")
     return path
 
 
@@ -128,7 +129,8 @@ def _group_sizes(args) -> np.ndarray:
         return _int_list("--n", args.n, minimum=1)
     n_max = single("--n-max", check_integer("--n-max", args.n_max, minimum=1))
     if n_max > MAX_ROWS:
-        raise ValueError(f"--n-max must be <= {MAX_ROWS} (use --n for chosen sizes), got --n-max={n_max}")
+        raise ValueError(f"--n-max must be <= {MAX_ROWS} (use --n for chosen sizes), "
+                         f"got --n-max={n_max}")
     return np.arange(1, n_max + 1)
 
 

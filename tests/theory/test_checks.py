@@ -91,10 +91,12 @@ def test_object_arrays_of_real_numbers_and_python_ints_are_fine():
     (lambda: check_group_size("N", 0.5), "N must be a finite number >= 1, got N=0.5"),
     (lambda: check_nonnegative("gamma", -1e-300), "gamma must be a finite number >= 0"),
     (lambda: check_real_scalar("eta", np.inf), "eta must be finite, got eta=inf"),
-    (lambda: check_real_scalar("eta", [1.0, 2.0]), r"eta must be a single number, got shape \(2,\)"),
+    (lambda: check_real_scalar("eta", [1.0, 2.0]),
+     r"eta must be a single number, got shape \(2,\)"),
     (lambda: single("k", np.array([1, 2])), "k must be a single number"),
     (lambda: check_bool_mask("correct", [0, 2]), "correct must hold booleans"),
-    (lambda: check_tau_le_mu(np.array(0.3), np.array(0.4)), "tau must be <= mu, got tau=0.4 > mu=0.3"),
+    (lambda: check_tau_le_mu(np.array(0.3), np.array(0.4)),
+     "tau must be <= mu, got tau=0.4 > mu=0.3"),
     (lambda: broadcast(mu=np.zeros(2), tau=np.zeros(3)), r"mu, tau cannot be broadcast together"),
 ])
 def test_messages_name_the_argument_and_the_value(call, message):

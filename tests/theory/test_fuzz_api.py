@@ -269,10 +269,11 @@ def _tail_miss_cases() -> list[Case]:
 
     prob_check = lambda kw, out: in_unit(out)  # noqa: E731
     cases = [
-        Case("p_active", lambda kw: tm.p_active(**kw), mu_N(), {"mu": hostile_prob, "N": hostile_group_size},
-             prob_check, mu_N(edge=True)),
+        Case("p_active", lambda kw: tm.p_active(**kw), mu_N(),
+             {"mu": hostile_prob, "N": hostile_group_size}, prob_check, mu_N(edge=True)),
         Case("log_p_active", lambda kw: tm.log_p_active(**kw), mu_N(),
-             {"mu": hostile_prob, "N": hostile_group_size}, lambda kw, out: log_prob(out), mu_N(edge=True)),
+             {"mu": hostile_prob, "N": hostile_group_size}, lambda kw, out: log_prob(out),
+             mu_N(edge=True)),
         Case("p_tail_miss", lambda kw: tm.p_tail_miss(**kw), mu_tau_N(), H, prob_check,
              mu_tau_N(edge=True), _tau_gt_mu),
         Case("log_p_tail_miss", lambda kw: tm.log_p_tail_miss(**kw), mu_tau_N(), H,
@@ -283,10 +284,10 @@ def _tail_miss_cases() -> list[Case]:
         Case("log_p_tail_miss_rho", lambda kw: tm.log_p_tail_miss_rho(**kw), mu_rho_N(),
              {"mu": hostile_prob, "rho": hostile_prob, "N": hostile_group_size},
              lambda kw, out: log_prob(out), mu_rho_N(edge=True)),
-        Case("p_tail_miss_given_active", lambda kw: tm.p_tail_miss_given_active(**kw), mu_tau_N(), H,
-             given_active_check, mu_tau_N(edge=True), _tau_gt_mu),
-        Case("expected_tail_miss_count", lambda kw: tm.expected_tail_miss_count(**kw), mu_tau_N(), H,
-             count_check, mu_tau_N(edge=True), _tau_gt_mu),
+        Case("p_tail_miss_given_active", lambda kw: tm.p_tail_miss_given_active(**kw),
+             mu_tau_N(), H, given_active_check, mu_tau_N(edge=True), _tau_gt_mu),
+        Case("expected_tail_miss_count", lambda kw: tm.expected_tail_miss_count(**kw),
+             mu_tau_N(), H, count_check, mu_tau_N(edge=True), _tau_gt_mu),
         Case("stationary_group_size", lambda kw: tm.stationary_group_size(**kw),
              mu_tau_N(with_N=False), {"mu": hostile_prob, "tau": hostile_prob}, stationary_check,
              mu_tau_N(with_N=False, edge=True), _tau_gt_mu,
@@ -341,12 +342,14 @@ def _passk_cases() -> list[Case]:
     def unbiased_violate(draw, kw):
         n = int(np.ravel(kw["n"])[0])
         which = draw(st.sampled_from(["c", "k"]))
-        return {"n": n, "c": n + 1 if which == "c" else 0, "k": n + 1 if which == "k" else 1}, (which,)
+        kw = {"n": n, "c": n + 1 if which == "c" else 0, "k": n + 1 if which == "k" else 1}
+        return kw, (which,)
 
     def paired_check(kw, out):
         return first_error(in_unit(out.p_value, "p_value"), in_unit(out.pass_at_k_a, "pass@k A"),
                            in_unit(out.pass_at_k_b, "pass@k B"), finite(out.statistic),
-                           finite(out.subsample_std) or (None if out.subsample_std >= 0 else "std < 0"))
+                           finite(out.subsample_std),
+                           None if out.subsample_std >= 0 else "std < 0")
 
     def paired_violate(draw, kw):
         n = kw["correct_a"].shape[1]
@@ -354,7 +357,8 @@ def _passk_cases() -> list[Case]:
 
     return [
         Case("pass_at_k_exact", lambda kw: pk.pass_at_k_exact(**kw), exact_valid(),
-             {"p": hostile_prob, "k": hostile_int}, lambda kw, out: in_unit(out), exact_valid(edge=True)),
+             {"p": hostile_prob, "k": hostile_int}, lambda kw, out: in_unit(out),
+             exact_valid(edge=True)),
         Case("pass_at_k_unbiased", lambda kw: pk.pass_at_k_unbiased(**kw), unbiased_valid(),
              {"n": hostile_int, "c": hostile_int, "k": hostile_int}, lambda kw, out: in_unit(out),
              unbiased_valid(edge=True), unbiased_violate),
@@ -387,7 +391,8 @@ def _focal_cases() -> list[Case]:
     def magnitude_check(kw, out):
         pos, neg = out
         return first_error(finite(pos, "pos"), finite(neg, "neg"),
-                           "negative magnitude" if (_arr(pos) < 0).any() or (_arr(neg) < 0).any() else None)
+                           "negative magnitude" if (_arr(pos) < 0).any() or (_arr(neg) < 0).any()
+                           else None)
 
     return [
         Case("focal_weight", lambda kw: fo.focal_weight(**kw), weight_valid(),
@@ -436,7 +441,8 @@ def _advantage_cases() -> list[Case]:
     H_rw = {"reward_correct": hostile_real, "reward_wrong": hostile_real}
 
     def rw_violate(draw, kw):
-        return {**kw, "reward_correct": 0.0, "reward_wrong": 1.0}, ("reward_correct", "reward_wrong")
+        kw = {**kw, "reward_correct": 0.0, "reward_wrong": 1.0}
+        return kw, ("reward_correct", "reward_wrong")
 
     def rewards_out_of_range(draw, kw):
         R = np.array(kw["rewards"], dtype=float)
@@ -453,7 +459,8 @@ def _advantage_cases() -> list[Case]:
              st.fixed_dictionaries({"rewards": reward_groups(edge=True), **std_eps})),
         Case("group_success_rate", lambda kw: ad.group_success_rate(**kw),
              st.fixed_dictionaries({"rewards": reward_groups(), **rw}), {**H, **H_rw},
-             lambda kw, out: in_unit(out), st.fixed_dictionaries({"rewards": reward_groups(edge=True)}),
+             lambda kw, out: in_unit(out),
+             st.fixed_dictionaries({"rewards": reward_groups(edge=True)}),
              rewards_out_of_range),
         Case("focal_group_weights", lambda kw: ad.focal_group_weights(**kw),
              st.fixed_dictionaries({"rewards": reward_groups(), "gamma": gamma_s, **rw}),
@@ -507,8 +514,9 @@ def _categorical_cases() -> list[Case]:
         return first_error(in_unit(x), None if abs(x.sum() - 1) < 1e-12 else f"sum {x.sum()}")
 
     def stats_check(kw, out):
-        vals = [getattr(out, f) for f in ("Q_pos", "Q_neg", "P_pos", "P_neg", "A_2", "B_2", "U_pos2",
-                                          "U_neg2", "U_2", "Q_u_pos")]
+        fields = ("Q_pos", "Q_neg", "P_pos", "P_neg", "A_2", "B_2", "U_pos2", "U_neg2", "U_2",
+                  "Q_u_pos")
+        vals = [getattr(out, f) for f in fields]
         return first_error(*(in_unit(min(1.0, max(0.0, v)) if abs(v - min(1, max(0, v))) < 1e-12
                                      else v) for v in vals), finite(out.S_R))
 
@@ -517,8 +525,8 @@ def _categorical_cases() -> list[Case]:
     hostile_mask = st.sampled_from([None, "ab", [0.5, 2.0], np.array([2, 0]), [[True]], 1.5,
                                     np.ma.masked_array([True, False]), np.array(["x", "y"])])
     hostile_actions = st.sampled_from(WRONG_TYPE + NOT_A_NUMBER + [[-1], [10**6], [0.5], [2**63]])
-    hostile_z = st.sampled_from(WRONG_TYPE + NOT_A_NUMBER + [[math.inf, 0.0], [-math.inf, -math.inf],
-                                                             [[0.0, 1.0]]])
+    hostile_z = st.sampled_from(WRONG_TYPE + NOT_A_NUMBER
+                                + [[math.inf, 0.0], [-math.inf, -math.inf], [[0.0, 1.0]]])
     P = {"p": hostile_p, "correct": hostile_mask}
     R = {"R_c": hostile_real, "R_w": hostile_real}
 
@@ -557,23 +565,30 @@ def _categorical_cases() -> list[Case]:
              policies().map(lambda d: {"actions": d["actions"], "K": d["p"].size}),
              {"actions": hostile_actions, "K": hostile_int},
              lambda kw, out: None if np.asarray(out).dtype == bool else "not a bool mask"),
-        Case("group_stats", lambda kw: ca.group_stats(**kw), pick("p", "correct", "actions", "R_c", "R_w"),
+        Case("group_stats", lambda kw: ca.group_stats(**kw),
+             pick("p", "correct", "actions", "R_c", "R_w"),
              {**P, "actions": hostile_actions, **R}, stats_check,
-             policies(edge=True).map(lambda d: {k: d[k] for k in ("p", "correct", "actions")}), r_violate),
+             policies(edge=True).map(lambda d: {k: d[k] for k in ("p", "correct", "actions")}),
+             r_violate),
         Case("logit_update", lambda kw: ca.logit_update(**kw),
              pick("p", "correct", "actions", "eta", "R_c", "R_w", "gamma"),
              {**P, "actions": hostile_actions, "eta": hostile_nonneg, **R, "gamma": hostile_nonneg},
              lambda kw, out: finite(out), None, r_violate),
         Case("predicted_delta_q_pos", with_stats(ca.predicted_delta_q_pos), stats_args,
-             {"s": hostile_s, "eta": hostile_nonneg, **R}, lambda kw, out: finite(out), None, r_violate),
+             {"s": hostile_s, "eta": hostile_nonneg, **R}, lambda kw, out: finite(out), None,
+             r_violate),
         Case("predicted_delta_q_u_pos", with_stats(ca.predicted_delta_q_u_pos), stats_args,
-             {"s": hostile_s, "eta": hostile_nonneg, **R}, lambda kw, out: finite(out), None, r_violate),
-        Case("expected_p_pos_given_k", lambda kw: ca.expected_p_pos_given_k(**kw), pick("p", "correct", "k"),
+             {"s": hostile_s, "eta": hostile_nonneg, **R}, lambda kw, out: finite(out), None,
+             r_violate),
+        Case("expected_p_pos_given_k", lambda kw: ca.expected_p_pos_given_k(**kw),
+             pick("p", "correct", "k"),
              {**P, "k": hostile_int}, lambda kw, out: in_unit(out)),
-        Case("expected_p_neg_given_k", lambda kw: ca.expected_p_neg_given_k(**kw), policies().map(neg_k),
-             {**P, "k": hostile_int, "N": hostile_int}, lambda kw, out: in_unit(out), violate=k_gt_N),
+        Case("expected_p_neg_given_k", lambda kw: ca.expected_p_neg_given_k(**kw),
+             policies().map(neg_k), {**P, "k": hostile_int, "N": hostile_int},
+             lambda kw, out: in_unit(out), violate=k_gt_N),
         Case("expected_s_r_given_k", lambda kw: ca.expected_s_r_given_k(**kw), policies().map(s_r),
-             {**P, "k": hostile_int, "N": hostile_int, **R}, lambda kw, out: finite(out), None, r_violate),
+             {**P, "k": hostile_int, "N": hostile_int, **R}, lambda kw, out: finite(out), None,
+             r_violate),
     ]
 
 
@@ -606,8 +621,10 @@ def _montecarlo_cases() -> list[Case]:
     return [
         Case("simulate_group_regions", lambda kw: mc.simulate_group_regions(**kw),
              mc_valid(scalar=True), {**H, "tau": hostile_prob}, regions_check, None, _tau_gt_mu),
-        Case("mc_p_active", lambda kw: mc.mc_p_active(**kw), mc_valid(with_tau=False), H, est_check),
-        Case("mc_p_tail_miss", lambda kw: mc.mc_p_tail_miss(**kw), mc_valid(), {**H, "tau": hostile_prob},
+        Case("mc_p_active", lambda kw: mc.mc_p_active(**kw), mc_valid(with_tau=False), H,
+             est_check),
+        Case("mc_p_tail_miss", lambda kw: mc.mc_p_tail_miss(**kw), mc_valid(),
+             {**H, "tau": hostile_prob},
              est_check, None, _tau_gt_mu),
     ]
 
@@ -634,12 +651,14 @@ def _checks_cases() -> list[Case]:
         Case("check_probability", chk(ch.check_probability),
              st.fixed_dictionaries({"value": scalar_or_array(prob, 3)}), {"value": hostile_prob},
              lambda kw, out: in_unit(out)),
-        Case("check_group_size", chk(ch.check_group_size), st.fixed_dictionaries({"value": group_size}),
+        Case("check_group_size", chk(ch.check_group_size),
+             st.fixed_dictionaries({"value": group_size}),
              {"value": hostile_group_size}, lambda kw, out: finite(out)),
         Case("check_integer", chk(ch.check_integer, minimum=0),
              st.fixed_dictionaries({"value": st.integers(0, 2**63 - 1)}), {"value": hostile_int},
              int_check),
-        Case("check_nonnegative", chk(ch.check_nonnegative), st.fixed_dictionaries({"value": gamma_s}),
+        Case("check_nonnegative", chk(ch.check_nonnegative),
+             st.fixed_dictionaries({"value": gamma_s}),
              {"value": hostile_nonneg}, lambda kw, out: finite(out)),
     ]
 
@@ -659,7 +678,8 @@ BAD_PATHS = [_TMP, f"{_TMP}/no/such/dir/x.png", f"{_TMP}/x.unknown", "/proc/x.pn
 def cli_argv(draw, hostile: bool):
     """(argv, names of the flags made hostile)."""
     command = draw(st.sampled_from(["tail-miss", "peak", "pass-at-k"]))
-    lst = lambda elem: st.lists(elem, min_size=1, max_size=3).map(lambda v: ",".join(map(str, v)))  # noqa: E731
+    def lst(elem):
+        return st.lists(elem, min_size=1, max_size=3).map(lambda v: ",".join(map(str, v)))
     if command == "pass-at-k":
         if draw(st.booleans()):
             flags = {"--p": draw(lst(st.floats(0, 1))), "--k": draw(lst(st.integers(1, 300)))}
@@ -747,7 +767,8 @@ def classify_cli(argv, bad) -> tuple[str, str]:
 # ----------------------------------------------------------------------------------------------
 
 def _names(message: str, names) -> bool:
-    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", message) for n in names)
+    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", message)
+               for n in names)
 
 
 def classify(case: Case, mode: str, kwargs: dict, bad: tuple) -> tuple[str, str]:
@@ -791,7 +812,8 @@ def examples(draw, case: Case):
     if mode == "violate":
         kwargs, names = case.violate(draw, kwargs)
         return "hostile", kwargs, tuple(names)
-    names = draw(st.lists(st.sampled_from(sorted(case.hostile)), min_size=1, max_size=2, unique=True))
+    names = draw(st.lists(st.sampled_from(sorted(case.hostile)), min_size=1, max_size=2,
+                          unique=True))
     for name in names:
         kwargs[name] = draw(case.hostile[name])
     return "hostile", kwargs, tuple(names)
@@ -898,7 +920,8 @@ def measure(per_case: int, cli_examples: int) -> dict:
 def _main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-case", type=int, default=800, help="examples per library function")
-    parser.add_argument("--cli", type=int, default=240, help="CLI invocations, valid and hostile each")
+    parser.add_argument("--cli", type=int, default=240,
+                        help="CLI invocations, valid and hostile each")
     parser.add_argument("--memory-gib", type=float, default=6.0,
                         help="address-space limit, so a runaway allocation is a MemoryError")
     parser.add_argument("--samples", action="store_true", help="print one example per finding")
@@ -917,12 +940,14 @@ def _main() -> int:
         if key != "cli":
             lib.update(c)
         bad = {k: v for k, v in c.items() if k != "ok"}
-        print(f"{key:28s} calls={sum(c.values()):6d} " + " ".join(f"{k}={v}" for k, v in sorted(bad.items())))
+        findings = " ".join(f"{k}={v}" for k, v in sorted(bad.items()))
+        print(f"{key:28s} calls={sum(c.values()):6d} {findings}")
     cli = result["counts"].get("cli", collections.Counter())
     print(f"source: {Path(fgrpo_theory.__file__).parent}")
     for label, c in (("library", lib), ("cli", cli)):
-        print(f"{label}: calls={sum(c.values())} crashes={c['crash'] + c['hang']} (hangs={c['hang']}) "
-              f"wrong={c['wrong']} unnamed-errors={c['unnamed']} rejected-valid={c['rejected-valid']} "
+        print(f"{label}: calls={sum(c.values())} crashes={c['crash'] + c['hang']} "
+              f"(hangs={c['hang']}) wrong={c['wrong']} unnamed-errors={c['unnamed']} "
+              f"rejected-valid={c['rejected-valid']} "
               f"harness-errors={c['harness-error']}")
     if args.samples:
         for key, detail in sorted(result["samples"].items()):
