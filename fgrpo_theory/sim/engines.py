@@ -42,6 +42,11 @@ def choose_engine(cfg: SimConfig, engine: str) -> str:
         raise ValueError(f"engine={engine!r} needs surrogate='ratio' and advantage 'centered' "
                          f"or 'grpo', got surrogate={cfg.surrogate!r}, "
                          f"advantage={cfg.advantage!r}")
+    if engine == "torch":
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            raise ValueError("engine='torch' needs torch (pip install 'fgrpo[llm]')")
     if engine == "compiled":
         from fgrpo_theory.sim import compiled
 

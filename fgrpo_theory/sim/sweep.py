@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 import tempfile
+import zipfile
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -141,7 +142,7 @@ def _load_npz(path: Path, shapes: dict) -> dict | None:
             if set(data.files) != set(shapes):
                 return None
             out = {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError, KeyError):
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
         return None
     if any(out[k].shape != shape or out[k].dtype == object for k, shape in shapes.items()):
         return None
@@ -210,13 +211,11 @@ def _task(args):
 
 
 def _bar(total_steps: int, runs: int, progress: bool):
+    """A tqdm bar over run-steps whose label counts the runs done (its ETA: time left)."""
     from tqdm.auto import tqdm
 
-    return tqdm(total=total_steps, unit="run-step", unit_scale=True, desc="simulate",
-                disable=not progress, file=sys.stderr,
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix} "
-                           "[{elapsed}<{remaining}, {rate_fmt}]",
-                postfix=f"runs 0/{runs}")
+    return tqdm(total=total_steps, unit="run-step", unit_scale=True, disable=not progress,
+                file=sys.stderr, desc=f"simulate: runs 0/{runs}")
 
 
 def run_sweep(cfg: SimConfig, *, workers: int = 1, progress: bool = True, engine: str = "auto",
@@ -251,8 +250,8 @@ def run_sweep(cfg: SimConfig, *, workers: int = 1, progress: bool = True, engine
             done[N, g, s] = one
             if ckpt is not None:
                 ckpt.save(N, g, s, one)
-        bar.set_postfix_str(f"runs {len(done) - (len(every) - len(todo))}/{len(todo)}",
-                            refresh=False)
+        bar.set_description_str(f"simulate: runs {len(done) - (len(every) - len(todo))}"
+                                f"/{len(todo)}", refresh=False)
 
     try:
         if not todo:

@@ -1,0 +1,145 @@
+"""The sweep (paper Section 5.1, App. J): native thread pools pinned inside the worker processes
+and the single-process path, an interrupted sweep resumed without redoing finished runs, the
+progress bar, checkpoint files it cannot trust, and the simulator's advantages against the
+reference ``fgrpo_theory.advantages``."""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from threadpoolctl import threadpool_limits
+
+import fgrpo_theory.sim.sweep as sweep
+from fgrpo_theory.advantages import grpo_advantages, mean_centred_advantages
+from fgrpo_theory.sim import SimConfig, run_cached, run_sweep
+from fgrpo_theory.sim.group import GRPO_EPS, group_advantages
+from fgrpo_theory.sim.threads import pin_worker, pinned, thread_counts
+
+CFG = SimConfig(actions=300, correct=30, rare=2, group_sizes=(2, 8, 64), gammas=(0.0, 1.0),
+                seeds=(0, 1), steps=12, lr=0.05)
+
+
+def _pool_counts(workers: int) -> list[dict]:
+    """thread_counts() inside the worker processes the sweep starts."""
+    with ProcessPoolExecutor(max_workers=workers, initializer=pin_worker, initargs=(1,)) as pool:
+        return list(pool.map(_counts_after_numpy, range(2 * workers)))
+
+
+def _counts_after_numpy(_):
+    np.dot(np.ones(4), np.ones(4))
+    return thread_counts()
+
+
+def test_worker_processes_pin_their_thread_pools():
+    """The parent allows 4 BLAS threads; every worker of the sweep's pool runs with 1."""
+    with threadpool_limits(limits=4):
+        assert max(thread_counts().values()) == 4      # the parent's pool, inherited by a fork
+        counts = _pool_counts(2)
+    assert counts and all(c and set(c.values()) == {1} for c in counts)
+
+
+def test_the_single_process_path_pins_its_thread_pools(monkeypatch):
+    seen = []
+    real = sweep.simulate_runs
+
+    def spy(*args, **kwargs):
+        seen.append(thread_counts())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "simulate_runs", spy)
+    with threadpool_limits(limits=4):
+        run_sweep(replace(CFG, group_sizes=(2,), steps=2), progress=False)
+        assert max(thread_counts().values()) == 4      # restored after the sweep
+    assert seen and all(set(c.values()) == {1} for c in seen)
+
+
+def test_pinned_restores_the_environment(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    with pinned(1):
+        import os
+
+        assert os.environ["OMP_NUM_THREADS"] == "1"
+    assert os.environ["OMP_NUM_THREADS"] == "7"
+
+
+def test_an_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path, monkeypatch):
+    whole = run_sweep(CFG, progress=False)
+    calls = []
+    real = sweep.simulate_runs
+
+    def interrupted(cfg, N, runs, **kw):
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        calls.append((N, runs))
+        return real(cfg, N, runs, **kw)
+
+    monkeypatch.setattr(sweep, "simulate_runs", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_cached(CFG, tmp_path, progress=False)
+    assert len(list((tmp_path / "partial").glob("N*.npz"))) == 5
+    assert not (tmp_path / "simulation.npz").exists()
+
+    redone = []
+
+    def counting(cfg, N, runs, **kw):
+        redone.extend((N, g, s) for g, s in runs)
+        return real(cfg, N, runs, **kw)
+
+    monkeypatch.setattr(sweep, "simulate_runs", counting)
+    resumed = run_cached(CFG, tmp_path, progress=False)
+    done_before = {(N, g, s) for N, runs in calls for g, s in runs}
+    assert len(redone) == 12 - 5 and not done_before & set(redone)
+    assert resumed.csv_text() == whole.csv_text()
+    for key in whole.records:
+        np.testing.assert_array_equal(resumed.records[key], whole.records[key], err_msg=key)
+    assert (tmp_path / "simulation.npz").exists() and not (tmp_path / "partial").exists()
+
+
+def test_an_interrupted_sweep_resumes_over_worker_processes(tmp_path):
+    """Workers save runs as they finish; a second call with the same folder computes none."""
+    first = run_sweep(CFG, workers=2, progress=False, checkpoint=tmp_path / "ck")
+    assert len(list((tmp_path / "ck").glob("N*.npz"))) == 12
+    again = run_sweep(CFG, workers=2, progress=False, checkpoint=tmp_path / "ck",
+                      engine="sparse")
+    assert again.csv_text() == first.csv_text()
+
+
+def test_checkpoints_of_another_config_or_damaged_are_not_used(tmp_path):
+    ck = tmp_path / "ck"
+    run_sweep(replace(CFG, steps=5), progress=False, checkpoint=ck)
+    target = run_sweep(CFG, progress=False)
+    res = run_sweep(CFG, progress=False, checkpoint=ck)          # other steps: all recomputed
+    assert res.csv_text() == target.csv_text()
+    victim = sorted(ck.glob("N*.npz"))[0]
+    victim.write_bytes(b"not an npz file")
+    (ck / sorted(ck.glob("N*.npz"))[1].name).write_bytes(b"PK\x03\x04 broken zip")
+    assert run_sweep(CFG, progress=False, checkpoint=ck).csv_text() == target.csv_text()
+
+
+def test_progress_shows_runs_done_and_time_left(capsys):
+    run_sweep(replace(CFG, group_sizes=(2, 8)), progress=True)
+    err = capsys.readouterr().err
+    assert "runs 8/8" in err and "<" in err and "run-step" in err
+
+
+@given(st.integers(2, 300), st.data(), st.floats(-3.0, 3.0), st.floats(0.01, 5.0))
+@settings(max_examples=60, deadline=None)
+def test_group_advantages_match_the_reference_implementation(N, data, R_w, gap):
+    """The closed forms (r_c, r_w) for X correct of N are the reference advantages of the group
+    (mean-centred; GRPO with the Bessel std and eps = 1e-6, verl's convention)."""
+    X = data.draw(st.integers(0, N))
+    R_c = R_w + gap
+    rewards = np.where(np.arange(N) < X, R_c, R_w)
+    for kind, ref in (("centered", mean_centred_advantages(rewards)),
+                      ("grpo", grpo_advantages(rewards, std="bessel", eps=GRPO_EPS))):
+        r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind=kind)
+        got = np.where(np.arange(N) < X, r_c[0], r_w[0])
+        np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(ref).max()),
+                                   err_msg=kind)
+    r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind="raw")
+    assert (r_c[0], r_w[0]) == (R_c, R_w)
