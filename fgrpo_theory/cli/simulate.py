@@ -62,7 +62,11 @@ def _writable_dir(flag: str, folder: Path) -> None:
     """Create ``folder`` and check that files can be written in it (before a long sweep)."""
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{flag}: {str(folder)!r} exists and is not a directory")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"{flag}: cannot create {str(folder)!r}: "
+                         f"{err.strerror or type(err).__name__}") from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ValueError(f"{flag}: cannot write in {str(folder)!r}")
 

@@ -1,9 +1,11 @@
-"""``fgrpo-theory simulate``: a tiny end-to-end run and one-line errors with exit status 2."""
+"""``fgrpo-theory simulate``: a tiny end-to-end run, the engines, and one-line errors with exit
+status 2 for hostile input (bad lists, huge values, unwritable outputs, bad devices)."""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 
 import matplotlib
 import pytest
@@ -28,12 +30,14 @@ def test_flags_write_the_csv(tmp_path, capsys):
 
 def test_preset_with_out_writes_figure_csv_records_and_config(tmp_path):
     out = tmp_path / "fig2"
-    args = ["simulate", "--preset", "tiny", "--steps", "4", "--workers", "1", "--no-progress", "--out", str(out)]
+    args = ["simulate", "--preset", "tiny", "--steps", "4", "--workers", "1", "--no-progress",
+            "--out", str(out)]
     assert main(args) == 0
-    for name in ("fig2.png", "fig2.csv", "simulation.npz", "simulation_config.json", "metrics.jsonl"):
+    for name in ("fig2.png", "fig2.csv", "simulation.npz", "simulation_config.json",
+                 "metrics.jsonl"):
         assert (out / name).stat().st_size > 0
     cfg = json.loads((out / "simulation_config.json").read_text())
-    assert cfg["steps"] == 4 and cfg["actions"] == 1280          # preset value kept, flag applied
+    assert cfg["steps"] == 4 and cfg["actions"] == 1280       # preset value kept, flag applied
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 5 and "m_ret/N=16/gamma=1" in json.loads(lines[-1])
     assert main(args) == 0                                        # cached rerun
@@ -42,12 +46,27 @@ def test_preset_with_out_writes_figure_csv_records_and_config(tmp_path):
 @pytest.mark.parametrize("argv,needle", [
     (["--group-sizes", "2,x"], "--group-sizes"),
     (["--group-sizes", "0"], "group_sizes"),
+    (["--group-sizes", ",,"], "--group-sizes"),
+    (["--group-sizes", "2,2"], "group_sizes"),
+    (["--group-sizes", str(2**40)], "group_sizes"),
+    (["--group-sizes", str(2**70)], "group_sizes"),
     (["--gammas", "-1"], "gammas"),
+    (["--gammas", "nan"], "gammas"),
+    (["--gammas", "inf"], "gammas"),
     (["--seeds", ""], "--seeds"),
+    (["--seeds", "-1"], "seeds"),
+    (["--seeds", "1.5"], "--seeds"),
     (["--lr", "-0.1"], "lr"),
+    (["--lr", "inf"], "lr"),
+    (["--lr", "nan"], "lr"),
     (["--actions", "10", "--correct", "10"], "correct"),
+    (["--actions", str(10**12)], "actions"),
     (["--steps", "0"], "steps"),
+    (["--steps", str(10**12)], "steps"),
     (["--workers", "0"], "workers"),
+    (["--workers", "-3"], "workers"),
+    (["--workers", str(10**9)], "workers"),
+    (["--engine", "sparse", "--surrogate", "prob"], "sparse"),
 ])
 def test_bad_values_exit_2_with_one_line(tmp_path, capsys, argv, needle):
     code = main(["simulate", "--csv", str(tmp_path / "x.csv"), "--no-progress", *argv])
@@ -60,3 +79,59 @@ def test_bad_values_exit_2_with_one_line(tmp_path, capsys, argv, needle):
 def test_missing_destination_is_an_error(capsys):
     assert main(["simulate", *TINY]) == 2
     assert "--out" in capsys.readouterr().err
+
+
+def _fails_with_one_line(capsys, argv) -> str:
+    code = main(["simulate", *TINY, *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+def test_a_file_where_the_output_folder_should_be_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert "--out" in _fails_with_one_line(capsys, ["--out", str(blocker)])
+    assert "--out" in _fails_with_one_line(capsys, ["--out", str(blocker / "sub")])
+    assert "--csv" in _fails_with_one_line(capsys, ["--csv", str(blocker / "x.csv")])
+
+
+def test_a_directory_as_the_csv_is_one_line(tmp_path, capsys):
+    assert "--csv" in _fails_with_one_line(capsys, ["--csv", str(tmp_path)])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_an_unwritable_output_folder_is_one_line(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        assert "--out" in _fails_with_one_line(capsys, ["--out", str(locked / "run")])
+    finally:
+        locked.chmod(0o700)
+
+
+def test_engines_give_the_same_csv(tmp_path):
+    paths = {}
+    for engine in ("dense", "sparse", "compiled"):
+        paths[engine] = tmp_path / f"{engine}.csv"
+        assert main(["simulate", *TINY, "--engine", engine, "--workers", "1",
+                     "--csv", str(paths[engine])]) == 0
+    texts = {k: p.read_text() for k, p in paths.items()}
+    assert texts["dense"] == texts["sparse"] == texts["compiled"]
+
+
+def test_torch_engine_flag_runs_on_cpu(tmp_path):
+    pytest.importorskip("torch")
+    path = tmp_path / "t.csv"
+    assert main(["simulate", *TINY, "--engine", "torch", "--device", "cpu", "--csv",
+                 str(path)]) == 0
+    assert len(path.read_text().splitlines()) == 1 + 4
+
+
+def test_bad_torch_device_is_one_line(tmp_path, capsys):
+    pytest.importorskip("torch")
+    err = _fails_with_one_line(capsys, ["--engine", "torch", "--device", "no-such-device",
+                                        "--csv", str(tmp_path / "t.csv")])
+    assert "device" in err

@@ -75,7 +75,7 @@ def test_sampler_counts_have_multinomial_moments(N):
 
 def test_sampler_returns_increasing_actions_and_never_padding():
     rng = np.random.default_rng(2)
-    z = np.array([0.0, 50.0, -3.0])            # K = 3: one block, heavy mass on the last real action
+    z = np.array([0.0, 50.0, -3.0])            # K = 3: one block, heavy mass on a real action
     e, s, B = _masses(z)
     for N in (1, 2, 64):
         uniq, cnt = sample_group(e, s, N, rng, B)
