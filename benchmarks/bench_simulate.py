@@ -1,29 +1,35 @@
-"""Throughput of the categorical simulator (``fgrpo_theory.simulate``) against a straightforward
-one-run-at-a-time loop, measured in the same process on one core.
+"""Throughput of the categorical simulator (``fgrpo_theory.sim``, paper Section 5.1 / App. J)
+against a straightforward one-run-at-a-time loop, and the wall time of the paper-fig2 sweep,
+all measured in the same run.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_simulate.py [--steps 100] [--actions 128000] [--repeats 3]
+    python benchmarks/bench_simulate.py [--steps 100] [--repeats 3] [--no-sweep] [--no-baseline]
 
-The baseline is what one would write first: float64 softmax, ``rng.choice(K, N, p=p)``,
-``np.add.at`` for the gradient, dense Adam and dense metrics, one run at a time. Both sides run
-the paper-fig2 setting (Adam, ratio surrogate, centred advantage) for ``--steps`` steps at each
-group size, interleaved and repeated ``--repeats`` times (median time per N: the machine is
-shared); the table gives run-steps per second per N and the ratios, then the ratio over the
-whole preset mix (every N weighted equally, as in paper-fig2). Early steps flatter the sparse
-engine (few actions touched yet), so use at least 100 steps (the preset runs 1000). Target:
->= 10x overall.
+Part 1, one core: the baseline is what one would write first (float64 softmax,
+``rng.choice(K, N, p=p)``, ``np.add.at`` for the gradient, dense Adam and dense metrics, one run
+at a time). It, the numpy sparse engine and the compiled engine run the paper-fig2 setting
+(Adam, ratio surrogate, centred advantage) for ``--steps`` steps at each group size,
+interleaved and repeated ``--repeats`` times (median: the machine may be shared); the table
+gives run-steps per second and the ratios to the baseline at every N. Target: compiled >= 10x
+at every N.
+
+Part 2: the whole paper-fig2 sweep (136 runs of 1000 steps) with ``--workers`` processes on the
+compiled engine, and (unless ``--no-baseline``) on the numpy sparse engine, the engine of the
+previous release; wall and CPU time, their ratio, and whether the two CSVs are byte-identical.
+Target: <= 60 s wall on 2 idle cores. The load average is printed before and after: a number
+measured on a loaded machine says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from fgrpo_theory.simulate import PRESETS, simulate_batch, simulate_runs  # noqa: E402
+from fgrpo_theory.sim import PRESETS, run_sweep, simulate_runs
+from fgrpo_theory.sim.threads import pinned
 
 
 def naive_run(cfg, N: int, gamma: float, seed: int) -> dict:
@@ -53,7 +59,8 @@ def naive_run(cfg, N: int, gamma: float, seed: int) -> dict:
         grad *= (1 - X / N) ** gamma / N
         m = b1 * m + (1 - b1) * grad
         v = b2 * v + (1 - b2) * grad**2
-        z = z + cfg.lr * (m / (1 - b1 ** (t + 1))) / (np.sqrt(v / (1 - b2 ** (t + 1))) + cfg.adam_eps)
+        z = z + cfg.lr * (m / (1 - b1 ** (t + 1))) / (np.sqrt(v / (1 - b2 ** (t + 1)))
+                                                       + cfg.adam_eps)
     return out
 
 
@@ -63,6 +70,73 @@ def _time(fn) -> float:
     return time.perf_counter() - t0
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def per_group_size(cfg, sizes, repeats: int) -> None:
+    from dataclasses import replace
+
+    engines = {"naive": lambda c, N: naive_run(c, N, 0.0, 0),
+               "sparse": lambda c, N: simulate_runs(c, N, [(0.0, 0)], engine="sparse"),
+               "compiled": lambda c, N: simulate_runs(c, N, [(0.0, 0)], engine="compiled")}
+    print(f"part 1: K={cfg.actions} |P|={cfg.correct} steps={cfg.steps} repeats={repeats} "
+          f"(one run per N, one core, median times)")
+    print(f"{'N':>7} " + " ".join(f"{k + ' run-steps/s':>20}" for k in engines)
+          + " " + " ".join(f"{k + '/naive':>15}" for k in engines if k != "naive"))
+    warm = replace(cfg, steps=2)                      # compilation and first calls off the clock
+    for run in engines.values():
+        run(warm, 4), run(warm, 65536)
+    tot = dict.fromkeys(engines, 0.0)
+    worst = np.inf
+    for N in sizes:
+        times = {k: [] for k in engines}
+        for _ in range(repeats):                      # interleaved, so load changes hit all alike
+            for k, run in engines.items():
+                times[k].append(_time(lambda: run(cfg, N)))
+        t = {k: float(np.median(v)) for k, v in times.items()}
+        for k in engines:
+            tot[k] += t[k]
+        worst = min(worst, t["naive"] / t["compiled"])
+        print(f"{N:7d} " + " ".join(f"{cfg.steps / t[k]:20.1f}" for k in engines)
+              + " " + " ".join(f"{t['naive'] / t[k]:14.1f}x" for k in engines if k != "naive"),
+              flush=True)
+    n = len(sizes) * cfg.steps
+    print("overall run-steps/s: " + ", ".join(f"{k} {n / tot[k]:.1f}" for k in engines)
+          + "; speed-up " + ", ".join(f"{k}/naive {tot['naive'] / tot[k]:.1f}x"
+                                      for k in engines if k != "naive")
+          + f"; smallest compiled/naive over N: {worst:.1f}x (target >= 10x)", flush=True)
+
+
+def sweep(workers: int, baseline: bool) -> None:
+    cfg = PRESETS["paper-fig2"]
+    runs = len(cfg.group_sizes) * len(cfg.gammas) * len(cfg.seeds)
+    print(f"part 2: the paper-fig2 sweep ({runs} runs of {cfg.steps} steps), --workers "
+          f"{workers}; {_load()}", flush=True)
+    results = {}
+    for engine in ("compiled", "sparse") if baseline else ("compiled",):
+        c0, t0 = _cpu(), time.perf_counter()
+        res = run_sweep(cfg, workers=workers, progress=False, engine=engine)
+        wall, cpu = time.perf_counter() - t0, _cpu() - c0
+        results[engine] = (wall, res.csv_text())
+        print(f"  {engine:9s} {wall:7.1f} s wall, {cpu:7.1f} s CPU ({_load()})", flush=True)
+    wall = results["compiled"][0]
+    verdict = "meets" if wall <= 60 else "misses"
+    line = f"sweep wall time: {wall:.1f} s with {workers} workers ({verdict} the 60 s target)"
+    if baseline:
+        line += (f"; numpy sparse engine / compiled: {results['sparse'][0] / wall:.2f}x; "
+                 f"CSVs byte-identical: "
+                 f"{'yes' if results['sparse'][1] == results['compiled'][1] else 'NO'}")
+    print(line, flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100)
@@ -70,36 +144,23 @@ def main() -> None:
     ap.add_argument("--correct", type=int, default=10_000)
     ap.add_argument("--group-sizes", default=",".join(str(2**k) for k in range(1, 18)))
     ap.add_argument("--repeats", type=int, default=3, help="timings per N and engine (median)")
-    ap.add_argument("--no-dense", action="store_true", help="skip the dense engine")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes of the sweep")
+    ap.add_argument("--no-sweep", action="store_true", help="skip part 2 (the fig2 sweep)")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="part 2 without the numpy sparse engine's sweep")
+    ap.add_argument("--no-per-n", action="store_true", help="skip part 1")
     args = ap.parse_args()
     from dataclasses import replace
 
-    cfg = replace(PRESETS["paper-fig2"], actions=args.actions, correct=args.correct, steps=args.steps)
-    sizes = [int(n) for n in args.group_sizes.split(",")]
-    engines = {"naive": lambda N: naive_run(cfg, N, 0.0, 0),
-               "sparse": lambda N: simulate_runs(cfg, N, [(0.0, 0)], engine="sparse")}
-    if not args.no_dense:
-        engines["dense"] = lambda N: simulate_batch(cfg, N, [(0.0, 0)])
-    print(f"K={cfg.actions} |P|={cfg.correct} steps={cfg.steps} repeats={args.repeats} "
-          f"(one run per N, one core, median times)")
-    print(f"{'N':>7} " + " ".join(f"{k + ' run-steps/s':>18}" for k in engines)
-          + " " + " ".join(f"{k + '/naive':>13}" for k in engines if k != "naive"))
-    tot = dict.fromkeys(engines, 0.0)
-    warm = replace(cfg, steps=2)                    # imports and first-call costs off the clock
-    naive_run(warm, 4, 0.0, 0), simulate_runs(warm, 4, [(0.0, 0)]), simulate_batch(warm, 4, [(0.0, 0)])
-    for N in sizes:
-        times = {k: [] for k in engines}
-        for _ in range(args.repeats):               # interleaved, so load changes hit all alike
-            for k, run in engines.items():
-                times[k].append(_time(lambda: run(N)))
-        t = {k: float(np.median(v)) for k, v in times.items()}
-        for k in engines:
-            tot[k] += t[k]
-        print(f"{N:7d} " + " ".join(f"{cfg.steps / t[k]:18.1f}" for k in engines)
-              + " " + " ".join(f"{t['naive'] / t[k]:12.1f}x" for k in engines if k != "naive"), flush=True)
-    n = len(sizes) * cfg.steps
-    print("overall run-steps/s: " + ", ".join(f"{k} {n / tot[k]:.1f}" for k in engines)
-          + "; speed-up " + ", ".join(f"{k}/naive {tot['naive'] / tot[k]:.1f}x" for k in engines if k != "naive"))
+    print(f"bench_simulate: {os.cpu_count()} CPUs, {_load()}", flush=True)
+    if not args.no_per_n:
+        cfg = replace(PRESETS["paper-fig2"], actions=args.actions, correct=args.correct,
+                      steps=args.steps)
+        with pinned(1):
+            per_group_size(cfg, [int(n) for n in args.group_sizes.split(",")], args.repeats)
+    if not args.no_sweep:
+        sweep(args.workers, not args.no_baseline)
+    print(f"done; {_load()}")
 
 
 if __name__ == "__main__":
