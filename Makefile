@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-slow bench venv clean mutation
+.PHONY: demo test test-slow bench venv clean mutation test-engines
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,22 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -m slow
 
+# The engines' integration tests (docs/engines.md), each engine in its own environment (verl pins
+# transformers < 5.11, TRL takes the newest), both with the CPU torch build held by the constraints file.
+ENGINE_PIN := constraints/torch-cpu.txt
+ENGINE_VENVS := .venv-verl .venv-trl
+
+.venv-%/.installed: pyproject.toml $(ENGINE_PIN)
+	test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install -q --upgrade pip
+	.venv-$*/bin/python -c "import torch" 2>/dev/null || .venv-$*/bin/python -m pip install -q -c $(ENGINE_PIN) $(TORCH_PIN)
+	.venv-$*/bin/python -m pip install -q -c $(ENGINE_PIN) -e ".[llm,$*]" "pytest>=8" "hypothesis>=6.100"
+	touch $@
+
+test-engines: $(addsuffix /.installed,$(ENGINE_VENVS))
+	.venv-verl/bin/python -m pytest -q -p no:cacheprovider tests/engines/test_records.py tests/engines/test_verl.py
+	.venv-trl/bin/python -m pytest -q -p no:cacheprovider tests/engines/test_trl.py
+
 # Mutation testing of the method's math: config in pyproject.toml [tool.mutmut], notes in
 # mutation/README.md. Not part of `make test` (tens of minutes on 2 cores). Ends with the
 # per-module kill rates, the survivors judged equivalent (mutation/equivalent.md), the wall time.
@@ -45,4 +61,4 @@ bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) runs results
+	rm -rf $(VENV) $(ENGINE_VENVS) runs results

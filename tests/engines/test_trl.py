@@ -144,3 +144,38 @@ def test_config_rejects_bad_focal_settings(tmp_path):
         FocalGRPOConfig(output_dir=str(tmp_path), focal_algo="ppo", report_to="none", use_cpu=True)
     with pytest.raises(ValueError, match="algo"):
         method_args("ppo")
+
+
+def test_cpu_example_end_to_end(tmp_path):
+    """examples/trl_countdown_cpu.py: tiny base, rare set, FocalGRPOTrainer steps with both callbacks; its
+    run directory is read by the cross-check and its checkpoint by our evaluation."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import fgrpo_llm.evaluation.passk as passk
+    from fgrpo_llm.evaluation.rare import delta_nll_rare, load_rare_set
+    from fgrpo_llm.evaluation.runs import load_run
+    from fgrpo_llm.model import load_model_and_tokenizer
+    from fgrpo_llm.tasks.countdown import CountdownTask
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "trl_countdown_cpu.py"
+    proc = subprocess.run([sys.executable, str(example), "--out", str(tmp_path), "--steps", "4", "--gamma", "1.0"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout[proc.stdout.index("{\n"):])
+    assert summary["steps"] == 4 and set(summary["pass@k"]) >= {"eval_pass@1/test", "eval_pass@8/test"}
+    run = load_run(tmp_path / "run")
+    assert run.engine == "trl" and run.label == "F-GRPO N=8"
+    assert len(run.groups) == 4 * 4 and all(g["N"] == 8 for g in run.groups)
+    assert {g["step"] for g in run.groups} == {1, 2, 3, 4}
+    assert run.delta_nll_rare == pytest.approx(summary["rare"]["rare/delta_nll"])
+    # the saved checkpoint goes through fgrpo-llm eval's and rare-set's code path
+    model, tok = load_model_and_tokenizer(tmp_path / "final", device="cpu")
+    task = CountdownTask(seed=0, num_test=16, num_ood=8)
+    results, _ = passk.evaluate_model(model, tok, task, splits=["test"], n=4, ks=[1, 4], max_problems=4,
+                                      max_new_tokens=12, generator=torch.Generator().manual_seed(0))
+    assert 0.0 <= results["splits"]["test"]["pass@1"] <= 1.0
+    rare = load_rare_set(tmp_path / "rare_set.json")
+    assert abs(delta_nll_rare(model, rare, pad_token_id=tok.pad_token_id) - summary["rare"]["rare/delta_nll"]) < 1e-4
