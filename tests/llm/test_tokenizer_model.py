@@ -169,3 +169,60 @@ def test_autocast_context(tiny_model, char_tokenizer):
         assert tiny_model(x).logits.dtype == torch.float32
     with torch.no_grad(), autocast(torch.device("cpu"), torch.bfloat16):
         assert tiny_model(x).logits.dtype == torch.bfloat16
+
+
+# -- a checkpoint as verl or TRL saves it: a BPE tokenizer with a chat template ----------------------
+
+CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def _bpe_chat_tokenizer():
+    """A byte-level BPE tokenizer trained here on a few lines, with Qwen-style chat tokens (nothing downloads)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    corpus = ["Please reason step by step, and put your final answer within \\boxed{}.",
+              "What is 1+1? The answer is \\boxed{2}.", "Compute 3/6 as a fraction: \\boxed{\\frac{1}{2}}"] * 20
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    core.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def test_engine_style_checkpoint_with_bpe_and_chat_template(tmp_path, llm_data_dir):
+    import warnings
+
+    from fgrpo_llm.evaluation.passk import evaluate_model
+    from fgrpo_llm.evaluation.rare import build_rare_set
+    from fgrpo_llm.tasks.boxed_math import SYSTEM_PROMPT, BoxedMathTask
+
+    tok = _bpe_chat_tokenizer()
+    model = build_tiny_model(tok, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=256, seed=0)
+    ck = tmp_path / "engine_ckpt"
+    model.save_pretrained(ck)  # what verl's HF export and TRL's save_model write
+    tok.save_pretrained(ck)
+    loaded, tok2 = load_model_and_tokenizer(ck, device="cpu")
+    text = "What is 1+1? \\boxed{2}"
+    assert tok2(text).input_ids == tok(text).input_ids and tok2.decode(tok2(text).input_ids) == text
+    assert tok2.chat_template == CHAT_TEMPLATE and tok2.eos_token == "<|im_end|>"
+    x = torch.tensor([tok(text).input_ids])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x).logits, model(x).logits, rtol=0, atol=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        task = BoxedMathTask(path=llm_data_dir / "boxed_train.jsonl", test_path=llm_data_dir / "boxed_test.jsonl",
+                             tokenizer=tok2)
+    p = task.problems("test")[0]
+    assert p.prompt.startswith("<|im_start|>system\n" + SYSTEM_PROMPT) and p.prompt.endswith("<|im_start|>assistant\n")
+    results, outcomes = evaluate_model(loaded, tok2, task, splits=["test"], n=2, ks=[1, 2], max_new_tokens=4,
+                                       generator=torch.Generator().manual_seed(0))
+    assert outcomes["test"].shape == (2, 2) and 0 <= results["splits"]["test"]["pass@2"] <= 1
+    rare = build_rare_set(loaded, tok2, task, task.problems("train")[:2], num_rollouts=4, max_new_tokens=4,
+                          generator=torch.Generator().manual_seed(0))
+    assert set(rare.prompts) == {q.id for q in task.problems("train")[:2]}
