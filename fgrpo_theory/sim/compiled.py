@@ -12,7 +12,8 @@ What stays exactly as in the numpy engine, and why it is the same bits:
   binary search over the block sums, the scaled keys inside a block, and the guide table's
   column-major cumulative masses F, summed in numpy's order: a draw is the first rank whose F
   exceeds the uniform, whatever search finds it;
-- the advantages (``group.group_advantages``, called as is), the focal table, and lazy Adam's
+- the advantages (``group.scalar_advantages``, bit for bit ``group_advantages``), the focal
+  table, and lazy Adam's
   scalars (computed in Python by the same expressions) and per-action operations, in the same
   order (no fused multiply-add: numba leaves IEEE operations as written);
 - exp: numba's ``math.exp`` and numpy's ``np.exp`` are the same libm function on x86-64 Linux
@@ -49,9 +50,9 @@ from fgrpo_theory.sim.dense import SHIFT_SLACK
 from fgrpo_theory.sim.group import (
     finish_records,
     focal_table,
-    group_advantages,
     new_records,
     record_group,
+    scalar_advantages,
 )
 from fgrpo_theory.sim.samplers import GUIDE_BUCKETS, GUIDE_ROWS, layout, uses_guide
 from fgrpo_theory.sim.sparse import FULL_FRACTION, _LazyAdam
@@ -119,9 +120,13 @@ def _record(y, e, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc):
     ``bincount``); full: numpy's pairwise sum of each block. The sums of the records run over
     the touched actions (plus the untouched running sums U) or, in full mode, over all K."""
     nb = s.size
+    sey = 0.0
     if full:
         for b in range(nb):
-            s[b] = _block_sum(e, b * B, B)
+            lo = b * B
+            s[b] = _block_sum(e, lo, B)
+            for a in range(lo, min(lo + B, K)):
+                sey += e[a] * y[a]
     else:
         acc[:] = 0.0
         for j in range(n):
@@ -134,11 +139,8 @@ def _record(y, e, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc):
         S += s[b]
     sc = 0.0
     sr = 0.0
-    sey = 0.0
     lost = 0.0
     if full:
-        for a in range(K):
-            sey += e[a] * y[a]
         for a in range(C):
             sc += e[a]
             d = p0[a] - e[a] / S
@@ -254,64 +256,71 @@ def _draw_blocks(e, s, x, N, B, cs, u, blk, uniq, cnt, C, E):
 
 
 @_jit
-def _draw_guide(e, u01, N, rows, M, Fr, g, counts, uniq, cnt, C, E, want_uniq):
+def _draw_guide(e, u01, N, rows, M, F, off, g, counts, uniq, cnt, C, E, want_uniq):
     """``samplers._draw_by_guide`` for the uniforms u01 (N,): counts (Kp,) of the drawn actions
-    and, when ``want_uniq``, their distinct actions uniq[:n_u] and counts cnt[:n_u]. F is the
-    column-major cumulative mass, summed as numpy does; a draw is the first rank q with
-    F[q] > u. Returns (n_u, X, hit_rare, sampled correct mass)."""
+    and, when ``want_uniq``, their distinct actions uniq[:n_u] and counts cnt[:n_u].
+
+    F (Kp,) holds the column-major cumulative masses as numpy sums them, laid out as e viewed
+    (rows, ncol): F0[i] = F0[i - 1] + E[i] row by row, off = cumsum(F0[rows - 1]), then
+    F[i, j] = F0[i, j] + off[j - 1]; rank q is the action (q % rows) * ncol + q // rows. A draw
+    is the first rank whose F exceeds u = u01 * total, found through a guide table g of M
+    buckets. Returns (n_u, X, hit_rare, sampled correct mass)."""
     Kp = e.size
     ncol = Kp // rows
-    off = 0.0
-    for j in range(ncol):                     # F[j*rows + i] = F0[i, j] + off[j - 1]
-        acc = e[j]
-        if j > 0:
-            Fr[j * rows] = acc + off
-        else:
-            Fr[0] = acc
-        for i in range(1, rows):
-            acc = acc + e[i * ncol + j]
-            Fr[j * rows + i] = acc + off if j > 0 else acc
-        off = off + acc if j > 0 else acc
-    total = off
+    for j in range(ncol):
+        F[j] = e[j]
+    for i in range(1, rows):
+        lo = i * ncol
+        for j in range(ncol):
+            F[lo + j] = F[lo - ncol + j] + e[lo + j]
+    last = (rows - 1) * ncol
+    acc = F[last]
+    off[0] = acc
+    for j in range(1, ncol):
+        acc = acc + F[last + j]
+        off[j] = acc
+    total = acc
+    for i in range(rows):
+        lo = i * ncol
+        for j in range(1, ncol):
+            F[lo + j] = F[lo + j] + off[j - 1]
     scale = M / total * (1.0 - 1e-14)
     g[:] = 0
-    for q in range(Kp):                       # g[b + 1] counts the ranks in bucket b
-        g[int(Fr[q] * scale) + 1] += 1
+    for q in range(Kp):                       # g[b + 1] counts the F in bucket b (any order)
+        g[int(F[q] * scale) + 1] += 1
     for b in range(M):
         g[b + 1] += g[b]
     top = np.nextafter(total, 0.0)
     counts[:] = 0
-    X = 0
     for k in range(N):
         uk = min(u01[k] * total, top)
         b = int(uk * scale)
         q = g[b]
         stop = g[b + 1]
         steps = 0
-        while q < stop and Fr[q] <= uk and steps < 8:
+        while q < stop and F[(q % rows) * ncol + q // rows] <= uk and steps < 8:
             q += 1
             steps += 1
-        if q < stop and Fr[q] <= uk:          # many ranks in one bucket: bisect the rest
+        if q < stop and F[(q % rows) * ncol + q // rows] <= uk:   # a crowded bucket: bisect
             lo, hi = q + 1, stop
             while lo < hi:
                 mid = (lo + hi) >> 1
-                if Fr[mid] <= uk:
+                if F[(mid % rows) * ncol + mid // rows] <= uk:
                     lo = mid + 1
                 else:
                     hi = mid
             q = lo
-        a = (q % rows) * ncol + q // rows
-        counts[a] += 1
+        counts[(q % rows) * ncol + q // rows] += 1
+    X = 0
+    mass = 0.0
     for a in range(C):
-        X += counts[a]
+        if counts[a] > 0:
+            X += counts[a]
+            mass += e[a]
     hit = False
     for a in range(1, 1 + E):
         if counts[a] > 0:
             hit = True
-    mass = 0.0
-    for a in range(C):
-        if counts[a] > 0:
-            mass += e[a]
     n_u = 0
     if want_uniq:
         for a in range(Kp):
@@ -389,17 +398,30 @@ def _adam_move(y, e, m, w, act, n, full, alpha, epsk, rebase, fm, fw):
     """y += alpha m~ / (w~ + eps_k) on every touched action, e = exp(y) where y changed;
     rebase the moments when asked. Returns max y over the touched actions."""
     ymax = -np.inf
-    count = y.size if full else n
-    for j in range(count):
-        a = j if full else act[j]
+    if full:
+        for a in range(y.size):
+            old = y[a]
+            new = old + (m[a] / (w[a] + epsk)) * alpha
+            if new != old:
+                y[a] = new
+                e[a] = math.exp(new)
+            ymax = max(ymax, new)
+        if rebase:
+            for a in range(y.size):
+                m[a] *= fm
+                w[a] *= fw
+        return ymax
+    for j in range(n):
+        a = act[j]
         old = y[a]
         new = old + (m[a] / (w[a] + epsk)) * alpha
         if new != old:
             y[a] = new
             e[a] = math.exp(new)
-        if new > ymax:
-            ymax = new
-        if rebase:
+        ymax = max(ymax, new)
+    if rebase:
+        for j in range(n):
+            a = act[j]
             m[a] *= fm
             w[a] *= fw
     return ymax
@@ -516,10 +538,10 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
     n_buf = min(N, Kp) if guide else N
     uniq, cnt = np.empty(n_buf, dtype=np.int64), np.empty(n_buf, dtype=np.int64)
     if guide:
-        Fr = np.empty(Kp)
+        F, off = np.empty(Kp), np.empty(Kp // GUIDE_ROWS)
         M = GUIDE_BUCKETS * Kp                                        # guide buckets
-        gb = np.empty(M + 2, dtype=np.int64)
-        counts = np.empty(Kp, dtype=np.int64)
+        gb = np.empty(M + 2, dtype=np.int32)                          # int32: half the cache
+        counts = np.empty(Kp, dtype=np.int32)
     else:
         u, blk = np.empty(N), np.empty(N, dtype=np.int64)
     adam = _LazyAdam(cfg) if cfg.optimizer == "adam" else None
@@ -536,16 +558,16 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
         dense_step = full and guide
         # --- sample N actions from pi_t
         if guide:
-            n_u, X, hit, mass = _draw_guide(e, rng.random(N), N, GUIDE_ROWS, M, Fr, gb, counts,
-                                            uniq, cnt, C, E, not dense_step)
+            n_u, X, hit, mass = _draw_guide(e, rng.random(N), N, GUIDE_ROWS, M, F, off, gb,
+                                            counts, uniq, cnt, C, E, not dense_step)
         else:
             x = rng.standard_exponential(N + 1)
             n_u, X, hit, mass = _draw_blocks(e, s, x, N, B, cs, u, blk, uniq, cnt, C, E)
         record_group(rec, 0, t, X=X, N=N, hit_rare=hit, sampled_correct_mass=mass, S=S,
                      q_pos=q_pos)
         # --- advantages and focal weight
-        r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
-        r_c, r_w, w8 = float(r_c[0]), float(r_w[0]), float(g_table[X])
+        r_c, r_w = scalar_advantages(X, N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
+        w8 = float(g_table[X])
         if not dense_step and not full:
             n = _touch(uniq, n_u, y, e, pos, act, n, K, C, E, B, p0, U, s_un, acc)
             if n * FULL_FRACTION >= K:

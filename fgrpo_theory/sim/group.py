@@ -16,6 +16,8 @@ X = 0..N once per run.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 #: The records of a run: policy quantities at t = 0..T, group quantities for t = 0..T-1.
@@ -41,6 +43,21 @@ def group_advantages(X: np.ndarray, N: int, *, R_c: float, R_w: float, kind: str
         scale = 1.0 / (np.sqrt(var) + GRPO_EPS)
         r_c, r_w = r_c * scale, r_w * scale
     return r_c, r_w
+
+
+def scalar_advantages(X: int, N: int, *, R_c: float, R_w: float, kind: str):
+    """``group_advantages`` for one group, as Python floats: the same operations in the same
+    order on scalars (bit for bit the same numbers, without numpy's per-call cost)."""
+    X = float(X)
+    if kind == "raw":
+        return float(R_c), float(R_w)
+    mean = (X * R_c + (N - X) * R_w) / N
+    r_c, r_w = R_c - mean, R_w - mean
+    if kind == "grpo":
+        var = (R_c - R_w) ** 2 * X * (N - X) / (N * max(N - 1, 1))
+        scale = 1.0 / (math.sqrt(var) + GRPO_EPS)
+        r_c, r_w = r_c * scale, r_w * scale
+    return float(r_c), float(r_w)
 
 
 def focal_table(N: int, gamma) -> np.ndarray:
