@@ -143,3 +143,15 @@ def test_group_advantages_match_the_reference_implementation(N, data, R_w, gap):
                                    err_msg=kind)
     r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind="raw")
     assert (r_c[0], r_w[0]) == (R_c, R_w)
+
+
+@given(st.integers(1, 10**6), st.data(), st.floats(-3.0, 3.0), st.floats(0.01, 5.0),
+       st.sampled_from(["centered", "grpo", "raw"]))
+@settings(max_examples=80, deadline=None)
+def test_scalar_advantages_are_bit_for_bit_the_array_ones(N, data, R_w, gap, kind):
+    from fgrpo_theory.sim.group import scalar_advantages
+
+    X = data.draw(st.integers(0, N))
+    a = group_advantages(np.array([X]), N, R_c=R_w + gap, R_w=R_w, kind=kind)
+    b = scalar_advantages(X, N, R_c=R_w + gap, R_w=R_w, kind=kind)
+    assert (float(a[0][0]), float(a[1][0])) == b
