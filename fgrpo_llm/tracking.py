@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from fgrpo_llm.files import atomic_write_text
+from fgrpo_llm.files import atomic_write_text, strict_json
 
 __all__ = ["JsonlWriter", "MetricsLogger", "truncate_jsonl", "RUN_INFO", "write_run_info", "read_run_info",
            "group_record"]
@@ -37,9 +37,10 @@ def _clean(value):
 def _step_of(line: str) -> float:
     """The "step" of one JSON line; a line torn by a crash mid-write counts as after every step."""
     try:
-        return json.loads(line).get("step", 0)
-    except (json.JSONDecodeError, AttributeError):
+        step = json.loads(line).get("step", 0)
+    except (json.JSONDecodeError, AttributeError, RecursionError):
         return math.inf
+    return step if isinstance(step, (int, float)) and not isinstance(step, bool) else math.inf
 
 
 def truncate_jsonl(path, *, max_step: int) -> None:
@@ -63,7 +64,7 @@ class JsonlWriter:
         self._f = open(self.path, "a")
 
     def write(self, record: dict) -> None:
-        self._f.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
+        self._f.write(strict_json(record) + "\n")
         self._f.flush()
 
     def close(self) -> None:

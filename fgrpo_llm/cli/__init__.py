@@ -2,9 +2,9 @@
 
 Each subcommand lives in its own module ``fgrpo_llm.cli.<name>`` that exposes
 ``register(subparsers)``; the parser it adds sets ``func`` to a callable taking the
-parsed arguments and returning an exit status. Bad input (``ValueError``), a missing
-checkpoint or dataset (``FileNotFoundError``) becomes one line on stderr and exit
-status 2, never a traceback.
+parsed arguments and returning an exit status. Bad input (``ValueError`` / ``TypeError``), a
+missing or unwritable file (``OSError``) and a diverged run (``TrainingDiverged``) become one
+line on stderr and exit status 2, never a traceback.
 
     fgrpo-llm pretrain --out runs/base
     fgrpo-llm train --base runs/base --algo grpo --gamma 0.5 --group-size 8 --steps 200 --out runs/x
@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), argv, errors=(ValueError, FileNotFoundError, NotADirectoryError),
+    from fgrpo_llm.trainer import TrainingDiverged
+
+    return run_command(build_parser(), argv, errors=(TrainingDiverged,),
                        interrupted="interrupted (checkpoints written so far are kept; rerun with --resume)")
 

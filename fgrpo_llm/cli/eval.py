@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
+from fgrpo_llm.files import atomic_write_text, strict_json
 
 
 def _eval(args) -> int:
@@ -56,10 +57,9 @@ def _compare(args) -> int:
         raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
     report = compare_evals(args.a, args.b, m=args.m, iterations=args.iterations, ks=parse_ks(args.k),
                            rng=np.random.default_rng(args.seed))
-    text = json.dumps(report, indent=1)
+    text = strict_json(report, indent=1)  # NaN / inf as null: every JSON parser reads it
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text)
+        atomic_write_text(args.out, text + "\n")
     print(text)
     return 0
 

@@ -6,7 +6,9 @@
 
 Settings: the :class:`~fgrpo_llm.config.TrainConfig` defaults, then the ``--config`` file, then the
 flags given here (``--set KEY=VALUE`` reaches any other field). With ``--resume`` the run's saved
-config.json is the starting point instead. For the built-in Countdown base, the task settings it was
+config.json is the starting point, then the ``--config`` file and the flags: the fields a resumed run
+may change (steps, eval/checkpoint cadence, device, progress) take effect, any other difference is
+refused with one line naming it. For the built-in Countdown base, the task settings it was
 pretrained with (its pretrain_config.json) are used unless ``--task-arg`` overrides them, and the
 completion limit defaults to the task's. Writes OUT/config.json, OUT/metrics.jsonl, OUT/groups.jsonl,
 OUT/checkpoints/ and OUT/model/.
@@ -66,39 +68,30 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _parse_pairs(items: list[str], flag: str) -> dict:
-    import yaml
-
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"{flag} must look like KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip().replace("-", "_")] = yaml.safe_load(value)
-    return out
-
-
 def resolve_config(args):
     """The TrainConfig of this command line (defaults < --config / saved config < flags)."""
-    import json
-
     from fgrpo_llm.config import TrainConfig, read_config_file
+    from fgrpo_theory.cli.common import parse_key_values
 
     if not args.out:
         raise ValueError("--out is required (the run directory)")
     flags = {dest: getattr(args, dest) for dest in [*_FLAGS, "dynamic_sampling", "tensorboard", "progress"]
              if getattr(args, dest) is not None}
-    flags.update(_parse_pairs(args.set_fields, "--set"))
-    task_args = _parse_pairs(args.task_arg, "--task-arg")
+    flags.update(parse_key_values(args.set_fields, "--set"))
+    task_args = parse_key_values(args.task_arg, "--task-arg")
+    file_values = read_config_file(args.config) if args.config else {}
     if args.resume:
+        # the stopped run's settings, then the file and the flags: fields a resumed run may change
+        # (RESUMABLE_FIELDS) take effect, any other difference is refused by the trainer, naming it
         saved = Path(args.out) / "config.json"
         if not saved.is_file():
             raise FileNotFoundError(f"--resume: no run to resume in {args.out} (missing {saved})")
-        data = json.loads(saved.read_text())
+        data = read_config_file(saved)
     else:
-        data = read_config_file(args.config) if args.config else {}
-        if "base" not in data and "base" not in flags:
+        data = {}
+        if "base" not in file_values and "base" not in flags:
             raise ValueError("--base is required (the base model directory), or set base in --config")
+    data.update(file_values)
     data.update(flags)
     if task_args:
         data["task_kwargs"] = {**data.get("task_kwargs", {}), **task_args}
@@ -126,8 +119,6 @@ def run(args) -> int:
     from fgrpo_llm.trainer import train
 
     cfg = resolve_config(args)
-    if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
-        raise ValueError(f"--out must be a directory, but {cfg.out} is a file")
     evaluators = []
     if args.rare_set:
         from fgrpo_llm.evaluation.rare import load_rare_set, make_rare_evaluator

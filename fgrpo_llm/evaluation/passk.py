@@ -241,13 +241,34 @@ def load_eval(out_dir) -> tuple[dict, dict[str, np.ndarray]]:
     path = out / EVAL_JSON
     if not path.is_file():
         raise FileNotFoundError(f"no {EVAL_JSON} in {out} (run `fgrpo-llm eval --out {out}` first)")
-    results = json.loads(path.read_text())
+    try:
+        results = json.loads(path.read_text())
+    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not readable JSON ({type(err).__name__})") from None
+    _check_eval(results, path)
     outcomes = {}
-    for split in results["splits"]:
+    for split, entry in results["splits"].items():
         f = out / _outcome_file(split)
         if f.is_file():
-            outcomes[split] = np.load(f)
+            matrix = np.load(f, allow_pickle=False)
+            if matrix.ndim != 2 or matrix.shape[0] != entry["num_problems"] or not np.isin(matrix, (0, 1)).all():
+                raise ValueError(f"{f} must be a (problems={entry['num_problems']}, n) matrix of 0/1, "
+                                 f"got shape {matrix.shape}")
+            outcomes[split] = matrix
     return results, outcomes
+
+
+def _check_eval(results, path) -> None:
+    """A ValueError naming what is wrong when ``results`` is not shaped like ``evaluate_model``'s."""
+    if not isinstance(results, dict) or not isinstance(results.get("splits"), dict):
+        raise ValueError(f"{path} must be an object with a 'splits' mapping (fgrpo-llm eval writes one)")
+    if not isinstance(results.get("n"), int) or not isinstance(results.get("ks"), list):
+        raise ValueError(f"{path} must give the integer 'n' and the list 'ks'")
+    for split, entry in results["splits"].items():
+        need = ["role", "num_problems", "problem_ids", "counts"] + [f"pass@{k}" for k in results["ks"]]
+        missing = [k for k in need if not isinstance(entry, dict) or k not in entry]
+        if missing:
+            raise ValueError(f"{path}: split {split!r} lacks {missing}")
 
 
 def compare_evals(dir_a, dir_b, *, m: int | None = None, iterations: int = 50_000, ks=(1, 256),

@@ -7,6 +7,7 @@ Built-in tasks are imported lazily (a task module is only loaded when asked for)
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Callable
 
 from fgrpo_llm.tasks.base import Problem, Task, check_split, check_task, solution_form
@@ -38,9 +39,18 @@ def task_names() -> list[str]:
 def get_task(name: str, **kwargs) -> Task:
     """Build the task called ``name`` with keyword arguments ``kwargs``."""
     if name in _USER:
-        return _USER[name](**kwargs)
-    if name not in _BUILTIN:
+        factory = _USER[name]
+    elif name in _BUILTIN:
+        module_name, attr = _BUILTIN[name].split(":")
+        factory = getattr(importlib.import_module(module_name), attr)
+    else:
         raise ValueError(f"unknown task {name!r}; choose from {task_names()}")
-    module_name, attr = _BUILTIN[name].split(":")
-    factory = getattr(importlib.import_module(module_name), attr)
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(kwargs) - set(params))
+        if unknown:
+            raise ValueError(f"task {name!r} has no argument(s) {unknown}; it takes {sorted(params)}")
     return factory(**kwargs)
