@@ -128,3 +128,14 @@ def test_huge_finite_rewards_do_not_overflow():
 def test_wrong_types_and_values_name_the_argument(call, error, name):
     with pytest.raises(error, match=name):
         call()
+
+
+def test_constant_groups_with_eps_zero_come_without_runtime_warnings():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        A = grpo_advantages([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]], std="bessel", eps=0.0)
+        F = focal_advantages([[0.0, 0.0], [1e308, -1e308]], gamma=1.0, std="population", eps=0.0,
+                             reward_correct=1e308, reward_wrong=-1e308)
+    assert (A[0] == 0).all() and np.isfinite(F).all() and (F[0] == 0).all()

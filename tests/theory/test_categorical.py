@@ -264,3 +264,15 @@ def test_wrong_types_for_the_policy_arguments():
         expected_p_neg_given_k(p, np.array([1, 0, 1, 0], bool), 1, [3, 4])
     with pytest.raises(ValueError, match="R_c"):
         expected_s_r_given_k(p, np.array([1, 0, 1, 0], bool), 1, 3, R_c=np.nan)
+
+
+def test_a_single_correct_action_comes_without_runtime_warnings():
+    """q_pos = 1 for a lone correct action: log1p(-1) = -inf is handled, not warned about."""
+    import warnings
+
+    p = softmax(np.array([1.0, 0.0, 0.0]))
+    correct = np.array([True, False, False])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = expected_p_pos_given_k(p, correct, np.arange(4))
+    np.testing.assert_allclose(got, [0.0, p[0], p[0], p[0]], rtol=1e-15)

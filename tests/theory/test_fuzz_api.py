@@ -293,7 +293,9 @@ def _tail_miss_cases() -> list[Case]:
              mu_tau_N(with_N=False, edge=True), _tau_gt_mu,
              allowed_error=r"outside what float64 resolves"),
         Case("peak_group_size", lambda kw: tm.peak_group_size(**kw), peak_valid(),
-             {"mu": hostile_prob, "tau": hostile_prob, "n_max": hostile_group_size}, peak_check,
+             {"mu": hostile_prob, "tau": hostile_prob,
+              "n_max": hostile_group_size.filter(lambda v: v is not None)},  # None: no cap
+             peak_check,
              peak_valid(edge=True), _tau_gt_mu,
              allowed_error=r"beyond 2\^53|outside what float64 resolves"),
     ]
@@ -863,6 +865,28 @@ def test_public_function(name):
 @pytest.mark.parametrize("hostile", [False, True], ids=["valid", "hostile"])
 def test_closed_form_cli(hostile):
     _cli_example(hostile, FAST_EXAMPLES * 3)
+
+
+#: Values wrong for every argument of every case: a string, a bool, NaN.
+_ALWAYS_BAD = ["x", True, float("nan")]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_argument_is_named_when_bad(name):
+    """Deterministic complement of the random draws: each argument in turn gets each value of
+    _ALWAYS_BAD, the others stay valid, and the error must name that argument."""
+    case = CASES[name]
+
+    @settings(max_examples=2, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(kwargs=case.valid)
+    def run(kwargs):
+        for arg in sorted(case.hostile):
+            for bad in _ALWAYS_BAD:
+                outcome, detail = classify(case, "hostile", {**kwargs, arg: bad}, (arg,))
+                assert outcome == "ok", f"{name}({arg}={bad!r}): {outcome}: {detail}"
+
+    run()
 
 
 @pytest.mark.slow

@@ -150,3 +150,17 @@ def test_shape_errors_name_the_arguments():
     with pytest.raises(ValueError, match="iterations must be a single number"):
         paired_subsampling_test(np.ones((2, 8)), np.ones((2, 8)), m=4, iterations=[10, 20],
                                 rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: pass_at_k_exact(np.array([1.0, 0.0, 0.5]), 3),  # log1p(-1) = -inf
+    lambda: pass_at_k_unbiased(np.array([10, 3, 40, 6]), np.array([5, 2, 0, 5]),
+                               np.array([5, 1, 3, 2])),  # rows of unequal width share one block
+    lambda: mean_pass_at_k(4, [0, 4, 2], [1, 4]),
+])
+def test_edge_values_come_without_runtime_warnings(call):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        call()

@@ -249,3 +249,24 @@ def test_shape_and_type_errors_name_the_arguments():
         p_active(0.3, True)
     with pytest.raises(TypeError, match="mu"):
         p_tail_miss("0.3", 0.01, 8)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: p_tail_miss(0.3, 0.3, 8),  # tau = mu: log(0)
+    lambda: p_tail_miss(1.0, 1.0, 8),  # 1 - tau = 0
+    lambda: log_p_tail_miss(np.array([0.3, 0.3, 1.0]), np.array([0.03, 0.3, 1.0]), 1),
+    lambda: log_p_active(np.array([0.0, 1.0, 0.5]), np.array([5, 5, 1])),
+    lambda: p_tail_miss_given_active(0.3, 0.015, np.array([1, 2, 8])),  # NaN at N = 1
+    lambda: p_tail_miss_given_active(np.array([0.0, 1.0]), 0.0, 4),
+    lambda: stationary_group_size(np.array([0.3, 0.3, 0.0, 1.0]), np.array([0.0, 0.3, 0.0, 0.5])),
+    lambda: peak_group_size(np.array([0.3, 0.3]), np.array([0.3, 0.0]), n_max=64),
+    lambda: expected_tail_miss_count(np.array([0.3, 1.0]), np.array([0.3, 0.0]), np.array([1, 9])),
+    lambda: p_tail_miss(0.3, 1e-9, 1e6),
+])
+def test_documented_special_values_come_without_runtime_warnings(call):
+    """The inf / NaN / log(0) of the edge cases are handled inside: no RuntimeWarning escapes."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        call()
