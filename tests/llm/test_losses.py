@@ -206,3 +206,58 @@ def test_masked_tokens_contribute_nothing_to_the_full_objective_with_kl_and_entr
     l1, g1 = objective(junk)
     assert torch.isfinite(g1).all()
     assert torch.equal(l0, l1) and torch.equal(g0, g1)
+
+
+def test_token_mean_of_one_token_and_of_no_token():
+    """The denominator is the number of unmasked tokens, at least 1 (never 2, never 0)."""
+    assert token_mean(torch.tensor([[3.0, 7.0]]), torch.tensor([[True, False]])).item() == 3.0
+    assert token_mean(torch.tensor([[3.0]]), torch.tensor([[False]])).item() == 0.0
+    assert token_mean(torch.tensor([[1.0, 5.0]]), torch.tensor([[1, 1]])).item() == 3.0  # int mask
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_metrics_of_an_empty_mask_and_their_names(name):
+    lp = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    old = torch.full((2, 3), -0.5, dtype=torch.float64)
+    loss, m = LOSSES[name](lp, old, torch.tensor([1.0, -1.0], dtype=torch.float64),
+                           torch.zeros(2, 3, dtype=torch.bool))
+    assert loss.item() == 0.0 and m["policy/ratio_max"] == 1.0 and m["policy/ratio_mean"] == 0.0
+    prefix = "cap" if name == "cispo" else "clip"
+    assert set(m) == {f"{prefix}/low_frac", f"{prefix}/high_frac", "policy/ratio_mean",
+                      "policy/ratio_max"}
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_ratio_metrics_and_clip_fractions(name):
+    # token ratios 1.5 (A > 0), 0.5 (A < 0), 1.0 (A > 0), the last token masked out
+    lp = torch.zeros(3, 2, dtype=torch.float64)
+    old = -torch.log(torch.tensor([[1.5, 9.0], [0.5, 9.0], [1.0, 9.0]], dtype=torch.float64))
+    mask = torch.tensor([[True, False], [True, False], [True, False]])
+    A = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64)
+    _, m = LOSSES[name](lp, old, A, mask)
+    assert m["policy/ratio_max"] == pytest.approx(1.5) and m["policy/ratio_mean"] == pytest.approx(1.0)
+    if name == "cispo":
+        assert m["cap/high_frac"] == 0.0 and m["cap/low_frac"] == 0.0  # the weight lies in [0, 6]
+    else:
+        assert m["clip/high_frac"] == pytest.approx(1 / 3) and m["clip/low_frac"] == pytest.approx(1 / 3)
+
+
+def test_policy_loss_metrics_and_a_disabled_entropy_term():
+    logits, tokens, mask, A = _setup(5)
+    lp = _logprobs(logits, tokens)
+    H = torch.full((M, L), 0.5, dtype=torch.float64)
+    base, m0 = policy_loss("dapo", lp, lp.detach(), A, mask)
+    same, m1 = policy_loss("dapo", lp, lp.detach(), A, mask, entropy=H, entropy_coef=0.0)
+    assert same.item() == base.item() and m1["policy/entropy"] == pytest.approx(0.5)
+    assert m0["loss/policy"] == m0["loss/total"] == pytest.approx(base.item())
+    full, m2 = policy_loss("dapo", lp, lp.detach(), A, mask, entropy=H, entropy_coef=0.1)
+    assert m2["loss/total"] == pytest.approx(base.item() - 0.05) and m2["loss/policy"] == m0["loss/policy"]
+    assert "policy/kl_ref" not in m2
+
+
+def test_mask_shape_mismatch_is_a_value_error():
+    lp = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match="mask"):
+        grpo_loss(lp, lp, torch.zeros(2), torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="advantages"):
+        dapo_loss(lp, lp, torch.zeros(2, 1), torch.ones(2, 3, dtype=torch.bool))

@@ -50,6 +50,10 @@ def test_lr_multiplier_paper_values_and_definition():
         (lambda: focal_weight(0.5, -1.0), "gamma"),
         (lambda: focal_weight(1.5, 1.0), "mu_hat"),
         (lambda: focal_advantage_magnitudes(0.0, 1.0), "mu"),
+        (lambda: focal_advantage_magnitudes(1.0, 0.0), "mu"),  # open at both ends
+        (lambda: focal_advantage_magnitudes(0.5, -0.5), "gamma"),
+        (lambda: focal_weight(np.array([0.1, 0.2]), np.array([1.0, 2.0, 3.0])), "mu_hat, gamma"),
+        (lambda: lr_multiplier(-1.0), "gamma"),
         (lambda: lr_multiplier(np.nan), "gamma"),
     ],
 )
