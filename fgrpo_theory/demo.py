@@ -16,7 +16,14 @@ import csv
 import os
 from pathlib import Path
 
-from fgrpo_theory.plots import FIG1A, FIG3, FIG5, plot_focal_magnitudes, plot_large_group, plot_tail_miss_curves
+from fgrpo_theory.plots import (
+    FIG1A,
+    FIG3,
+    FIG5,
+    plot_focal_magnitudes,
+    plot_large_group,
+    plot_tail_miss_curves,
+)
 from fgrpo_theory.tail_miss import peak_group_size, stationary_group_size
 
 
@@ -57,7 +64,8 @@ def _write_tables(rows: list[dict], out: Path) -> list[Path]:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["| figure | mu | rho | tau | N* | P(B) at N* | N_c (continuous) |", "|---|---|---|---|---|---|---|"]
+    lines = ["| figure | mu | rho | tau | N* | P(B) at N* | N_c (continuous) |",
+             "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['figure']} | {r['mu']:g} | {r['rho']:g} | {r['tau']:.4g} | {r['N_star']} | "
               f"{r['P_star']:.4f} | {r['N_stationary']:.2f} |" for r in rows]
     md_path.write_text("\n".join(lines) + "\n")
@@ -65,12 +73,15 @@ def _write_tables(rows: list[dict], out: Path) -> list[Path]:
 
 
 def save_readme_figure(path, *, dpi: int = 90) -> Path:
-    """The README figure (docs/figures/tail_miss.png): Fig. 1(a) next to the mu = 0.5 panel of Fig. 3.
+    """The README figure (docs/figures/tail_miss.png): Fig. 1(a) next to the mu = 0.5 panel of
+    Fig. 3.
 
-        python -c "from fgrpo_theory.demo import save_readme_figure; save_readme_figure('docs/figures/tail_miss.png')"
+        python -c "from fgrpo_theory.demo import save_readme_figure; \
+            save_readme_figure('docs/figures/tail_miss.png')"
     """
     fig, axes = _figure(1, 2, width=4.0, height=3.0)
-    plot_tail_miss_curves(axes[0], mu=FIG1A["mu"], rhos=FIG1A["rhos"], N=range(1, FIG1A["n_max"] + 1),
+    plot_tail_miss_curves(axes[0], mu=FIG1A["mu"], rhos=FIG1A["rhos"],
+                          N=range(1, FIG1A["n_max"] + 1),
                           show_active=True)
     plot_tail_miss_curves(axes[1], mu=0.5, rhos=FIG3["rhos"], N=range(1, FIG3["n_max"] + 1))
     axes[1].set_xscale("log", base=2)
@@ -95,7 +106,8 @@ def run_theory_demo(out_dir, *, fast: bool = False) -> dict:
 
     print("theory: Fig. 1(a) tail-miss curves", flush=True)
     fig, (ax,) = _figure(1, 1)
-    plot_tail_miss_curves(ax, mu=FIG1A["mu"], rhos=FIG1A["rhos"], N=range(1, n_max_1a + 1), show_active=True)
+    plot_tail_miss_curves(ax, mu=FIG1A["mu"], rhos=FIG1A["rhos"], N=range(1, n_max_1a + 1),
+                          show_active=True)
     figures.append(_save(fig, out / "fig1a_tail_miss.png", dpi))
 
     print("theory: Fig. 3 peaks across mu and rho", flush=True)

@@ -47,7 +47,8 @@ def plot_final_vs_group_size(ax, res, key: str, *, label: str | None = None):
     artists = []
     for j, g in enumerate(cfg.gammas):
         final = res.records[key][:, j, :, -1]                            # (nN, nS)
-        artists += ax.plot(N, final.mean(axis=1), marker="o", ms=3, ls=_style(j), label=f"gamma={g:g}")
+        artists += ax.plot(N, final.mean(axis=1), marker="o", ms=3, ls=_style(j),
+                           label=f"gamma={g:g}")
         artists.append(ax.fill_between(N, final.min(axis=1), final.max(axis=1), alpha=0.2))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("group size N")
@@ -72,7 +73,8 @@ def plot_fig2(res, *, figsize=(11, 7)):
         sm = plt.cm.ScalarMappable(cmap="viridis", norm=LogNorm(min(sizes), max(sizes)))
         fig.colorbar(sm, ax=axes[0, :], label="group size N", shrink=0.8)
     cfg = res.config
-    fig.suptitle(f"categorical policy: K={cfg.actions}, |P|={cfg.correct}, {cfg.optimizer} lr={cfg.lr:g}, "
+    fig.suptitle(f"categorical policy: K={cfg.actions}, |P|={cfg.correct}, "
+                 f"{cfg.optimizer} lr={cfg.lr:g}, "
                  f"{cfg.surrogate} surrogate, {cfg.advantage} advantage, {cfg.steps} steps, "
                  f"{len(cfg.seeds)} seed(s)", fontsize=9)
     return fig

@@ -155,3 +155,31 @@ def test_scalar_advantages_are_bit_for_bit_the_array_ones(N, data, R_w, gap, kin
     a = group_advantages(np.array([X]), N, R_c=R_w + gap, R_w=R_w, kind=kind)
     b = scalar_advantages(X, N, R_c=R_w + gap, R_w=R_w, kind=kind)
     assert (float(a[0][0]), float(a[1][0])) == b
+
+
+@pytest.mark.slow
+def test_a_killed_cli_sweep_resumes_and_writes_the_numpy_simulators_csv(tmp_path):
+    """SIGKILL in the middle of `fgrpo-theory simulate --out`, rerun: the finished runs are
+    reused and the CSV is the one the numpy simulator wrote at 89a52c2."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "fgrpo_theory.cli", "simulate", "--preset", "small",
+            "--steps", "60", "--workers", "1", "--no-progress", "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    partial = out / "partial"
+    for _ in range(3000):                                     # wait for 3 finished runs
+        if proc.poll() is not None or len(list(partial.glob("N*.npz"))) >= 3:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    kept = len(list(partial.glob("N*.npz")))
+    assert 3 <= kept < 56 and not (out / "simulation.npz").exists()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    data = Path(__file__).parent / "data" / "sim_small_steps60.csv"
+    assert (out / "fig2.csv").read_text() == data.read_text()
