@@ -14,6 +14,7 @@ tested against.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -26,7 +27,7 @@ def _check_scalar(name: str, value, *, minimum: float | None = None) -> float:
     """A finite real number (not a bool) as a Python float, optionally >= ``minimum``."""
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_complex:
         value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # np.float32 is Real
         raise TypeError(f"{name} must be a real number, "
                         f"got {type(value).__name__} {name}={value!r}")
     value = float(value)

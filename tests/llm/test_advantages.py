@@ -116,3 +116,15 @@ def test_constant_group_of_non_dyadic_rewards_gets_exactly_zero(dtype, value):
 def test_bad_input_names_the_argument(call, error, name):
     with pytest.raises(error, match=name):
         call()
+
+
+def test_scalars_may_be_numpy_or_one_element_tensors():
+    R = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
+    want = adv.focal_advantages(R, gamma=1.0, eps=1e-6)
+    for gamma, eps in ((np.float32(1.0), np.float64(1e-6)), (torch.tensor(1.0), torch.tensor(1e-6)),
+                       (1, 1e-6)):
+        torch.testing.assert_close(adv.focal_advantages(R, gamma=gamma, eps=eps), want)
+    with pytest.raises(TypeError, match="gamma"):
+        adv.focal_weight(torch.tensor([0.5]), gamma=np.bool_(True))
+    with pytest.raises(ValueError, match="eps must be >= 0"):
+        adv.grpo_advantages(R, eps=-1e-6)
