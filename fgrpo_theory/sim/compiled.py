@@ -113,12 +113,13 @@ def _exp_all(x, out):
 
 
 @_jit
-def _record(y, e, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc):
+def _record(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc):
     """Block masses s (nb,) of pi_t and its records (S, Q_pos, tau, entropy, M_ret).
 
     Not full: s = s_un + the touched masses added per block in touch order (numpy's
     ``bincount``); full: numpy's pairwise sum of each block. The sums of the records run over
-    the touched actions (plus the untouched running sums U) or, in full mode, over all K."""
+    the touched slots ys, es (plus the untouched running sums U) or, in full mode, over the
+    actions' y, e."""
     nb = s.size
     sey = 0.0
     if full:
@@ -130,8 +131,7 @@ def _record(y, e, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc):
     else:
         acc[:] = 0.0
         for j in range(n):
-            a = act[j]
-            acc[a // B] += e[a]
+            acc[act[j] // B] += es[j]
         for b in range(nb):
             s[b] = s_un[b] + acc[b]
     S = 0.0
@@ -151,8 +151,8 @@ def _record(y, e, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc):
     else:
         for j in range(n):
             a = act[j]
-            ea = e[a]
-            sey += ea * y[a]
+            ea = es[j]
+            sey += ea * ys[j]
             if a < C:
                 sc += ea
                 d = p0[a] - ea / S
@@ -332,15 +332,20 @@ def _draw_guide(e, u01, N, rows, M, F, off, g, counts, uniq, cnt, C, E, want_uni
 
 
 @_jit
-def _touch(uniq, n_u, y, e, pos, act, n, K, C, E, B, p0, U, s_un, acc):
-    """Touch the sampled actions not touched before (in increasing action order), moving them
-    from the untouched sums U and s_un (numpy's bincount order) to the touched set. Returns n."""
+def _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un, acc):
+    """Touch the sampled actions not touched before (in increasing action order): new slots
+    (y, e, moments 0), out of the untouched sums U and s_un (numpy's bincount order).
+    Returns n."""
     first = n
     for k in range(n_u):
         a = uniq[k]
         if pos[a] < 0:
             pos[a] = n
             act[n] = a
+            ys[n] = y[a]
+            es[n] = e[a]
+            ms[n] = 0.0
+            ws[n] = 0.0
             n += 1
     if n == first:
         return n
@@ -365,22 +370,30 @@ def _touch(uniq, n_u, y, e, pos, act, n, K, C, E, B, p0, U, s_un, acc):
 
 
 @_jit
-def _go_full(pos, act, K):
-    """Touch every action: the slots become the actions in order."""
+def _go_full(pos, act, n, K, y, e, m, w, ys, es, ms, ws):
+    """Touch every action: the slots become the actions in order (y, e, moments laid out by
+    action; the untouched keep their y, e and zero moments)."""
+    for j in range(n):
+        a = act[j]
+        y[a] = ys[j]
+        e[a] = es[j]
+        m[a] = ms[j]
+        w[a] = ws[j]
     for a in range(K):
         pos[a] = a
         act[a] = a
 
 
 @_jit
-def _adam_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, m, w, c1, c2):
+def _adam_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, m, w, pos, full, c1, c2):
     """m~, w~ of the sampled actions, ascent direction (g/N) c_a r_a: the lazy Adam moments
-    (``sparse._LazyAdam.step`` with slots)."""
+    (``sparse._LazyAdam.step`` with slots); m, w by slot, or by action when full."""
     for k in range(n_u):
         a = uniq[k]
         g = float(cnt[k]) * (r_c if a < C else r_w) * w8
-        m[a] = m[a] + c1 * g
-        w[a] = math.sqrt(w[a] * w[a] + c2 * (g * g))
+        i = a if full else pos[a]
+        m[i] = m[i] + c1 * g
+        w[i] = math.sqrt(w[i] * w[i] + c2 * (g * g))
 
 
 @_jit
@@ -394,7 +407,7 @@ def _adam_dense(counts, K, C, rcw, rww, m, w, c1, c2):
 
 
 @_jit
-def _adam_move(y, e, m, w, act, n, full, alpha, epsk, rebase, fm, fw):
+def _adam_move(y, e, m, w, ys, es, ms, ws, act, n, full, alpha, epsk, rebase, fm, fw):
     """y += alpha m~ / (w~ + eps_k) on every touched action, e = exp(y) where y changed;
     rebase the moments when asked. Returns max y over the touched actions."""
     ymax = -np.inf
@@ -411,34 +424,41 @@ def _adam_move(y, e, m, w, act, n, full, alpha, epsk, rebase, fm, fw):
                 m[a] *= fm
                 w[a] *= fw
         return ymax
-    for j in range(n):
-        a = act[j]
-        old = y[a]
-        new = old + (m[a] / (w[a] + epsk)) * alpha
+    for j in range(n):                      # the touched slots, and e published by action
+        old = ys[j]
+        new = old + (ms[j] / (ws[j] + epsk)) * alpha
         if new != old:
-            y[a] = new
-            e[a] = math.exp(new)
+            ys[j] = new
+            ev = math.exp(new)
+            es[j] = ev
+            e[act[j]] = ev
         ymax = max(ymax, new)
     if rebase:
         for j in range(n):
-            a = act[j]
-            m[a] *= fm
-            w[a] *= fw
+            ms[j] *= fm
+            ws[j] *= fw
     return ymax
 
 
 @_jit
-def _sgd_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, lr, y, e):
-    """y[sl] += lr (g/N) c_a r_a on the sampled actions; e = exp(y) there. Returns their max."""
+def _sgd_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, lr, y, e, ys, es, pos, full):
+    """y[sl] += lr (g/N) c_a r_a on the sampled actions; e = exp(y) there (by slot, published
+    by action, or by action when full). Returns their max."""
     ymax = -np.inf
     for k in range(n_u):
         a = uniq[k]
         g = float(cnt[k]) * (r_c if a < C else r_w) * w8
-        new = y[a] + lr * g
-        y[a] = new
-        e[a] = math.exp(new)
-        if new > ymax:
-            ymax = new
+        if full:
+            new = y[a] + lr * g
+            y[a] = new
+            e[a] = math.exp(new)
+        else:
+            i = pos[a]
+            new = ys[i] + lr * g
+            ys[i] = new
+            es[i] = math.exp(new)
+            e[a] = es[i]
+        ymax = max(ymax, new)
     return ymax
 
 
@@ -459,7 +479,7 @@ def _sgd_dense(counts, K, C, rcw, rww, lr, y, e):
 
 
 @_jit
-def _shift(delta, y, e, K, full, U, s_un):
+def _shift(delta, y, e, ys, es, act, n, K, full, U, s_un):
     """Lower every shifted logit by delta (c += delta) and rescale the running sums
     (``sparse._TouchedSet.shift``). Returns f = exp(-delta)."""
     f = math.exp(-delta)
@@ -467,6 +487,11 @@ def _shift(delta, y, e, K, full, U, s_un):
         y[a] = y[a] - delta
         e[a] = math.exp(y[a])
     if not full:
+        for j in range(n):
+            ys[j] = ys[j] - delta
+            ev = math.exp(ys[j])
+            es[j] = ev
+            e[act[j]] = ev
         U[3] = f * (U[3] - delta * U[0])
         U[0] *= f
         U[1] *= f
@@ -517,7 +542,7 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
     rec = new_records(1, T)
     g_table = focal_table(N, gamma)[0]                                # (N + 1,) g / N
 
-    # the state of ``sparse._TouchedSet``, with every per-action array in action order
+    # the state of ``sparse._TouchedSet``: touched slots in touch order, masses by action
     y = np.full(Kp, -np.inf)                                          # (Kp,) shifted logits
     y[:K] = cfg.logits0()
     y[:K] -= y[:K].max()
@@ -529,6 +554,8 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
     U = np.array([S0, float(e[:C].sum()), float(e[1:1 + E].sum()),
                   float(np.dot(e[:K], y[:K])), Q0])                   # untouched S, c, rare,
     m, w = np.zeros(Kp), np.zeros(Kp)                                 # ent, p0c; moments
+    ys, es = np.empty(Kp), np.empty(Kp)                               # touched slots: y, e,
+    ms, ws = np.zeros(Kp), np.zeros(Kp)                               # moments (not full)
     pos = np.full(Kp, -1, dtype=np.int64)                             # action -> slot
     act = np.zeros(Kp, dtype=np.int64)                                # slot -> action
     n, full = 0, False
@@ -549,8 +576,8 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
 
     for t in range(T + 1):
         # --- record pi_t (and its block masses s)
-        S, q_pos, tau, ent, m_ret = _record(y, e, act, n, full, K, C, E, B, s_un, U, p0,
-                                            S0, Q0, s, acc)
+        S, q_pos, tau, ent, m_ret = _record(y, e, ys, es, act, n, full, K, C, E, B, s_un, U,
+                                            p0, S0, Q0, s, acc)
         rec["q_pos"][0, t], rec["tau"][0, t] = q_pos, tau
         rec["entropy"][0, t], rec["m_ret"][0, t] = ent, m_ret
         if t == T:
@@ -569,9 +596,10 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
         r_c, r_w = scalar_advantages(X, N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
         w8 = float(g_table[X])
         if not dense_step and not full:
-            n = _touch(uniq, n_u, y, e, pos, act, n, K, C, E, B, p0, U, s_un, acc)
+            n = _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un,
+                       acc)
             if n * FULL_FRACTION >= K:
-                _go_full(pos, act, K)
+                _go_full(pos, act, n, K, y, e, m, w, ys, es, ms, ws)
                 n, full = K, True
                 s_un[:] = 0.0
                 U[:] = 0.0
@@ -584,21 +612,23 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
             if dense_step:
                 _adam_dense(counts, K, C, r_c * w8, r_w * w8, m, w, c1, c2)
             else:
-                _adam_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, m, w, c1, c2)
+                _adam_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, m if full else ms,
+                             w if full else ws, pos, full, c1, c2)
             root = np.sqrt(1.0 - b2 ** k)
             alpha = adam.lr * root / (1.0 - b1 ** k) * (b1 / np.sqrt(b2)) ** d
             epsk = adam.eps * root / np.sqrt(b2) ** d
             rebase = d >= adam.REBASE
-            ymax = _adam_move(y, e, m, w, act, n, full, alpha, epsk, rebase,
+            ymax = _adam_move(y, e, m, w, ys, es, ms, ws, act, n, full, alpha, epsk, rebase,
                               b1 ** d, np.sqrt(b2) ** d)
             if rebase:
                 adam.k0 = k
         elif dense_step:
             ymax = _sgd_dense(counts, K, C, r_c * w8, r_w * w8, cfg.lr, y, e)
         else:
-            ymax = _sgd_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, cfg.lr, y, e)
+            ymax = _sgd_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, cfg.lr, y, e, ys, es, pos,
+                               full)
         if ymax > SHIFT_SLACK:                                         # move the shift (rare)
-            S0 *= _shift(ymax, y, e, K, full, U, s_un)
+            S0 *= _shift(ymax, y, e, ys, es, act, n, K, full, U, s_un)
         if progress is not None:
             progress(1)
     return finish_records(rec, N)
