@@ -179,3 +179,10 @@ def test_edge_values_come_without_runtime_warnings(call):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         call()
+
+
+def test_zero_is_a_positive_zero():
+    """-expm1(0) is -0.0; a printed '-0.000000' pass@k would look like a bug."""
+    assert not np.signbit(pass_at_k_exact(0.0, 5))
+    assert not np.signbit(pass_at_k_unbiased(8, 0, 3))
+    assert not np.signbit(mean_pass_at_k(8, [0, 0], [1, 2])).any()
