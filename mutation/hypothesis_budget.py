@@ -1,5 +1,5 @@
 """pytest plugin used by ``make mutation``: every Hypothesis test runs at most
-``FGRPO_MUTATION_MAX_EXAMPLES`` examples (default 25) while a mutant is under test.
+``FGRPO_MUTATION_MAX_EXAMPLES`` examples (default 10) while a mutant is under test.
 
 Thousands of mutants each rerun the tests that reach them, so the full example counts of the
 property tests would take hours on 2 cores. With fewer examples a test can only kill fewer
@@ -14,7 +14,7 @@ import os
 
 from hypothesis import settings
 
-MAX_EXAMPLES = int(os.environ.get("FGRPO_MUTATION_MAX_EXAMPLES", "25"))
+MAX_EXAMPLES = int(os.environ.get("FGRPO_MUTATION_MAX_EXAMPLES", "10"))
 
 
 def pytest_collection_modifyitems(items):

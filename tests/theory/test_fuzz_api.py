@@ -15,7 +15,8 @@ and the ``tail-miss`` / ``peak`` / ``pass-at-k`` commands, is called with three 
 Anything else fails: another exception type, a NaN / inf / out-of-range value for valid input,
 hostile input accepted, an error that names no argument, or a call that runs past a per-call
 deadline (a hang). ``make test`` runs a few examples per function; ``make test-slow`` (the
-``slow`` marker) runs at least 10,000 in all.
+``slow`` marker) runs at least 10,000 in all. The CLI tests live in ``test_fuzz_cli.py`` (so that
+``make mutation``, which runs this file, need not run the slower CLI examples).
 
 The same cases measure a source tree, counting instead of failing:
 
@@ -862,11 +863,6 @@ def test_public_function(name):
     _library_example(name, FAST_EXAMPLES)
 
 
-@pytest.mark.parametrize("hostile", [False, True], ids=["valid", "hostile"])
-def test_closed_form_cli(hostile):
-    _cli_example(hostile, FAST_EXAMPLES * 3)
-
-
 #: Values wrong for every argument of every case: a string, a bool, NaN.
 _ALWAYS_BAD = ["x", True, float("nan")]
 
@@ -893,12 +889,6 @@ def test_every_argument_is_named_when_bad(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_public_function_many_examples(name):
     _library_example(name, SLOW_EXAMPLES)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("hostile", [False, True], ids=["valid", "hostile"])
-def test_closed_form_cli_many_examples(hostile):
-    _cli_example(hostile, SLOW_EXAMPLES)
 
 
 # ----------------------------------------------------------------------------------------------
