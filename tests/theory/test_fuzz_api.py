@@ -901,8 +901,12 @@ def measure(per_case: int, cli_examples: int) -> dict:
     counts: dict[str, collections.Counter] = {}
     samples: dict[str, str] = {}
 
+    crash_types = collections.Counter()
+
     def record(key, outcome, detail):
         counts.setdefault(key, collections.Counter())[outcome] += 1
+        if outcome == "crash":
+            crash_types[detail.split(":")[0].split(",")[0]] += 1
         if outcome != "ok":
             samples.setdefault(f"{key}: {outcome}", detail[:240])
 
@@ -928,7 +932,7 @@ def measure(per_case: int, cli_examples: int) -> dict:
             record("cli", *classify_cli(*ex))
 
         run_c()
-    return {"counts": counts, "samples": samples}
+    return {"counts": counts, "samples": samples, "crash_types": crash_types}
 
 
 def _main() -> int:
@@ -963,6 +967,7 @@ def _main() -> int:
               f"(hangs={c['hang']}) wrong={c['wrong']} unnamed-errors={c['unnamed']} "
               f"rejected-valid={c['rejected-valid']} "
               f"harness-errors={c['harness-error']}")
+    print("crash types: " + ", ".join(f"{k} {v}" for k, v in result["crash_types"].most_common()))
     if args.samples:
         for key, detail in sorted(result["samples"].items()):
             print(f"  {key}: {detail}")
