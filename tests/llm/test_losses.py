@@ -261,3 +261,20 @@ def test_mask_shape_mismatch_is_a_value_error():
         grpo_loss(lp, lp, torch.zeros(2), torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="advantages"):
         dapo_loss(lp, lp, torch.zeros(2, 1), torch.ones(2, 3, dtype=torch.bool))
+
+
+def test_policy_loss_passes_algorithm_arguments_and_only_logs_entropy_by_default():
+    lp = torch.tensor([[0.0]], dtype=torch.float64, requires_grad=True)
+    old = torch.log(torch.tensor([[1 / 1.15]], dtype=torch.float64))  # r = 1.15, A > 0
+    A, mask = torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 1, dtype=torch.bool)
+    wide, _ = policy_loss("grpo", lp, old, A, mask)  # eps = 0.2: not clipped
+    narrow, m = policy_loss("grpo", lp, old, A, mask, clip_eps=0.1)  # clipped at 1.1
+    assert wide.item() == pytest.approx(-1.15) and narrow.item() == pytest.approx(-1.1)
+    assert m["clip/high_frac"] == 1.0
+    H = torch.full((1, 1), 0.7, dtype=torch.float64)
+    logged, m = policy_loss("grpo", lp, old, A, mask, entropy=H)  # no entropy_coef: logged only
+    assert logged.item() == wide.item() and m["policy/entropy"] == pytest.approx(0.7)
+    with pytest.raises(ValueError, match=r"^kl_coef > 0 needs ref_logprobs \(the frozen reference"):
+        policy_loss("grpo", lp, old, A, mask, kl_coef=0.1)
+    with pytest.raises(ValueError, match=r"^algo must be one of \['cispo', 'dapo', 'grpo'\]"):
+        policy_loss("ppo", lp, old, A, mask)

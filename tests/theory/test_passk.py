@@ -184,5 +184,17 @@ def test_edge_values_come_without_runtime_warnings(call):
 def test_zero_is_a_positive_zero():
     """-expm1(0) is -0.0; a printed '-0.000000' pass@k would look like a bug."""
     assert not np.signbit(pass_at_k_exact(0.0, 5))
+    assert not np.signbit(pass_at_k_exact(-0.0, 5))  # log1p(+0.0) = +0.0, -expm1(+0.0) = -0.0
     assert not np.signbit(pass_at_k_unbiased(8, 0, 3))
     assert not np.signbit(mean_pass_at_k(8, [0, 0], [1, 2])).any()
+
+
+def test_significance_is_strictly_below_alpha_with_default_0_05():
+    from fgrpo_theory.passk import PairedSubsamplingResult
+
+    base = dict(k=1, n=8, m=4, iterations=10, num_problems=2, pass_at_k_a=0.5, pass_at_k_b=0.5,
+                statistic=0.0, subsample_std=0.1)
+    assert PairedSubsamplingResult(**base, p_value=0.04).significant()
+    assert not PairedSubsamplingResult(**base, p_value=0.06).significant()
+    assert not PairedSubsamplingResult(**base, p_value=0.05).significant(0.05)  # p < alpha
+    assert PairedSubsamplingResult(**base, p_value=0.05).significant(0.051)
