@@ -10,12 +10,14 @@ against N), ``metrics.jsonl`` (one line per step, seed means), ``fig2.csv`` (one
 (N, gamma, seed): N, gamma, seed, q_pos, m_ret, entropy), the records ``simulation.npz`` and
 the resolved config ``simulation_config.json`` (a rerun with the same config reuses them).
 Finished runs are saved under ``OUT/partial/`` as they finish, so an interrupted sweep (Ctrl-C,
-a killed job) resumes where it stopped when rerun. ``--csv PATH`` writes the CSV there instead.
+a killed job) resumes where it stopped when rerun. ``--csv PATH`` writes the CSV there instead
+(without ``--out``, finished runs wait in ``PATH.partial/`` until the CSV is written).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -118,9 +120,13 @@ def run_simulate(args) -> int:
         plt.close(fig)
         res.write_jsonl(out / "metrics.jsonl")
         print(f"wrote {out / 'fig2.png'} and {out / 'metrics.jsonl'}", file=sys.stderr)
+        partial = None
     else:
-        res = run_sweep(cfg, **kw)
+        partial = Path(f"{args.csv}.partial")
+        res = run_sweep(cfg, checkpoint=partial, **kw)
     csv = res.write_csv(args.csv or Path(args.out) / "fig2.csv")
+    if partial is not None:
+        shutil.rmtree(partial, ignore_errors=True)
     print(f"wrote {csv}", file=sys.stderr)
     _print_summary(res)
     return 0

@@ -232,6 +232,10 @@ def run_sweep(cfg: SimConfig, *, workers: int = 1, progress: bool = True, engine
     if workers > 1024:
         raise ValueError(f"workers must be <= 1024, got workers={workers}")
     engine = choose_engine(cfg, engine)
+    if engine == "torch":
+        from fgrpo_theory.sim.torch_engine import check_device
+
+        check_device(device)                          # a bad device fails before any file
     ckpt = _Checkpoint(checkpoint, cfg, _family(engine)) if checkpoint is not None else None
     every = [(N, g, s) for N in cfg.group_sizes for g in cfg.gammas for s in cfg.seeds]
     done: dict[tuple[int, float, int], dict] = {}

@@ -49,6 +49,15 @@ def _device(torch, device):
     return dev
 
 
+def check_device(device) -> None:
+    """A ValueError unless torch can run on ``device`` (None: the default device)."""
+    try:
+        import torch
+    except ImportError:
+        raise ValueError("engine='torch' needs torch (pip install 'fgrpo[llm]')") from None
+    _device(torch, device)
+
+
 def _seed(seed: int, N: int) -> int:
     """A 63-bit torch seed from (seed, N), as numpy's generators are seeded from [seed, N]."""
     a, b = np.random.SeedSequence([seed, N]).generate_state(2, dtype=np.uint32)

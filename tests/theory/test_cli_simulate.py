@@ -26,6 +26,7 @@ def test_flags_write_the_csv(tmp_path, capsys):
     assert set(rows[0]) == {"N", "gamma", "seed", "q_pos", "m_ret", "entropy"}
     assert all(0 < float(r["q_pos"]) < 1 and 0 <= float(r["m_ret"]) <= 1 for r in rows)
     assert "Q_pos(g=1)" in capsys.readouterr().out
+    assert sorted(p.name for p in path.parent.iterdir()) == ["sim.csv"]   # no partial/ left
 
 
 def test_preset_with_out_writes_figure_csv_records_and_config(tmp_path):
@@ -135,3 +136,25 @@ def test_bad_torch_device_is_one_line(tmp_path, capsys):
     err = _fails_with_one_line(capsys, ["--engine", "torch", "--device", "no-such-device",
                                         "--csv", str(tmp_path / "t.csv")])
     assert "device" in err
+    assert list(tmp_path.iterdir()) == []                     # nothing written
+
+
+def test_csv_only_sweep_resumes_from_its_partial_folder(tmp_path, monkeypatch):
+    """Without --out, finished runs wait in CSV.partial/; a rerun after a crash reuses them."""
+    import fgrpo_theory.sim.sweep as sweep
+
+    path = tmp_path / "sim.csv"
+    real, calls = sweep.simulate_runs, []
+
+    def crash_after_two(*args, **kwargs):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "simulate_runs", crash_after_two)
+    assert main(["simulate", *TINY, "--workers", "1", "--csv", str(path)]) == 130
+    assert len(list((tmp_path / "sim.csv.partial").glob("N*.npz"))) == 2
+    monkeypatch.setattr(sweep, "simulate_runs", real)
+    assert main(["simulate", *TINY, "--workers", "1", "--csv", str(path)]) == 0
+    assert path.exists() and not (tmp_path / "sim.csv.partial").exists()
