@@ -128,3 +128,16 @@ def test_scalars_may_be_numpy_or_one_element_tensors():
         adv.focal_weight(torch.tensor([0.5]), gamma=np.bool_(True))
     with pytest.raises(ValueError, match="eps must be >= 0"):
         adv.grpo_advantages(R, eps=-1e-6)
+
+
+def test_focal_advantages_pass_eps_and_rewards_through():
+    """Non-default eps and reward scale reach both the z-score and the success rate."""
+    R = torch.tensor([[2.0, -1.0, -1.0, -1.0], [2.0, 2.0, -1.0, 0.5]], dtype=torch.float64)
+    got = adv.focal_advantages(R, gamma=1.0, reward_correct=2.0, reward_wrong=-1.0, std="population",
+                               eps=0.5)
+    want = ref.focal_advantages(R.numpy(), gamma=1.0, reward_correct=2.0, reward_wrong=-1.0,
+                                std="population", eps=0.5)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+    mu_hat = (R.mean(dim=1) + 1.0) / 3.0
+    torch.testing.assert_close(got, (1 - mu_hat)[:, None] * adv.grpo_advantages(R, std="population",
+                                                                                eps=0.5))

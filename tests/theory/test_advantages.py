@@ -92,11 +92,13 @@ def test_bad_input(call, name):
         call()
 
 
+@pytest.mark.parametrize("N", [3, 7, 8, 10])
 @pytest.mark.parametrize("value", [0.7, 0.1, 1 / 3, 1e-300, -2.5, 123.456])
-def test_constant_group_of_any_reward_gets_exactly_zero(value):
-    """Eight rewards of 0.7: the mean rounds to 0.7 + 1e-16, so a std-based test of constancy
-    saw a spread and gave nonzero advantages; max == min decides exactly."""
-    R = np.array([[value] * 8, [1.0, 0.0] * 4])
+def test_constant_group_of_any_reward_gets_exactly_zero(value, N):
+    """A group of 0.7s: the mean can round off 0.7 (for N = 3, 7, 10 in numpy's summation), so
+    a std-based test of constancy saw a spread and gave nonzero advantages; max == min decides
+    exactly."""
+    R = np.array([[value] * N, ([1.0, 0.0] * N)[:N]])
     for std in ("bessel", "population"):
         for eps in (0.0, 1e-6):
             A = grpo_advantages(R, std=std, eps=eps)
@@ -139,3 +141,22 @@ def test_constant_groups_with_eps_zero_come_without_runtime_warnings():
         F = focal_advantages([[0.0, 0.0], [1e308, -1e308]], gamma=1.0, std="population", eps=0.0,
                              reward_correct=1e308, reward_wrong=-1e308)
     assert (A[0] == 0).all() and np.isfinite(F).all() and (F[0] == 0).all()
+
+
+def test_groups_of_very_different_scales_and_leading_axes():
+    """Each group is normalised on its own (the overflow guard rescales per group, never by the
+    largest reward of the batch), over the last axis of any leading shape."""
+    R = np.array([[1e-300, 3e-300, 2e-300], [1e300, -1e300, 0.0]])
+    np.testing.assert_allclose(mean_centred_advantages(R)[0], [-1e-300, 1e-300, 0.0], rtol=1e-12,
+                               atol=1e-312)
+    np.testing.assert_allclose(grpo_advantages(R, std="population", eps=0.0)[0],
+                               [-np.sqrt(1.5), np.sqrt(1.5), 0.0], rtol=1e-12)
+    rng = np.random.default_rng(0)
+    R3 = rng.choice([0.0, 0.5, 2.0], size=(2, 3, 5))  # (..., N) with two leading axes
+    flat = R3.reshape(6, 5)
+    np.testing.assert_allclose(mean_centred_advantages(R3).reshape(6, 5),
+                               flat - flat.mean(axis=1, keepdims=True), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(grpo_advantages(R3, std="bessel", eps=1e-4).reshape(6, 5),
+                               loop_reference(flat, 1, 1e-4), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(focal_group_weights(R3, gamma=1.0, reward_correct=2.0).reshape(6),
+                               1 - flat.mean(axis=1) / 2, rtol=1e-12)

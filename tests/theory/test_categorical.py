@@ -252,8 +252,10 @@ def test_eta_and_rewards_are_checked_everywhere(kw, message):
 
 def test_wrong_types_for_the_policy_arguments():
     p = softmax(np.zeros(4))
-    with pytest.raises(TypeError, match="s must be a GroupStats"):
+    with pytest.raises(TypeError, match=r"s must be a GroupStats \(from group_stats\), got dict"):
         predicted_delta_q_pos({"S_R": 0.1}, eta=0.1)
+    with pytest.raises(ValueError, match=r"gamma must be a single number, got shape \(2,\)"):
+        logit_update(p, np.array([1, 0, 1, 0], bool), [0], eta=0.1, gamma=[0.5, 1.0])
     with pytest.raises(TypeError, match="correct must be a boolean array"):
         group_stats(p, np.array([0.5, 0.0, 1.0, 0.0]), [0])
     with pytest.raises(ValueError, match="correct must hold booleans"):
