@@ -230,12 +230,18 @@ def test_stationary_point_far_beyond_the_old_bracket_is_the_true_root():
     mu, tau = 1e-30, 1e-31
     assert stationary_group_size(mu, tau) == pytest.approx(np.log(mu / tau) / (mu - tau), rel=1e-9)
     assert stationary_group_size(0.3, 1e-300) == pytest.approx(1933.8, rel=1e-4)
-    with pytest.raises(ValueError, match=r"mu=1e-310, tau=1e-311 lies above e\^709"):
+    with pytest.raises(ValueError, match=r"^the stationary group size for mu=1e-310, tau=1e-311 "
+                                         r"lies above e\^709, outside what float64 resolves"):
         stationary_group_size(1e-310, 1e-311)  # N_c ~ 2.6e310: beyond float64, not a bound
     with pytest.raises(ValueError, match="mu=1e-310, tau=1e-311"):
         stationary_group_size(np.array([0.3, 1e-310]), np.array([0.01, 1e-311]))
     with pytest.raises(ValueError, match=r"mu=1e-30, tau=1e-31 is beyond 2\^53; pass n_max"):
         peak_group_size(1e-30, 1e-31)
+    with pytest.raises(ValueError, match=r"^the peak group size for mu=0.3, tau=0.0 is beyond "
+                                         r"2\^53; pass an n_max below 2\^53$"):
+        peak_group_size(0.3, 0.0, n_max=1e300)
+    with pytest.raises(ValueError, match=r"^tau=0: P\(B\) = P\(A\) increases with N"):
+        peak_group_size(np.array([0.3, 0.5]), np.array([0.01, 0.0]))
     with pytest.raises(ValueError, match=r"mu and tau, n_max cannot be broadcast"):
         peak_group_size([0.3, 0.5], 0.01, n_max=[3, 4, 5])
     with pytest.raises(ValueError, match="n_max must be an integer >= 1, got n_max=2.5"):
