@@ -47,6 +47,7 @@ import numpy as np
 
 from fgrpo_theory.sim.config import SimConfig, sparse_applies
 from fgrpo_theory.sim.dense import SHIFT_SLACK
+from fgrpo_theory.sim import libm_exp
 from fgrpo_theory.sim.group import (
     finish_records,
     focal_table,
@@ -110,6 +111,24 @@ def _block_sum(e, lo, n):
 def _exp_all(x, out):
     for i in range(x.size):
         out[i] = math.exp(x[i])
+
+
+@_jit
+def _exp1(x, fast):
+    """exp(x): libm's own (``math.exp``), or its bit-identical numba twin when ``fast``."""
+    if fast and not libm_exp.is_special(x):
+        return libm_exp.exp_main(x, libm_exp.TABLE)
+    return math.exp(x)
+
+
+@_jit
+def _exp_into(x, out, fast):
+    """out = exp(x) elementwise, vectorised when ``fast`` (``libm_exp.exp_array``)."""
+    if fast:
+        libm_exp.exp_array(x, out)
+    else:
+        for i in range(x.size):
+            out[i] = math.exp(x[i])
 
 
 @_jit
@@ -194,7 +213,7 @@ def _binsearch_right(arr, keys, out):
 
 
 @_jit
-def _draw_blocks(e, s, x, N, B, cs, u, blk, uniq, cnt, C, E):
+def _draw_blocks(e, s, x, N, B, cs, u, blk, cb, uniq, cnt, C, E):
     """``samplers._draw_by_blocks`` for N draws from the exponentials x (N + 1,), compressed to
     distinct increasing actions uniq[:n_u] with counts cnt[:n_u]. Returns
     (n_u, X, hit_rare, sampled correct mass)."""
@@ -223,21 +242,25 @@ def _draw_blocks(e, s, x, N, B, cs, u, blk, uniq, cnt, C, E):
         b = min(blk[i], nb - 1)
         row += 1
         lo = b * B
-        tot = 0.0
-        for j in range(B):                    # the block's last cumulative mass
-            tot += e[lo + j]
-        tot = max(tot, tiny)
+        c = 0.0
+        for j in range(B):                    # the block's cumulative masses c (numpy's cumsum)
+            c += e[lo + j]
+            cb[j] = c
+        tot = max(c, tiny)
         base = cs[b - 1] if b > 0 else 0.0
         rowf = float(row)
         j = 0
-        c = e[lo]
         while i < N and min(blk[i], nb - 1) == b:
             frac = (u[i] - base) / tot
             frac = min(max(frac, 0.0), hi_frac)
             target = rowf + frac
-            while j < B - 1 and c / tot + rowf <= target:
-                j += 1
-                c += e[lo + j]
+            hi = B - 1                        # first j >= the last answer with key_j > target,
+            while j < hi:                     # key_j = c_j / tot + row (row + 1 for the last)
+                mid = (j + hi) >> 1
+                if cb[mid] / tot + rowf > target:
+                    hi = mid
+                else:
+                    j = mid + 1
             a = lo + j
             if n_u > 0 and uniq[n_u - 1] == a:
                 cnt[n_u - 1] += 1
@@ -256,17 +279,22 @@ def _draw_blocks(e, s, x, N, B, cs, u, blk, uniq, cnt, C, E):
 
 
 @_jit
-def _draw_guide(e, u01, N, rows, M, F, off, g, counts, uniq, cnt, C, E, want_uniq):
+def _draw_guide(e, u01, N, rows, M, F, off, g, counts, uniq, cnt, C, E, want_uniq, us, bs,
+                parts):
     """``samplers._draw_by_guide`` for the uniforms u01 (N,): counts (Kp,) of the drawn actions
     and, when ``want_uniq``, their distinct actions uniq[:n_u] and counts cnt[:n_u].
 
     F (Kp,) holds the column-major cumulative masses as numpy sums them, laid out as e viewed
     (rows, ncol): F0[i] = F0[i - 1] + E[i] row by row, off = cumsum(F0[rows - 1]), then
-    F[i, j] = F0[i, j] + off[j - 1]; rank q is the action (q % rows) * ncol + q // rows. A draw
+    F[i, j] = F0[i, j] + off[j - 1]; rank q is the action (q & mask) * ncol + (q >> rsh). A draw
     is the first rank whose F exceeds u = u01 * total, found through a guide table g of M
     buckets. Returns (n_u, X, hit_rare, sampled correct mass)."""
     Kp = e.size
     ncol = Kp // rows
+    mask = rows - 1                           # rows is a power of 2: rank -> action by bits
+    rsh = 0
+    while (1 << rsh) < rows:
+        rsh += 1
     for j in range(ncol):
         F[j] = e[j]
     for i in range(1, rows):
@@ -292,25 +320,45 @@ def _draw_guide(e, u01, N, rows, M, F, off, g, counts, uniq, cnt, C, E, want_uni
         g[b + 1] += g[b]
     top = np.nextafter(total, 0.0)
     counts[:] = 0
+    # the draws grouped by coarse bucket (the counts do not depend on the order), so that the
+    # guide, F and the counts are read in cache-sized pieces; u01 is overwritten
+    P = parts.size - 1
+    sh = 0
+    while ((M - 1) >> sh) >= P:
+        sh += 1
+    parts[:] = 0
     for k in range(N):
         uk = min(u01[k] * total, top)
+        u01[k] = uk
+        b = int(uk * scale)
+        bs[k] = b
+        parts[(b >> sh) + 1] += 1
+    for p in range(P):
+        parts[p + 1] += parts[p]
+    for k in range(N):
+        p = bs[k] >> sh
+        at = parts[p]
+        parts[p] = at + 1
+        us[at] = u01[k]
+    for k in range(N):
+        uk = us[k]
         b = int(uk * scale)
         q = g[b]
         stop = g[b + 1]
         steps = 0
-        while q < stop and F[(q % rows) * ncol + q // rows] <= uk and steps < 8:
+        while q < stop and F[(q & mask) * ncol + (q >> rsh)] <= uk and steps < 8:
             q += 1
             steps += 1
-        if q < stop and F[(q % rows) * ncol + q // rows] <= uk:   # a crowded bucket: bisect
+        if q < stop and F[(q & mask) * ncol + (q >> rsh)] <= uk:   # a crowded bucket: bisect
             lo, hi = q + 1, stop
             while lo < hi:
                 mid = (lo + hi) >> 1
-                if F[(mid % rows) * ncol + mid // rows] <= uk:
+                if F[(mid & mask) * ncol + (mid >> rsh)] <= uk:
                     lo = mid + 1
                 else:
                     hi = mid
             q = lo
-        counts[(q % rows) * ncol + q // rows] += 1
+        counts[(q & mask) * ncol + (q >> rsh)] += 1
     X = 0
     mass = 0.0
     for a in range(C):
@@ -407,20 +455,20 @@ def _adam_dense(counts, K, C, rcw, rww, m, w, c1, c2):
 
 
 @_jit
-def _adam_move(y, e, m, w, ys, es, ms, ws, act, n, full, alpha, epsk, rebase, fm, fw):
-    """y += alpha m~ / (w~ + eps_k) on every touched action, e = exp(y) where y changed;
-    rebase the moments when asked. Returns max y over the touched actions."""
+def _adam_move(y, e, m, w, ys, es, ms, ws, act, n, full, alpha, epsk, rebase, fm, fw, fast):
+    """y += alpha m~ / (w~ + eps_k) on every touched action and e = exp(y) (in full mode one
+    vectorised pass each; before, by slot, exp only where y changed and e published by
+    action); rebase the moments when asked. Returns max y over the touched actions."""
     ymax = -np.inf
     if full:
-        for a in range(y.size):
-            old = y[a]
-            new = old + (m[a] / (w[a] + epsk)) * alpha
-            if new != old:
-                y[a] = new
-                e[a] = math.exp(new)
-            ymax = max(ymax, new)
+        K = y.size
+        for a in range(K):
+            y[a] = y[a] + (m[a] / (w[a] + epsk)) * alpha
+        for a in range(K):
+            ymax = max(ymax, y[a])
+        _exp_into(y, e, fast)
         if rebase:
-            for a in range(y.size):
+            for a in range(K):
                 m[a] *= fm
                 w[a] *= fw
         return ymax
@@ -429,7 +477,7 @@ def _adam_move(y, e, m, w, ys, es, ms, ws, act, n, full, alpha, epsk, rebase, fm
         new = old + (ms[j] / (ws[j] + epsk)) * alpha
         if new != old:
             ys[j] = new
-            ev = math.exp(new)
+            ev = _exp1(new, fast)
             es[j] = ev
             e[act[j]] = ev
         ymax = max(ymax, new)
@@ -441,7 +489,7 @@ def _adam_move(y, e, m, w, ys, es, ms, ws, act, n, full, alpha, epsk, rebase, fm
 
 
 @_jit
-def _sgd_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, lr, y, e, ys, es, pos, full):
+def _sgd_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, lr, y, e, ys, es, pos, full, fast):
     """y[sl] += lr (g/N) c_a r_a on the sampled actions; e = exp(y) there (by slot, published
     by action, or by action when full). Returns their max."""
     ymax = -np.inf
@@ -451,19 +499,19 @@ def _sgd_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, lr, y, e, ys, es, pos, full):
         if full:
             new = y[a] + lr * g
             y[a] = new
-            e[a] = math.exp(new)
+            e[a] = _exp1(new, fast)
         else:
             i = pos[a]
             new = ys[i] + lr * g
             ys[i] = new
-            es[i] = math.exp(new)
+            es[i] = _exp1(new, fast)
             e[a] = es[i]
         ymax = max(ymax, new)
     return ymax
 
 
 @_jit
-def _sgd_dense(counts, K, C, rcw, rww, lr, y, e):
+def _sgd_dense(counts, K, C, rcw, rww, lr, y, e, fast):
     """y += (c_a (r w)) lr on every action (full-mode guide path); e = exp(y) where it moved."""
     ymax = -np.inf
     for a in range(K):
@@ -472,24 +520,24 @@ def _sgd_dense(counts, K, C, rcw, rww, lr, y, e):
         new = old + g * lr
         if new != old:
             y[a] = new
-            e[a] = math.exp(new)
+            e[a] = _exp1(new, fast)
         if new > ymax:
             ymax = new
     return ymax
 
 
 @_jit
-def _shift(delta, y, e, ys, es, act, n, K, full, U, s_un):
+def _shift(delta, y, e, ys, es, act, n, K, full, U, s_un, fast):
     """Lower every shifted logit by delta (c += delta) and rescale the running sums
     (``sparse._TouchedSet.shift``). Returns f = exp(-delta)."""
     f = math.exp(-delta)
     for a in range(K):
         y[a] = y[a] - delta
-        e[a] = math.exp(y[a])
+        e[a] = _exp1(y[a], fast)
     if not full:
         for j in range(n):
             ys[j] = ys[j] - delta
-            ev = math.exp(ys[j])
+            ev = _exp1(ys[j], fast)
             es[j] = ev
             e[act[j]] = ev
         U[3] = f * (U[3] - delta * U[0])
@@ -502,6 +550,13 @@ def _shift(delta, y, e, ys, es, act, n, K, full, U, s_un):
 
 
 # ----------------------------------------------------------------------------- availability
+
+@functools.lru_cache(maxsize=1)
+def fast_exp_here() -> bool:
+    """Whether the vectorised twin of libm's exp (``libm_exp``) is bit-identical to np.exp
+    here; if not, the kernels call ``math.exp`` (libm's, checked by ``unavailable_reason``)."""
+    return libm_exp.matches_numpy()
+
 
 @functools.lru_cache(maxsize=1)
 def unavailable_reason() -> str | None:
@@ -569,9 +624,12 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
         M = GUIDE_BUCKETS * Kp                                        # guide buckets
         gb = np.empty(M + 2, dtype=np.int32)                          # int32: half the cache
         counts = np.empty(Kp, dtype=np.int32)
+        us, bs = np.empty(N), np.empty(N, dtype=np.int32)             # draws by coarse bucket
+        parts = np.empty(257, dtype=np.int64)
     else:
-        u, blk = np.empty(N), np.empty(N, dtype=np.int64)
+        u, blk, cb = np.empty(N), np.empty(N, dtype=np.int64), np.empty(B)
     adam = _LazyAdam(cfg) if cfg.optimizer == "adam" else None
+    fast = fast_exp_here()
     b1, b2 = cfg.adam_betas
 
     for t in range(T + 1):
@@ -586,10 +644,11 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
         # --- sample N actions from pi_t
         if guide:
             n_u, X, hit, mass = _draw_guide(e, rng.random(N), N, GUIDE_ROWS, M, F, off, gb,
-                                            counts, uniq, cnt, C, E, not dense_step)
+                                            counts, uniq, cnt, C, E, not dense_step, us, bs,
+                                            parts)
         else:
             x = rng.standard_exponential(N + 1)
-            n_u, X, hit, mass = _draw_blocks(e, s, x, N, B, cs, u, blk, uniq, cnt, C, E)
+            n_u, X, hit, mass = _draw_blocks(e, s, x, N, B, cs, u, blk, cb, uniq, cnt, C, E)
         record_group(rec, 0, t, X=X, N=N, hit_rare=hit, sampled_correct_mass=mass, S=S,
                      q_pos=q_pos)
         # --- advantages and focal weight
@@ -618,17 +677,17 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
             alpha = adam.lr * root / (1.0 - b1 ** k) * (b1 / np.sqrt(b2)) ** d
             epsk = adam.eps * root / np.sqrt(b2) ** d
             rebase = d >= adam.REBASE
-            ymax = _adam_move(y, e, m, w, ys, es, ms, ws, act, n, full, alpha, epsk, rebase,
-                              b1 ** d, np.sqrt(b2) ** d)
+            ymax = _adam_move(y[:K], e[:K], m[:K], w[:K], ys, es, ms, ws, act, n, full, alpha,
+                              epsk, rebase, b1 ** d, np.sqrt(b2) ** d, fast)
             if rebase:
                 adam.k0 = k
         elif dense_step:
-            ymax = _sgd_dense(counts, K, C, r_c * w8, r_w * w8, cfg.lr, y, e)
+            ymax = _sgd_dense(counts, K, C, r_c * w8, r_w * w8, cfg.lr, y, e, fast)
         else:
             ymax = _sgd_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, cfg.lr, y, e, ys, es, pos,
-                               full)
+                               full, fast)
         if ymax > SHIFT_SLACK:                                         # move the shift (rare)
-            S0 *= _shift(ymax, y, e, ys, es, act, n, K, full, U, s_un)
+            S0 *= _shift(ymax, y, e, ys, es, act, n, K, full, U, s_un, fast)
         if progress is not None:
             progress(1)
     return finish_records(rec, N)

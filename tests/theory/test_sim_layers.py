@@ -1,6 +1,7 @@
 """The simulator package has layers and no cycles: each module of ``fgrpo_theory.sim`` imports
-only modules below it (config, samplers, group, dense, sparse, compiled, torch_engine, engines,
-threads, sweep), at module level or inside functions; torch only in torch_engine."""
+only modules below it (config, samplers, group, dense, sparse, libm_exp, compiled,
+torch_engine, threads, engines, sweep), at module level or inside functions; torch only in
+torch_engine."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import fgrpo_theory.sim as sim
 
-ORDER = ["config", "samplers", "group", "dense", "sparse", "compiled", "torch_engine",
-         "threads", "engines", "sweep", "__init__"]
+ORDER = ["config", "samplers", "group", "dense", "sparse", "libm_exp", "compiled",
+         "torch_engine", "threads", "engines", "sweep", "__init__"]
 #: engines dispatches to the engines above it lazily, by name; that is its job.
 LAZY_UP = {("engines", "compiled"), ("engines", "dense"), ("engines", "sparse"),
            ("sweep", "torch_engine")}
