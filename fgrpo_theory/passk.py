@@ -180,7 +180,7 @@ def _outcomes(name: str, x) -> np.ndarray:
         raise ValueError(f"{name} must be a non-empty (problems, samples) array, got shape {x.shape}")
     bad = (x != 0) & (x != 1)
     if bad.any():
-        raise ValueError(f"{name} must hold 0/1 outcomes, got {name}={x[bad].ravel()[0]!r}")
+        raise ValueError(f"{name} must hold 0/1 outcomes, got {name}={x[bad].ravel()[0].item()}")
     return x.astype(bool)
 
 

@@ -88,7 +88,7 @@ def test_focal_with_plus_minus_one_rewards():
     ],
 )
 def test_bad_input(call, name):
-    with pytest.raises(ValueError, match=name):
+    with pytest.raises(ValueError, match=rf"(?<![\w.]){name}(?!\w)"):  # the name as a word
         call()
 
 

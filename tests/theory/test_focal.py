@@ -58,5 +58,5 @@ def test_lr_multiplier_paper_values_and_definition():
     ],
 )
 def test_bad_input(call, name):
-    with pytest.raises(ValueError, match=name):
+    with pytest.raises(ValueError, match=rf"(?<![\w.]){name}(?!\w)"):  # the name as a word
         call()

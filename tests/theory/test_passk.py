@@ -111,7 +111,7 @@ def test_subsampling_test_is_reproducible_and_antisymmetric():
     ],
 )
 def test_bad_input(call, name):
-    with pytest.raises(ValueError, match=name):
+    with pytest.raises(ValueError, match=rf"(?<![\w.]){name}(?!\w)"):  # the name as a word
         call()
 
 
@@ -198,3 +198,37 @@ def test_significance_is_strictly_below_alpha_with_default_0_05():
     assert not PairedSubsamplingResult(**base, p_value=0.06).significant()
     assert not PairedSubsamplingResult(**base, p_value=0.05).significant(0.05)  # p < alpha
     assert PairedSubsamplingResult(**base, p_value=0.05).significant(0.051)
+
+
+def test_paired_subsampling_argument_errors_in_full():
+    rng = np.random.default_rng(0)
+    ones = np.ones((2, 8))
+
+    def call(a=ones, b=ones, **kw):
+        return paired_subsampling_test(a, b, **{"m": 4, "iterations": 5, "rng": rng, **kw})
+
+    bad = ones.copy()
+    bad[1, 3] = 5.0  # one bad outcome: the message quotes it
+    cases = [
+        (dict(a=bad), ValueError, r"^correct_a must hold 0/1 outcomes, got correct_a=5.0$"),
+        (dict(a=np.ones((0, 8)), b=np.ones((0, 8))), ValueError,
+         r"^correct_a must be a non-empty \(problems, samples\) array, got shape \(0, 8\)$"),
+        (dict(a=np.ones((1, 1)), b=np.ones((1, 1)), m=1), ValueError, r"^m must be < n=1"),
+        (dict(a=[[1, 0], [1]]), ValueError, r"^correct_a must be a rectangular"),
+        (dict(b=np.ma.masked_array(ones)), TypeError,
+         r"^correct_b must be a plain array, got a masked array \(its mask would be ignored\)$"),
+        (dict(b=ones.astype(str)), TypeError, r"^correct_b must hold 0/1 outcomes"),
+        (dict(k=[1, 2]), ValueError, r"^k must be a single number"),
+        (dict(m=[2, 3]), ValueError, r"^m must be a single number"),
+        (dict(iterations=[2, 3]), ValueError, r"^iterations must be a single number"),
+        (dict(k=0), ValueError, r"^k must be an integer >= 1, got k=0$"),
+        (dict(m=1, k=2), ValueError, r"^m must be an integer >= 2, got m=1$"),
+    ]
+    for kw, error, message in cases:
+        with pytest.raises(error, match=message):
+            call(**kw)
+    A = np.array([[1, 0, 1, 0, 1, 0], [0, 0, 1, 1, 1, 1]])
+    B = np.array([[0, 0, 1, 0, 0, 0], [1, 0, 0, 0, 1, 1]])
+    default = paired_subsampling_test(A, B, m=3, iterations=20, rng=np.random.default_rng(2))
+    explicit = paired_subsampling_test(A, B, m=3, iterations=20, rng=np.random.default_rng(2), k=1)
+    assert default == explicit and default.k == 1  # k defaults to pass@1
