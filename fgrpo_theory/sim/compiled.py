@@ -142,11 +142,22 @@ def _record(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc)
     nb = s.size
     sey = 0.0
     if full:
+        s0 = s1 = s2 = s3 = 0.0                # sum e*y in four chains (a record only)
         for b in range(nb):
             lo = b * B
             s[b] = _block_sum(e, lo, B)
-            for a in range(lo, min(lo + B, K)):
-                sey += e[a] * y[a]
+            hi = min(lo + B, K)
+            a = lo
+            while a + 4 <= hi:
+                s0 += e[a] * y[a]
+                s1 += e[a + 1] * y[a + 1]
+                s2 += e[a + 2] * y[a + 2]
+                s3 += e[a + 3] * y[a + 3]
+                a += 4
+            while a < hi:
+                s0 += e[a] * y[a]
+                a += 1
+        sey = (s0 + s1) + (s2 + s3)
     else:
         acc[:] = 0.0
         for j in range(n):
@@ -308,14 +319,15 @@ def _draw_guide(e, u01, N, rows, M, F, off, g, counts, uniq, cnt, C, E, want_uni
         acc = acc + F[last + j]
         off[j] = acc
     total = acc
-    for i in range(rows):
-        lo = i * ncol
-        for j in range(1, ncol):
-            F[lo + j] = F[lo + j] + off[j - 1]
     scale = M / total * (1.0 - 1e-14)
     g[:] = 0
-    for q in range(Kp):                       # g[b + 1] counts the F in bucket b (any order)
-        g[int(F[q] * scale) + 1] += 1
+    for i in range(rows):                     # F[i, j] += off[j - 1]; g[b + 1] counts the F
+        lo = i * ncol                         # in bucket b (in any order)
+        g[int(F[lo] * scale) + 1] += 1
+        for j in range(1, ncol):
+            v = F[lo + j] + off[j - 1]
+            F[lo + j] = v
+            g[int(v * scale) + 1] += 1
     for b in range(M):
         g[b + 1] += g[b]
     top = np.nextafter(total, 0.0)
