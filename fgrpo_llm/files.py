@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_text", "atomic_directory", "remove_stale_temporaries", "read_jsonl", "strict_json",
+__all__ = ["atomic_write_text", "atomic_directory", "writable_directory", "remove_stale_temporaries", "read_jsonl", "strict_json",
            "finite_or_none"]
 
 
@@ -63,6 +63,21 @@ def atomic_directory(path):
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def writable_directory(path, *, what: str = "output directory") -> Path:
+    """Create ``path`` (and its parents) and check that files can be written in it, before any long
+    work starts: an OSError / ValueError naming ``what`` and the path otherwise."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{what} {path} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-", delete=True)
+        probe.close()
+    except OSError as err:
+        raise OSError(f"{what} {path} is not writable ({err.strerror or type(err).__name__})") from None
+    return path
 
 
 def remove_stale_temporaries(directory) -> list[Path]:

@@ -295,11 +295,11 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
             print(f"fgrpo-llm: {out} has no checkpoint yet; starting it again from step 0", file=sys.stderr)
 
     # --- setup: task, model, reference, optimizer, random streams ---
-    task = task if task is not None else get_task(cfg.task, **cfg.task_kwargs)
-    check_task(task)
-    problems = task.problems(check_split(task, cfg.split))
     torch.manual_seed(cfg.seed)  # global RNG (dropout, if any); the trainer is an entry point
     model, tok = (point[1], point[2]) if point is not None else load_model_and_tokenizer(cfg.base, device=device)
+    task = task if task is not None else get_task(cfg.task, model_tokenizer=tok, **cfg.task_kwargs)
+    check_task(task)
+    problems = task.problems(check_split(task, cfg.split))
     ref_model = None
     if cfg.kl_coef > 0:  # a frozen copy of the base only when the KL penalty is on
         ref_model = load_model_and_tokenizer(cfg.base, device=device)[0].requires_grad_(False)

@@ -23,11 +23,13 @@ def add_model_task_args(parser) -> None:
     parser.add_argument("--batch-size", type=int, default=1024, help="sequences decoded at once")
 
 
-def task_from_args(args, model_dir):
-    """The task named by ``--task`` / ``--task-arg`` for the checkpoint ``model_dir``."""
+def task_from_args(args, model_dir, tokenizer=None):
+    """The task named by ``--task`` / ``--task-arg`` for the checkpoint ``model_dir`` (whose
+    ``tokenizer`` formats the prompts of tasks that use one, e.g. boxed math's chat template)."""
     from fgrpo_llm.tasks.for_model import task_for_model
 
-    return task_for_model(args.task, parse_key_values(args.task_arg, "--task-arg"), model_dir=model_dir)
+    return task_for_model(args.task, parse_key_values(args.task_arg, "--task-arg"), model_dir=model_dir,
+                          tokenizer=tokenizer)
 
 
 def max_new_tokens_for(task, value: int | None) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
-from fgrpo_llm.files import atomic_write_text, strict_json
+from fgrpo_llm.files import atomic_write_text, strict_json, writable_directory
 
 
 def _eval(args) -> int:
@@ -31,8 +31,9 @@ def _eval(args) -> int:
     if ks and max(ks) > args.n:
         raise ValueError(f"every k must be <= n={args.n}, got k={max(ks)}")
     model_dir = Path(args.model)
+    out = writable_directory(args.out if args.out else model_dir / "eval", what="--out")
     model, tokenizer = load_model_and_tokenizer(model_dir, device=args.device)
-    task = task_from_args(args, model_dir)
+    task = task_from_args(args, model_dir, tokenizer)
     splits = [s for s in args.splits.split(",") if s] if args.splits else None
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(args.seed)
@@ -42,7 +43,6 @@ def _eval(args) -> int:
                                        generator=generator, batch_size=args.batch_size, progress=True,
                                        autocast_dtype=resolve_autocast_dtype(device))
     results["model"] = str(model_dir)
-    out = Path(args.out) if args.out else model_dir / "eval"
     paths = write_eval_outputs(results, outcomes, out, label=model_dir.name)
     for split, entry in results["splits"].items():
         print(f"{split}: " + ", ".join(f"pass@{k}={entry[f'pass@{k}']:.4f}" for k in results["ks"]))
@@ -55,6 +55,8 @@ def _compare(args) -> int:
 
     if args.iterations < 1:
         raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
+    if args.out:
+        writable_directory(Path(args.out).parent, what="--out's folder")
     report = compare_evals(args.a, args.b, m=args.m, iterations=args.iterations, ks=parse_ks(args.k),
                            rng=np.random.default_rng(args.seed))
     text = strict_json(report, indent=1)  # NaN / inf as null: every JSON parser reads it

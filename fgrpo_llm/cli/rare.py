@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fgrpo_llm.experiments.report import fmt
+from fgrpo_llm.files import writable_directory
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 
 
@@ -19,8 +20,9 @@ def _rare_set(args) -> int:
 
     if args.prompts < 1:
         raise ValueError(f"--prompts must be >= 1, got {args.prompts}")
+    writable_directory(Path(args.out).parent, what="--out's folder")
     model, tokenizer = load_model_and_tokenizer(args.base, device=args.device)
-    task = task_from_args(args, args.base)
+    task = task_from_args(args, args.base, tokenizer)
     problems = task.problems(args.split)[:args.prompts]
     device = next(model.parameters()).device
     rare = build_rare_set(model, tokenizer, task, problems, num_rollouts=args.rollouts, top_fraction=args.top,

@@ -17,6 +17,7 @@ import numpy as np
 
 def _validate(args) -> int:
     from fgrpo_llm.evaluation.rare import load_rare_set
+    from fgrpo_llm.files import writable_directory
     from fgrpo_llm.experiments.report import lr_control_section, sweep_section, tail_miss_section, write_report
     from fgrpo_llm.evaluation.runs import load_run
     from fgrpo_llm.experiments.cross_check import cross_check
@@ -26,6 +27,7 @@ def _validate(args) -> int:
         raise ValueError("give at least one --run directory")
     if args.label and len(args.label) != len(args.run):
         raise ValueError(f"--label given {len(args.label)} times but --run {len(args.run)} times")
+    writable_directory(args.out, what="--out")
     labels = args.label or [None] * len(args.run)
     runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels)]
     rare = load_rare_set(args.rare_set)

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from fgrpo_llm.files import atomic_write_text
+from fgrpo_llm.tasks.base import check_split
 from fgrpo_theory.checks import check_integer
 
 #: Name of the files written by :func:`write_eval_outputs`.
@@ -163,8 +164,18 @@ def evaluate_model(model, tokenizer, task, *, splits=None, n: int, ks=None, max_
     ``results = {"n": n, "ks": [...], "splits": {split: {"role", "num_problems", "problem_ids",
     "counts", "pass@1", ...}}}``; ``outcomes[split]`` is the (P, n) 0/1 matrix.
     """
+    n = int(check_integer("n", n, minimum=1))
+    if max_problems is not None:
+        max_problems = int(check_integer("max_problems", max_problems, minimum=1))
+    if batch_size is not None:
+        batch_size = int(check_integer("batch_size", batch_size, minimum=1))
+    max_new_tokens = int(check_integer("max_new_tokens", max_new_tokens, minimum=1))
     splits = list(splits) if splits else default_eval_splits(task)
+    for split in splits:
+        check_split(task, split)
     ks = list(ks) if ks else default_ks(n)
+    if min(ks) < 1 or max(ks) > n:
+        raise ValueError(f"every k must lie in [1, n={n}], got ks={ks}")
     results = {"n": int(n), "ks": [int(k) for k in ks], "temperature": float(temperature), "top_p": float(top_p),
                "max_new_tokens": int(max_new_tokens), "splits": {}}
     outcomes = {}

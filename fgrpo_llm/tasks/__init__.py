@@ -36,8 +36,13 @@ def task_names() -> list[str]:
     return sorted(set(_BUILTIN) | set(_USER))
 
 
-def get_task(name: str, **kwargs) -> Task:
-    """Build the task called ``name`` with keyword arguments ``kwargs``."""
+def get_task(name: str, *, model_tokenizer=None, **kwargs) -> Task:
+    """Build the task called ``name`` with keyword arguments ``kwargs``.
+
+    ``model_tokenizer`` is the tokenizer of the model that will see the prompts: a task whose
+    factory takes ``tokenizer`` (boxed math: the checkpoint's chat template and the prompt-length
+    filter) gets it unless ``kwargs`` names one; other tasks ignore it.
+    """
     if name in _USER:
         factory = _USER[name]
     elif name in _BUILTIN:
@@ -53,4 +58,6 @@ def get_task(name: str, **kwargs) -> Task:
         unknown = sorted(set(kwargs) - set(params))
         if unknown:
             raise ValueError(f"task {name!r} has no argument(s) {unknown}; it takes {sorted(params)}")
+    if model_tokenizer is not None and "tokenizer" in params and kwargs.get("tokenizer") is None:
+        kwargs = {**kwargs, "tokenizer": model_tokenizer}
     return factory(**kwargs)

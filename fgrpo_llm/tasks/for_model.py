@@ -50,9 +50,10 @@ def model_task_kwargs(model_dir, name: str) -> dict:
     return {}
 
 
-def task_for_model(name: str, task_args: dict, *, model_dir=None):
+def task_for_model(name: str, task_args: dict, *, model_dir=None, tokenizer=None):
     """``get_task(name, **kwargs)`` with, for a built-in base, the task settings it was trained with
-    unless ``task_args`` overrides them."""
+    unless ``task_args`` overrides them; ``tokenizer`` (the model's) reaches tasks that format
+    prompts with it (``get_task``'s ``model_tokenizer``)."""
     kwargs = model_task_kwargs(model_dir, name) if model_dir is not None else {}
     kwargs.update(task_args)
-    return get_task(name, **kwargs)
+    return get_task(name, model_tokenizer=tokenizer, **kwargs)
