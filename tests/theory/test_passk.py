@@ -232,3 +232,50 @@ def test_paired_subsampling_argument_errors_in_full():
     default = paired_subsampling_test(A, B, m=3, iterations=20, rng=np.random.default_rng(2))
     explicit = paired_subsampling_test(A, B, m=3, iterations=20, rng=np.random.default_rng(2), k=1)
     assert default == explicit and default.k == 1  # k defaults to pass@1
+
+
+def _exact_subsample_law(A, B, m, k):
+    """All equally likely values of D*_m: every problem draws its own m of the n positions
+    (the same ones for A and B), enumerated exactly and combined over problems."""
+    P, n = A.shape
+    table = [float(pass_at_k_unbiased(m, c, k)) for c in range(m + 1)]
+    total = np.zeros(1)
+    for x in range(P):
+        values = np.array([table[A[x, list(S)].sum()] - table[B[x, list(S)].sum()]
+                           for S in itertools.combinations(range(n), m)])
+        total = (total[:, None] + values[None, :]).ravel()
+    return total / P
+
+
+def test_subsampling_law_matches_exact_enumeration():
+    """subsample_std and p_value against the exact law of D*_m (all C(6, 3)^4 subsamples), with
+    problems that are mixed in both methods, constant in one only, constant in both, and one
+    with a single correct sample."""
+    A = np.array([[1, 0, 1, 0, 0, 1], [1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 0, 0]])
+    B = np.array([[0, 0, 1, 0, 1, 0], [1, 1, 0, 1, 1, 0], [1, 1, 1, 1, 1, 1], [0, 0, 1, 0, 0, 0]])
+    m, k, n = 3, 2, 6
+    law = _exact_subsample_law(A, B, m, k)
+    D = float(np.mean(pass_at_k_unbiased(n, A.sum(1), k))
+              - np.mean(pass_at_k_unbiased(n, B.sum(1), k)))
+    assert law.mean() == pytest.approx(D, abs=1e-12)  # the subsample estimator is unbiased too
+    p_exact = np.mean(np.sqrt(m) * np.abs(law - D) >= np.sqrt(n) * abs(D) - 1e-12)
+    iterations = 40_000
+    res = paired_subsampling_test(A, B, m=m, iterations=iterations, rng=np.random.default_rng(7),
+                                  k=k)
+    assert res.statistic == pytest.approx(D, abs=1e-15)
+    assert res.subsample_std == pytest.approx(law.std(), rel=0.03)
+    assert abs(res.p_value - p_exact) < 5 * np.sqrt(p_exact * (1 - p_exact) / iterations) + 1e-4
+    assert 0.01 < p_exact < 0.99  # the comparison is not trivially 0 or 1
+
+
+def test_all_constant_problems_give_a_point_law():
+    """Every problem all-correct or all-wrong in both methods: D*_m = D in every subsample."""
+    A = np.array([[1] * 6, [0] * 6, [1] * 6])
+    B = np.array([[1] * 6, [1] * 6, [0] * 6])
+    same = paired_subsampling_test(A, A, m=3, iterations=50, rng=np.random.default_rng(0))
+    assert same.p_value == 1.0 and same.subsample_std == 0.0 and same.statistic == 0.0
+    diff = paired_subsampling_test(A, B, m=3, iterations=50, rng=np.random.default_rng(0))
+    assert diff.statistic == pytest.approx(0.0) and diff.subsample_std == pytest.approx(0.0, abs=1e-15)
+    shifted = paired_subsampling_test(A, np.array([[1] * 6, [1] * 6, [1] * 6]), m=3, iterations=50,
+                                      rng=np.random.default_rng(0))
+    assert shifted.statistic == pytest.approx(-1 / 3) and shifted.p_value == pytest.approx(1 / 51)
