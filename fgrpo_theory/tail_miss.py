@@ -320,7 +320,7 @@ def peak_group_size(mu, tau, n_max=None):
     if np.isinf(n_c).any() and n_max is None:
         raise ValueError("tau=0: P(B) = P(A) increases with N without a peak; pass n_max")
     n_c, cap = broadcast(**{"mu and tau": n_c, "n_max": cap})
-    beyond = np.nan_to_num(np.minimum(n_c, cap), nan=1.0) >= 2.0**53
+    beyond = np.nan_to_num(np.minimum(n_c, cap), nan=1.0) > 2.0**53  # integers exact up to 2^53
     if beyond.any():
         mu_b, tau_b = broadcast(mu=mu, tau=tau)
         fix = "pass n_max" if n_max is None else "pass an n_max below 2^53"

@@ -263,6 +263,8 @@ def test_subsampling_law_matches_exact_enumeration():
     res = paired_subsampling_test(A, B, m=m, iterations=iterations, rng=np.random.default_rng(7),
                                   k=k)
     assert res.statistic == pytest.approx(D, abs=1e-15)
+    assert (res.k, res.n, res.m, res.iterations, res.num_problems) == (k, n, m, iterations, 4)
+    assert res.pass_at_k_a == pytest.approx(np.mean(pass_at_k_unbiased(n, A.sum(1), k)))
     assert res.subsample_std == pytest.approx(law.std(), rel=0.03)
     assert abs(res.p_value - p_exact) < 5 * np.sqrt(p_exact * (1 - p_exact) / iterations) + 1e-4
     assert 0.01 < p_exact < 0.99  # the comparison is not trivially 0 or 1
