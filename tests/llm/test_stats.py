@@ -1,0 +1,71 @@
+"""Intervals over seeds and paired differences against scipy and a hand computation; verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from fgrpo_llm.evaluation.stats import (CONTRADICTED, HOLDS, NOT_RESOLVED, Interval, format_interval,
+                                        paired_difference, t_interval, verdict_above, verdict_below,
+                                        verdict_not_below)
+
+
+def test_t_interval_by_hand():
+    x = [0.40, 0.44, 0.45, 0.43, 0.38]
+    mean = sum(x) / 5
+    sd = math.sqrt(sum((v - mean) ** 2 for v in x) / 4)
+    half = 2.7764451051977987 * sd / math.sqrt(5)  # t_{0.975, 4}
+    iv = t_interval(x)
+    assert iv.mean == pytest.approx(mean) and iv.sd == pytest.approx(sd)
+    assert (iv.lo, iv.hi) == pytest.approx((mean - half, mean + half))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-10, 10, allow_nan=False), min_size=2, max_size=12), st.sampled_from([0.8, 0.9, 0.95, 0.99]))
+def test_t_interval_matches_scipy(x, confidence):
+    x = np.array(x)
+    iv = t_interval(x, confidence=confidence)
+    if x.std() == 0:
+        assert iv.lo == iv.hi == pytest.approx(x.mean())
+        return
+    lo, hi = stats.t.interval(confidence, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+    assert (iv.lo, iv.hi) == pytest.approx((lo, hi), rel=1e-9, abs=1e-12)
+
+
+def test_paired_difference_is_the_interval_of_the_per_seed_differences():
+    a = np.array([0.50, 0.52, 0.47, 0.55])
+    b = a - np.array([0.03, 0.02, 0.04, 0.03])  # a shared seed effect, a steady gain
+    iv = paired_difference(a, b)
+    ref = stats.ttest_rel(a, b).confidence_interval(0.95)
+    assert (iv.lo, iv.hi) == pytest.approx((ref.low, ref.high))
+    assert iv.lo > 0  # paired: the gain is resolved although the two sets of values overlap
+    unpaired = t_interval(a), t_interval(b)
+    assert unpaired[0].lo < unpaired[1].hi
+    with pytest.raises(ValueError, match="one value per seed"):
+        paired_difference([1, 2], [1, 2, 3])
+
+
+def test_one_seed_has_no_interval_and_bad_input_is_named():
+    iv = t_interval([0.3])
+    assert iv.mean == 0.3 and math.isnan(iv.lo) and verdict_above(iv) == NOT_RESOLVED
+    assert format_interval(iv) == "0.300"
+    for bad in ([], [float("nan"), 1.0]):
+        with pytest.raises(ValueError, match="values"):
+            t_interval(bad)
+    with pytest.raises(ValueError, match="confidence"):
+        t_interval([1, 2], confidence=1.5)
+
+
+def test_verdicts():
+    up, down, across = Interval(0.1, 0.05, 0.15, 3, 0.02), Interval(-0.1, -0.15, -0.05, 3, 0.02), \
+        Interval(0.0, -0.05, 0.05, 3, 0.02)
+    assert (verdict_above(up), verdict_above(down), verdict_above(across)) == (HOLDS, CONTRADICTED, NOT_RESOLVED)
+    assert (verdict_below(down), verdict_below(up), verdict_below(across)) == (HOLDS, CONTRADICTED, NOT_RESOLVED)
+    assert verdict_not_below(across) == HOLDS and verdict_not_below(down) == CONTRADICTED
+    assert verdict_above(up, 0.2) == CONTRADICTED and verdict_below(up, 0.2) == HOLDS
+    assert format_interval(down, signed=True) == "-0.100 [-0.150, -0.050]"
