@@ -141,3 +141,49 @@ def test_focal_advantages_pass_eps_and_rewards_through():
     mu_hat = (R.mean(dim=1) + 1.0) / 3.0
     torch.testing.assert_close(got, (1 - mu_hat)[:, None] * adv.grpo_advantages(R, std="population",
                                                                                 eps=0.5))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: adv.focal_weight([0.5], gamma=1.0), TypeError, r"^mu_hat must be a torch\.Tensor, got list$"),
+    (lambda: adv.focal_weight(torch.tensor([True]), gamma=1.0), TypeError,
+     r"^mu_hat must be real numbers, got dtype torch\.bool$"),
+    (lambda: adv.focal_weight(torch.tensor([0.5 + 0j]), gamma=1.0), TypeError,
+     r"^mu_hat must be real numbers, got dtype torch\.complex64$"),
+    (lambda: adv.focal_weight(torch.tensor([0.2, 1.5]), gamma=1.0), ValueError,
+     r"^mu_hat must lie in \[0, 1\], got mu_hat=1\.5$"),
+    (lambda: adv.focal_weight(torch.tensor([0.5]), gamma="1"), TypeError,
+     r"^gamma must be a real number, got str gamma='1'$"),
+    (lambda: adv.focal_weight(torch.tensor([0.5]), gamma=-0.5), ValueError,
+     r"^gamma must be >= 0, got gamma=-0\.5$"),
+    (lambda: adv.focal_weight(torch.tensor([0.5]), gamma=float("inf")), ValueError,
+     r"^gamma must be finite, got gamma=inf$"),
+    (lambda: adv.group_success_rate(torch.zeros(1, 2), reward_correct=None), TypeError,
+     r"^reward_correct must be a real number, got NoneType reward_correct=None$"),
+    (lambda: adv.group_success_rate(torch.zeros(1, 2), reward_wrong="0"), TypeError,
+     r"^reward_wrong must be a real number, got str reward_wrong='0'$"),
+    (lambda: adv.group_success_rate(torch.zeros(1, 2), reward_correct=0.0, reward_wrong=1.0),
+     ValueError, r"^reward_correct must exceed reward_wrong, got reward_correct=0\.0 <= reward_wrong=1\.0$"),
+    (lambda: adv.grpo_advantages(torch.zeros(3)), ValueError,
+     r"^rewards must have shape \(B, N\) with B, N >= 1, got shape \(3,\)$"),
+    (lambda: adv.grpo_advantages(torch.zeros(0, 3)), ValueError, r"^rewards must have shape \(B, N\)"),
+    (lambda: adv.grpo_advantages(torch.zeros(2, 0)), ValueError, r"^rewards must have shape \(B, N\)"),
+    (lambda: adv.grpo_advantages(torch.tensor([[1.0, float("-inf")]])), ValueError,
+     r"^rewards must be finite, got rewards=-inf$"),
+    (lambda: adv.grpo_advantages(torch.tensor([[1 + 1j, 0j]])), TypeError,
+     r"^rewards must be real numbers, got dtype torch\.complex64$"),
+    (lambda: adv.grpo_advantages(torch.zeros(2, 2), std="sample"), ValueError,
+     r"^std must be one of \('bessel', 'population', 'none'\), got std='sample'$"),
+    (lambda: adv.grpo_advantages(torch.zeros(2, 1), std="bessel"), ValueError,
+     r"^the Bessel std needs a group of N >= 2, got N=1$"),
+])
+def test_error_messages_in_full(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_success_rate_is_clipped_for_rewards_outside_the_range_and_int_rewards_work():
+    R = torch.tensor([[2.0, 2.0], [-1.0, -3.0], [1.0, 0.0]])
+    torch.testing.assert_close(adv.group_success_rate(R), torch.tensor([1.0, 0.0, 0.5]))
+    Ri = torch.tensor([[1, 0, 0, 0]])  # integer rewards are promoted to float
+    torch.testing.assert_close(adv.grpo_advantages(Ri), adv.grpo_advantages(Ri.float()))
+    assert adv.focal_weight(torch.tensor([1.0, 0.0]), gamma=0.0).tolist() == [1.0, 1.0]

@@ -160,3 +160,12 @@ def test_groups_of_very_different_scales_and_leading_axes():
                                loop_reference(flat, 1, 1e-4), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(focal_group_weights(R3, gamma=1.0, reward_correct=2.0).reshape(6),
                                1 - flat.mean(axis=1) / 2, rtol=1e-12)
+
+
+def test_default_rewards_are_one_and_zero():
+    R = np.array([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0]])
+    np.testing.assert_allclose(focal_group_weights(R, gamma=1.0), [0.75, 0.25], rtol=1e-15)
+    np.testing.assert_allclose(group_success_rate(R), [0.25, 0.75], rtol=1e-15)
+    np.testing.assert_allclose(focal_advantages(R, gamma=2.0, std="bessel", eps=0.0),
+                               np.array([[0.5625], [0.0625]]) * grpo_advantages(R, std="bessel", eps=0.0),
+                               rtol=1e-15)

@@ -262,6 +262,8 @@ def test_wrong_types_for_the_policy_arguments():
         group_stats(p, np.array([2, 0, 1, 0]), [0])
     with pytest.raises(ValueError, match="K must be an integer >= 1"):
         sampled_mask([0], 0)
+    with pytest.raises(ValueError, match=r"^K must be a single number, got shape \(2,\)$"):
+        sampled_mask([0], [3, 4])
     with pytest.raises(ValueError, match="N must be a single number"):
         expected_p_neg_given_k(p, np.array([1, 0, 1, 0], bool), 1, [3, 4])
     with pytest.raises(ValueError, match="R_c"):
