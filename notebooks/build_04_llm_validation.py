@@ -26,7 +26,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Image, Markdown, display
 
-from fgrpo_llm.experiments.demo import load_demo_config, run_demo
+from fgrpo_llm.experiments.demo import run_demo
+from fgrpo_llm.experiments.plan import load_demo_config
 from fgrpo_llm.evaluation.rare import load_rare_set
 from fgrpo_llm.experiments.report import sweep_section, tail_miss_section
 from fgrpo_llm.evaluation.runs import load_run

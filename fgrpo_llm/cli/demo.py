@@ -9,7 +9,8 @@ from __future__ import annotations
 
 
 def _demo(args) -> int:
-    from fgrpo_llm.experiments.demo import load_demo_config, run_demo
+    from fgrpo_llm.experiments.demo import run_demo
+    from fgrpo_llm.experiments.plan import load_demo_config
 
     cfg = load_demo_config(args.config, fast=args.fast, workers=args.workers, device=args.device,
                            lr_matched_control=False if args.no_lr_control else None)

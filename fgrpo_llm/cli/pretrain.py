@@ -1,6 +1,6 @@
-"""``fgrpo-llm pretrain``: build the built-in Countdown base model (SPEC §8).
+"""``fgrpo-llm pretrain``: build the built-in Countdown base model (our CPU-scale setting).
 
-    fgrpo-llm pretrain --out runs/base [--config FILE] [--steps 600] [--seconds 600] [--seed 0]
+    fgrpo-llm pretrain --out runs/base [--config FILE] [--steps 600] [--seed 0] [--seconds CAP]
 
 Settings come from the :class:`~fgrpo_llm.experiments.countdown_base.PretrainConfig` defaults, then the
 ``--config`` file (YAML or JSON mapping of its fields), then the flags given here.
@@ -21,8 +21,9 @@ def register(subparsers) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output checkpoint directory (e.g. runs/base)")
     p.add_argument("--config", help="YAML or JSON file with PretrainConfig fields")
-    p.add_argument("--seconds", type=float, help="wall-clock cap on training in seconds (default 600)")
-    p.add_argument("--steps", type=int, dest="max_steps", help="optimizer steps (default 600; --steps alone lifts the time cap)")
+    p.add_argument("--steps", type=int, dest="max_steps", help="the step budget: optimizer steps (default 600)")
+    p.add_argument("--seconds", type=float,
+                   help="optional wall-clock cap in seconds (default none; a run stopped by it says so)")
     p.add_argument("--seed", type=int, help="seed of initialisation, data and evaluation (default 0)")
     p.add_argument("--device", help="auto, cpu or cuda (default auto)")
     p.add_argument("--dtype", help="auto, float32, bfloat16 or float16 (default auto)")
@@ -37,8 +38,6 @@ def run(args) -> int:
     cfg = PretrainConfig.from_dict(values)
     overrides = {k: getattr(args, k) for k in ("seconds", "max_steps", "seed", "device", "dtype")
                  if getattr(args, k) is not None}
-    if "max_steps" in overrides and "seconds" not in overrides and "seconds" not in values:
-        overrides["seconds"] = 0.0  # --steps alone: a step budget, not a time budget
     cfg = dataclasses.replace(cfg, **overrides)
     summary = pretrain(cfg, args.out, progress=not args.no_progress)
     shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items())

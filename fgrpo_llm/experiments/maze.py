@@ -1,35 +1,52 @@
-"""The Maze single-solution experiment (paper Section 5.2, Appendix K, Table 4; SPEC.md section 5).
+"""The Maze single-solution experiment (paper Section 5.2, Appendix K, Table 4).
 
 Protocol: a decoder-only transformer is trained from scratch on the target paths of perfect mazes
-(SFT), then RL'd fully on-policy (one update per step) with GRPO (gamma = 0) and F-GRPO
-(gamma in {0.5, 1}) for every group size N; pass@k on held-out mazes (k = 1, 2, 4, ..., K) is
+(SFT), then RL'd fully on-policy (one update per step) with GRPO (gamma = 0), F-GRPO (gamma in
+{0.5, 1}) and the learning-rate-matched control (GRPO at rl_lr * m_gamma, ``lr_matched_gammas``)
+for every group size N and every RL seed; pass@k on held-out mazes (k = 1, 2, 4, ..., K) is
 measured on the SFT model (step 0) and every ``eval_every`` steps, so GRPO's early pass@K dip
 shows when it happens. Every maze has exactly one correct completion, so a pass@K loss here
 cannot come from lost within-prompt diversity.
 
-Stages (each is skipped when its outputs exist, so an interrupted run continues where it stopped;
-an RL run cut between checkpoints resumes from its last one):
+Seeds. ``seed`` draws the mazes, the model's initialisation and the SFT batches: there is ONE SFT
+model. Each RL seed s in ``rl_seeds`` seeds the RL sampling and prompt order of every run and the
+held-out evaluation of seed s (the same random numbers for every method and step of that seed,
+so the differences between methods are paired). The study statistics (means and t intervals over
+seeds, paired differences, verdicts on the paper's claims) are ``maze_study``'s.
 
-    OUT/config.json                  the resolved MazeConfig
-    OUT/sft/model/                   SFT checkpoint (HF format) + sft_metrics.jsonl
-    OUT/sft/eval.json                pass@k of the SFT model = step 0 of every RL curve
-    OUT/rl/<method>_N<N>/            one trainer run (config.json, metrics.jsonl, ...) + result.json
-    OUT/results.json, OUT/table.csv, OUT/table.md, OUT/maze_*.png   the summary beside Table 4
+Same command, same numbers: every budget is a step count; torch runs ``threads`` intra-op threads
+in every stage (default 1: the float sums, hence the sampled rollouts, then do not depend on the
+machine's core count); the RL runs go to ``workers`` spawned processes, each run's outputs depend
+only on its own settings and the results are collected in a fixed order, so the worker count and
+the order the runs finish in change nothing. Wall and CPU times go to OUT/timings.json only.
+
+Stages (each is skipped when its outputs exist, so an interrupted study continues where it
+stopped; an RL run killed mid-way resumes from its last checkpoint):
+
+    OUT/config.json                 the resolved MazeConfig
+    OUT/sft/model/                  SFT checkpoint (HF format), OUT/sft/sft_metrics.jsonl
+    OUT/sft/eval_seed<s>.json       pass@k of the SFT model with seed s's evaluation = step 0
+    OUT/rl/seed<s>/<run>/           one trainer run (config.json, metrics.jsonl, ...) + result.json
+    OUT/results.json, OUT/table.{csv,md}, OUT/report.{md,json}, OUT/maze_*.png   the summary
+    OUT/timings.json                wall and CPU seconds of every stage and call
 
     fgrpo-llm maze --preset reduced --out runs/maze
+    fgrpo-llm maze --preset reduced --seeds 0,1,2 --workers 2 --out runs/maze_study
 """
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import dataclasses
+import functools
 import json
 import math
-import shutil
+import resource
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -37,6 +54,8 @@ import torch
 from fgrpo_llm.tasks.maze import VOCAB, MazeTask
 
 PAPER_TABLE = "table4_maze_heldout"
+#: Offset of the held-out evaluation seed: seed s is scored with torch seed s + EVAL_SEED_OFFSET.
+EVAL_SEED_OFFSET = 12345
 
 
 @dataclass(frozen=True)
@@ -52,7 +71,10 @@ class MazeConfig:
     num_test: int = 64
     """Distinct held-out mazes for pass@k (paper: 256)."""
     seed: int = 0
-    """Seed of the mazes, the model initialisation, SFT batches, RL sampling and evaluation."""
+    """Seed of the mazes, the model initialisation and the SFT batches (one SFT model)."""
+    rl_seeds: tuple[int, ...] | None = None
+    """RL seeds: every (method, N) run is trained once per seed from the one SFT model, and seed
+    s's held-out evaluation uses its own random numbers. None: (seed,), a single-seed run."""
     hidden_size: int = 64
     """Transformer width."""
     num_layers: int = 2
@@ -77,12 +99,19 @@ class MazeConfig:
     """The N list (paper: 4, 8, 16, 32, 64, 128)."""
     gammas: tuple[float, ...] = (0.0, 0.5, 1.0)
     """Focal exponents; 0 is GRPO (paper: 0, 0.5, 1)."""
+    lr_matched_gammas: tuple[float, ...] | None = None
+    """The lr-matched control: GRPO at rl_lr * m_gamma for each gamma here (m_0.5 = 0.679,
+    m_1 = 0.5; ``fgrpo_theory.focal.lr_multiplier``), at every N. Each must be a positive value
+    of ``gammas``. None: every positive value of ``gammas``; () : no control."""
     eval_every: int = 20
     """Evaluate pass@k on the held-out mazes every this many RL steps (and after the last)."""
     eval_k_max: int = 64
-    """K: samples per held-out maze; pass@k is reported for k = 1, 2, 4, ..., K (paper: up to 2048)."""
+    """K: samples per held-out maze; pass@k for k = 1, 2, 4, ..., K (paper: up to 2048)."""
     sample_batch_size: int = 1024
     """Sequences decoded at once when sampling for evaluation and RL."""
+    threads: int = 1
+    """torch intra-op threads of every stage and RL run (the numbers depend on it: float sums
+    are split differently over threads; a fixed value keeps them machine-independent)."""
     device: str = "auto"
     """"auto" (CUDA when available), "cpu" or "cuda[:i]"."""
 
@@ -90,15 +119,17 @@ class MazeConfig:
         def fail(name, rule):
             raise ValueError(f"{name} must be {rule}, got {name}={getattr(self, name)!r}")
 
-        for name in ("grid_size", "num_train", "num_test", "hidden_size", "num_layers", "num_heads", "sft_steps",
-                     "sft_batch_size", "rl_steps", "rl_prompts_per_step", "eval_every", "eval_k_max",
-                     "sample_batch_size"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        def is_int(v, low):
+            return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+        for name in ("grid_size", "num_train", "num_test", "hidden_size", "num_layers",
+                     "num_heads", "sft_steps", "sft_batch_size", "rl_steps",
+                     "rl_prompts_per_step", "eval_every", "eval_k_max", "sample_batch_size",
+                     "threads"):
+            if not is_int(getattr(self, name), 1):
                 fail(name, "an integer >= 1")
         for name in ("seed", "rl_warmup_steps"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            if not is_int(getattr(self, name), 0):
                 fail(name, "an integer >= 0")
         if self.grid_size < 5 or self.grid_size % 2 == 0:
             fail("grid_size", "odd and >= 5")
@@ -106,13 +137,35 @@ class MazeConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v < math.inf:
                 fail(name, "a finite number > 0")
+        for name in ("group_sizes", "gammas", "lr_matched_gammas", "rl_seeds"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, (str, bytes)) or not hasattr(v, "__iter__")):
+                fail(name, "a list")
         object.__setattr__(self, "group_sizes", tuple(self.group_sizes))
-        object.__setattr__(self, "gammas", tuple(float(g) for g in self.gammas))
-        if not self.group_sizes or any(not isinstance(n, int) or isinstance(n, bool) or n < 2
-                                       for n in self.group_sizes):
+        if not self.group_sizes or not all(is_int(n, 2) for n in self.group_sizes):
             fail("group_sizes", "a non-empty list of integers >= 2")
-        if not self.gammas or any(not 0 <= g < math.inf for g in self.gammas):
+        if len(set(self.group_sizes)) != len(self.group_sizes):
+            fail("group_sizes", "a list without repeats")
+        if not self.gammas or not all(_is_real(g) and 0 <= g < math.inf for g in self.gammas):
             fail("gammas", "a non-empty list of finite numbers >= 0")
+        object.__setattr__(self, "gammas", tuple(float(g) for g in self.gammas))
+        if len(set(self.gammas)) != len(self.gammas):
+            fail("gammas", "a list without repeats")
+        seeds = (self.seed,) if self.rl_seeds is None else tuple(self.rl_seeds)
+        object.__setattr__(self, "rl_seeds", seeds)
+        if not seeds or not all(is_int(s, 0) for s in seeds) or len(set(seeds)) != len(seeds):
+            fail("rl_seeds", "a non-empty list of distinct integers >= 0")
+        matched = self.lr_matched_gammas
+        if matched is None:
+            matched = tuple(g for g in self.gammas if g > 0)
+        if not all(_is_real(g) for g in matched):
+            fail("lr_matched_gammas", "a list of numbers")
+        object.__setattr__(self, "lr_matched_gammas", tuple(float(g) for g in matched))
+        if any(g <= 0 or g not in self.gammas for g in self.lr_matched_gammas) \
+                or len(set(self.lr_matched_gammas)) != len(self.lr_matched_gammas):
+            raise ValueError("lr_matched_gammas must be distinct positive values of gammas="
+                             f"{list(self.gammas)}, got lr_matched_gammas="
+                             f"{list(self.lr_matched_gammas)!r}")
 
     @property
     def cells(self) -> int:
@@ -120,16 +173,18 @@ class MazeConfig:
 
     @property
     def max_new_tokens(self) -> int:
-        """Longest possible completion: a simple path has at most cells^2 - 1 moves, then END, then EOS."""
+        """Longest completion: a simple path has at most cells^2 - 1 moves, then END, then EOS."""
         return self.cells**2 + 1
 
     @property
     def ks(self) -> list[int]:
         """k = 1, 2, 4, ... up to eval_k_max (eval_k_max itself included)."""
-        return sorted({2**i for i in range(int(math.log2(self.eval_k_max)) + 1)} | {self.eval_k_max})
+        powers = {2**i for i in range(int(math.log2(self.eval_k_max)) + 1)}
+        return sorted(powers | {self.eval_k_max})
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "MazeConfig":
@@ -138,8 +193,12 @@ class MazeConfig:
         return dataclass_from_dict(cls, data, what="maze config")
 
 
-#: The two presets. ``full`` is the paper's protocol (GPU). ``reduced`` (the MazeConfig defaults) fits in
-#: about 10 minutes on 2 shared CPU cores by shrinking everything:
+def _is_real(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+
+
+#: The presets. ``full`` is the paper's protocol (GPU). ``reduced`` (the MazeConfig defaults)
+#: shrinks everything to fit 2 CPU cores:
 #:
 #: ============================  =====================================  ==========================
 #:  setting                       reduced                                full (paper)
@@ -156,10 +215,11 @@ class MazeConfig:
 #: pass ``rl_prompts_per_step`` to change that.
 PRESETS: dict[str, dict] = {
     "reduced": {},  # the MazeConfig defaults
-    "full": dict(preset="full", grid_size=17, num_train=50_000, num_test=256, hidden_size=192, num_layers=5,
+    "full": dict(grid_size=17, num_train=50_000, num_test=256, hidden_size=192, num_layers=5,
                  num_heads=6, sft_steps=1500, sft_batch_size=32, sft_lr=5e-4, rl_steps=20_000,
-                 rl_prompts_per_step=256, rl_lr=1e-4, rl_warmup_steps=0, group_sizes=(4, 8, 16, 32, 64, 128),
-                 eval_every=500, eval_k_max=2048, sample_batch_size=8192),
+                 rl_prompts_per_step=256, rl_lr=1e-4, rl_warmup_steps=0,
+                 group_sizes=(4, 8, 16, 32, 64, 128), eval_every=500, eval_k_max=2048,
+                 sample_batch_size=8192),
 }
 
 
@@ -167,103 +227,207 @@ def make_config(preset: str = "reduced", **overrides) -> MazeConfig:
     """The preset's values, then ``overrides`` (None values ignored)."""
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    values = {"preset": preset, **PRESETS[preset]}
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    values = {**PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None}}
+    values["preset"] = preset
     return MazeConfig.from_dict(values)
 
 
-def method_name(gamma: float) -> str:
-    """``GRPO`` for gamma = 0, else ``F-GRPO gamma=<gamma>`` (the paper's row labels, e.g. gamma=1.0)."""
+#: MazeConfig field -> its ``fgrpo-llm maze`` flag (the CLI is built from this, and
+#: :func:`command_for` writes a config back as a command).
+FLAGS = {
+    "grid_size": "--grid-size", "num_train": "--num-train", "num_test": "--num-test",
+    "seed": "--seed", "rl_seeds": "--seeds", "hidden_size": "--hidden-size",
+    "num_layers": "--num-layers", "num_heads": "--num-heads", "sft_steps": "--sft-steps",
+    "sft_batch_size": "--sft-batch-size", "sft_lr": "--sft-lr", "rl_steps": "--rl-steps",
+    "rl_prompts_per_step": "--prompts-per-step", "rl_lr": "--rl-lr",
+    "rl_warmup_steps": "--rl-warmup-steps", "group_sizes": "--group-sizes", "gammas": "--gammas",
+    "lr_matched_gammas": "--lr-matched-gammas", "eval_every": "--eval-every",
+    "eval_k_max": "--k-max", "sample_batch_size": "--sample-batch-size", "threads": "--threads",
+    "device": "--device",
+}
+
+
+def command_for(cfg: MazeConfig, out: str = "OUT") -> str:
+    """The ``fgrpo-llm maze`` command that reproduces ``cfg``: the preset, then every field that
+    differs from it (``--workers`` is left out: it changes no number)."""
+    base = make_config(cfg.preset).to_dict() if cfg.preset in PRESETS else {}
+    parts = ["fgrpo-llm maze", f"--preset {cfg.preset}"]
+    for name, value in cfg.to_dict().items():
+        if name in FLAGS and base.get(name) != value:
+            text = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) \
+                if isinstance(value, list) else str(value)
+            parts.append(f"{FLAGS[name]} {text or ','}")
+    return " ".join(parts + [f"--out {out}"])
+
+
+# -- the runs ------------------------------------------------------------------------------------
+
+def method_name(gamma: float, lr_match_gamma: float | None = None) -> str:
+    """``GRPO``, ``F-GRPO gamma=<gamma>`` (the paper's row labels, e.g. gamma=1.0) or, for the
+    control, ``GRPO lr x m(gamma=<gamma>)``."""
+    if lr_match_gamma is not None:
+        return f"GRPO lr x m(gamma={float(lr_match_gamma)})"
     return "GRPO" if gamma == 0 else f"F-GRPO gamma={float(gamma)}"
 
 
-def run_name(gamma: float, N: int) -> str:
+def run_name(gamma: float, N: int, lr_match_gamma: float | None = None) -> str:
+    if lr_match_gamma is not None:
+        return f"grpo_lrm_g{lr_match_gamma:g}_N{N}"
     return f"grpo_N{N}" if gamma == 0 else f"fgrpo_g{gamma:g}_N{N}"
 
 
+class MazeRun(NamedTuple):
+    """One RL run of the experiment."""
+
+    seed: int
+    """RL seed (sampling, prompt order, held-out evaluation)."""
+    N: int
+    """Group size."""
+    gamma: float
+    """Focal exponent of the update (0: GRPO)."""
+    lr_match_gamma: float | None = None
+    """The control: GRPO trained at rl_lr * m_gamma for this gamma; None for rl_lr."""
+
+    @property
+    def name(self) -> str:
+        return run_name(self.gamma, self.N, self.lr_match_gamma)
+
+    @property
+    def method(self) -> str:
+        return method_name(self.gamma, self.lr_match_gamma)
+
+    @property
+    def key(self) -> str:
+        """``seed<s>/<name>``: the run's folder under OUT/rl and its key in results.json."""
+        return f"seed{self.seed}/{self.name}"
+
+
+def methods(cfg: MazeConfig) -> list[tuple[float, float | None]]:
+    """(gamma, lr_match_gamma) of every method: the gammas, then the lr-matched controls."""
+    return [(g, None) for g in cfg.gammas] + [(0.0, g) for g in cfg.lr_matched_gammas]
+
+
+def plan(cfg: MazeConfig) -> list[MazeRun]:
+    """Every run, in the fixed order of the summaries: seed, then N, then method."""
+    return [MazeRun(s, N, g, m) for s in cfg.rl_seeds for N in cfg.group_sizes
+            for g, m in methods(cfg)]
+
+
 def build_task(cfg: MazeConfig) -> MazeTask:
-    return MazeTask(grid_size=cfg.grid_size, num_train=cfg.num_train, num_test=cfg.num_test, seed=cfg.seed)
+    return _task(cfg.grid_size, cfg.num_train, cfg.num_test, cfg.seed)
+
+
+@functools.lru_cache(maxsize=2)
+def _task(grid_size: int, num_train: int, num_test: int, seed: int) -> MazeTask:
+    """One MazeTask per process and setting (its mazes are generated once, then shared)."""
+    return MazeTask(grid_size=grid_size, num_train=num_train, num_test=num_test, seed=seed)
 
 
 def _write_json(path: Path, data) -> None:
-    from fgrpo_llm.files import atomic_write_text
+    from fgrpo_llm.files import atomic_write_text, strict_json
 
-    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
+    atomic_write_text(path, strict_json(data, indent=1) + "\n")
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Run the block with ``n`` torch intra-op threads, then restore the previous count."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 # -- SFT -----------------------------------------------------------------------------------------
 
 def sft_batch(tokenizer, task: MazeTask, problems, rng: np.random.Generator, batch_size: int):
-    """``(input_ids, attention_mask, labels)`` each (B, T): ``<bos> maze > path END <eos>``, right-padded;
-    labels are -100 except on the target path, END and EOS (the completion the RL stage samples)."""
+    """``(input_ids, attention_mask, labels)`` each (B, T): ``<bos> maze > path END <eos>``,
+    right-padded; labels are -100 except on the target path, END and EOS (the completion the RL
+    stage samples)."""
     from fgrpo_llm.sft import pad_sft_rows
 
     rows = []
     for i in rng.integers(len(problems), size=batch_size):
         p = problems[int(i)]
         prompt_ids = tokenizer(p.prompt)["input_ids"]
-        target_ids = tokenizer(task.target(p), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        rows.append((prompt_ids + target_ids, len(prompt_ids)))
+        target_ids = tokenizer(task.target(p), add_special_tokens=False)["input_ids"]
+        rows.append((prompt_ids + target_ids + [tokenizer.eos_token_id], len(prompt_ids)))
     return pad_sft_rows(rows, tokenizer.pad_token_id)
 
 
 def run_sft(cfg: MazeConfig, task: MazeTask, out: Path, *, progress: bool = True) -> dict:
-    """Train a fresh model on the target paths; save it to ``out`` (HF checkpoint). Returns a summary."""
+    """Train a fresh model on the target paths for ``sft_steps`` steps; save it to ``out`` (HF
+    checkpoint) and its loss curve beside it (OUT/sft/sft_metrics.jsonl). Returns a summary."""
     from tqdm import tqdm
 
-    from fgrpo_llm.model import build_tiny_model, count_parameters, resolve_device, save_model_and_tokenizer
+    from fgrpo_llm.model import build_tiny_model, count_parameters, resolve_device
+    from fgrpo_llm.model import save_model_and_tokenizer
     from fgrpo_llm.sft import completion_loss
     from fgrpo_llm.tokenizer import build_word_tokenizer
 
     device = resolve_device(cfg.device)
     tokenizer = build_word_tokenizer(list(VOCAB))
+    positions = (cfg.grid_size - 2) ** 2 + 2 + cfg.max_new_tokens
     model = build_tiny_model(tokenizer, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
-                             num_heads=cfg.num_heads, max_position_embeddings=(cfg.grid_size - 2) ** 2 + 2 + cfg.max_new_tokens,
+                             num_heads=cfg.num_heads, max_position_embeddings=positions,
                              seed=cfg.seed).to(device)
     problems = task.problems("train")
     rng = np.random.default_rng([cfg.seed, 7])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.sft_lr, betas=(0.9, 0.999), weight_decay=0.01)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.sft_lr, betas=(0.9, 0.999),
+                                  weight_decay=0.01)
     out.mkdir(parents=True, exist_ok=True)
     log_path = out.parent / "sft_metrics.jsonl"
     log_path.write_text("")
     model.train()
-    start, loss_value = time.perf_counter(), float("nan")
-    bar = tqdm(range(1, cfg.sft_steps + 1), desc="maze sft", unit="step", file=sys.stderr, disable=not progress)
+    loss_value = float("nan")
+    bar = tqdm(range(1, cfg.sft_steps + 1), desc="maze sft", unit="step", file=sys.stderr,
+               disable=not progress)
     with open(log_path, "a") as log:
         for step in bar:
-            input_ids, mask, labels = (x.to(device) for x in sft_batch(tokenizer, task, problems, rng,
-                                                                         cfg.sft_batch_size))
+            input_ids, mask, labels = (x.to(device) for x in sft_batch(
+                tokenizer, task, problems, rng, cfg.sft_batch_size))  # (B, T) each
             loss = completion_loss(model, input_ids, mask, labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
+                raise FloatingPointError(f"maze SFT diverged at step {step} (loss {float(loss)}); "
+                                         f"lower sft_lr={cfg.sft_lr}")
             optimizer.step()
             loss_value = float(loss.detach())
             if step % 25 == 0 or step in (1, cfg.sft_steps):
-                log.write(json.dumps({"step": step, "sft/loss": loss_value, "sft/grad_norm": float(grad_norm),
-                                      "time/elapsed_s": time.perf_counter() - start}) + "\n")
+                log.write(json.dumps({"step": step, "sft/loss": loss_value,
+                                      "sft/grad_norm": float(grad_norm)}) + "\n")
                 log.flush()
                 bar.set_postfix(loss=f"{loss_value:.3f}")
     model.eval()
     save_model_and_tokenizer(model.cpu(), tokenizer, out)
-    return {"sft/loss": loss_value, "sft/seconds": time.perf_counter() - start,
-            "model/parameters": count_parameters(model)}
+    return {"sft/loss": loss_value, "model/parameters": count_parameters(model)}
 
 
 # -- evaluation ----------------------------------------------------------------------------------
 
-def evaluate_heldout(model, tokenizer, task: MazeTask, cfg: MazeConfig) -> dict:
+def eval_seed(rl_seed: int) -> int:
+    """The torch seed of RL seed ``rl_seed``'s held-out evaluation."""
+    return rl_seed + EVAL_SEED_OFFSET
+
+
+def evaluate_heldout(model, tokenizer, task: MazeTask, cfg: MazeConfig, *, rl_seed: int) -> dict:
     """pass@k on the held-out mazes, ``{"eval/test/pass@k": ...}``, from K samples per maze.
 
-    The sampling generator is re-seeded at every call, so every checkpoint of every run is scored
-    with the same random numbers (common random numbers make curves and methods comparable).
+    The sampling generator is re-seeded with :func:`eval_seed` at every call, so every checkpoint
+    of every run of one RL seed is scored with the same random numbers (common random numbers:
+    the paired differences between methods do not carry independent evaluation noise).
     """
     from fgrpo_llm.evaluation.passk import pass_at_k_table, sample_correct_counts
 
     device = next(model.parameters()).device
-    generator = torch.Generator(device=device).manual_seed(cfg.seed + 12345)
-    counts = sample_correct_counts(model, tokenizer, task, task.problems("test"), n=cfg.eval_k_max,
-                                   max_new_tokens=cfg.max_new_tokens, temperature=1.0, generator=generator,
+    generator = torch.Generator(device=device).manual_seed(eval_seed(rl_seed))
+    counts = sample_correct_counts(model, tokenizer, task, task.problems("test"),
+                                   n=cfg.eval_k_max, max_new_tokens=cfg.max_new_tokens,
+                                   temperature=1.0, generator=generator,
                                    batch_size=cfg.sample_batch_size)
     table = pass_at_k_table(counts, cfg.eval_k_max, cfg.ks)
     metrics = {f"eval/test/{k}": v for k, v in table.items()}
@@ -273,32 +437,37 @@ def evaluate_heldout(model, tokenizer, task: MazeTask, cfg: MazeConfig) -> dict:
 
 # -- RL ------------------------------------------------------------------------------------------
 
-def run_rl(cfg: MazeConfig, task: MazeTask, sft_dir: Path, run_dir: Path, *, gamma: float, N: int,
-           progress: bool = True) -> None:
-    """One GRPO / F-GRPO run with the generic trainer (one on-policy update per step), resuming if cut."""
-    from fgrpo_llm.checkpoint import latest_checkpoint
+def train_config(cfg: MazeConfig, sft_dir: Path, run_dir: Path, run: MazeRun, *,
+                 progress: bool = True):
+    """The trainer's config of one run: fully on-policy (one update per step, ratio = 1)."""
     from fgrpo_llm.config import TrainConfig
+
+    return TrainConfig(
+        base=str(sft_dir / "model"), out=str(run_dir), algo="grpo", gamma=run.gamma, task="maze",
+        task_kwargs={"grid_size": cfg.grid_size, "num_train": cfg.num_train,
+                     "num_test": cfg.num_test, "seed": cfg.seed},
+        steps=cfg.rl_steps, prompts_per_step=cfg.rl_prompts_per_step, group_size=run.N,
+        num_mini_batches=1, ppo_epochs=1, lr=cfg.rl_lr, lr_match_gamma=run.lr_match_gamma,
+        warmup_steps=cfg.rl_warmup_steps, max_new_tokens=cfg.max_new_tokens,
+        rollout_batch_size=cfg.sample_batch_size, seed=run.seed, eval_every=cfg.eval_every,
+        checkpoint_every=cfg.eval_every, keep_checkpoints=1, device=cfg.device,
+        progress=progress)
+
+
+def run_rl(cfg: MazeConfig, task: MazeTask, sft_dir: Path, run_dir: Path, run: MazeRun, *,
+           progress: bool = True) -> None:
+    """One GRPO / F-GRPO / control run with the generic trainer; a killed run resumes from its
+    last checkpoint (or starts again when it had none)."""
     from fgrpo_llm.model import load_model_and_tokenizer
     from fgrpo_llm.trainer import train
 
-    train_cfg = TrainConfig(
-        base=str(sft_dir / "model"), out=str(run_dir), algo="grpo", gamma=gamma, task="maze",
-        task_kwargs={"grid_size": cfg.grid_size, "num_train": cfg.num_train, "num_test": cfg.num_test,
-                     "seed": cfg.seed},
-        steps=cfg.rl_steps, prompts_per_step=cfg.rl_prompts_per_step, group_size=N,
-        num_mini_batches=1, ppo_epochs=1,  # one update per step: fully on-policy (ratio = 1)
-        lr=cfg.rl_lr, warmup_steps=cfg.rl_warmup_steps, max_new_tokens=cfg.max_new_tokens,
-        rollout_batch_size=cfg.sample_batch_size, seed=cfg.seed, eval_every=cfg.eval_every,
-        checkpoint_every=cfg.eval_every, keep_checkpoints=1, device=cfg.device, progress=progress)
-    resume = latest_checkpoint(run_dir) is not None
-    if not resume and run_dir.exists():
-        shutil.rmtree(run_dir)  # cut before its first checkpoint: start over
+    train_cfg = train_config(cfg, sft_dir, run_dir, run, progress=progress)
     _, tokenizer = load_model_and_tokenizer(sft_dir / "model", device="cpu")
 
     def heldout(model, step):
-        return evaluate_heldout(model, tokenizer, task, cfg)
+        return evaluate_heldout(model, tokenizer, task, cfg, rl_seed=run.seed)
 
-    train(train_cfg, resume=resume, evaluators=[heldout], task=task)
+    train(train_cfg, resume=True, evaluators=[heldout], task=task)
 
 
 def read_curve(run_dir: Path, sft_eval: dict) -> list[dict]:
@@ -308,13 +477,15 @@ def read_curve(run_dir: Path, sft_eval: dict) -> list[dict]:
         for line in fh:
             record = json.loads(line)
             if "eval/test/pass@1" in record:
-                curve.append({"step": record["step"], **{k: v for k, v in record.items() if k.startswith("eval/")}})
+                curve.append({"step": record["step"],
+                              **{k: v for k, v in record.items() if k.startswith("eval/")}})
     return curve
 
 
 def dip_statistics(curve: list[dict], ks: list[int]) -> dict:
-    """For each k: the largest drop of pass@k below its step-0 value, the step of the minimum,
-    and the final value minus the step-0 value ("dip" = 0 when pass@k never fell)."""
+    """For each k: the largest drop of pass@k below its step-0 value over the evaluated steps,
+    the step of the minimum, and the final value minus the step-0 value ("dip" = 0 when pass@k
+    never fell)."""
     out = {}
     for k in ks:
         key = f"eval/test/pass@{k}"
@@ -326,214 +497,165 @@ def dip_statistics(curve: list[dict], ks: list[int]) -> dict:
     return out
 
 
-# -- summary -------------------------------------------------------------------------------------
+def _rl_job(cfg: MazeConfig, out: Path, run: MazeRun, progress: bool) -> dict:
+    """Worker: one RL run (resuming it if it was cut) and its result.json, ``cfg.threads``
+    threads. Returns its wall and CPU seconds (for OUT/timings.json, never for a result)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    with torch_threads(cfg.threads):
+        run_dir = out / "rl" / run.key
+        task = build_task(cfg)
+        run_rl(cfg, task, out / "sft", run_dir, run, progress=progress)
+        threads = torch.get_num_threads()
+    sft_eval = json.loads((out / "sft" / f"eval_seed{run.seed}.json").read_text())
+    curve = read_curve(run_dir, sft_eval)
+    from fgrpo_llm.config import TrainConfig
 
-def paper_table4() -> dict | None:
-    """The paper's Table 4 (``fgrpo_llm.experiments.paper``), or None when it is not in the file
-    (the tables then show "-"). Side-by-side only: never a result of this project."""
-    from fgrpo_llm.experiments.paper import load_paper_results
-
-    return load_paper_results().get(PAPER_TABLE)
-
-
-def table_rows(cfg: MazeConfig, results: dict, paper: dict | None) -> list[dict]:
-    """Rows shaped like Table 4: one per (metric, N), one column per method, ours beside the paper's (percent)."""
-    big = [k for k in (128, 256) if k <= cfg.eval_k_max] or [cfg.eval_k_max]
-    metrics = ["pass@1"] + [f"pass@{k}" for k in big]
-    if cfg.eval_k_max not in big:
-        metrics.append(f"pass@{cfg.eval_k_max}")
-    rows = []
-    for metric in metrics:
-        for N in cfg.group_sizes:
-            row = {"metric": metric, "N": N}
-            for gamma in cfg.gammas:
-                method = method_name(gamma)
-                run = results["runs"].get(run_name(gamma, N))
-                row[f"ours {method}"] = None if run is None else round(100 * run["final"][f"eval/test/{metric}"], 1)
-                values = (paper or {}).get(metric, {}).get(method)
-                row[f"paper {method}"] = values[paper["N"].index(N)] if values and N in paper["N"] else None
-            rows.append(row)
-    return rows
+    lr = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text())).effective_lr
+    result = {"method": run.method, "gamma": run.gamma, "lr_match_gamma": run.lr_match_gamma,
+              "N": run.N, "seed": run.seed, "lr": lr, "torch_threads": threads, "curve": curve,
+              "final": curve[-1], "dips": dip_statistics(curve, cfg.ks)}
+    _write_json(run_dir / "result.json", result)
+    return {"key": run.key, "wall_s": time.perf_counter() - wall,
+            "cpu_s": time.process_time() - cpu}
 
 
-def write_table(rows: list[dict], out: Path, *, sft_eval: dict, cfg: MazeConfig, runs: dict) -> None:
-    with open(out / "table.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    cols = list(rows[0])
-    fmt = lambda v: "-" if v is None else (f"{v:.1f}" if isinstance(v, float) else str(v))  # noqa: E731
-    lines = [f"Held-out maze pass@k (%), {cfg.num_test} mazes, grid {cfg.grid_size}x{cfg.grid_size}, "
-             f"{cfg.rl_steps} RL steps, preset {cfg.preset}; SFT model: "
-             + ", ".join(f"pass@{k} {100 * sft_eval[f'eval/test/pass@{k}']:.1f}" for k in (1, cfg.eval_k_max)),
-             "'paper' columns: Table 4 of the paper (17x17, 20K steps, 256 mazes, n=1024) for side-by-side only.",
-             "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(fmt(r[c]) for c in cols) + " |" for r in rows]
-    K = cfg.eval_k_max
-    lines += ["", f"Early dip: the largest drop of held-out pass@k below the SFT model's (step 0) during RL, "
-              "its step, and the final change (points).", "",
-              f"| run | pass@1 dip | step | pass@1 change | pass@{K} dip | step | pass@{K} change |",
-              "|---|---|---|---|---|---|---|"]
-    for name, run in runs.items():
-        d = run["dips"]
-        cells = [f"{run['method']} N={run['N']}"]
-        for k in (1, K):
-            dip = d[f"dip/pass@{k}"]
-            cells += [f"{100 * dip:.1f}", str(d[f"dip_step/pass@{k}"]) if dip > 0 else "-",
-                      f"{100 * d[f'change/pass@{k}']:+.1f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    (out / "table.md").write_text("\n".join(lines) + "\n")
+def _map_jobs(cfg: MazeConfig, out: Path, todo: list[MazeRun], workers: int, progress: bool):
+    """Yield each job's timing as runs finish: in this process for one worker, else in a pool of
+    spawned processes (fresh interpreters: no forked torch thread pools)."""
+    if workers == 1 or len(todo) <= 1:
+        for run in todo:
+            yield _rl_job(cfg, out, run, progress)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
-
-def plot_curves(axes, cfg: MazeConfig, results: dict, k: int) -> None:
-    """pass@k against RL step, one panel per N (``axes`` a sequence), one line per method."""
-    for ax, N in zip(axes, cfg.group_sizes):
-        for gamma in cfg.gammas:
-            run = results["runs"].get(run_name(gamma, N))
-            if run is None:
-                continue
-            steps = [c["step"] for c in run["curve"]]
-            ax.plot(steps, [c[f"eval/test/pass@{k}"] for c in run["curve"]], marker="o", ms=3,
-                    label=method_name(gamma))
-        ax.set_title(f"N = {N}", fontsize=9)
-        ax.set_xlabel("RL step")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"held-out pass@{k}")
-    axes[0].legend(fontsize=7)
-
-
-def plot_final(ax, cfg: MazeConfig, results: dict, paper: dict | None, k: int) -> None:
-    """Final pass@k against N: ours (solid) and, when k is in Table 4, the paper's (dashed, same colour)."""
-    for i, gamma in enumerate(cfg.gammas):
-        method, colour = method_name(gamma), f"C{i}"
-        Ns = [N for N in cfg.group_sizes if run_name(gamma, N) in results["runs"]]
-        ax.plot(Ns, [results["runs"][run_name(gamma, N)]["final"][f"eval/test/pass@{k}"] for N in Ns],
-                marker="o", color=colour, label=f"ours {method}")
-        values = (paper or {}).get(f"pass@{k}", {}).get(method)
-        if values:
-            ax.plot(paper["N"], [v / 100 for v in values], ls="--", marker="x", color=colour,
-                    label=f"paper {method}")
-    ax.axhline(results["sft"][f"eval/test/pass@{k}"], color="grey", ls=":", label="ours, SFT model (step 0)")
-    in_paper = bool((paper or {}).get(f"pass@{k}"))
-    ax.set_title(f"pass@{k}: ours (solid)" + (", paper Table 4 (dashed)" if in_paper else " (not in Table 4)"),
-                 fontsize=8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("group size N")
-    ax.set_ylabel(f"final held-out pass@{k}")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=6)
-
-
-def write_figures(cfg: MazeConfig, results: dict, paper: dict | None, out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    paths = []
-    nN = len(cfg.group_sizes)
-    fig, axes = plt.subplots(2, nN, figsize=(2.6 * nN + 0.6, 4.6), squeeze=False, sharey="row")
-    plot_curves(axes[0], cfg, results, 1)
-    plot_curves(axes[1], cfg, results, cfg.eval_k_max)
-    fig.suptitle(f"Maze {cfg.grid_size}x{cfg.grid_size}: held-out pass@1 (top), pass@{cfg.eval_k_max} (bottom)",
-                 fontsize=9)
-    fig.tight_layout()
-    paths.append(out / "maze_curves.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
-    plot_final(axes[0], cfg, results, paper, 1)
-    k_big = max(k for k in cfg.ks if k <= 256)
-    plot_final(axes[1], cfg, results, paper, k_big)
-    fig.tight_layout()
-    paths.append(out / "maze_final.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
-    return paths
-
-
-def summarize(cfg: MazeConfig, out: Path) -> dict:
-    """Collect every finished run into results.json, table.csv, table.md and the figures."""
-    sft_eval = json.loads((out / "sft" / "eval.json").read_text())
-    results = {"config": cfg.to_dict(), "sft": sft_eval, "runs": {}}
-    for N in cfg.group_sizes:
-        for gamma in cfg.gammas:
-            path = out / "rl" / run_name(gamma, N) / "result.json"
-            if path.is_file():
-                results["runs"][run_name(gamma, N)] = json.loads(path.read_text())
-    paper = paper_table4()
-    rows = table_rows(cfg, results, paper)
-    results["table"] = rows
-    _write_json(out / "results.json", results)
-    write_table(rows, out, sft_eval=sft_eval, cfg=cfg, runs=results["runs"])
-    if results["runs"]:
-        write_figures(cfg, results, paper, out)
-    return results
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
+        # progress bars of parallel runs would interleave: each run reports when it is done
+        futures = [pool.submit(_rl_job, cfg, out, run, False) for run in todo]
+        for future in as_completed(futures):
+            yield future.result()
 
 
 # -- the whole experiment ------------------------------------------------------------------------
 
+#: Settings that may differ from those of a previous call in the same OUT (they change no
+#: finished stage): more N, gamma, controls or seeds run only the new runs.
+FREE_FIELDS = ("group_sizes", "gammas", "lr_matched_gammas", "rl_seeds", "device", "preset")
+
+
 def _check_out(cfg: MazeConfig, out: Path) -> None:
-    """OUT may hold a previous run only with the same settings (so finished stages can be reused)."""
+    """OUT may hold a previous run only with the same settings (so finished stages are reused)."""
     saved = out / "config.json"
     if saved.is_file():
-        old = json.loads(saved.read_text())
-        # Settings that do not change any finished stage may differ: the lists (more N or gamma), the device.
-        free = {"group_sizes", "gammas", "device", "sample_batch_size", "preset"}
-        diff = sorted(k for k, v in cfg.to_dict().items() if k not in free and old.get(k) != _jsonable(v))
+        try:
+            old = json.loads(saved.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ValueError(f"{saved} is not readable JSON; use another --out") from None
+        if not isinstance(old, dict):
+            raise ValueError(f"{saved} must hold a JSON object; use another --out")
+        diff = sorted(k for k, v in cfg.to_dict().items()
+                      if k not in FREE_FIELDS and old.get(k) != v)
         if diff:
-            raise ValueError(f"{out} holds a maze run with other settings ({', '.join(f'{k}={old.get(k)!r}' for k in diff)}); "
+            shown = ", ".join(f"{k}={old.get(k)!r}" for k in diff)
+            raise ValueError(f"{out} holds a maze run with other settings ({shown}); "
                              "use another --out or the same settings")
 
 
-def _jsonable(v):
-    return list(v) if isinstance(v, tuple) else v
+class _Timings:
+    """OUT/timings.json: wall and CPU seconds per stage, and one entry per call."""
+
+    def __init__(self, out: Path, workers: int):
+        self.path = out / "timings.json"
+        self.data = {"stages": {}, "calls": []}
+        if self.path.is_file():
+            with contextlib.suppress(ValueError):
+                data = json.loads(self.path.read_text())
+                if isinstance(data, dict) and {"stages", "calls"} <= set(data):
+                    self.data = data
+        self.call = {"workers": workers, "wall_s": 0.0, "cpu_s": 0.0}
+        self.data["calls"].append(self.call)
+        self._wall, self._cpu = time.perf_counter(), _cpu_seconds()
+
+    def stage(self, name: str, wall_s: float, cpu_s: float) -> None:
+        self.data["stages"][name] = {"wall_s": round(wall_s, 2), "cpu_s": round(cpu_s, 2)}
+        self.save()
+
+    def save(self) -> None:
+        self.call["wall_s"] = round(time.perf_counter() - self._wall, 2)
+        self.call["cpu_s"] = round(_cpu_seconds() - self._cpu, 2)
+        _write_json(self.path, self.data)
 
 
-def run_experiment(cfg: MazeConfig, out, *, progress: bool = True) -> dict:
-    """Run (or continue) every stage of the experiment in ``out``; return the summary."""
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished (reaped) child processes."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def run_experiment(cfg: MazeConfig, out, *, workers: int = 1, progress: bool = True) -> dict:
+    """Run (or continue) every stage of the experiment in ``out``; return the summary.
+
+    ``workers`` processes train the RL runs (longest first); it changes only the wall time.
+    """
+    from fgrpo_llm.experiments.maze_study import summarize
     from fgrpo_llm.model import load_model_and_tokenizer, resolve_device
 
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got workers={workers!r}")
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out must be a directory, but {out} is a file")
     _check_out(cfg, out)
     out.mkdir(parents=True, exist_ok=True)
     _write_json(out / "config.json", cfg.to_dict())
-    torch.manual_seed(cfg.seed)  # an entry point: global seeding only here
-    t0 = time.perf_counter()
+    timings = _Timings(out, workers)
     task = build_task(cfg)
 
     sft_dir = out / "sft"
-    if not (sft_dir / "model" / "config.json").is_file():
-        summary = run_sft(cfg, task, sft_dir / "model", progress=progress)
-        _write_json(sft_dir / "sft_summary.json", summary)
-    if not (sft_dir / "eval.json").is_file():
-        model, tokenizer = load_model_and_tokenizer(sft_dir / "model", device=resolve_device(cfg.device))
-        _write_json(sft_dir / "eval.json", evaluate_heldout(model, tokenizer, task, cfg))
-    sft_eval = json.loads((sft_dir / "eval.json").read_text())
-    _log(progress, "SFT held-out " + _fmt(sft_eval, cfg))
-
-    for N in cfg.group_sizes:
-        for gamma in cfg.gammas:
-            run_dir = out / "rl" / run_name(gamma, N)
-            if (run_dir / "result.json").is_file():
+    with torch_threads(cfg.threads):
+        if not (sft_dir / "model" / "config.json").is_file():
+            wall, cpu = time.perf_counter(), time.process_time()
+            summary = run_sft(cfg, task, sft_dir / "model", progress=progress)
+            _write_json(sft_dir / "sft_summary.json", summary)
+            timings.stage("sft", time.perf_counter() - wall, time.process_time() - cpu)
+        model = tokenizer = None
+        for s in cfg.rl_seeds:
+            path = sft_dir / f"eval_seed{s}.json"
+            if path.is_file():
                 continue
-            t = time.perf_counter()
-            run_rl(cfg, task, sft_dir, run_dir, gamma=gamma, N=N, progress=progress)
-            curve = read_curve(run_dir, sft_eval)
-            result = {"method": method_name(gamma), "gamma": gamma, "N": N, "curve": curve, "final": curve[-1],
-                      "dips": dip_statistics(curve, cfg.ks), "seconds": time.perf_counter() - t}
-            _write_json(run_dir / "result.json", result)
-            K, dips = cfg.eval_k_max, result["dips"]
-            _log(progress, f"{method_name(gamma)} N={N} final " + _fmt(curve[-1], cfg)
-                 + f"; largest pass@{K} dip below SFT {dips[f'dip/pass@{K}']:.3f} at step {dips[f'dip_step/pass@{K}']}")
-            summarize(cfg, out)
+            wall, cpu = time.perf_counter(), time.process_time()
+            if model is None:
+                model, tokenizer = load_model_and_tokenizer(sft_dir / "model",
+                                                            device=resolve_device(cfg.device))
+            _write_json(path, evaluate_heldout(model, tokenizer, task, cfg, rl_seed=s))
+            timings.stage(f"sft_eval/seed{s}", time.perf_counter() - wall,
+                          time.process_time() - cpu)
+            _log(progress, f"SFT model, held-out with seed {s}: "
+                 + _fmt(json.loads(path.read_text()), cfg))
+
+    todo = [r for r in plan(cfg) if not (out / "rl" / r.key / "result.json").is_file()]
+    todo.sort(key=lambda r: -r.N)  # longest first (cost ~ N), so the workers finish together
+    _log(progress, f"{len(todo)} RL run(s) to train on {min(workers, max(len(todo), 1))} "
+         f"worker(s), {cfg.threads} thread(s) each")
+    for done, job in enumerate(_map_jobs(cfg, out, todo, workers, progress), 1):
+        timings.stage(f"rl/{job['key']}", job["wall_s"], job["cpu_s"])
+        result = json.loads((out / "rl" / job["key"] / "result.json").read_text())
+        K = cfg.eval_k_max
+        _log(progress, f"[{done}/{len(todo)}] seed {result['seed']} {result['method']} "
+             f"N={result['N']}: final " + _fmt(result["final"], cfg)
+             + f"; largest pass@{K} dip {result['dips'][f'dip/pass@{K}']:.3f} "
+             f"({job['wall_s']:.0f} s)")
     results = summarize(cfg, out)
-    results["seconds_this_call"] = time.perf_counter() - t0
+    timings.save()
+    results["timings"] = timings.data
     return results
 
 
 def _fmt(metrics: dict, cfg: MazeConfig) -> str:
-    return ", ".join(f"pass@{k}={metrics[f'eval/test/pass@{k}']:.3f}" for k in (1, cfg.eval_k_max))
+    return ", ".join(f"pass@{k}={metrics[f'eval/test/pass@{k}']:.3f}"
+                     for k in (1, cfg.eval_k_max))
 
 
 def _log(progress: bool, text: str) -> None:

@@ -1,7 +1,8 @@
 """Markdown for the evaluation and cross-check reports (``report.md``).
 
-Pure formatting: every function takes the dicts produced by ``evaluate.py`` / ``validate.py``
-and returns markdown text; :func:`write_report` puts the sections in one file.
+Pure formatting: every function takes the dicts produced by ``fgrpo_llm.evaluation`` and
+``fgrpo_llm.experiments.cross_check`` and returns markdown text; :func:`write_report` puts the
+sections in one file.
 """
 
 from __future__ import annotations
@@ -102,13 +103,13 @@ def sweep_section(result: dict) -> str:
 
 
 def lr_control_section(result: dict) -> str:
-    """F-GRPO vs GRPO vs GRPO at lr * m_gamma at the same N (``validate.lr_control_comparisons``)."""
+    """F-GRPO vs GRPO vs GRPO at lr * m_gamma at the same N (``fgrpo_llm.evaluation.sweep.lr_control_comparisons``)."""
     comps = result.get("lr_control") or []
     if not comps:
         return ""
     parts = ["The focal weight (1 - mu)^gamma shrinks the average update to about m_gamma = "
-             "B(3/2, gamma + 3/2) / B(3/2, 3/2) of GRPO's (SPEC §2), so the paper also trains GRPO at lr * m_gamma "
-             "(§6, \"Controls\"). If that low-LR GRPO lands near F-GRPO, F-GRPO's difference from GRPO is "
+             "B(3/2, gamma + 3/2) / B(3/2, 3/2) of GRPO's, so the paper also trains GRPO at lr * m_gamma "
+             "(Table 3). If that low-LR GRPO lands near F-GRPO, F-GRPO's difference from GRPO is "
              "explained by the smaller step; if it lands near GRPO, by the focal reweighting."]
     for c in comps:
         kmax = next((r["kmax"] for r in (c["focal"], c["grpo"], c["control"]) if r.get("kmax")), None)
@@ -118,8 +119,6 @@ def lr_control_section(result: dict) -> str:
                      + markdown_table(["run", "gamma", "lr x", "in-domain pass@1", f"in-domain pass@{kmax}",
                                        "Delta NLL_rare"], table)
                      + "\n\n" + "\n".join(f"- {s}" for s in c["sentences"]))
-    parts.append("One seed per run and no error bars: differences of the size of the evaluation noise "
-                 "say little either way.")
     return "\n\n".join(parts)
 
 
@@ -172,9 +171,27 @@ def plot_pass_at_k_models(axes, evals: dict[str, dict]) -> None:
         ax.legend(fontsize=7)
 
 
-def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: dict) -> Path:
-    """OUT/report.md: configuration, timings, theory figures, base, rare set, training curves,
-    pass@k, the tail-miss check, the sweep next to the paper and the learning-rate-matched control."""
+SPREAD_NAMES = {"id_pass1": "in-domain pass@1", "id_passk": "in-domain pass@k_max", "ood_pass1": "OOD pass@1",
+                "ood_passk": "OOD pass@k_max", "delta_nll_rare": "Delta NLL_rare"}
+
+
+def seed_spread_note(spread: dict | None) -> str:
+    """The sentence set beside each single-seed comparison: what one seed cannot separate."""
+    if not spread:
+        return ("_One seed: a difference smaller than the seed-to-seed spread cannot be told apart from it. "
+                "The spread has not been measured for this configuration: run `fgrpo-llm study` (README)._")
+    parts = ", ".join(f"{SPREAD_NAMES.get(k, k)} {v:.3f}" for k, v in spread["sd"].items() if v is not None)
+    return (f"_One seed cannot separate differences smaller than the seed-to-seed spread. Over "
+            f"{spread.get('num_seeds')} RL seeds of this plan, `{spread.get('command')}` measured a standard "
+            f"deviation across seeds of {parts} (mean over the plan's runs)._")
+
+
+def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: dict, *,
+                      seed_spread: dict | None = None) -> Path:
+    """OUT/report.md: configuration, theory figures, base, rare set, training curves, pass@k, the
+    tail-miss check, the sweep next to the paper and the learning-rate-matched control, each
+    comparison with the note of :func:`seed_spread_note`. No wall times: the same command gives the
+    same report on any machine."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -184,14 +201,14 @@ def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: 
 
     out = Path(out)
     sections = []
-    total = summary.get("total_seconds", 0.0)
-    cfg_rows = [[k, f"`{v}`"] for k, v in dataclasses.asdict(cfg).items()]
-    timing = [[name, f"{sec:.0f}"] for name, sec in summary.get("stage_seconds", {}).items()]
-    intro = (f"Everything below was produced by `fgrpo-llm demo` in this directory, one seed, on this machine. "
-             f"Numbers from the paper are quoted only where labelled as the paper's (Qwen2.5-7B on math; "
-             f"a very different scale), never as ours.\n\nWall time of this invocation: {total / 60:.1f} min "
-             f"(stages whose outputs already existed were skipped and cost ~0 s).\n\n"
-             + markdown_table(["stage", "seconds"], timing))
+    note = seed_spread_note(seed_spread)
+    from fgrpo_llm.experiments.plan import EXECUTION_FIELDS
+
+    cfg_rows = [[k, f"`{v}`"] for k, v in dataclasses.asdict(cfg).items() if k not in EXECUTION_FIELDS]
+    intro = ("Everything below was produced by `fgrpo-llm demo` in this directory, one RL seed. Numbers from "
+             "the paper are quoted only where labelled as the paper's (Qwen2.5-7B on math; a very different "
+             "scale), never as ours. Wall times are in `timings.md`: they depend on the machine, the results "
+             "here do not.\n\n" + note)
     sections.append(("Run", intro))
     sections.append(("Configuration", "<details><summary>demo_config.json</summary>\n\n"
                      + markdown_table(["field", "value"], cfg_rows) + "\n\n</details>"))
@@ -202,7 +219,10 @@ def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: 
                          "regime sweep (Fig. 2):\n\n" + "\n\n".join(f"![{p.stem}]({p.relative_to(out)})" for p in figs)))
 
     base = summary.get("base", {})
-    base_lines = [f"{k}: {fmt(v) if isinstance(v, float) else v}" for k, v in base.items()]
+    base_lines = [f"{k}: {fmt(v) if isinstance(v, float) else v}" for k, v in base.items()
+                  if not k.startswith(("time/", "perf/"))]
+    if base.get("stopped_by", "step budget") != "step budget":
+        base_lines.append(f"**stopped by a {base['stopped_by']}**: this base depends on the machine's speed")
     sections.append(("Base model", "Pretrained on skewed Countdown demonstrations (`fgrpo_llm.experiments.countdown_base`):\n\n"
                      + "\n".join(f"- {line}" for line in base_lines)))
 
@@ -242,7 +262,7 @@ def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: 
         fig.tight_layout()
         fig.savefig(out / "passk.png", dpi=120)
         plt.close(fig)
-        sections.append(("pass@k", "![pass@k](passk.png)\n\n" + pass_at_k_section(evals)))
+        sections.append(("pass@k", "![pass@k](passk.png)\n\n" + pass_at_k_section(evals) + "\n\n" + note))
 
     vfig = result.get("figures", {})
     tm = (f"Per training group: active (0 < X < N)? contained a rare form of E(x)? Observed tail-miss frequency "
@@ -255,10 +275,11 @@ def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: 
     sw = ""
     if "delta_nll" in vfig:
         sw = f"![Delta NLL_rare vs N](validate/{vfig['delta_nll']})\n\n"
-    sections.append(("Cross-check: group-size sweep vs the paper (Table 2)", sw + sweep_section(result)))
+    sections.append(("Cross-check: group-size sweep vs the paper (Table 2)", sw + sweep_section(result) + "\n\n"
+                      + note))
     control = lr_control_section(result)
     if control:
-        sections.append(("Learning-rate-matched control", control))
+        sections.append(("Learning-rate-matched control", control + "\n\n" + note))
     elif getattr(cfg, "lr_matched_control", False) and getattr(cfg, "gamma", 0) > 0:
         sections.append(("Learning-rate-matched control", "_The control run or one of the runs it is compared "
                                                            "with is missing (not finished?)._"))

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 
 from fgrpo_llm.cli import main  # noqa: E402
-from fgrpo_llm.experiments.demo import DemoConfig, RunSpec, _run_specs, load_demo_config  # noqa: E402
+from fgrpo_llm.experiments.plan import DemoConfig, RunSpec, load_demo_config, run_specs  # noqa: E402
 
 
 def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
@@ -41,6 +41,7 @@ def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
     metrics = [json.loads(line) for line in (out / "grpo_n4" / "metrics.jsonl").read_text().splitlines()]
     assert any("rare/delta_nll" in m for m in metrics)  # the evaluator hook ran inside training
     assert "report:" in capsys.readouterr().out
+    assert (out / "timings.md").is_file() and not re.search(r"\b\d+(\.\d+)? ?(s|min)\b", report)  # no wall times
 
     stamp = {p: p.stat().st_mtime_ns for p in [out / "base" / "config.json", out / "rare_set.json",
                                                 out / "grpo_n4" / "metrics.jsonl", out / "base_eval" / "eval.json"]}
@@ -49,13 +50,13 @@ def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
 
 
 def test_run_specs_lr_matched_control():
-    specs = _run_specs(DemoConfig(group_size=8, gamma=0.5, sweep_group_sizes=(2, 8, 16)))
+    specs = run_specs(DemoConfig(group_size=8, gamma=0.5, sweep_group_sizes=(2, 8, 16)))
     assert specs == [RunSpec("grpo_n8", 8, 0.0), RunSpec("fgrpo_n8", 8, 0.5),
                      RunSpec("grpo_n8_lrmatched", 8, 0.0, lr_match_gamma=0.5),
                      RunSpec("grpo_n2", 2, 0.0), RunSpec("grpo_n16", 16, 0.0)]
-    assert all(s.lr_match_gamma is None for s in _run_specs(DemoConfig(lr_matched_control=False)))
+    assert all(s.lr_match_gamma is None for s in run_specs(DemoConfig(lr_matched_control=False)))
     # gamma = 0: m_0 = 1, so the control would repeat the GRPO run
-    assert all(s.lr_match_gamma is None for s in _run_specs(DemoConfig(gamma=0.0)))
+    assert all(s.lr_match_gamma is None for s in run_specs(DemoConfig(gamma=0.0)))
 
 
 def test_demo_config_validation(tmp_path, capsys):
@@ -69,3 +70,42 @@ def test_demo_config_validation(tmp_path, capsys):
     cfg_file.write_text("rare_top_fraction: 2\n")
     assert main(["demo", "--out", str(tmp_path / "x"), "--config", str(cfg_file)]) == 2
     assert "rare_top_fraction" in capsys.readouterr().err
+
+
+def test_the_plan_gives_the_same_numbers_with_one_worker_and_with_two(tmp_path):
+    """Every run is a function of its seed and settings: the worker count and the order in which runs
+    finish change no metric, group record, evaluation or report line."""
+    from fgrpo_llm.experiments.demo import run_demo
+
+    for workers in (1, 2):
+        run_demo(tmp_path / f"w{workers}", load_demo_config(fast=True, theory=False, workers=workers))
+    a, b = tmp_path / "w1", tmp_path / "w2"
+    compared = 0
+    for f in sorted(a.rglob("*")):
+        rel = f.relative_to(a)
+        if f.suffix not in (".jsonl", ".json", ".md", ".npy") or rel.name in ("timings.md", "demo_summary.json",
+                                                                                "demo_config.json"):
+            continue
+        if f.name.startswith(("trainer_state", "manifest")):
+            continue
+        text_a, text_b = f.read_bytes(), (b / rel).read_bytes()
+        if rel.suffix == ".jsonl":  # timings aside
+            text_a, text_b = (_untimed(x) for x in (text_a, text_b))
+        elif rel.name == "eval.json" or rel.name == "rare_set.json":
+            text_a, text_b = (x.replace(str(a).encode(), b"OUT").replace(str(b).encode(), b"OUT")
+                              for x in (text_a, text_b))
+        elif rel.name in ("config.json", "base_summary.json"):
+            text_a, text_b = (_untimed_json(x, a, b) for x in (text_a, text_b))
+        assert text_a == text_b, rel
+        compared += 1
+    assert compared > 20
+
+
+def _untimed(raw: bytes) -> list:
+    return [{k: v for k, v in json.loads(line).items() if not k.startswith(("time/", "perf/"))}
+            for line in raw.splitlines()]
+
+
+def _untimed_json(raw: bytes, a, b):
+    data = json.loads(raw.decode().replace(str(a), "OUT").replace(str(b), "OUT"))
+    return {k: v for k, v in data.items() if not k.startswith(("time/", "perf/"))} if isinstance(data, dict) else data

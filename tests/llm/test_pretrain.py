@@ -89,7 +89,7 @@ def test_ood_fraction_adds_correct_four_number_demonstrations_outside_the_ood_sp
 
 
 @pytest.mark.parametrize("kwargs", [dict(lr=0), dict(batch_size=0), dict(wrong_fraction=1.5), dict(ood_fraction=-0.1),
-                                    dict(seconds=0, max_steps=0), dict(dtype="int8"), dict(seed=-1),
+                                    dict(max_steps=0), dict(dtype="int8"), dict(seed=-1),
                                     dict(eval_prompts=300), dict(device="tpu"), dict(seconds=float("nan")),
                                     dict(lr_schedule="linear"), dict(min_lr_ratio=2.0)])
 def test_bad_config_is_value_error(kwargs):
@@ -109,7 +109,7 @@ def test_config_file_round_trip_and_unknown_keys(tmp_path):
 
 
 def test_pretrain_smoke_run_lowers_loss_and_writes_a_loadable_checkpoint(tmp_path):
-    cfg = PretrainConfig(seconds=0, max_steps=30, lr=1e-2, **TINY)
+    cfg = PretrainConfig(max_steps=30, lr=1e-2, **TINY)
     summary = pretrain(cfg, tmp_path / "base", progress=False)
     lines = [json.loads(x) for x in (tmp_path / "base" / METRICS_NAME).read_text().splitlines()]
     losses = [x["train/loss"] for x in lines if "train/grad_norm" in x]
@@ -121,10 +121,43 @@ def test_pretrain_smoke_run_lowers_loss_and_writes_a_loadable_checkpoint(tmp_pat
 
 
 def test_pretrain_is_deterministic_for_a_step_budget(tmp_path):
-    cfg = PretrainConfig(seconds=0, max_steps=3, **{**TINY, "eval_prompts": 0})
+    cfg = PretrainConfig(max_steps=3, **{**TINY, "eval_prompts": 0})
     a = pretrain(cfg, tmp_path / "a", progress=False)
     b = pretrain(cfg, tmp_path / "b", progress=False)
-    assert a["train/loss"] == b["train/loss"]
+    assert a["train/loss"] == b["train/loss"] and a["stopped_by"] == "step budget"
+
+
+def test_the_default_pretraining_has_no_time_cap_and_a_slow_machine_gets_the_same_base(tmp_path, monkeypatch):
+    """The default config sets no wall-clock cap, and the learning-rate schedule counts steps: a run on
+    a machine whose clock runs 1000 times faster than its work (every step "takes" 100 s) still
+    makes every step and ends with the same weights."""
+    import time as _time
+
+    import torch
+
+    assert PretrainConfig().seconds == 0
+    cfg = PretrainConfig(max_steps=5, **{**TINY, "eval_prompts": 0})
+    pretrain(cfg, tmp_path / "fast", progress=False)
+    clock = {"t": 0.0}
+
+    def slow_clock():
+        clock["t"] += 100.0
+        return clock["t"]
+
+    monkeypatch.setattr(_time, "perf_counter", slow_clock)
+    summary = pretrain(cfg, tmp_path / "slow", progress=False)
+    monkeypatch.undo()
+    assert summary["step"] == 5 and summary["stopped_by"] == "step budget"
+    fast, _ = load_model_and_tokenizer(tmp_path / "fast")
+    slow, _ = load_model_and_tokenizer(tmp_path / "slow")
+    assert all(torch.equal(p, q) for p, q in zip(fast.parameters(), slow.parameters()))
+
+
+def test_a_time_cap_a_user_asks_for_is_reported_when_hit(tmp_path, capsys):
+    summary = pretrain(PretrainConfig(max_steps=10_000, seconds=0.5, **{**TINY, "eval_prompts": 0}),
+                       tmp_path / "capped", progress=False)
+    assert summary["step"] < 10_000 and summary["stopped_by"].startswith("time cap (0.5 s)")
+    assert "stopped by the time cap" in capsys.readouterr().err
 
 
 def test_cli_pretrain_and_errors(tmp_path, capsys):

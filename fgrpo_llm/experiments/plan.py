@@ -1,0 +1,331 @@
+"""The plan of the CPU-scale LLM experiments: its configuration and its stages.
+
+The demo (``fgrpo_llm.experiments.demo``, one RL seed) and the study
+(``fgrpo_llm.experiments.study``, several RL seeds) share one plan:
+
+1. the built-in Countdown base (``fgrpo_llm.experiments.countdown_base``, a step budget);
+2. the rare-correct set: P prompts x M base rollouts, top q by NLL, per-prompt (mu, tau) (App. M.2);
+3. pass@k of the base (in-domain "test" and OOD splits);
+4. training: GRPO and F-GRPO at N = 8, the learning-rate-matched control (GRPO at N = 8 with
+   lr * m_gamma, paper Table 3) and the rest of the group-size sweep (GRPO at N in {2, 4, 16, 32},
+   Table 2), all from the same base with the same number of steps, each followed by its pass@k.
+
+Each stage writes under OUT and is skipped when its output exists, so a rerun resumes; training
+runs go to ``workers`` processes of ``threads`` threads each. Every number depends on the seeds and
+the settings only: not on the machine's load, the worker count or the order runs finish in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """Sizes of every stage of the demo; saved resolved to OUT/demo_config.json."""
+
+    seed: int = 0
+    """Seed of pretraining, rare-set sampling and evaluation, and the RL seed of the demo's runs
+    (the study, ``fgrpo_llm.experiments.study``, trains the same plan for several RL seeds)."""
+    device: str | None = None
+    """"cpu", "cuda" or None (CUDA when available)."""
+    theory: bool = True
+    """Run the theory stage (tail-miss figures and the categorical regime sweep)."""
+    theory_fast: bool = False
+    """Draw the closed-form tail-miss figures on the theory demo's coarse grid."""
+    regime_sweep_fast: bool = True
+    """Categorical regime sweep on the simulator's "tiny" preset (seconds) rather than "small"."""
+    pretrain_seconds: float = 0.0
+    """Optional wall-clock cap on base-model pretraining (0, the default: none). The step budget
+    ``PretrainConfig.max_steps`` (600) decides the base; a base stopped by a cap says so in the
+    report, since it then depends on the machine's speed."""
+    pretrain_overrides: dict = field(default_factory=dict)
+    """Further ``PretrainConfig`` fields (e.g. hidden_size, max_steps)."""
+    rare_prompts: int = 256
+    """P: training prompts of the rare-correct set (paper: 256)."""
+    rare_rollouts: int = 100
+    """M: base rollouts per prompt (paper: 800; fewer here so that more prompts, 256, cover more
+    training groups in the tail-miss check at the same sampling cost)."""
+    rare_top_fraction: float = 0.01
+    """q: fraction of the correct rollouts kept, highest NLL first (paper: 0.01)."""
+    steps: int = 150
+    """Training steps of every run (the sweep uses the same number: "same steps")."""
+    prompts_per_step: int = 32
+    """B: prompts per training step."""
+    group_size: int = 8
+    """N of the main GRPO / F-GRPO comparison (paper: 8)."""
+    gamma: float = 1.0
+    """Focal exponent of the F-GRPO run (the paper's main tables use 0.5 or 1)."""
+    lr: float = 1e-4
+    """AdamW learning rate of RL training (our CPU-scale setting; the paper's 1e-6 is for 7B models)."""
+    sweep_group_sizes: tuple = (2, 4, 16, 32)
+    """Extra GRPO group sizes of the sweep."""
+    lr_matched_control: bool = True
+    """Also train GRPO at N = ``group_size`` with lr * m_gamma (``lr_match_gamma = gamma``; m_1 = 0.5,
+    m_0.5 = 0.679), the paper's low-LR control (Table 3): the focal weight shrinks the average
+    update to about m_gamma of GRPO's, and this run tells a smaller step apart from the focal
+    reweighting. Skipped when gamma = 0 (m_0 = 1: it would repeat the GRPO run)."""
+    eval_every: int = 25
+    """Steps between Delta NLL_rare evaluations during training."""
+    train_overrides: dict = field(default_factory=dict)
+    """Further ``TrainConfig`` fields applied to every run (e.g. rollout_batch_size, dtype)."""
+    eval_n: int = 64
+    """Samples per problem for pass@k (paper: 1024)."""
+    eval_max_problems: int | None = 100
+    """Problems per evaluation split (None: all)."""
+    max_new_tokens: int = 16
+    """Completion token limit (sampling, training and evaluation)."""
+    batch_size: int = 2048
+    """Sequences decoded at once in evaluation and rare-set sampling."""
+    early_steps: int = 50
+    """Early window of the tail-miss check (the policy is still near the base there)."""
+    workers: int = 2
+    """Training runs (each followed by its pass@k evaluation) in parallel processes. The numbers do not
+    depend on it: every run is a function of its seed and settings alone."""
+    threads: int = 1
+    """torch intra-op threads of every stage and of every worker, whatever ``workers`` is: a float sum
+    split over another number of threads rounds differently and changes the samples."""
+    paper_results: str | None = None
+    """Path of paper_results.json (None: the copy shipped in ``fgrpo_llm/experiments/``)."""
+
+    def __post_init__(self):
+        ints = {"seed": 0, "rare_prompts": 1, "rare_rollouts": 1, "steps": 1, "prompts_per_step": 1,
+                "group_size": 2, "eval_every": 0, "eval_n": 1, "max_new_tokens": 1, "batch_size": 1,
+                "early_steps": 0, "workers": 1, "threads": 1}
+        for name, low in ints.items():
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {name}={v!r}")
+        for name in ("pretrain_seconds", "gamma", "lr"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or v < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {name}={v!r}")
+        if not isinstance(self.lr_matched_control, bool):
+            raise ValueError(f"lr_matched_control must be true or false, got {self.lr_matched_control!r}")
+        if not 0 < self.rare_top_fraction <= 1:
+            raise ValueError(f"rare_top_fraction must lie in (0, 1], got {self.rare_top_fraction}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got lr={self.lr}")
+        sizes = tuple(int(n) for n in self.sweep_group_sizes)
+        if any(n < 2 for n in sizes):
+            raise ValueError(f"sweep_group_sizes must be integers >= 2, got {list(self.sweep_group_sizes)}")
+        object.__setattr__(self, "sweep_group_sizes", sizes)
+        if self.eval_max_problems is not None and self.eval_max_problems < 1:
+            raise ValueError(f"eval_max_problems must be None or >= 1, got {self.eval_max_problems}")
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "DemoConfig":
+        from fgrpo_llm.config import dataclass_from_dict
+
+        return dataclass_from_dict(cls, data, what="demo config")
+
+
+#: Settings of how the plan is executed, not of what it computes: left out of the reports.
+EXECUTION_FIELDS = ("workers",)
+
+#: The test-suite preset: every stage, tiny budgets (well under a minute on one core).
+FAST = dict(theory_fast=True, regime_sweep_fast=True,
+            pretrain_overrides={"hidden_size": 32, "num_layers": 2, "num_heads": 2, "eval_prompts": 4,
+                                "eval_samples": 2, "batch_size": 32, "warmup_steps": 2, "max_steps": 40},
+            rare_prompts=8, rare_rollouts=16, rare_top_fraction=0.05, steps=3, prompts_per_step=4, group_size=4,
+            sweep_group_sizes=(2,), eval_every=2, eval_n=4, eval_max_problems=4, max_new_tokens=8,
+            batch_size=256, early_steps=2, workers=1,
+            train_overrides={"warmup_steps": 1, "checkpoint_every": 0, "progress": False})
+
+
+def load_demo_config(path=None, *, fast: bool = False, **overrides) -> DemoConfig:
+    """Defaults (or the FAST preset), then the YAML/JSON file, then keyword overrides."""
+    data = dict(FAST) if fast else {}
+    if path is not None:
+        from fgrpo_llm.config import read_config_file
+
+        data.update(read_config_file(path))
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return DemoConfig.from_dict(data)
+
+
+# ----------------------------------------------------------------------------- stages
+def write_json(path: Path, data) -> None:
+    """Strict JSON (NaN / inf as null), written atomically."""
+    from fgrpo_llm.files import atomic_write_text, strict_json
+
+    atomic_write_text(path, strict_json(data, indent=1, default=str))
+
+
+def generator_for(device, seed: int):
+    import torch
+
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def pretrain_base(out: Path, cfg: DemoConfig) -> dict:
+    base = out / "base"
+    summary_path = out / "base_summary.json"
+    if (base / "config.json").is_file() and summary_path.is_file():
+        return json.loads(summary_path.read_text())
+    from fgrpo_llm.experiments.countdown_base import PretrainConfig, pretrain
+
+    pcfg = PretrainConfig.from_dict({"seed": cfg.seed, "seconds": float(cfg.pretrain_seconds),
+                                     "max_new_tokens": cfg.max_new_tokens,
+                                     "device": cfg.device or "auto", **cfg.pretrain_overrides})
+    summary = pretrain(pcfg, base, progress=True)
+    write_json(summary_path, summary)
+    return summary
+
+
+def task_for(base: Path):
+    from fgrpo_llm.tasks.for_model import task_for_model
+
+    return task_for_model("countdown", {}, model_dir=base)
+
+
+def rare_set_stage(out: Path, cfg: DemoConfig):
+    from fgrpo_llm.evaluation.rare import build_rare_set, load_rare_set, save_rare_set
+
+    path = out / "rare_set.json"
+    if path.is_file():
+        return load_rare_set(path)
+    from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
+
+    model, tok = load_model_and_tokenizer(out / "base", device=cfg.device)
+    device = next(model.parameters()).device
+    task = task_for(out / "base")
+    rare = build_rare_set(model, tok, task, task.problems("train")[:cfg.rare_prompts],
+                          num_rollouts=cfg.rare_rollouts, top_fraction=cfg.rare_top_fraction,
+                          max_new_tokens=cfg.max_new_tokens, generator=generator_for(device, cfg.seed + 1),
+                          batch_size=cfg.batch_size, progress=True, autocast_dtype=resolve_autocast_dtype(device))
+    rare.meta.update({"base": str(out / "base"), "split": "train", "seed": cfg.seed + 1})
+    save_rare_set(rare, path)
+    return rare
+
+
+def evaluate_stage(model_dir: Path, out_dir: Path, cfg: DemoConfig, *, task) -> dict:
+    from fgrpo_llm.evaluation.passk import default_ks, evaluate_model, load_eval, write_eval_outputs
+    from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
+
+    if (out_dir / "eval.json").is_file():
+        return load_eval(out_dir)[0]
+    model, tok = load_model_and_tokenizer(model_dir, device=cfg.device)
+    device = next(model.parameters()).device
+    results, outcomes = evaluate_model(model, tok, task, n=cfg.eval_n, ks=default_ks(cfg.eval_n),
+                                       max_problems=cfg.eval_max_problems, max_new_tokens=cfg.max_new_tokens,
+                                       generator=generator_for(device, cfg.seed + 2), batch_size=cfg.batch_size,
+                                       autocast_dtype=resolve_autocast_dtype(device))
+    results["model"] = str(model_dir)
+    write_eval_outputs(results, outcomes, out_dir, label=model_dir.parent.name)
+    return results
+
+
+def run_finished(run_dir: Path) -> bool:
+    return (run_dir / "model" / "config.json").is_file() and (run_dir / "groups.jsonl").is_file()
+
+
+def base_task_kwargs(base: Path) -> dict:
+    """The Countdown settings the base was pretrained with (``fgrpo_llm.tasks.for_model``)."""
+    from fgrpo_llm.tasks.for_model import model_task_kwargs
+
+    return model_task_kwargs(base, "countdown")
+
+
+class RunSpec(NamedTuple):
+    """One training run of the plan."""
+
+    name: str
+    """Row name stem (``grpo_n8``, ``fgrpo_n8``, ``grpo_n8_lrmatched``, ...)."""
+    N: int
+    """Group size."""
+    gamma: float
+    """Focal exponent (0: GRPO)."""
+    lr_match_gamma: float | None = None
+    """Train at lr * m_gamma for this gamma (the low-LR control), or None for lr."""
+    seed: int = 0
+    """RL seed: sampling, prompt order and mini-batch shuffling of the run."""
+    dir: str = ""
+    """Run directory relative to OUT (default: ``name``)."""
+
+    @property
+    def path(self) -> str:
+        return self.dir or self.name
+
+
+def run_specs(cfg: DemoConfig, *, seed: int | None = None, prefix: str = "") -> list[RunSpec]:
+    """The plan: GRPO and F-GRPO at N = ``group_size``, the learning-rate-matched control, then the
+    rest of the GRPO group-size sweep, smallest N first; RL seed ``seed`` (default ``cfg.seed``),
+    run directories under ``prefix``."""
+    seed = cfg.seed if seed is None else seed
+    N = cfg.group_size
+    specs = [(f"grpo_n{N}", N, 0.0, None), (f"fgrpo_n{N}", N, cfg.gamma, None)]
+    if cfg.lr_matched_control and cfg.gamma > 0:
+        specs.append((f"grpo_n{N}_lrmatched", N, 0.0, cfg.gamma))
+    specs += [(f"grpo_n{n}", n, 0.0, None) for n in sorted(cfg.sweep_group_sizes) if n != N]
+    return [RunSpec(name, n, g, lr_g, seed, f"{prefix}{name}" if prefix else "") for name, n, g, lr_g in specs]
+
+
+def train_run(out: Path, cfg: DemoConfig, spec: RunSpec, rare) -> None:
+    """One RL run from the plan's base (``OUT/base``), Delta NLL_rare logged every ``eval_every``
+    steps; with ``lr_match_gamma`` the lr is multiplied by m_gamma (``TrainConfig.effective_lr``).
+    A killed run continues from its last checkpoint; a finished one is left as it is."""
+    from fgrpo_llm.config import TrainConfig
+    from fgrpo_llm.evaluation.rare import make_rare_evaluator
+    from fgrpo_llm.trainer import train
+
+    run_dir = out / spec.path
+    if run_finished(run_dir):
+        return
+    data = {"base": str(out / "base"), "out": str(run_dir), "algo": "grpo", "gamma": float(spec.gamma),
+            "task": "countdown", "task_kwargs": base_task_kwargs(out / "base"),
+            "steps": cfg.steps, "prompts_per_step": cfg.prompts_per_step, "group_size": int(spec.N), "lr": cfg.lr,
+            "max_new_tokens": cfg.max_new_tokens, "eval_every": cfg.eval_every, "seed": int(spec.seed),
+            "device": cfg.device, **cfg.train_overrides}
+    if spec.lr_match_gamma is not None:
+        data["lr_match_gamma"] = float(spec.lr_match_gamma)
+    train(TrainConfig.from_dict(data), evaluators=[make_rare_evaluator(rare)], resume=True)
+
+
+def train_and_evaluate(out: Path, cfg: DemoConfig, spec: RunSpec) -> tuple[RunSpec, float]:
+    """Worker: one training run, then its pass@k evaluation, on ``cfg.threads`` threads."""
+    import torch
+
+    from fgrpo_llm.evaluation.rare import load_rare_set
+
+    torch.set_num_threads(cfg.threads)
+    start = time.perf_counter()
+    rare = load_rare_set(out / "rare_set.json")
+    train_run(out, cfg, spec, rare)
+    run_dir = out / spec.path
+    evaluate_stage(run_dir / "model", run_dir / "eval", cfg, task=task_for(out / "base"))
+    return spec, time.perf_counter() - start
+
+
+def run_done(out: Path, spec: RunSpec) -> bool:
+    """Trained and evaluated."""
+    return run_finished(out / spec.path) and (out / spec.path / "eval" / "eval.json").is_file()
+
+
+def map_runs(out: Path, cfg: DemoConfig, specs: list[RunSpec]):
+    """Yield ``(spec, seconds)`` as runs finish: in this process for one worker, else in a pool of
+    ``cfg.workers`` fresh (spawned) processes, longest run (largest N) first. Every run is a function
+    of its seed and settings only, so neither the worker count nor the finishing order changes a
+    number."""
+    specs = sorted(specs, key=lambda spec: -spec.N)  # cost ~ N: the workers finish together
+    if cfg.workers == 1 or len(specs) <= 1:
+        for spec in specs:
+            yield train_and_evaluate(out, cfg, spec)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # progress bars of parallel runs would interleave: each run reports when it is done instead
+    cfg = dataclasses.replace(cfg, train_overrides={**cfg.train_overrides, "progress": False})
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked torch thread pools
+    with ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
+        futures = [pool.submit(train_and_evaluate, out, cfg, spec) for spec in specs]
+        for future in as_completed(futures):
+            yield future.result()
