@@ -187,3 +187,10 @@ def test_success_rate_is_clipped_for_rewards_outside_the_range_and_int_rewards_w
     Ri = torch.tensor([[1, 0, 0, 0]])  # integer rewards are promoted to float
     torch.testing.assert_close(adv.grpo_advantages(Ri), adv.grpo_advantages(Ri.float()))
     assert adv.focal_weight(torch.tensor([1.0, 0.0]), gamma=0.0).tolist() == [1.0, 1.0]
+
+
+def test_std_none_is_mean_centred_only():
+    R = torch.tensor([[2.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(adv.grpo_advantages(R, std="none"), R - R.mean(dim=1, keepdim=True))
+    torch.testing.assert_close(adv.focal_advantages(R, gamma=0.0, std="none", reward_correct=2.0),
+                               adv.mean_centred_advantages(R))

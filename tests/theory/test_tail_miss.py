@@ -279,3 +279,18 @@ def test_documented_special_values_come_without_runtime_warnings(call):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         call()
+
+
+@pytest.mark.parametrize("mu, tau", [(1 - 1e-10, 0.3), (1 - 1e-13, 0.5), (1 - 1e-6, 1e-3),
+                                     (0.3, 0.015), (1e-8, 1e-9), (0.5, 1e-12)])
+def test_stationary_point_against_an_mpmath_root(mu, tau):
+    """N_c to ~1e-15 relative, also with mu near 1, where 1 - mu is the small base (the kernel
+    takes the smaller of mu - tau and 1 - mu so that no base is a rounded 1 - tiny)."""
+    m, t = mpmath.mpf(mu), mpmath.mpf(tau)
+    with mpmath.workdps(60):
+        def dP(N):
+            return ((1 - t) ** N * mpmath.log(1 - t) - (m - t) ** N * mpmath.log(m - t)
+                    - (1 - m) ** N * mpmath.log(1 - m))
+        n_c = stationary_group_size(mu, tau)
+        ref = mpmath.findroot(dP, mpmath.mpf(n_c))
+    assert float(abs(n_c / ref - 1)) < 1e-12
