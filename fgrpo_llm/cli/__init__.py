@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "fgrpo_llm.cli.validate",  # validate
     "fgrpo_llm.cli.maze",  # maze
     "fgrpo_llm.cli.demo",  # demo
+    "fgrpo_llm.cli.study",  # study
 ]
 
 

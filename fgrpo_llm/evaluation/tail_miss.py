@@ -30,8 +30,12 @@ __all__ = ["Z95", "tail_miss_records", "wilson_interval", "summarise_tail_miss",
 Z95 = 1.959963984540054
 
 
-def tail_miss_records(groups: list[dict], rare_set, *, max_step: int | None = None) -> dict[str, np.ndarray]:
+def tail_miss_records(groups: list[dict], rare_set, *, max_step: int | None = None,
+                      exact: bool = False) -> dict[str, np.ndarray]:
     """Per logged group (of a prompt with a rare event E(x)): observed flags and Lemma 3.1.
+
+    ``exact``: predict with the exact base (mu, tau) of each prompt (``mu_exact``, ``tau_exact`` in
+    the rare set, ``fgrpo_llm.evaluation.exact``) instead of the sampled estimates.
 
     Returns arrays ``step, N, active, hit, tail_miss`` (observed) and ``p_active, p_tail_miss``
     (predicted at the prompt's base (mu, tau)), plus ``prompt_id`` (object array).
@@ -51,8 +55,8 @@ def tail_miss_records(groups: list[dict], rare_set, *, max_step: int | None = No
         rare = set(info["rare_forms"])
         hit = any(f is not None and str(f) in rare for f in g.get("forms") or [])
         active = 0 < X < N
-        rows.append((step, N, active, hit, active and not hit, float(info["mu"]), float(info["tau"]),
-                     str(g["prompt_id"])))
+        mu, tau = (info["mu_exact"], info["tau_exact"]) if exact else (info["mu"], info["tau"])
+        rows.append((step, N, active, hit, active and not hit, float(mu), float(tau), str(g["prompt_id"])))
     if not rows:
         empty = np.zeros(0)
         return {"step": empty.astype(int), "N": empty.astype(int), "active": empty.astype(bool),
