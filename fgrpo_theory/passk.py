@@ -52,12 +52,10 @@ def pass_at_k_exact(p, k):
 def _log_factors(n: np.ndarray, x: np.ndarray, j: np.ndarray) -> np.ndarray:
     """log(1 - x / (n - j)) for int64 n, x (P, 1) and factor index j (W,): (P, W).
 
-    log1p(-x/d) where x/d < 1/2, else log((d - x)/d) with d - x exact in int64: both accurate
-    to a few ulp. Entries with d <= x are not used by the caller (NaN or -inf there)."""
-    d = n - j  # (P, W) int64
-    ratio = x / d
-    near_one = np.log((d - x) / d)
-    return np.where(ratio < 0.5, np.log1p(-ratio), near_one)
+    log1p keeps every factor's relative accuracy where x / (n - j) is small; where it is near 1
+    the product, and with it 1 - pass@k, is near 0 and pass@k stays accurate to an ulp.
+    Entries with n - j <= x are not used by the caller (NaN or -inf there)."""
+    return np.log1p(-x / (n - j))
 
 
 def _log_ratio_mpmath(n: int, c: int, k: int) -> float:

@@ -194,3 +194,11 @@ def test_std_none_is_mean_centred_only():
     torch.testing.assert_close(adv.grpo_advantages(R, std="none"), R - R.mean(dim=1, keepdim=True))
     torch.testing.assert_close(adv.focal_advantages(R, gamma=0.0, std="none", reward_correct=2.0),
                                adv.mean_centred_advantages(R))
+
+
+def test_groups_of_one_and_the_tensor_type_message():
+    """N = 1 is a valid group for the population std and for mean-centring (A = 0)."""
+    for std in ("population", "none"):
+        assert (adv.grpo_advantages(torch.tensor([[3.0], [0.5]]), std=std) == 0).all()
+    with pytest.raises(TypeError, match=r"^rewards must be a torch\.Tensor of shape \(B, N\), got list$"):
+        adv.grpo_advantages([[1.0, 0.0]])

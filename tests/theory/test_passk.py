@@ -281,3 +281,14 @@ def test_all_constant_problems_give_a_point_law():
     shifted = paired_subsampling_test(A, np.array([[1] * 6, [1] * 6, [1] * 6]), m=3, iterations=50,
                                       rng=np.random.default_rng(0))
     assert shifted.statistic == pytest.approx(-1 / 3) and shifted.p_value == pytest.approx(1 / 51)
+
+
+def test_count_errors_quote_the_offending_element():
+    with pytest.raises(ValueError, match=r"^c must be <= n, got c=9 > n=8$"):
+        pass_at_k_unbiased(8, np.array([8, 9]), 1)
+    with pytest.raises(ValueError, match=r"^k must be <= n, got k=9 > n=8$"):
+        pass_at_k_unbiased(np.array([5, 8]), 0, np.array([5, 9]))
+    with pytest.raises(ValueError, match=r"^n must be an integer >= 1, got n=0$"):
+        pass_at_k_unbiased(0, 0, 1)
+    with pytest.raises(ValueError, match=r"^c must be an integer >= 0, got c=-1$"):
+        pass_at_k_unbiased(8, -1, 1)
