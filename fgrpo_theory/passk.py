@@ -110,7 +110,7 @@ def pass_at_k_unbiased(n, c, k):
                 value[sel] = -np.expm1(terms.sum(axis=1))
     for i in np.flatnonzero(work & (m > _MAX_FACTORS)):
         value[i] = _log_ratio_mpmath(int(n[i]), int(c[i]), int(k[i]))
-    return _out(value.reshape(shape) + 0.0)  # + 0.0 turns -0.0 into 0.0
+    return _out(value.reshape(shape))
 
 
 def mean_pass_at_k(n, c_per_problem, ks):

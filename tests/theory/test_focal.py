@@ -60,3 +60,11 @@ def test_lr_multiplier_paper_values_and_definition():
 def test_bad_input(call, name):
     with pytest.raises(ValueError, match=rf"(?<![\w.]){name}(?!\w)"):  # the name as a word
         call()
+
+
+def test_scalar_in_numpy_scalar_out():
+    assert isinstance(focal_weight(0.5, 1.0), np.floating)
+    assert isinstance(lr_multiplier(1.0), np.floating)
+    pos, neg = focal_advantage_magnitudes(0.5, 1.0)
+    assert isinstance(pos, np.floating) and isinstance(neg, np.floating)
+    assert focal_weight([0.5], 1.0).shape == (1,)

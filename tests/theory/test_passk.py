@@ -292,3 +292,13 @@ def test_count_errors_quote_the_offending_element():
         pass_at_k_unbiased(0, 0, 1)
     with pytest.raises(ValueError, match=r"^c must be an integer >= 0, got c=-1$"):
         pass_at_k_unbiased(8, -1, 1)
+
+
+def test_scalar_in_numpy_scalar_out_and_no_mpmath_where_every_subset_hits():
+    assert isinstance(pass_at_k_exact(0.5, 2), np.floating)
+    assert isinstance(pass_at_k_unbiased(8, 2, 3), np.floating)
+    assert pass_at_k_unbiased(np.array([8]), 2, 3).shape == (1,)
+    assert pass_at_k_exact([[0.5]], 2).shape == (1, 1)
+    # n - c < k with both c and k above the 4096-factor limit: every k-subset holds a correct one
+    assert pass_at_k_unbiased(10_000, 6_000, 5_000) == 1.0
+    assert pass_at_k_unbiased(np.array([10_000, 20_000]), 6_000, 5_000)[0] == 1.0
