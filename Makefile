@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-slow bench venv clean mutation test-engines
+.PHONY: demo test test-slow bench venv clean mutation test-engines docs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,10 @@ mutation: $(STAMP)
 	$(PY) mutation/report.py; report=$$?; \
 	echo "wall time: $$(( $$(date +%s) - start )) s (mutmut log: mutation.log)"; \
 	test $$run -eq 0 && test $$report -eq 0
+
+# The API reference, generated from the docstrings (pdoc); a pdoc warning fails the build.
+docs: $(STAMP)
+	$(PY) docs/build_api.py
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

@@ -50,7 +50,6 @@ _EXPORTS = {
     "expected_s_r_given_k": "fgrpo_theory.categorical",
     "mc_p_active": "fgrpo_theory.montecarlo",
     "mc_p_tail_miss": "fgrpo_theory.montecarlo",
-    "MonteCarloEstimate": "fgrpo_theory.montecarlo",
     "SimConfig": "fgrpo_theory.sim",
     "PRESETS": "fgrpo_theory.sim",
     "run_sweep": "fgrpo_theory.sim",

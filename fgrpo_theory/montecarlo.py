@@ -27,10 +27,11 @@ from fgrpo_theory.checks import (
 
 
 class MonteCarloEstimate(NamedTuple):
-    """A Monte Carlo frequency with its binomial standard error sqrt(p (1 - p) / trials)."""
+    """A Monte Carlo frequency with its binomial standard error sqrt(p (1 - p) / trials): floats, or
+    arrays of them when the inputs broadcast to an array."""
 
-    estimate: float | np.ndarray
-    stderr: float | np.ndarray
+    estimate: float
+    stderr: float
     trials: int
 
 

@@ -11,3 +11,6 @@
 
 Nothing else in ``fgrpo_llm`` imports these sub-packages. See docs/engines.md.
 """
+
+#: The engine-free modules (``verl`` and ``trl`` import their engine and are not listed).
+__all__ = ["focal", "records"]
