@@ -1,4 +1,4 @@
-"""Writes notebooks/04_llm_validation.ipynb (no outputs): .venv/bin/python notebooks/build_04_llm_validation.py"""
+"""Writes notebooks/04_llm_validation.ipynb (no outputs; `make notebooks` runs it and keeps them)."""
 import nbformat as nbf
 
 cells = []
@@ -33,6 +33,7 @@ from fgrpo_llm.experiments.report import sweep_section, tail_miss_section
 from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.evaluation.tail_miss import plot_tail_miss_vs_N, predicted_curve
 from fgrpo_llm.experiments.cross_check import cross_check
+from fgrpo_llm.experiments.paper import load_paper_results
 
 FAST = os.environ.get("FGRPO_NOTEBOOK_FAST") == "1"
 run_dir = Path(os.environ.get("FGRPO_DEMO_DIR", "runs/demo"))
@@ -58,7 +59,7 @@ code("""
 run_dirs = sorted(d for d in run_dir.iterdir() if (d / "groups.jsonl").is_file())
 runs = [load_run(d) for d in run_dirs]
 result = cross_check(runs, rare, Path(tempfile.mkdtemp()), early_steps=10 if FAST else 50,
-                     rng=np.random.default_rng(0))
+                     paper=load_paper_results(), rng=np.random.default_rng(0))
 early = next(iter(result["tail_miss"]))
 fig, ax = plt.subplots(figsize=(6, 4))
 curve = {k: np.asarray(v, dtype=float) for k, v in result["curve"].items()}
