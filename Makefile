@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-slow bench venv clean mutation test-engines docs
+.PHONY: demo test test-slow bench venv clean mutation test-engines docs notebooks
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,11 @@ mutation: $(STAMP)
 # The API reference, generated from the docstrings (pdoc); a pdoc warning fails the build.
 docs: $(STAMP)
 	$(PY) docs/build_api.py
+
+# Rebuild every notebook from its builder and execute it, keeping the figures in the committed
+# .ipynb (notebooks 04 and 05 read runs/demo and runs/maze_study when they exist).
+notebooks: $(STAMP)
+	$(PY) notebooks/execute.py
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
