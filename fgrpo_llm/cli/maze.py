@@ -1,13 +1,20 @@
-"""``fgrpo-llm maze``: the Maze single-solution experiment (paper Section 5.2, Table 4).
+"""``fgrpo-llm maze``: the Maze single-solution experiment and study (paper Section 5.2, Table 4).
 
-    fgrpo-llm maze --preset reduced --out runs/maze          # ~10 min on 2 shared CPU cores
+    fgrpo-llm maze --preset reduced --out runs/maze                         # one seed
+    fgrpo-llm maze --preset reduced --seeds 0,1,2 --workers 2 --out runs/maze_study
     fgrpo-llm maze --preset full --out runs/maze_full        # the paper's protocol, for a GPU
     fgrpo-llm maze --preset reduced --group-sizes 4,8 --rl-steps 100 --out runs/maze_b
 
-Settings: the preset, then the ``--config`` file (YAML or JSON mapping of MazeConfig fields), then
-the flags given here. Rerunning with the same --out continues an interrupted run stage by stage
-(SFT, the SFT evaluation, each RL run); adding N or gamma values to a finished run only runs the
-new ones. Writes OUT/config.json, OUT/results.json, OUT/table.csv, OUT/table.md, OUT/maze_*.png.
+One SFT model (``--seed``), then every (method, N) RL run once per RL seed (``--seeds``; default:
+the one seed ``--seed``): GRPO, F-GRPO at each positive gamma, and the lr-matched control (GRPO
+at lr * m_gamma, ``--lr-matched-gammas``). Settings: the preset, then the ``--config`` file (YAML
+or JSON mapping of MazeConfig fields), then the flags given here. ``--workers`` processes train
+the RL runs; the numbers do not depend on it (``--threads``, which they do depend on, is a
+setting). Rerunning with the same --out continues an interrupted study stage by stage (SFT, the
+SFT evaluations, each RL run, a killed run from its last checkpoint); adding N, gamma or seed
+values to a finished study only runs the new ones. Writes OUT/config.json, OUT/results.json,
+OUT/table.{csv,md}, OUT/report.{md,json} (intervals, paired differences, verdicts),
+OUT/maze_*.png and OUT/timings.json (wall and CPU seconds, kept out of every other file).
 """
 
 from __future__ import annotations
@@ -15,54 +22,67 @@ from __future__ import annotations
 import argparse
 import os
 
-#: flag -> (MazeConfig field, type, help)
-_FLAGS = {
-    "--grid-size": ("grid_size", int, "odd grid side, 2 * cells + 1 (reduced 9, full 17)"),
-    "--num-train": ("num_train", int, "distinct training mazes"),
-    "--num-test": ("num_test", int, "held-out mazes for pass@k (full: 256)"),
-    "--seed": ("seed", int, "seed of mazes, model, sampling and evaluation"),
-    "--hidden-size": ("hidden_size", int, "transformer width"),
-    "--num-layers": ("num_layers", int, "transformer blocks"),
-    "--num-heads": ("num_heads", int, "attention heads"),
-    "--sft-steps": ("sft_steps", int, "SFT steps (full: 1500)"),
-    "--sft-batch-size": ("sft_batch_size", int, "SFT mazes per step (full: 32)"),
-    "--sft-lr": ("sft_lr", float, "SFT learning rate (full: 5e-4)"),
-    "--rl-steps": ("rl_steps", int, "RL steps per run (full: 20000)"),
-    "--prompts-per-step": ("rl_prompts_per_step", int, "mazes per RL step (full: 256)"),
-    "--rl-lr": ("rl_lr", float, "RL learning rate (full: 1e-4)"),
-    "--rl-warmup-steps": ("rl_warmup_steps", int, "RL learning-rate warm-up steps"),
-    "--eval-every": ("eval_every", int, "held-out evaluation every k RL steps"),
-    "--k-max": ("eval_k_max", int, "samples per held-out maze = largest k of pass@k (full: 2048)"),
-    "--sample-batch-size": ("sample_batch_size", int, "sequences decoded at once"),
-    "--device": ("device", str, "auto, cpu or cuda"),
+#: MazeConfig field -> (type, help); the flag names are ``fgrpo_llm.experiments.maze.FLAGS``.
+_HELP = {
+    "grid_size": (int, "odd grid side, 2 * cells + 1 (reduced 7, full 17)"),
+    "num_train": (int, "distinct training mazes"),
+    "num_test": (int, "held-out mazes for pass@k (full: 256)"),
+    "seed": (int, "seed of the mazes, the model initialisation and SFT (one SFT model)"),
+    "hidden_size": (int, "transformer width"),
+    "num_layers": (int, "transformer blocks"),
+    "num_heads": (int, "attention heads"),
+    "sft_steps": (int, "SFT steps (full: 1500)"),
+    "sft_batch_size": (int, "SFT mazes per step (full: 32)"),
+    "sft_lr": (float, "SFT learning rate (full: 5e-4)"),
+    "rl_steps": (int, "RL steps per run (full: 20000)"),
+    "rl_prompts_per_step": (int, "mazes per RL step (full: 256)"),
+    "rl_lr": (float, "RL learning rate (full: 1e-4)"),
+    "rl_warmup_steps": (int, "RL learning-rate warm-up steps"),
+    "eval_every": (int, "held-out evaluation every k RL steps"),
+    "eval_k_max": (int, "samples per held-out maze = largest k of pass@k (full: 2048)"),
+    "sample_batch_size": (int, "sequences decoded at once"),
+    "threads": (int, "torch threads per run and stage (default 1; the numbers depend on it)"),
+    "device": (str, "auto, cpu or cuda"),
 }
 
 
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from err
+def _list(kind, what):
+    def parse(text: str):
+        try:
+            return tuple(kind(x) for x in text.split(",") if x.strip())
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}") \
+                from err
+    return parse
 
 
-def _float_list(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from err
+_LISTS = {
+    "group_sizes": (_list(int, "integers"), "the N list, e.g. 4,8,16"),
+    "gammas": (_list(float, "numbers"), "focal exponents, 0 = GRPO, e.g. 0,0.5,1"),
+    "lr_matched_gammas": (_list(float, "numbers"),
+                          "gammas whose lr-matched control (GRPO at lr * m_gamma) is trained "
+                          "(default: every positive gamma; ',' for none)"),
+    "rl_seeds": (_list(int, "integers"), "RL seeds, e.g. 0,1,2 (default: --seed alone)"),
+}
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("maze", help="the Maze single-solution experiment (Table 4)", description=__doc__,
+    from fgrpo_llm.experiments.maze import FLAGS
+
+    p = subparsers.add_parser("maze", help="the Maze single-solution experiment (Table 4)",
+                              description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, help="output directory (rerun with the same --out to continue)")
-    p.add_argument("--preset", default="reduced", help="reduced (CPU, < 20 min) or full (the paper's, GPU)")
+    p.add_argument("--out", required=True,
+                   help="output directory (rerun with the same --out to continue)")
+    p.add_argument("--preset", default="reduced",
+                   help="reduced (CPU) or full (the paper's, GPU)")
     p.add_argument("--config", help="YAML or JSON file with MazeConfig fields")
-    for flag, (dest, typ, text) in _FLAGS.items():
-        p.add_argument(flag, dest=dest, type=typ, default=None, help=text)
-    p.add_argument("--group-sizes", type=_int_list, default=None, help="the N list, e.g. 4,8,16")
-    p.add_argument("--gammas", type=_float_list, default=None, help="focal exponents, 0 = GRPO, e.g. 0,0.5,1")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars and stage lines")
+    for dest, (typ, text) in {**_HELP, **_LISTS}.items():
+        p.add_argument(FLAGS[dest], dest=dest, type=typ, default=None, help=text)
+    p.add_argument("--workers", type=int, default=2,
+                   help="processes training the RL runs (default 2; changes no number)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="hide progress bars and stage lines")
     p.set_defaults(func=run)
 
 
@@ -72,15 +92,20 @@ def run(args) -> int:
 
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out must be a directory, but {args.out} is a file")
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     values = read_config_file(args.config) if args.config else {}
-    values.update({dest: getattr(args, dest) for dest, *_ in _FLAGS.values() if getattr(args, dest) is not None})
-    for name in ("group_sizes", "gammas"):
-        if getattr(args, name) is not None:
-            values[name] = getattr(args, name)
+    values.update({dest: getattr(args, dest) for dest in {**_HELP, **_LISTS}
+                   if getattr(args, dest) is not None})
     values.pop("preset", None)
     cfg = make_config(args.preset, **values)
-    results = run_experiment(cfg, args.out, progress=not args.no_progress)
-    print(open(os.path.join(args.out, "table.md")).read(), end="")
-    print(f"maze experiment in {args.out}: {len(results['runs'])} RL runs, "
-          f"{results['seconds_this_call']:.0f} s this call")
+    results = run_experiment(cfg, args.out, workers=args.workers, progress=not args.no_progress)
+    for name in ("table.md", "report.md"):
+        path = os.path.join(args.out, name)
+        if os.path.isfile(path):
+            print(open(path).read())
+    call = results["timings"]["calls"][-1]
+    print(f"maze experiment in {args.out}: {len(results['runs'])} RL runs; this call "
+          f"{call['wall_s']:.0f} s wall, {call['cpu_s']:.0f} s CPU on {args.workers} worker(s) "
+          f"({os.path.join(args.out, 'timings.json')})")
     return 0

@@ -204,7 +204,7 @@ def _is_real(v) -> bool:
 #:  setting                       reduced                                full (paper)
 #: ============================  =====================================  ==========================
 #:  maze                          7x7 grid = 3x3 cells                   17x17 grid = 8x8 cells
-#:  model                         hidden 64, 2 layers (~0.13M params)    hidden 192, 5 layers (~3.0M)
+#:  model                         hidden 64, 2 layers (~0.13M params)    hidden 192, 5 layers (~3M)
 #:  SFT                           1200 steps x 32, lr 3e-3               1500 steps x 32, lr 5e-4
 #:  RL                            120 steps x 16 mazes, lr 5e-4          20,000 steps x 256, lr 1e-4
 #:  N list                        4, 8, 16                               4, 8, 16, 32, 64, 128

@@ -1,9 +1,11 @@
-"""Tests of the Maze single-solution task (SPEC.md section 5) and a tiny-budget run of its pipeline."""
+"""Tests of the Maze single-solution task (paper Section 5.2, Appendix K) and a tiny-budget run of
+its pipeline (one SFT model, every (method, N) run per RL seed, stage resume, CLI errors)."""
 
 from __future__ import annotations
 
 import json
 from collections import deque
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -167,28 +169,60 @@ def test_bad_prompt_raises_value_error():
         decode_prompt("no answer mark")
 
 
-# -- the experiment pipeline -------------------------------------------------------------------------
+# -- the experiment pipeline -----------------------------------------------------------------
 
-TINY = dict(grid_size=7, num_train=60, num_test=3, hidden_size=32, num_layers=1, num_heads=2, sft_steps=3,
-            sft_batch_size=4, rl_steps=2, rl_prompts_per_step=2, group_sizes=(2,), gammas=(0.0, 1.0),
-            eval_k_max=4, eval_every=1, device="cpu")
+TINY = dict(grid_size=7, num_train=60, num_test=3, hidden_size=32, num_layers=1, num_heads=2,
+            sft_steps=3, sft_batch_size=4, rl_steps=2, rl_prompts_per_step=2, group_sizes=(2,),
+            gammas=(0.0, 1.0), eval_k_max=4, eval_every=1, device="cpu")
 
 
 def test_config_validation_and_presets():
     from fgrpo_llm.experiments.maze import make_config
 
     full = make_config("full")
-    assert (full.grid_size, full.sft_steps, full.sft_batch_size, full.rl_prompts_per_step) == (17, 1500, 32, 256)
+    assert (full.grid_size, full.sft_steps, full.sft_batch_size, full.rl_prompts_per_step) == (
+        17, 1500, 32, 256)
     assert full.group_sizes == (4, 8, 16, 32, 64, 128) and full.gammas == (0.0, 0.5, 1.0)
     assert full.eval_k_max == 2048 and full.num_test == 256 and full.rl_steps == 20_000
     reduced = make_config("reduced")
     assert reduced.grid_size < full.grid_size and reduced.rl_steps < full.rl_steps
     assert make_config("reduced", eval_k_max=100).ks[-1] == 100
-    for bad in ({"grid_size": 8}, {"group_sizes": (1,)}, {"gammas": (-1.0,)}, {"rl_lr": 0.0}, {"bogus": 1}):
-        with pytest.raises(ValueError):
+    # one seed unless told; every F-GRPO gamma gets its lr-matched control; one thread
+    assert reduced.rl_seeds == (0,) and make_config("reduced", seed=3).rl_seeds == (3,)
+    assert reduced.lr_matched_gammas == (0.5, 1.0) and reduced.threads == 1
+    assert make_config("reduced", gammas=(0.0, 1.0)).lr_matched_gammas == (1.0,)
+    assert make_config("reduced", lr_matched_gammas=()).lr_matched_gammas == ()
+    for bad in ({"grid_size": 8}, {"group_sizes": (1,)}, {"gammas": (-1.0,)}, {"rl_lr": 0.0},
+                {"bogus": 1}, {"rl_seeds": (1, 1)}, {"rl_seeds": (-1,)}, {"rl_seeds": ()},
+                {"threads": 0}, {"lr_matched_gammas": (0.3,)}, {"lr_matched_gammas": (0.0,)},
+                {"group_sizes": (4, 4)}, {"gammas": "0,1"}):
+        with pytest.raises(ValueError, match=next(iter(bad)) if next(iter(bad)) != "bogus"
+                           else "bogus"):
             make_config("reduced", **bad)
     with pytest.raises(ValueError, match="preset"):
         make_config("huge")
+
+
+def test_plan_runs_every_method_at_every_n_for_every_seed():
+    from fgrpo_llm.config import TrainConfig
+    from fgrpo_llm.experiments.maze import make_config, plan, train_config
+
+    cfg = make_config("reduced", rl_seeds=(0, 1), group_sizes=(4, 8))
+    runs = plan(cfg)
+    assert len(runs) == 2 * 2 * 5 and len({r.key for r in runs}) == len(runs)
+    assert {r.method for r in runs} == {"GRPO", "F-GRPO gamma=0.5", "F-GRPO gamma=1.0",
+                                        "GRPO lr x m(gamma=0.5)", "GRPO lr x m(gamma=1.0)"}
+    by_name = {r.key: r for r in runs}
+    control = by_name["seed1/grpo_lrm_g1_N8"]
+    tc = train_config(cfg, Path("sft"), Path("x"), control)
+    assert isinstance(tc, TrainConfig) and tc.gamma == 0.0 and tc.seed == 1 and tc.group_size == 8
+    assert tc.effective_lr == pytest.approx(cfg.rl_lr * 0.5)  # m_1 = 1/2
+    half = train_config(cfg, Path("sft"), Path("x"), by_name["seed0/grpo_lrm_g0.5_N4"])
+    assert half.effective_lr == pytest.approx(cfg.rl_lr * 0.6791, rel=1e-3)
+    fgrpo = train_config(cfg, Path("sft"), Path("x"), by_name["seed0/fgrpo_g0.5_N4"])
+    assert fgrpo.gamma == 0.5 and fgrpo.effective_lr == cfg.rl_lr and fgrpo.seed == 0
+    # the mazes come from the one data seed, whatever the RL seed
+    assert tc.task_kwargs["seed"] == cfg.seed == fgrpo.task_kwargs["seed"]
 
 
 def test_sft_batch_masks_everything_but_the_target():
@@ -199,21 +233,22 @@ def test_sft_batch_masks_everything_but_the_target():
     tok = build_word_tokenizer(list(VOCAB))
     task = MazeTask(grid_size=7, num_train=10, num_test=2, seed=0)
     by_prompt = {p.prompt: p for p in task.problems("train")}
-    ids, mask, labels = sft_batch(tok, task, task.problems("train"), np.random.default_rng(0), 4)  # (B, T) each
-    for b in range(4):
+    ids, mask, labels = sft_batch(tok, task, task.problems("train"), np.random.default_rng(0), 4)
+    for b in range(4):  # (B, T) each
         on_target = labels[b] != -100
         assert (labels[b][on_target] == ids[b][on_target]).all()
         target = labels[b][on_target].tolist()
         assert target[-1] == tok.eos_token_id
         prompt = tok.decode(ids[b][mask[b].bool() & ~on_target].tolist(), skip_special_tokens=True)
-        problem = by_prompt[prompt]  # everything before the target is exactly <bos> + a training prompt
+        problem = by_prompt[prompt]  # everything before the target is <bos> + a training prompt
         assert task.reward(problem, tok.decode(target[:-1])) == 1.0
 
 
 def test_dip_statistics_finds_the_drop_and_the_recovery():
     from fgrpo_llm.experiments.maze import dip_statistics
 
-    curve = [{"step": s, "eval/test/pass@1": v} for s, v in [(0, 0.5), (10, 0.3), (20, 0.4), (30, 0.6)]]
+    curve = [{"step": s, "eval/test/pass@1": v}
+             for s, v in [(0, 0.5), (10, 0.3), (20, 0.4), (30, 0.6)]]
     d = dip_statistics(curve, [1])
     assert d["dip/pass@1"] == pytest.approx(0.2) and d["dip_step/pass@1"] == 10
     assert d["change/pass@1"] == pytest.approx(0.1)
@@ -222,38 +257,60 @@ def test_dip_statistics_finds_the_drop_and_the_recovery():
 
 
 def test_pipeline_smoke_run_and_stage_resume(tmp_path):
+    import torch
+
     from fgrpo_llm.experiments.maze import make_config, run_experiment
 
     cfg = make_config("reduced", **TINY)
     out = tmp_path / "maze"
+    threads = torch.get_num_threads()
     results = run_experiment(cfg, out, progress=False)
-    assert set(results["runs"]) == {"grpo_N2", "fgrpo_g1_N2"}
+    assert torch.get_num_threads() == threads  # the caller's thread count is restored
+    assert set(results["runs"]) == {"seed0/grpo_N2", "seed0/fgrpo_g1_N2", "seed0/grpo_lrm_g1_N2"}
     for run in results["runs"].values():
+        assert run["torch_threads"] == cfg.threads == 1
         steps = [c["step"] for c in run["curve"]]
         assert steps == [0, 1, 2]  # step 0 is the SFT model, then every eval_every step
         for c in run["curve"]:
             ks = [c[f"eval/test/pass@{k}"] for k in (1, 2, 4)]
-            assert all(0 <= v <= 1 for v in ks) and ks == sorted(ks)  # pass@k non-decreasing in k
+            assert all(0 <= v <= 1 for v in ks) and ks == sorted(ks)  # non-decreasing in k
+    assert results["runs"]["seed0/grpo_lrm_g1_N2"]["lr"] == pytest.approx(cfg.rl_lr / 2)
     assert json.loads((out / "config.json").read_text())["grid_size"] == 7
-    for name in ("results.json", "table.csv", "table.md", "maze_curves.png", "maze_final.png"):
+    for name in ("results.json", "table.csv", "table.md", "report.md", "report.json",
+                 "maze_curves.png", "maze_final.png", "timings.json"):
         assert (out / name).is_file(), name
     rows = results["table"]
     assert {r["metric"] for r in rows} == {"pass@1", "pass@4"}
     assert rows[0]["paper GRPO"] is None  # N = 2 is not in Table 4
-    # Stage resume: the finished stages are reused; a new gamma runs only its own RL run.
+    assert "One seed: no interval" in (out / "report.md").read_text()
+    timings = json.loads((out / "timings.json").read_text())
+    assert set(timings["stages"]) >= {"sft", "sft_eval/seed0", "rl/seed0/grpo_N2"}
+    # Stage resume: finished stages are reused; a new gamma and a new seed run only their runs.
     sft_mtime = (out / "sft" / "model" / "model.safetensors").stat().st_mtime
-    more = run_experiment(make_config("reduced", **{**TINY, "gammas": (0.0, 0.5, 1.0)}), out, progress=False)
-    assert set(more["runs"]) == {"grpo_N2", "fgrpo_g0.5_N2", "fgrpo_g1_N2"}
+    more_cfg = make_config("reduced", **{**TINY, "gammas": (0.0, 0.5, 1.0), "rl_seeds": (0, 1)})
+    more = run_experiment(more_cfg, out, progress=False)
+    assert set(more["runs"]) == {f"seed{s}/{n}" for s in (0, 1) for n in (
+        "grpo_N2", "fgrpo_g0.5_N2", "fgrpo_g1_N2", "grpo_lrm_g0.5_N2", "grpo_lrm_g1_N2")}
     assert (out / "sft" / "model" / "model.safetensors").stat().st_mtime == sft_mtime
-    assert more["runs"]["grpo_N2"] == results["runs"]["grpo_N2"]
+    assert more["runs"]["seed0/grpo_N2"] == results["runs"]["seed0/grpo_N2"]
+    assert set(json.loads((out / "timings.json").read_text())["stages"]) >= {
+        "rl/seed0/grpo_N2", "rl/seed1/grpo_N2", "sft_eval/seed1"}
     with pytest.raises(ValueError, match="other settings"):
         run_experiment(make_config("reduced", **{**TINY, "rl_steps": 3}), out, progress=False)
+    with pytest.raises(ValueError, match="threads"):
+        run_experiment(make_config("reduced", **{**TINY, "threads": 2}), out, progress=False)
+    with pytest.raises(ValueError, match="workers"):
+        run_experiment(cfg, out, workers=0)
 
 
 def test_cli_bad_arguments_exit_2(tmp_path, capsys):
     from fgrpo_llm.cli import main
 
-    assert main(["maze", "--preset", "huge", "--out", str(tmp_path / "x")]) == 2
-    assert "preset" in capsys.readouterr().err
-    assert main(["maze", "--grid-size", "8", "--out", str(tmp_path / "x")]) == 2
-    assert "grid_size" in capsys.readouterr().err
+    for argv, word in ((["--preset", "huge"], "preset"), (["--grid-size", "8"], "grid_size"),
+                       (["--seeds", "1,1"], "rl_seeds"), (["--workers", "0"], "workers"),
+                       (["--lr-matched-gammas", "0.3"], "lr_matched_gammas"),
+                       (["--threads", "0"], "threads")):
+        assert main(["maze", *argv, "--out", str(tmp_path / "x")]) == 2
+        err = capsys.readouterr().err
+        assert word in err and "Traceback" not in err, (argv, err)
+    assert not (tmp_path / "x").exists()  # nothing written before the settings are checked

@@ -1,0 +1,404 @@
+"""The Maze study over seeds: intervals, paired differences and verdicts on the paper's Table 4.
+
+Reads the runs of ``fgrpo_llm.experiments.maze`` (one SFT model, every (method, N) run once per
+RL seed s = 1..S) and reports, per run, the mean over seeds and a 95% Student-t interval
+(``fgrpo_llm.evaluation.stats.t_interval``) of
+
+    final pass@1,   final pass@K   (K = eval_k_max, the last evaluated step),
+    dip = max_t (pass@K(0) - pass@K(t))^+   the largest drop of pass@K below the SFT model's over
+          the evaluated steps t of the run (the paper's early pass@K dip; 0 when it never fell),
+
+and the paired differences d_s = x_s(F-GRPO) - x_s(other) (same seed, same SFT model, same
+held-out mazes scored with the same random numbers; ``paired_difference``). The paper's claims
+(Section 5.2, Table 4) get a verdict each, decided from those intervals (``verdict_above`` /
+``verdict_below``):
+
+    (a) F-GRPO has a smaller early pass@K dip than GRPO      d(dip) < 0
+    (b) F-GRPO has a better final pass@1 than GRPO, every N   d(pass@1) > 0
+    (c) F-GRPO has a better final pass@K than GRPO, every N   d(pass@K) > 0
+    (d) the lr-matched control (GRPO at lr * m_gamma) does not reproduce F-GRPO's gains:
+        F-GRPO - control is in F-GRPO's favour wherever (a)-(c) found a gain over GRPO.
+
+A claim about every N (and every F-GRPO gamma) holds when it holds in every cell, is
+contradicted when it is contradicted in at least one, and is not resolved at this scale
+otherwise. Each cell is a separate 95% interval (no correction for the number of cells).
+
+    results = summarize(cfg, out)       # OUT/results.json, table.*, report.*, maze_*.png
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+from fgrpo_llm.evaluation.stats import (CONTRADICTED, HOLDS, NOT_RESOLVED, Interval,
+                                        format_interval, paired_difference, t_interval,
+                                        verdict_above, verdict_below)
+from fgrpo_llm.experiments.maze import (PAPER_TABLE, MazeConfig, _write_json, command_for,
+                                        method_name, methods, plan)
+
+__all__ = ["summarize", "study", "collect", "combine_verdicts", "write_report", "table_rows",
+           "paper_table4", "CLAIMS"]
+
+#: The paper's Maze claims (Section 5.2, Table 4), as judged here.
+CLAIMS = {
+    "a": "F-GRPO has a smaller early pass@K dip than GRPO",
+    "b": "F-GRPO has a better final pass@1 than GRPO at every N",
+    "c": "F-GRPO has a better final pass@K than GRPO at every N",
+    "d": "the lr-matched control (GRPO at lr x m_gamma) does not reproduce F-GRPO's gains",
+}
+
+
+def _metrics(cfg: MazeConfig) -> dict[str, tuple[str, str]]:
+    """Study metric -> (label, the direction F-GRPO should win in: "above" / "below")."""
+    K = cfg.eval_k_max
+    return {"pass@1": ("final pass@1", "above"), f"pass@{K}": (f"final pass@{K}", "above"),
+            "dip": (f"largest pass@{K} dip", "below")}
+
+
+def _value(cfg: MazeConfig, result: dict, metric: str) -> float:
+    """One run's value of a study metric, in percentage points."""
+    if metric == "dip":
+        return 100 * result["dips"][f"dip/pass@{cfg.eval_k_max}"]
+    return 100 * result["final"][f"eval/test/{metric}"]
+
+
+def collect(cfg: MazeConfig, out: Path) -> dict:
+    """Every finished run and SFT evaluation under ``out``: ``{"sft": {seed: eval},
+    "runs": {key: result}}``, in the fixed order of :func:`fgrpo_llm.experiments.maze.plan`."""
+    sft, runs = {}, {}
+    for s in cfg.rl_seeds:
+        path = out / "sft" / f"eval_seed{s}.json"
+        if path.is_file():
+            sft[str(s)] = json.loads(path.read_text())
+    for run in plan(cfg):
+        path = out / "rl" / run.key / "result.json"
+        if path.is_file():
+            runs[run.key] = json.loads(path.read_text())
+    return {"sft": sft, "runs": runs}
+
+
+def _per_seed(cfg: MazeConfig, results: dict, method: str, N: int, metric: str) -> dict:
+    """{seed: value} of one (method, N) over the seeds that finished."""
+    return {r["seed"]: _value(cfg, r, metric) for r in results["runs"].values()
+            if r["method"] == method and r["N"] == N}
+
+
+def _paired(a: dict, b: dict) -> Interval | None:
+    """Paired t interval of a_s - b_s over the seeds both finished (None: none in common)."""
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return None
+    return paired_difference([a[s] for s in seeds], [b[s] for s in seeds])
+
+
+def _verdict(iv: Interval | None, direction: str) -> str:
+    if iv is None:
+        return NOT_RESOLVED
+    return verdict_above(iv, 0.0) if direction == "above" else verdict_below(iv, 0.0)
+
+
+def combine_verdicts(verdicts) -> str:
+    """A claim over several cells: holds if it holds in every cell, contradicted if it is
+    contradicted in at least one, not resolved otherwise (and when there is no cell)."""
+    verdicts = list(verdicts)
+    if verdicts and all(v == HOLDS for v in verdicts):
+        return HOLDS
+    if CONTRADICTED in verdicts:
+        return CONTRADICTED
+    return NOT_RESOLVED
+
+
+def _iv(iv: Interval | None) -> dict | None:
+    return None if iv is None else iv.to_dict()
+
+
+def study(cfg: MazeConfig, results: dict) -> dict:
+    """Intervals per run, paired differences and the four verdicts (a JSON-ready dict)."""
+    metrics = _metrics(cfg)
+    K = cfg.eval_k_max
+    rows = []
+    for N in cfg.group_sizes:
+        for gamma, matched in methods(cfg):
+            method = method_name(gamma, matched)
+            row = {"method": method, "gamma": gamma, "lr_match_gamma": matched, "N": N}
+            for metric in metrics:
+                values = _per_seed(cfg, results, method, N, metric)
+                row["seeds"] = sorted(values)
+                row[metric] = _iv(t_interval(list(values.values()))) if values else None
+                row[f"{metric} per seed"] = [values[s] for s in sorted(values)]
+            rows.append(row)
+    sft = {}
+    for k in (1, K):
+        values = [100 * e[f"eval/test/pass@{k}"] for e in results["sft"].values()]
+        sft[f"pass@{k}"] = _iv(t_interval(values)) if values else None
+
+    diffs, cells = [], {c: {} for c in CLAIMS}
+    grpo = method_name(0.0)
+    for gamma in [g for g in cfg.gammas if g > 0]:
+        fgrpo = method_name(gamma)
+        others = [("GRPO", grpo)]
+        if gamma in cfg.lr_matched_gammas:
+            others.append(("control", method_name(0.0, gamma)))
+        for N in cfg.group_sizes:
+            for role, other in others:
+                for metric, (label, direction) in metrics.items():
+                    iv = _paired(_per_seed(cfg, results, fgrpo, N, metric),
+                                 _per_seed(cfg, results, other, N, metric))
+                    diffs.append({"a": fgrpo, "b": other, "role": role, "gamma": gamma, "N": N,
+                                  "metric": metric, "label": label, "direction": direction,
+                                  "difference": _iv(iv), "verdict": _verdict(iv, direction)})
+        for gamma_matched in [gamma] if gamma in cfg.lr_matched_gammas else []:
+            control = method_name(0.0, gamma_matched)
+            for N in cfg.group_sizes:  # does a lower lr alone move GRPO? (control - GRPO)
+                for metric, (label, direction) in metrics.items():
+                    iv = _paired(_per_seed(cfg, results, control, N, metric),
+                                 _per_seed(cfg, results, grpo, N, metric))
+                    diffs.append({"a": control, "b": grpo, "role": "control vs GRPO",
+                                  "gamma": gamma, "N": N, "metric": metric, "label": label,
+                                  "direction": direction, "difference": _iv(iv),
+                                  "verdict": _verdict(iv, direction)})
+    by = {(d["a"], d["b"], d["N"], d["metric"]): d for d in diffs}
+    claims = {}
+    claim_metric = {"a": "dip", "b": "pass@1", "c": f"pass@{K}"}
+    for c, metric in claim_metric.items():
+        per_gamma = {}
+        for gamma in [g for g in cfg.gammas if g > 0]:
+            cell = {N: by[(method_name(gamma), grpo, N, metric)]["verdict"]
+                    for N in cfg.group_sizes}
+            per_gamma[f"{gamma:g}"] = {"verdict": combine_verdicts(cell.values()),
+                                       "cells": {str(N): v for N, v in cell.items()}}
+        claims[c] = {"claim": CLAIMS[c], "metric": metric, "per_gamma": per_gamma,
+                     "verdict": combine_verdicts(v["verdict"] for v in per_gamma.values())}
+    per_gamma = {}
+    for gamma in cfg.lr_matched_gammas:
+        fgrpo, control = method_name(gamma), method_name(0.0, gamma)
+        gains = [(N, m) for N in cfg.group_sizes for m in claim_metric.values()
+                 if by[(fgrpo, grpo, N, m)]["verdict"] == HOLDS]
+        cell = {f"N={N} {m}": by[(fgrpo, control, N, m)]["verdict"] for N, m in gains}
+        per_gamma[f"{gamma:g}"] = {"verdict": combine_verdicts(cell.values()), "cells": cell,
+                                   "gains": len(gains)}
+    claims["d"] = {"claim": CLAIMS["d"], "metric": "the metrics of (a)-(c) where F-GRPO's gain "
+                   "over GRPO holds", "per_gamma": per_gamma,
+                   "verdict": combine_verdicts(v["verdict"] for v in per_gamma.values())}
+    return {"seeds": list(cfg.rl_seeds), "K": K, "sft": sft, "runs": rows, "differences": diffs,
+            "claims": claims, "command": command_for(cfg)}
+
+
+# -- the Table-4-shaped table (means beside the paper's) ------------------------------------------
+
+def paper_table4() -> dict | None:
+    """The paper's Table 4 (``fgrpo_llm.experiments.paper``), or None when it is not in the file
+    (the tables then show "-"). Side-by-side only: never a result of this project."""
+    from fgrpo_llm.experiments.paper import load_paper_results
+
+    return load_paper_results().get(PAPER_TABLE)
+
+
+def table_rows(cfg: MazeConfig, results: dict, paper: dict | None) -> list[dict]:
+    """Rows shaped like Table 4: one per (metric, N), one column per method, our mean over seeds
+    beside the paper's (percent)."""
+    big = [k for k in (128, 256) if k <= cfg.eval_k_max] or [cfg.eval_k_max]
+    metric_list = ["pass@1"] + [f"pass@{k}" for k in big]
+    if cfg.eval_k_max not in big:
+        metric_list.append(f"pass@{cfg.eval_k_max}")
+    rows = []
+    for metric in metric_list:
+        for N in cfg.group_sizes:
+            row = {"metric": metric, "N": N}
+            for gamma, matched in methods(cfg):
+                method = method_name(gamma, matched)
+                values = [100 * r["final"][f"eval/test/{metric}"]
+                          for r in results["runs"].values()
+                          if r["method"] == method and r["N"] == N]
+                row[f"ours {method}"] = round(float(np.mean(values)), 1) if values else None
+            for gamma in cfg.gammas:
+                method = method_name(gamma)
+                values = (paper or {}).get(metric, {}).get(method)
+                row[f"paper {method}"] = (values[paper["N"].index(N)]
+                                          if values and N in paper["N"] else None)
+            rows.append(row)
+    return rows
+
+
+def _sft_mean(results: dict, k: int) -> float:
+    return float(np.mean([100 * e[f"eval/test/pass@{k}"] for e in results["sft"].values()]))
+
+
+def _write_table(rows: list[dict], out: Path, cfg: MazeConfig, results: dict) -> None:
+    with open(out / "table.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    cols = list(rows[0])
+
+    def fmt(v):
+        return "-" if v is None else (f"{v:.1f}" if isinstance(v, float) else str(v))
+
+    S = len(results["sft"])
+    sft = [f"pass@{k} {_sft_mean(results, k):.1f}" for k in (1, cfg.eval_k_max)] if S else ["-"]
+    lines = [f"Held-out maze pass@k (%), mean over {S} RL seed(s), {cfg.num_test} mazes, grid "
+             f"{cfg.grid_size}x{cfg.grid_size}, {cfg.rl_steps} RL steps, preset {cfg.preset}; "
+             "SFT model: " + ", ".join(sft),
+             "'paper' columns: Table 4 of the paper (17x17, 20K steps, 256 mazes, n=1024), "
+             "side by side only. Intervals and verdicts: report.md.",
+             "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(fmt(r[c]) for c in cols) + " |" for r in rows]
+    K = cfg.eval_k_max
+    lines += ["", "Largest drop of held-out pass@k below the SFT model's (step 0) during RL, its "
+              "step, and the final change (points), per run.", "",
+              f"| seed | run | pass@1 dip | step | pass@1 change | pass@{K} dip | step | "
+              f"pass@{K} change |", "|---|---|---|---|---|---|---|---|"]
+    for run in results["runs"].values():
+        d = run["dips"]
+        cells = [str(run["seed"]), f"{run['method']} N={run['N']}"]
+        for k in (1, K):
+            dip = d[f"dip/pass@{k}"]
+            cells += [f"{100 * dip:.1f}", str(d[f"dip_step/pass@{k}"]) if dip > 0 else "-",
+                      f"{100 * d[f'change/pass@{k}']:+.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+def _fi(iv: dict | None, *, signed: bool = False) -> str:
+    return format_interval(None if iv is None else Interval(**iv), 1, signed=signed)
+
+
+def _rule_text(cfg: MazeConfig) -> list[str]:
+    K = cfg.eval_k_max
+    return [
+        "How each verdict is decided. Every number is in percentage points. A run's value per "
+        "seed is its held-out pass@1 and pass@" + f"{K} at the last step, and its largest pass@{K}"
+        " dip: the largest drop of pass@" + f"{K} below the SFT model's value (step 0, same seed's"
+        " evaluation) over the evaluated steps (0 when it never fell). Intervals are 95% Student-t"
+        " intervals over the RL seeds (mean -/+ t_{0.975, S-1} sd / sqrt(S)). A difference "
+        "F-GRPO - X is paired: per seed, the same SFT model, the same held-out mazes and the same"
+        " evaluation random numbers, then the t interval of the S differences.",
+        "",
+        "- A cell (one gamma, one N) holds when the whole interval of the paired difference lies "
+        "on F-GRPO's side of 0 (dip: below 0; pass@1, pass@K: above 0), is contradicted when the "
+        "whole interval lies on the other side, and is not resolved when it contains 0.",
+        "- (a), (b), (c) hold when every cell (every N, every F-GRPO gamma) holds; they are "
+        "contradicted when at least one cell is contradicted; otherwise not resolved at this "
+        "scale. Each cell is its own 95% interval: no correction for the number of cells.",
+        "- (d) looks at the cells where (a)-(c) found a gain of F-GRPO over GRPO and compares "
+        "F-GRPO with the lr-matched control at the same gamma and N: it holds when F-GRPO beats "
+        "the control (paired interval on F-GRPO's side) in every such cell, is contradicted when "
+        "the control beats F-GRPO in at least one, and is not resolved otherwise, including when "
+        "F-GRPO has no established gain to reproduce.",
+    ]
+
+
+def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
+    """OUT/report.json (everything, strict JSON) and OUT/report.md (tables and verdicts)."""
+    _write_json(out / "report.json", report)
+    K = cfg.eval_k_max
+    S = len(report["seeds"])
+    lines = [
+        f"# Maze study: {S} RL seed(s) x every (method, N), one SFT model",
+        "",
+        f"Paper Section 5.2 / Table 4 at our CPU scale: grid {cfg.grid_size}x{cfg.grid_size} "
+        f"({cfg.cells}x{cfg.cells} cells), {cfg.num_train} training mazes, {cfg.num_test} held-out"
+        f" mazes, model hidden {cfg.hidden_size} x {cfg.num_layers} layers, SFT {cfg.sft_steps} "
+        f"steps, RL {cfg.rl_steps} steps x {cfg.rl_prompts_per_step} mazes at lr {cfg.rl_lr:g}, "
+        f"K = {K} samples per maze, RL seeds {', '.join(map(str, report['seeds']))}, "
+        f"{cfg.threads} torch thread(s) per run.",
+        "",
+        "Reproduce: `" + report["command"] + "`",
+        "",
+        f"SFT model (step 0, mean over the seeds' evaluations): pass@1 "
+        f"{_fi(report['sft']['pass@1'])}, pass@{K} {_fi(report['sft'][f'pass@{K}'])}.",
+        "",
+        "## Per run: mean over seeds [95% t interval], points",
+        "",
+        f"| method | N | seeds | final pass@1 | final pass@{K} | largest pass@{K} dip |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in report["runs"]:
+        lines.append(f"| {r['method']} | {r['N']} | {len(r['seeds'])} | {_fi(r['pass@1'])} | "
+                     f"{_fi(r[f'pass@{K}'])} | {_fi(r['dip'])} |")
+    lines += ["", "## Paired differences F-GRPO - X (same seed, SFT model, mazes), points", "",
+              "Verdict per cell: is the difference on F-GRPO's side (dip below 0, pass@k above 0)?"
+              " The last rows (control - GRPO) show what the lower learning rate alone does.", "",
+              f"| A - B | N | final pass@1 | final pass@{K} | largest pass@{K} dip |",
+              "|---|---|---|---|---|"]
+    seen = []
+    for d in report["differences"]:
+        if (d["a"], d["b"], d["N"]) not in seen:
+            seen.append((d["a"], d["b"], d["N"]))
+    by = {(d["a"], d["b"], d["N"], d["metric"]): d for d in report["differences"]}
+    for a, b, N in seen:
+        cells = []
+        for metric in ("pass@1", f"pass@{K}", "dip"):
+            d = by[(a, b, N, metric)]
+            cells.append(f"{_fi(d['difference'], signed=True)} {_short(d['verdict'])}")
+        lines.append(f"| {a} - {b} | {N} | " + " | ".join(cells) + " |")
+    lines += ["", "(+ holds, - contradicted, ? not resolved at this scale)", "",
+              "## Verdicts on the paper's Maze claims (Table 4)", ""]
+    for c, claim in report["claims"].items():
+        lines.append(f"**({c}) {claim['claim']}: {claim['verdict']}.**")
+        lines.append("")
+        for gamma, v in claim["per_gamma"].items():
+            lines.append(f"- gamma = {gamma}: {v['verdict']}" + _cells_text(c, gamma, v, report))
+        if not claim["per_gamma"]:
+            lines.append("- no F-GRPO gamma to judge (no lr-matched control or no F-GRPO run)")
+        lines.append("")
+    lines += _rule_text(cfg)
+    if S < 2:
+        lines += ["", "One seed: no interval, so no claim can be resolved; run with "
+                  "`--seeds 0,1,2` (or more)."]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _short(verdict: str) -> str:
+    return {HOLDS: "(+)", CONTRADICTED: "(-)"}.get(verdict, "(?)")
+
+
+def _cells_text(c: str, gamma: str, v: dict, report: dict) -> str:
+    """The numbers behind one gamma's verdict: each cell's paired interval."""
+    by = {(d["gamma"], d["role"], d["N"], d["metric"]): d for d in report["differences"]}
+    g = float(gamma)
+    if c == "d":
+        if not v["cells"]:
+            return " (F-GRPO has no established gain over GRPO here, so there is nothing for " \
+                   "the control to reproduce)"
+        parts = []
+        for name, verdict in v["cells"].items():
+            N, metric = name.split(" ")
+            d = by[(g, "control", int(N[2:]), metric)]
+            parts.append(f"{name}: F-GRPO - control {_fi(d['difference'], signed=True)} "
+                         f"({verdict})")
+        return "; " + "; ".join(parts)
+    metric = report["claims"][c]["metric"]
+    parts = []
+    for N, verdict in v["cells"].items():
+        d = by[(g, "GRPO", int(N), metric)]
+        parts.append(f"N={N}: F-GRPO - GRPO {_fi(d['difference'], signed=True)} ({verdict})")
+    return "; " + "; ".join(parts)
+
+
+def summarize(cfg: MazeConfig, out) -> dict:
+    """Collect every finished run into results.json, table.csv/md, report.md/json and the
+    figures. Nothing here depends on the order the runs finished in or on any timing."""
+    from fgrpo_llm.experiments.maze_plots import write_figures
+
+    out = Path(out)
+    results = {"config": cfg.to_dict(), **collect(cfg, out)}
+    paper = paper_table4()
+    if results["runs"]:
+        rows = table_rows(cfg, results, paper)
+        results["table"] = rows
+        _write_table(rows, out, cfg, results)
+        report = study(cfg, results)
+        results["study"] = report
+        write_report(cfg, report, out)
+        write_figures(cfg, results, paper, out)
+    _write_json(out / "results.json", results)
+    return results
