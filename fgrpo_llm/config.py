@@ -15,23 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fgrpo_theory.fields import (Boolean, Choice, Integer, Mapping, Optional, Real, Text, check_fields,
+                                 dataclass_from_dict)
+
 ALGOS = ("grpo", "dapo", "cispo")
-
-
-def dataclass_from_dict(cls, data, *, what: str = "config"):
-    """``cls(**data)`` for a config dataclass; a non-mapping or an unknown key is a ValueError
-    naming it (typos never pass silently). Shared by every config of the package."""
-    if not isinstance(data, dict):
-        raise ValueError(f"a {what} must be a mapping of field names to values, got {type(data).__name__}")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"unknown {what} key(s) {unknown}; known keys: {sorted(known)}")
-    return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -133,46 +123,7 @@ class TrainConfig:
         def fail(name, rule):
             raise ValueError(f"{name} must be {rule}, got {name}={getattr(self, name)!r}")
 
-        for f in dataclasses.fields(self):  # types first, so every range check below compares numbers
-            object.__setattr__(self, f.name, _coerce(f.name, getattr(self, f.name), f.type))
-        if self.algo not in ALGOS:
-            fail("algo", f"one of {list(ALGOS)}")
-        for name in ("base", "out", "task", "split"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                fail(name, "a non-empty string")
-        if not isinstance(self.task_kwargs, dict):
-            fail("task_kwargs", "a mapping")
-        for name in ("steps", "prompts_per_step", "group_size", "num_mini_batches", "ppo_epochs", "max_new_tokens"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                fail(name, "an integer >= 1")
-        for name in ("warmup_steps", "top_k", "seed", "eval_every", "checkpoint_every", "keep_checkpoints",
-                     "max_sampling_rounds"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                fail(name, "an integer >= 0")
-        for name in ("micro_batch_size", "rollout_batch_size"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-                fail(name, "None or an integer >= 1")
-        for name in ("gamma", "weight_decay", "grad_clip", "entropy_coef", "kl_coef", "temperature", "adv_eps",
-                     "cispo_is_eps_low", "cispo_is_eps_high"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0 or v == float("inf"):
-                fail(name, "a finite number >= 0")
-        for name in ("lr", "lr_multiplier", "adam_eps"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or not 0 < v < float("inf"):
-                fail(name, "a finite number > 0")
-        if self.lr_match_gamma is not None and not 0 <= self.lr_match_gamma < float("inf"):
-            fail("lr_match_gamma", "None or a finite number >= 0")
-        for name in ("adam_beta1", "adam_beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                fail(name, "in [0, 1)")
-        if not 0 < self.top_p <= 1:
-            fail("top_p", "in (0, 1]")
-        if self.adv_std not in ("bessel", "population", "none"):
-            fail("adv_std", "'bessel', 'population' or 'none'")
+        check_fields(self, RULES)  # every field's type and range (fgrpo_theory.fields)
         if self.adv_std == "bessel" and self.group_size < 2:
             fail("group_size", "at least 2 with the Bessel std (adv_std='bessel')")
         if self.num_mini_batches > self.prompts_per_step:
@@ -184,9 +135,6 @@ class TrainConfig:
             object.__setattr__(self, "clip_eps_high", 0.28 if self.algo == "dapo" else 0.2)
         if self.dynamic_sampling is None:
             object.__setattr__(self, "dynamic_sampling", self.algo == "dapo")
-        for name in ("clip_eps_low", "clip_eps_high"):
-            if not 0 <= getattr(self, name) < float("inf"):
-                fail(name, "a finite number >= 0")
         if self.algo == "grpo" and self.clip_eps_low != self.clip_eps_high:
             raise ValueError(f"grpo uses a symmetric clip; got clip_eps_low={self.clip_eps_low} != "
                              f"clip_eps_high={self.clip_eps_high} (use --algo dapo for an asymmetric clip)")
@@ -218,39 +166,25 @@ class TrainConfig:
         return dataclass_from_dict(cls, data, what="config")
 
 
-def _coerce(name: str, value, annotation: str):
-    """``value`` as the field's declared type ("float", "int | None", ...), or a ValueError naming it.
+_POSITIVE, _COUNT = Integer(minimum=1), Integer(minimum=0)
+_NONNEG, _POSITIVE_REAL = Real(minimum=0), Real(minimum=0, open_low=True)
 
-    Numbers written as strings are read as numbers: PyYAML (YAML 1.1) loads ``lr: 1e-4`` and
-    ``--set lr=1e-4`` as the string "1e-4". Ints are accepted where a float is declared and numpy
-    scalars are turned into Python numbers (so config.json stays plain JSON); bools are never taken
-    for numbers, and a float is never silently truncated to an int.
-    """
-    kinds = [k.strip() for k in annotation.split("|")]
-    if value is None:
-        if "None" in kinds:
-            return None
-        raise ValueError(f"{name} must not be None")
-    kind = kinds[0]
-    if kind == "float":
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                pass
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ValueError(f"{name} must be a number, got {name}={value!r}")
-        return float(value)
-    if kind == "int":
-        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise ValueError(f"{name} must be an integer, got {name}={value!r}")
-        return int(value)
-    expected = {"bool": bool, "str": str, "dict": dict}[kind]
-    if not isinstance(value, expected):
-        raise ValueError(f"{name} must be a {kind}, got {name}={value!r}")
-    return value
+#: Type and range of every TrainConfig field (cross-field rules live in ``__post_init__``).
+RULES = {
+    "base": Text(), "out": Text(), "algo": Choice(ALGOS), "gamma": _NONNEG, "task": Text(), "task_kwargs": Mapping(),
+    "split": Text(), "steps": _POSITIVE, "prompts_per_step": _POSITIVE, "group_size": _POSITIVE,
+    "num_mini_batches": _POSITIVE, "ppo_epochs": _POSITIVE, "micro_batch_size": Optional(_POSITIVE),
+    "lr": _POSITIVE_REAL, "lr_multiplier": _POSITIVE_REAL, "lr_match_gamma": Optional(_NONNEG),
+    "warmup_steps": _COUNT, "weight_decay": _NONNEG, "adam_beta1": Real(0, 1, open_high=True),
+    "adam_beta2": Real(0, 1, open_high=True), "adam_eps": _POSITIVE_REAL, "grad_clip": _NONNEG,
+    "clip_eps_low": Optional(_NONNEG), "clip_eps_high": Optional(_NONNEG), "cispo_is_eps_low": _NONNEG,
+    "cispo_is_eps_high": _NONNEG, "adv_std": Choice(("bessel", "population", "none")), "adv_eps": _NONNEG,
+    "dynamic_sampling": Optional(Boolean()), "max_sampling_rounds": _COUNT, "entropy_coef": _NONNEG,
+    "kl_coef": _NONNEG, "max_new_tokens": _POSITIVE, "temperature": _NONNEG, "top_p": Real(0, 1, open_low=True),
+    "top_k": _COUNT, "rollout_batch_size": Optional(_POSITIVE), "seed": _COUNT, "eval_every": _COUNT,
+    "checkpoint_every": _COUNT, "keep_checkpoints": _COUNT, "device": Optional(Text()), "dtype": Optional(Text()),
+    "tensorboard": Boolean(), "progress": Boolean(),
+}
 
 
 def read_config_file(path) -> dict:

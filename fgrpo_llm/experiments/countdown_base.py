@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from fgrpo_theory.fields import Choice, Integer, Real, Text, check_fields, dataclass_from_dict
 from fgrpo_llm.model import (autocast, build_tiny_model, count_parameters, resolve_autocast_dtype, resolve_device,
                              save_model_and_tokenizer)
 from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask, all_expressions
@@ -107,38 +108,30 @@ class PretrainConfig:
     """Autocast dtype: "auto" (bf16 on CUDA, float32 on CPU), "float32", "bfloat16", "float16"."""
 
     def __post_init__(self):
-        positive_ints = ("batch_size", "hidden_size", "num_layers", "num_heads", "max_position_embeddings",
-                         "eval_samples", "max_new_tokens", "log_every", "max_steps")
-        nonneg_ints = ("seed", "warmup_steps", "task_seed", "num_test", "num_ood", "eval_prompts")
-        for name in positive_ints + nonneg_ints:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (name in positive_ints):
-                low = 1 if name in positive_ints else 0
-                raise ValueError(f"{name} must be an integer >= {low}, got {name}={value!r}")
-        for name in ("seconds", "lr", "weight_decay", "rank_exponent", "reverse_fraction", "wrong_fraction",
-                     "ood_fraction", "min_lr_ratio"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {name}={value!r}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got lr={self.lr}")
-        if self.lr_schedule not in ("constant", "cosine"):
-            raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got lr_schedule={self.lr_schedule!r}")
-        for name in ("reverse_fraction", "wrong_fraction", "ood_fraction", "min_lr_ratio"):
-            if getattr(self, name) > 1:
-                raise ValueError(f"{name} must lie in [0, 1], got {name}={getattr(self, name)}")
+        check_fields(self, PRETRAIN_RULES)  # every field's type and range (fgrpo_theory.fields)
         if self.eval_prompts > self.num_test:
             raise ValueError(f"eval_prompts must be <= num_test, got {self.eval_prompts} > {self.num_test}")
         resolve_autocast_dtype(torch.device("cpu"), self.dtype)  # validates the name
-        if self.device not in ("auto", "cpu") and not str(self.device).startswith("cuda"):
+        if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
             raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got device={self.device!r}")
 
     @classmethod
     def from_dict(cls, values: dict) -> "PretrainConfig":
         """Build from a mapping; unknown keys are a ValueError naming them."""
-        from fgrpo_llm.config import dataclass_from_dict
-
         return dataclass_from_dict(cls, values, what="pretrain config")
+
+
+_FRACTION = Real(0, 1)
+#: Type and range of every PretrainConfig field.
+PRETRAIN_RULES = {
+    "seed": Integer(0), "seconds": Real(0), "max_steps": Integer(1), "batch_size": Integer(1), "lr": Real(0, open_low=True),
+    "warmup_steps": Integer(0), "lr_schedule": Choice(("constant", "cosine")), "min_lr_ratio": _FRACTION,
+    "weight_decay": Real(0), "hidden_size": Integer(1), "num_layers": Integer(1), "num_heads": Integer(1),
+    "max_position_embeddings": Integer(1), "task_seed": Integer(0), "num_test": Integer(0), "num_ood": Integer(0),
+    "rank_exponent": Real(0), "reverse_fraction": _FRACTION, "wrong_fraction": _FRACTION, "ood_fraction": _FRACTION,
+    "eval_prompts": Integer(0), "eval_samples": Integer(1), "max_new_tokens": Integer(1), "log_every": Integer(1),
+    "device": Text(), "dtype": Text(),
+}
 
 
 # -- demonstrations ------------------------------------------------------------------------

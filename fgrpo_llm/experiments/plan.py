@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
+from fgrpo_theory.fields import (Boolean, Integer, Mapping, Optional, Real, Sequence, Text, check_fields,
+                                 dataclass_from_dict)
 
 
 @dataclass(frozen=True)
@@ -96,35 +97,24 @@ class DemoConfig:
     """Path of paper_results.json (None: the copy shipped in ``fgrpo_llm/experiments/``)."""
 
     def __post_init__(self):
-        ints = {"seed": 0, "rare_prompts": 1, "rare_rollouts": 1, "steps": 1, "prompts_per_step": 1,
-                "group_size": 2, "eval_every": 0, "eval_n": 1, "max_new_tokens": 1, "batch_size": 1,
-                "early_steps": 0, "workers": 1, "threads": 1}
-        for name, low in ints.items():
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {name}={v!r}")
-        for name in ("pretrain_seconds", "gamma", "lr"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or v < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {name}={v!r}")
-        if not isinstance(self.lr_matched_control, bool):
-            raise ValueError(f"lr_matched_control must be true or false, got {self.lr_matched_control!r}")
-        if not 0 < self.rare_top_fraction <= 1:
-            raise ValueError(f"rare_top_fraction must lie in (0, 1], got {self.rare_top_fraction}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got lr={self.lr}")
-        sizes = tuple(int(n) for n in self.sweep_group_sizes)
-        if any(n < 2 for n in sizes):
-            raise ValueError(f"sweep_group_sizes must be integers >= 2, got {list(self.sweep_group_sizes)}")
-        object.__setattr__(self, "sweep_group_sizes", sizes)
-        if self.eval_max_problems is not None and self.eval_max_problems < 1:
-            raise ValueError(f"eval_max_problems must be None or >= 1, got {self.eval_max_problems}")
+        check_fields(self, DEMO_RULES)  # every field's type and range (fgrpo_theory.fields)
 
     @classmethod
     def from_dict(cls, data: dict) -> "DemoConfig":
-        from fgrpo_llm.config import dataclass_from_dict
-
         return dataclass_from_dict(cls, data, what="demo config")
+
+
+#: Type and range of every DemoConfig field.
+DEMO_RULES = {
+    "seed": Integer(0), "device": Optional(Text()), "theory": Boolean(), "theory_fast": Boolean(),
+    "regime_sweep_fast": Boolean(), "pretrain_seconds": Real(0), "pretrain_overrides": Mapping(),
+    "rare_prompts": Integer(1), "rare_rollouts": Integer(1), "rare_top_fraction": Real(0, 1, open_low=True),
+    "steps": Integer(1), "prompts_per_step": Integer(1), "group_size": Integer(2), "gamma": Real(0),
+    "lr": Real(0, open_low=True), "sweep_group_sizes": Sequence(Integer(2), nonempty=False),
+    "lr_matched_control": Boolean(), "eval_every": Integer(0), "train_overrides": Mapping(), "eval_n": Integer(1),
+    "eval_max_problems": Optional(Integer(1)), "max_new_tokens": Integer(1), "batch_size": Integer(1),
+    "early_steps": Integer(0), "workers": Integer(1), "threads": Integer(1), "paper_results": Optional(Text()),
+}
 
 
 #: Settings of how the plan is executed, not of what it computes: left out of the reports.
