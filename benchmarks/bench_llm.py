@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     tok = build_char_tokenizer(ALPHABET)
-    model = build_tiny_model(tok, seed=0).eval()  # SPEC §8 size: hidden 128, 4 layers, ~1M parameters
+    model = build_tiny_model(tok, seed=0).eval()  # the built-in base's size: hidden 128, 4 layers, ~1M parameters
     prompts = [p.prompt for p in CountdownTask(seed=0, num_test=20, num_ood=10).problems("train")[: args.prompts]]
     B, N, T = len(prompts), args.group_size, args.max_new_tokens
     print(f"tiny Qwen2 ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters), B={B} prompts x N={N}, "

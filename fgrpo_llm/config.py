@@ -1,8 +1,8 @@
 """``TrainConfig``: every setting of an RL run, validated, loadable from YAML/JSON, saved resolved.
 
-Defaults follow the paper's Table 5 where they transfer to a CPU-sized model (SPEC.md §6: AdamW
+Defaults follow the paper's Table 5 where they transfer to a CPU-sized model (AdamW
 (0.9, 0.999), weight decay 0.01, grad-norm clip 1.0, 15 warm-up steps then a constant learning
-rate, 1 PPO epoch, temperature 1.0, top-p 1.0, no top-k, no KL) and SPEC.md §8 for the sizes
+rate, 1 PPO epoch, temperature 1.0, top-p 1.0, no top-k, no KL) and our CPU-scale setting for the sizes
 (32 prompts x N = 8, lr 1e-4). Algorithm-dependent settings left as ``None`` are resolved on
 construction (DAPO: clip 0.2 / 0.28 and dynamic sampling on; GRPO: clip 0.2 / 0.2), so the
 ``config.json`` written next to a run states exactly what ran.
@@ -59,7 +59,7 @@ class TrainConfig:
     lr_multiplier: float = 1.0
     """Multiplies ``lr``; e.g. m_0.5 = 0.679 for the paper's low-LR control (see ``lr_match_gamma``)."""
     lr_match_gamma: float | None = None
-    """If set, ``lr_multiplier`` is further multiplied by m_gamma = B(3/2, gamma+3/2)/B(3/2, 3/2) (SPEC §2)."""
+    """If set, ``lr_multiplier`` is further multiplied by m_gamma = B(3/2, gamma+3/2)/B(3/2, 3/2) (the low-LR control, Table 3)."""
     warmup_steps: int = 15
     """Linear warm-up from lr/warmup_steps to lr over this many training steps, then constant."""
     weight_decay: float = 0.01

@@ -1,6 +1,6 @@
 """Models: a tiny Qwen2 built from a config, or any local Hugging Face causal LM.
 
-The built-in base model (SPEC §8) is a Qwen2-architecture decoder with about 1M
+The built-in base model (our CPU-scale setting) is a Qwen2-architecture decoder with about 1M
 parameters (hidden 128, 4 layers, 4 heads, character vocabulary). A user checkpoint is
 any local directory that ``AutoModelForCausalLM`` / ``AutoTokenizer`` can read; nothing
 is ever downloaded (``local_files_only=True``). Both kinds are saved the same way
@@ -77,7 +77,7 @@ def build_tiny_model(tokenizer, *, hidden_size: int = 128, num_layers: int = 4, 
                      seed: int = 0) -> PreTrainedModel:
     """A freshly initialised Qwen2ForCausalLM sized for ``tokenizer`` (float32, on CPU).
 
-    Defaults give about 1M parameters with a character vocabulary (SPEC §8). The
+    Defaults give about 1M parameters with a character vocabulary (our CPU-scale setting). The
     intermediate (MLP) size defaults to ``4 * hidden_size``; input and output embeddings
     are tied. Initialisation is seeded with ``seed`` without touching the global RNG.
     """

@@ -1,6 +1,6 @@
 """Rollouts: N sampled completions per prompt, with their masks and old log-probabilities.
 
-The sampler of the RL loop (SPEC.md §6: temperature 1.0, top-p 1.0, no top-k in the paper).
+The sampler of the RL loop (paper Table 5: temperature 1.0, top-p 1.0, no top-k).
 ``sample_completions`` left-pads the prompts, decodes with a KV cache, stops each row at its
 EOS token or at ``max_new_tokens``, and returns a :class:`RolloutBatch` that carries every mask
 the losses need, made once, here, and never re-derived from token ids (pad != eos is not assumed).

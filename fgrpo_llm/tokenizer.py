@@ -21,14 +21,14 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, proce
 from transformers import PreTrainedTokenizerFast
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
-SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
+RESERVED_TOKENS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
 
 #: Printable ASCII plus newline: a character alphabet for free-form text tasks.
 PRINTABLE_ALPHABET = "".join(sorted(set(string.printable) - set("\t\r\x0b\x0c")))
 
 
 def _special_vocab() -> dict[str, int]:
-    return {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    return {tok: i for i, tok in enumerate(RESERVED_TOKENS)}
 
 
 def _wrap(core: Tokenizer) -> PreTrainedTokenizerFast:
@@ -55,7 +55,7 @@ def build_char_tokenizer(alphabet: str) -> PreTrainedTokenizerFast:
     for ch in dict.fromkeys(alphabet):  # unique, order kept
         vocab[ch] = len(vocab)
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
-    core.add_special_tokens(list(SPECIAL_TOKENS))
+    core.add_special_tokens(list(RESERVED_TOKENS))
     # Every single character is its own piece: whitespace included.
     core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     core.decoder = decoders.Fuse()
@@ -78,6 +78,6 @@ def build_word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
     for w in dict.fromkeys(words):
         vocab.setdefault(w, len(vocab))
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
-    core.add_special_tokens(list(SPECIAL_TOKENS))
+    core.add_special_tokens(list(RESERVED_TOKENS))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return _wrap(core)

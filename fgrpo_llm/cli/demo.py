@@ -35,5 +35,5 @@ def register(subparsers) -> None:
     p.add_argument("--workers", type=int, default=None, help="training runs in parallel processes (default 2)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--no-lr-control", action="store_true",
-                   help="skip the learning-rate-matched control (GRPO at lr * m_gamma, SPEC §6)")
+                   help="skip the learning-rate-matched control (GRPO at lr * m_gamma, paper Table 3)")
     p.set_defaults(func=_demo)

@@ -4,7 +4,7 @@
     fgrpo-llm compare runs/grpo/eval runs/fgrpo/eval --m 256 --iterations 50000
 
 ``eval`` writes eval.json, passk.csv, passk.png and the per-sample outcome matrices
-(outcomes_<split>.npy) that ``compare`` needs (SPEC §6 "Evaluation" and "Significance").
+(outcomes_<split>.npy) that ``compare`` needs (paper App. P and App. Q).
 """
 
 from __future__ import annotations

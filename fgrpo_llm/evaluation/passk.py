@@ -1,4 +1,4 @@
-"""pass@k evaluation of a policy on a task's splits (SPEC §6 "Evaluation", paper App. P).
+"""pass@k evaluation of a policy on a task's splits (paper App. P).
 
 For every problem we draw n completions at temperature 1.0 / top-p 1.0, verify each with the
 task's reward, and estimate pass@k with the unbiased product-form estimator of

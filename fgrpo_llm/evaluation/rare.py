@@ -1,4 +1,4 @@
-"""The rare-correct set and Delta NLL_rare (paper App. M.2, SPEC §6).
+"""The rare-correct set and Delta NLL_rare (paper App. M.2).
 
 Construction: take P training prompts, draw M rollouts of each from the base model (temperature
 1, top-p 1), keep the correct ones, score each by its length-normalised NLL under the base,

@@ -125,7 +125,7 @@ CONTROL_METRICS = {"id_pass1": "in-domain pass@1", "id_passk": "in-domain pass@k
 
 
 def lr_control_comparisons(rows: list[dict], controls: list[dict]) -> list[dict]:
-    """F-GRPO (gamma) vs GRPO vs GRPO at lr * m_gamma, all at the same N (SPEC §6, "Controls").
+    """F-GRPO (gamma) vs GRPO vs GRPO at lr * m_gamma, all at the same N (paper Table 3).
 
     ``rows``: the sweep rows (:func:`sweep_rows`); ``controls``: :func:`control_rows`. For each
     GRPO control with ``lr_match_gamma`` = gamma, finds F-GRPO at (N, gamma) and GRPO at N and

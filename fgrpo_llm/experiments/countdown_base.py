@@ -72,11 +72,11 @@ class PretrainConfig:
     weight_decay: float = 0.01
     """AdamW weight decay."""
     hidden_size: int = 128
-    """Model width (SPEC §8: 128)."""
+    """Model width (our CPU-scale setting: 128)."""
     num_layers: int = 4
-    """Transformer blocks (SPEC §8: 4)."""
+    """Transformer blocks (our CPU-scale setting: 4)."""
     num_heads: int = 4
-    """Attention heads (SPEC §8: 4)."""
+    """Attention heads (our CPU-scale setting: 4)."""
     max_position_embeddings: int = 128
     """Longest sequence the model accepts (Countdown sequences are ~20 tokens)."""
     task_seed: int = 0

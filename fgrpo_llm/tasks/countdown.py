@@ -1,4 +1,4 @@
-"""Countdown: reach a target with the given numbers, each used exactly once (SPEC §8).
+"""Countdown: reach a target with the given numbers, each used exactly once (our CPU-scale task).
 
 In domain, 3 numbers from 1..9 joined by ``+ - *`` without parentheses, targets 0..99;
 out of domain ("ood"), 4 numbers. A prompt and a completion look like::

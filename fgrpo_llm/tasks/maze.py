@@ -1,4 +1,4 @@
-"""The Maze single-solution task (paper Section 5.2, Appendix K; SPEC.md section 5).
+"""The Maze single-solution task (paper Section 5.2, Appendix K).
 
 Each prompt is a *perfect* maze (its passages form a spanning tree of the cell graph), so
 exactly one simple path joins the start and the goal and exactly one completion is correct:
