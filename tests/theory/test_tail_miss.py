@@ -186,6 +186,9 @@ def test_peak_paper_settings_and_capping():
     assert n_cap == 10
     assert peak_group_size(0.3, 0.3) == (1, 0.0)
     assert np.isinf(stationary_group_size(0.3, 0.0)) and np.isnan(stationary_group_size(0.3, 0.3))
+    # mu = 1 (no incorrect rollout) and mu = 0: P(B) = 0 for every N, so no stationary point
+    assert np.isnan(stationary_group_size([1.0, 1.0, 0.0], [0.5, 0.0, 0.0])).all()
+    assert peak_group_size(1.0, 0.5) == (1, 0.0)
 
 
 @pytest.mark.parametrize(
