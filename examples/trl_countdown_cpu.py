@@ -61,7 +61,10 @@ def main(argv=None) -> int:
         learning_rate=1e-4, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0, max_steps=a.steps,
         temperature=1.0, top_p=1.0, logging_steps=1, eval_strategy="steps", eval_steps=a.steps,
         per_device_eval_batch_size=G, num_generations_eval=G, save_strategy="no", report_to="none", use_cpu=True,
-        seed=a.seed, data_seed=a.seed, disable_tqdm=True)
+        seed=a.seed, data_seed=a.seed, disable_tqdm=True,
+        # float32 on the CPU, as our trainer: TRL's default bf16=True patches the model's forward with a
+        # bf16 autocast, so the callbacks would measure Delta NLL_rare in bf16 (~1e-3 off the fp32 value)
+        bf16=False)
     train = task_dataset(task, "train")
     trainer = FocalGRPOTrainer(model=model, reward_funcs=[task_reward_func(task)], args=args, train_dataset=train,
                                eval_dataset=task_dataset(task, "test").select(range(1)), processing_class=tok,

@@ -30,6 +30,9 @@ def _rare_set(args) -> int:
                           generator=torch.Generator(device=device).manual_seed(args.seed),
                           batch_size=args.batch_size, progress=True, autocast_dtype=resolve_autocast_dtype(device))
     rare.meta.update({"base": str(args.base), "split": args.split, "seed": args.seed})
+    from fgrpo_llm.experiments.plan import record_exact_mu_tau
+
+    record_exact_mu_tau(model, tokenizer, task, problems, rare)  # exact base (mu, tau) where enumerable
     path = save_rare_set(rare, args.out)
     with_event = sum(1 for p in rare.prompts.values() if p["rare_forms"])
     print(f"{len(rare)} rare-correct trajectories from {rare.meta['num_correct_pool']} correct rollouts "

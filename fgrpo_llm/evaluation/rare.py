@@ -65,11 +65,19 @@ class RareSet:
     def mean_base_nll(self) -> float:
         return float(np.mean(self.base_nll)) if len(self) else float("nan")
 
-    def mu_tau(self) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """``(prompt_ids, mu, tau)`` over the prompts that have a rare event E(x)."""
+    @property
+    def has_exact(self) -> bool:
+        """Whether every prompt carries exact base (mu, tau) (``fgrpo_llm.evaluation.exact``)."""
+        return bool(self.prompts) and all("mu_exact" in p and "tau_exact" in p for p in self.prompts.values())
+
+    def mu_tau(self, *, exact: bool | None = None) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """``(prompt_ids, mu, tau)`` over the prompts that have a rare event E(x): the exact values when
+        ``exact`` (None: when the set has them), else the sampled estimates."""
+        exact = self.has_exact if exact is None else exact
+        mu_key, tau_key = ("mu_exact", "tau_exact") if exact else ("mu", "tau")
         ids = [pid for pid, p in self.prompts.items() if p["rare_forms"]]
-        mu = np.array([self.prompts[pid]["mu"] for pid in ids], dtype=np.float64)
-        tau = np.array([self.prompts[pid]["tau"] for pid in ids], dtype=np.float64)
+        mu = np.array([self.prompts[pid][mu_key] for pid in ids], dtype=np.float64)
+        tau = np.array([self.prompts[pid][tau_key] for pid in ids], dtype=np.float64)
         return ids, mu, tau
 
 

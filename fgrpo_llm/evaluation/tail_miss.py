@@ -31,17 +31,19 @@ Z95 = 1.959963984540054
 
 
 def tail_miss_records(groups: list[dict], rare_set, *, max_step: int | None = None,
-                      exact: bool = False) -> dict[str, np.ndarray]:
+                      exact: bool | None = None) -> dict[str, np.ndarray]:
     """Per logged group (of a prompt with a rare event E(x)): observed flags and Lemma 3.1.
 
     ``exact``: predict with the exact base (mu, tau) of each prompt (``mu_exact``, ``tau_exact`` in
-    the rare set, ``fgrpo_llm.evaluation.exact``) instead of the sampled estimates.
+    the rare set, ``fgrpo_llm.evaluation.exact``) instead of the sampled estimates; None (the
+    default) uses them whenever the rare set has them.
 
     Returns arrays ``step, N, active, hit, tail_miss`` (observed) and ``p_active, p_tail_miss``
     (predicted at the prompt's base (mu, tau)), plus ``prompt_id`` (object array).
     """
     from fgrpo_theory.tail_miss import p_active, p_tail_miss
 
+    exact = rare_set.has_exact if exact is None else exact
     rows = []
     for g in groups:
         step = int(g.get("step", 0))
@@ -124,9 +126,10 @@ def calibration_bins(records: dict[str, np.ndarray], *, bins: int = 5) -> list[d
 
 
 def predicted_curve(rare_set, Ns, *, bootstrap: int = 200, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Mean over the rare-set prompts of Lemma 3.1 at each N, with a 95% band from a parametric
-    bootstrap of the (mu, tau) estimates (each prompt's M rollouts re-drawn multinomially over
-    E, C minus E and not-C)."""
+    """Mean over the rare-set prompts of Lemma 3.1 at each N. With sampled (mu, tau), a 95% band from a
+    parametric bootstrap of the estimates (each prompt's M rollouts re-drawn multinomially over E,
+    C minus E and not-C); with the exact values of ``fgrpo_llm.evaluation.exact`` there is no
+    estimation error and the band is the curve itself."""
     from fgrpo_theory.tail_miss import p_tail_miss
 
     ids, mu, tau = rare_set.mu_tau()
@@ -140,6 +143,8 @@ def predicted_curve(rare_set, Ns, *, bootstrap: int = 200, rng: np.random.Genera
         return np.array([float(np.mean(p_tail_miss(mu_, tau_, int(n)))) for n in Ns])
 
     mean = curve(mu, tau)
+    if rare_set.has_exact:
+        return {"N": Ns, "mean": mean, "lo": mean.copy(), "hi": mean.copy()}
     draws = []
     probs = np.stack([tau, mu - tau, 1 - mu], axis=1).clip(0, 1)  # (P, 3)
     probs = probs / probs.sum(axis=1, keepdims=True)

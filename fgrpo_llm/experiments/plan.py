@@ -192,8 +192,20 @@ def rare_set_stage(out: Path, cfg: DemoConfig):
                           max_new_tokens=cfg.max_new_tokens, generator=generator_for(device, cfg.seed + 1),
                           batch_size=cfg.batch_size, progress=True, autocast_dtype=resolve_autocast_dtype(device))
     rare.meta.update({"base": str(out / "base"), "split": "train", "seed": cfg.seed + 1})
+    record_exact_mu_tau(model, tok, task, task.problems("train")[:cfg.rare_prompts], rare)
     save_rare_set(rare, path)
     return rare
+
+
+def record_exact_mu_tau(model, tokenizer, task, problems, rare) -> dict | None:
+    """Exact base (mu, tau) of every rare-set prompt, recorded in ``rare`` (``mu_exact``, ``tau_exact``,
+    and ``rare.meta["exact"]``: how far the sampled estimates were off), when the task can list its
+    correct answers (Countdown); None otherwise. The tail-miss check then predicts with them."""
+    from fgrpo_llm.evaluation.exact import exact_rare_set, supports_exact
+
+    if not supports_exact(task):
+        return None
+    return exact_rare_set(model, tokenizer, task, problems, rare, record=True).summary
 
 
 def evaluate_stage(model_dir: Path, out_dir: Path, cfg: DemoConfig, *, task) -> dict:

@@ -122,6 +122,21 @@ def lr_control_section(result: dict) -> str:
     return "\n\n".join(parts)
 
 
+def exact_mu_tau_text(summary: dict) -> str:
+    """How far the sampled (mu, tau) of the rare set were from the exact ones (``exact_rare_set``)."""
+    def v(key, digits=4):
+        return fmt(summary.get(key), digits)
+
+    return (f"How far the sampled estimates (M rollouts per prompt) were off: mu by {v('mu_abs_error_mean', 3)} on "
+            f"average (at most {v('mu_abs_error_max', 3)}; the exact mu lies in the sampled 95% Wilson interval for "
+            f"{fmt(100 * summary['mu_in_ci95_frac'], 0) if summary.get('mu_in_ci95_frac') is not None else '–'}% of "
+            f"prompts); over the {summary.get('num_with_event')} prompts with E(x), mean tau {v('tau_sampled_mean')} "
+            f"sampled against {v('tau_exact_mean')} exact (sampled / exact: mean {v('tau_ratio_mean', 2)}, median "
+            f"{v('tau_ratio_median', 2)}; below the exact value for "
+            f"{fmt(100 * summary['tau_below_frac'], 0) if summary.get('tau_below_frac') is not None else '–'}% of "
+            f"prompts), the bias of choosing E(x) from the same samples that measure it.")
+
+
 def write_report(path, title: str, sections: list[tuple[str, str]]) -> Path:
     """Write ``# title`` then ``## heading`` + body for each section (atomic)."""
     from fgrpo_llm.files import atomic_write_text
@@ -243,6 +258,10 @@ def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: 
     if rare.texts:
         rare_text += "\n\nExamples (prompt id: completion, base NLL): " + ", ".join(
             f"`{pid}: {t}` ({fmt(float(v))})" for pid, t, v in list(zip(rare.prompt_ids, rare.texts, rare.base_nll))[:6])
+    if rare.meta.get("exact"):
+        rare_text += ("\n\nThe means above and the tail-miss predictions below use the exact base (mu, tau) of each "
+                      "prompt (sequence probabilities summed over its correct answers and over E(x)). "
+                      + exact_mu_tau_text(rare.meta["exact"]))
     sections.append(("Rare-correct set (App. M.2)", rare_text))
 
     if runs:

@@ -62,7 +62,7 @@ def _run_numbers(run, rare, *, early_steps: int, exact: bool) -> dict:
     """The study's metrics of one finished run (see :data:`METRICS`) plus its pass@k curves."""
     from fgrpo_llm.evaluation.tail_miss import tail_miss_records
 
-    rec = tail_miss_records(run.groups, rare, max_step=early_steps, exact=exact)
+    rec = tail_miss_records(run.groups, rare, max_step=early_steps, exact=exact)  # exact (mu, tau) if known
     res = run.eval
     out = {"id_pass1": _split_value(res, "in_domain", 1), "id_passk": _split_value(res, "in_domain", "max"),
            "ood_pass1": _split_value(res, "ood", 1), "ood_passk": _split_value(res, "ood", "max"),
@@ -341,9 +341,11 @@ def _rare_summary(rare, exact_summary: dict | None) -> str:
     text = (f"{rare.meta.get('num_prompts')} prompts x {rare.meta.get('num_rollouts')} base rollouts, "
             f"{len(rare)} rare-correct trajectories, {len(ids)} prompts with a rare event E(x).")
     if exact_summary:
+        from fgrpo_llm.experiments.report import exact_mu_tau_text
+
         text += (" The tail-miss predictions use the exact base (mu, tau) of each prompt (the sum of the base's "
-                 "sequence probabilities over its correct answers and over E(x)); the sampled estimates were off "
-                 f"by: {exact_summary['text']}")
+                 "sequence probabilities over its correct answers and over E(x), "
+                 "`fgrpo_llm.evaluation.exact`). " + exact_mu_tau_text(exact_summary))
     else:
         text += " The tail-miss predictions use the sampled (mu, tau) of the rare-set rollouts."
     return text
@@ -399,10 +401,18 @@ def run_study(out_dir, cfg: DemoConfig, *, seeds, command: str = "fgrpo-llm stud
 
 
 def _exact_stage(out: Path, cfg: DemoConfig, rare) -> dict | None:
-    """Exact base (mu, tau) per prompt for an enumerable task (Countdown), recorded in the rare set;
-    None when the exact computation is not available."""
-    try:
-        from fgrpo_llm.evaluation import exact as _exact  # noqa: F401
-    except ImportError:
-        return None
-    return None
+    """Exact base (mu, tau) per prompt (Countdown), recorded in OUT/rare_set.json when a rare set
+    built before they existed lacks them; their summary (how far the sampled estimates were off),
+    or None for a task that cannot list its correct answers."""
+    if rare.has_exact:
+        return rare.meta.get("exact")
+    from fgrpo_llm.evaluation.rare import save_rare_set
+    from fgrpo_llm.experiments.plan import record_exact_mu_tau
+    from fgrpo_llm.model import load_model_and_tokenizer
+
+    model, tok = load_model_and_tokenizer(out / "base", device=cfg.device)
+    task = task_for(out / "base")
+    summary = record_exact_mu_tau(model, tok, task, task.problems("train")[:cfg.rare_prompts], rare)
+    if summary is not None:
+        save_rare_set(rare, out / "rare_set.json")
+    return summary
