@@ -169,3 +169,16 @@ def test_default_rewards_are_one_and_zero():
     np.testing.assert_allclose(focal_advantages(R, gamma=2.0, std="bessel", eps=0.0),
                                np.array([[0.5625], [0.0625]]) * grpo_advantages(R, std="bessel", eps=0.0),
                                rtol=1e-15)
+
+
+def test_subnormal_rewards_and_equal_reward_bounds():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # eps / s overflows to inf for a subnormal scale s: silent
+        A = grpo_advantages([[1e-320, 0.0]], std="population", eps=1e-6)
+    assert np.all(np.abs(A) < 1e-300)
+    with pytest.raises(ValueError, match=r"^rewards must be finite, got rewards=inf$"):
+        grpo_advantages([[1.0, np.inf, 0.0]], std="bessel", eps=0.0)
+    with pytest.raises(ValueError, match="^reward_correct must exceed reward_wrong"):
+        group_success_rate([[1.0, 1.0]], reward_correct=1.0, reward_wrong=1.0)

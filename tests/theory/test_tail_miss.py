@@ -236,6 +236,9 @@ def test_stationary_point_far_beyond_the_old_bracket_is_the_true_root():
     with pytest.raises(ValueError, match=r"^the stationary group size for mu=1e-310, tau=1e-311 "
                                          r"lies above e\^709, outside what float64 resolves"):
         stationary_group_size(1e-310, 1e-311)  # N_c ~ 2.6e310: beyond float64, not a bound
+    with pytest.raises(ValueError, match="lies above e"):  # N_c = 8.7e307, just above e^709
+        stationary_group_size(1.6e-308, 0.8e-308)
+    assert stationary_group_size(2.2e-308, 1.1e-308) == pytest.approx(np.log(2) / 1.1e-308, rel=1e-6)
     with pytest.raises(ValueError, match="mu=1e-310, tau=1e-311"):
         stationary_group_size(np.array([0.3, 1e-310]), np.array([0.01, 1e-311]))
     with pytest.raises(ValueError, match=r"mu=1e-30, tau=1e-31 is beyond 2\^53; pass n_max"):
