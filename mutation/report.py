@@ -1,7 +1,8 @@
 """Per-module kill rates of the last ``mutmut run`` (``make mutation`` prints this at the end).
 
 Reads mutmut's per-file results (``mutants/<path>.meta``), counts each module's mutants by
-outcome and prints the kill rate (killed + timed out, over all mutants), then the survivors
+outcome and prints the kill rate (killed + timed out, over all mutants: a mutant not run yet
+counts as not killed), then the survivors
 judged equivalent (``mutation/equivalent.md``) and any survivor not listed there. Exit status 1
 when a module is below the 90% target or a survivor is neither killed nor listed.
 
@@ -42,7 +43,7 @@ def main() -> int:
     failed = False
     unlisted = []
     print(f"{'module':32s} {'mutants':>7s} {'killed':>7s} {'timeout':>7s} {'survived':>8s} "
-          f"{'no tests':>8s} {'equiv.':>6s} {'kill rate':>9s}")
+          f"{'no tests':>8s} {'equiv.':>6s} {'unrun':>6s} {'kill rate':>9s}")
     totals = Counter()
     for module in modules:
         meta = ROOT / "mutants" / f"{module}.meta"
@@ -53,7 +54,7 @@ def main() -> int:
         codes = json.loads(meta.read_text())["exit_code_by_key"]
         c = Counter(STATUS.get(code, "suspicious") for code in codes.values())
         survivors = [k for k, code in codes.items()
-                     if STATUS.get(code) not in ("killed", "timeout")]
+                     if STATUS.get(code, "suspicious") not in ("killed", "timeout", "not checked")]
         listed = [k for k in survivors if k in equivalent]
         unlisted += [(k, STATUS.get(codes[k], "suspicious"))
                      for k in survivors if k not in equivalent]
@@ -64,12 +65,12 @@ def main() -> int:
         totals["total"] += total
         totals["equivalent"] += len(listed)
         print(f"{module:32s} {total:7d} {c['killed']:7d} {c['timeout']:7d} {c['survived']:8d} "
-              f"{c['no tests']:8d} {len(listed):6d} {100 * rate:8.1f}%")
+              f"{c['no tests']:8d} {len(listed):6d} {c['not checked']:6d} {100 * rate:8.1f}%")
     if totals["total"]:
         rate = (totals["killed"] + totals["timeout"]) / totals["total"]
         print(f"{'all':32s} {totals['total']:7d} {totals['killed']:7d} {totals['timeout']:7d} "
               f"{totals['survived']:8d} {totals['no tests']:8d} {totals['equivalent']:6d} "
-              f"{100 * rate:8.1f}%")
+              f"{totals['not checked']:6d} {100 * rate:8.1f}%")
     print(f"\nsurvivors judged equivalent (mutation/equivalent.md): {len(equivalent)}")
     for name, reason in equivalent.items():
         print(f"  {name}: {reason}")

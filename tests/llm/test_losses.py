@@ -278,3 +278,34 @@ def test_policy_loss_passes_algorithm_arguments_and_only_logs_entropy_by_default
         policy_loss("grpo", lp, old, A, mask, kl_coef=0.1)
     with pytest.raises(ValueError, match=r"^algo must be one of \['cispo', 'dapo', 'grpo'\]"):
         policy_loss("ppo", lp, old, A, mask)
+
+
+def _metrics(fn, ratios, advantages, **kw):
+    """Metrics of ``fn`` on one token per row with the given ratios r and advantages A."""
+    r = torch.tensor(ratios, dtype=torch.float64)[:, None]
+    lp = torch.zeros_like(r)
+    _, m = fn(lp, -torch.log(r), torch.tensor(advantages, dtype=torch.float64),
+              torch.ones_like(r, dtype=torch.bool), **kw)
+    return m
+
+
+def test_clip_fractions_count_only_the_active_side_of_the_clip():
+    """A token is clipped low only when r < 1 - eps_low and A < 0, high only when
+    r > 1 + eps_high and A > 0: strict inequalities, zero advantages never clipped."""
+    ratios = [1.0, 0.5, 0.5, 1.5, 1.5, 1.0]
+    advantages = [-1.0, 0.0, -1.0, 0.0, 1.0, 1.0]
+    for fn in (grpo_loss, dapo_loss):
+        m = _metrics(fn, ratios, advantages)
+        assert m["clip/low_frac"] == pytest.approx(1 / 6) and m["clip/high_frac"] == pytest.approx(1 / 6)
+    m = _metrics(grpo_loss, [1.0, 1.0], [1.0, -1.0], clip_eps=0.0)  # r = 1 + eps exactly
+    assert m["clip/low_frac"] == 0.0 and m["clip/high_frac"] == 0.0
+    m = _metrics(cispo_loss, [1.0, 6.5, 10.0], [1.0, 1.0, -1.0])
+    assert m["cap/high_frac"] == pytest.approx(2 / 3) and m["cap/low_frac"] == 0.0
+    m = _metrics(cispo_loss, [1.0], [1.0], is_eps_low=0.0, is_eps_high=0.0)  # r on both caps
+    assert m["cap/low_frac"] == 0.0 and m["cap/high_frac"] == 0.0
+
+
+def test_advantage_shape_message():
+    lp = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match=r"^advantages must have shape \(M,\) = \(2,\), got \(2, 1\)$"):
+        grpo_loss(lp, lp, torch.zeros(2, 1), torch.ones(2, 3, dtype=torch.bool))
