@@ -22,6 +22,7 @@ measured on a loaded machine says so.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import resource
 import time
@@ -127,6 +128,8 @@ def sweep(workers: int, baseline: bool) -> None:
         wall, cpu = time.perf_counter() - t0, _cpu() - c0
         results[engine] = (wall, res.csv_text())
         print(f"  {engine:9s} {wall:7.1f} s wall, {cpu:7.1f} s CPU ({_load()})", flush=True)
+    for engine, (_, text) in results.items():
+        print(f"  {engine:9s} CSV sha256 {hashlib.sha256(text.encode()).hexdigest()}", flush=True)
     wall = results["compiled"][0]
     verdict = "meets" if wall <= 60 else "misses"
     line = f"sweep wall time: {wall:.1f} s with {workers} workers ({verdict} the 60 s target)"

@@ -8,10 +8,11 @@ What stays exactly as in the numpy engine, and why it is the same bits:
   (seed, N), ``standard_exponential(N + 1)`` for the block sampler and ``random(N)`` for the
   guide table, as ``samplers`` does;
 - the sampler's arithmetic: the block masses (numpy's pairwise sum in full mode, the running
-  untouched sums plus the touched masses in touch order before), the cumulative sums, numpy's
-  binary search over the block sums, the scaled keys inside a block, and the guide table's
-  column-major cumulative masses F, summed in numpy's order: a draw is the first rank whose F
-  exceeds the uniform, whatever search finds it;
+  untouched sums plus the touched masses in touch order before), the cumulative sums, the
+  block of each draw (numpy's searchsorted, here a merge: both arrays are non-decreasing), the
+  scaled keys inside a block, and the guide table's column-major cumulative masses F, summed
+  in numpy's order: a draw is the first rank (or key) above the uniform, whatever search
+  finds it;
 - the advantages (``group.scalar_advantages``, bit for bit ``group_advantages``), the focal
   table, and lazy Adam's
   scalars (computed in Python by the same expressions) and per-action operations, in the same
@@ -20,13 +21,17 @@ What stays exactly as in the numpy engine, and why it is the same bits:
   with AVX2; ``unavailable_reason`` checks this (and the pairwise sum) on this machine before
   the engine is used, and ``auto`` falls back to the numpy engine where they differ.
 
-What is faster: one pass per step over the touched actions (Adam, exp, the records' sums) in
-compiled loops instead of a dozen numpy passes with temporaries; exp only where a logit changed
-(Adam's steps of an action unsampled for ~300 steps fall below half an ulp, so late in a run
-most incorrect logits stop moving, exactly); the guide table built in one pass and searched
-without temporaries. The records (Q_pos, tau, entropy, M_ret) are sums over the same terms in
-another order, so they agree with the numpy engine's to rounding (~1e-15, tested), far below
-the CSV's six digits.
+What is faster: one fused pass per step over the touched actions, chunk by chunk
+(``_move_slots``; ``_move_full`` once the run is full: Adam's moments and step, exp, the next
+step's block masses, the records' sum of e*y and the guide's column sums, while a chunk is in
+cache) instead of a dozen numpy passes with temporaries; loops over array slices with numpy's
+error model, so that LLVM vectorises them; exp only where a logit changed (Adam's steps of an
+action unsampled for ~300 steps fall below half an ulp, so late in a run most incorrect logits
+stop moving, exactly; the moved ones are gathered); the block sampler's cumulative sums two
+blocks at a time and its bisections branch-free; the guide table searched without
+temporaries. The records (Q_pos, tau, entropy, M_ret) are sums over the same terms in another
+order, so they agree with the numpy engine's to rounding (~1e-15, tested), far below the CSV's
+six digits.
 
     >>> from fgrpo_theory.sim.config import SimConfig
     >>> from fgrpo_theory.sim.compiled import simulate_run_compiled
@@ -55,7 +60,7 @@ from fgrpo_theory.sim.group import (
     record_group,
     scalar_advantages,
 )
-from fgrpo_theory.sim.samplers import GUIDE_BUCKETS, GUIDE_ROWS, layout, uses_guide
+from fgrpo_theory.sim.samplers import BLOCK, GUIDE_BUCKETS, GUIDE_ROWS, layout, uses_guide
 from fgrpo_theory.sim.sparse import FULL_FRACTION, _LazyAdam
 
 try:
@@ -64,11 +69,21 @@ except ImportError:  # pragma: no cover - numba is a dependency; the numpy engin
     numba = None
 
 
+#: Actions per chunk of the fused passes (a multiple of the block): the chunk's y, e, m~, w~
+#: stay in L1/L2 while every pass of a step runs over it.
+CHUNK = 2048
+#: The block sampler computes a hit block's keys at once when it holds this many draws (else
+#: only the keys its bisection looks at).
+KEYS_AT = 3
+
+
 def _jit(fn):
-    """numba.njit with an on-disk cache (compiled once per machine), or the function as is."""
+    """numba.njit with an on-disk cache (compiled once per machine), or the function as is.
+    numpy's error model: a float division is IEEE's (no zero-divisor check, which would keep
+    the loops from vectorising; no division here has a zero divisor)."""
     if numba is None:
         return fn
-    return numba.njit(cache=True, nogil=True)(fn)
+    return numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -119,16 +134,6 @@ def _exp1(x, fast):
     if fast and not libm_exp.is_special(x):
         return libm_exp.exp_main(x, libm_exp.TABLE)
     return math.exp(x)
-
-
-@_jit
-def _exp_into(x, out, fast):
-    """out = exp(x) elementwise, vectorised when ``fast`` (``libm_exp.exp_array``)."""
-    if fast:
-        libm_exp.exp_array(x, out)
-    else:
-        for i in range(x.size):
-            out[i] = math.exp(x[i])
 
 
 @_jit
@@ -199,35 +204,84 @@ def _record(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc)
 
 
 @_jit
-def _binsearch_right(arr, keys, out):
-    """numpy's searchsorted(arr, keys, side='right'), its algorithm verbatim (the same index
-    even where arr is not monotone)."""
-    n = arr.size
-    lo = 0
-    hi = n
-    last = keys[0] if keys.size else 0.0
-    for k in range(keys.size):
-        key = keys[k]
-        if last < key:
-            hi = n
-        else:
-            lo = 0
-            hi = hi + 1 if hi < n else n
-        last = key
-        while lo < hi:
-            mid = lo + ((hi - lo) >> 1)
-            if key < arr[mid]:
-                hi = mid
-            else:
-                lo = mid + 1
-        out[k] = lo
+def _merge_right(arr, keys, n, out):
+    """numpy's searchsorted(arr, keys[:n], side='right') for non-decreasing arr and keys, by a
+    merge: on a sorted array that search returns the number of entries <= each key (the last
+    index is arr.size, which callers clip)."""
+    b = 0
+    na = arr.size
+    for i in range(n):
+        k = keys[i]
+        while b < na and arr[b] <= k:
+            b += 1
+        out[i] = b
 
 
 @_jit
-def _draw_blocks(e, s, x, N, B, cs, u, blk, cb, uniq, cnt, C, E):
+def _block_draws(e, u, i, stop, lo, B, cb, keys, tot, base, rowf, st, mass, uniq, cnt, C, E):
+    """The draws u[i:stop] of the block at lo (cumulative masses cb, total tot, the cumulative
+    mass before it base, its row among the hit blocks rowf): each is the first j with
+    key_j = cb_j / tot + row > row + frac (the last key is row + 1, so j <= B - 1), numpy's
+    keys and searchsorted (the keys are non-decreasing); appended to uniq / cnt.
+    The keys are computed at once when the block holds KEYS_AT draws or more, else where the
+    bisection looks; the bisection and the bookkeeping are branch-free (draws of one block
+    land on unpredictable actions). st = [n_u, X, hit, last action], updated; returns the
+    sampled correct mass, mass plus the new correct actions' masses in draw order."""
+    hi_frac = 1.0 - 1e-12
+    if stop - i >= KEYS_AT:                   # the keys of the whole block, vectorised
+        kk, cc = keys[:B], cb[:B]
+        for j in range(B):
+            kk[j] = cc[j] / tot + rowf
+    n_u, X, hit, last = st[0], st[1], st[2] != 0, st[3]
+    many = stop - i >= KEYS_AT
+    for k in range(i, stop):
+        frac = (u[k] - base) / tot
+        frac = min(max(frac, 0.0), hi_frac)
+        target = rowf + frac
+        j = 0                                 # branch-free bisection of [0, B - 1]: the
+        n = B - 1                             # draws' searches are independent, so overlap
+        if many and B == BLOCK:               # (a constant length: the loop unrolls)
+            n = BLOCK - 1
+            while n > 1:
+                half = n >> 1
+                j += half * (keys[j + half - 1] <= target)
+                n -= half
+            j += n * (keys[j] <= target)
+        elif many:
+            while n > 1:
+                half = n >> 1
+                j += half * (keys[j + half - 1] <= target)
+                n -= half
+            j += n * (keys[j] <= target)
+        else:
+            while n > 1:
+                half = n >> 1
+                j += half * (cb[j + half - 1] / tot + rowf <= target)
+                n -= half
+            j += n * (cb[j] / tot + rowf <= target)
+        a = lo + j
+        new = a != last
+        last = a
+        n_u += 1 if new else 0
+        uniq[n_u - 1] = a
+        cnt[n_u - 1] = (1 if new else cnt[n_u - 1] + 1)
+        mass += e[a] if (new and a < C) else 0.0
+        hit |= new and 1 <= a <= E
+        X += 1 if a < C else 0
+    st[0], st[1], st[2], st[3] = n_u, X, 1 if hit else 0, last
+    return mass
+
+
+@_jit
+def _draw_blocks(e, s, x, N, B, cs, u, blk, hb, starts, cb, cb2, keys, st, uniq, cnt, C, E):
     """``samplers._draw_by_blocks`` for N draws from the exponentials x (N + 1,), compressed to
     distinct increasing actions uniq[:n_u] with counts cnt[:n_u]. Returns
-    (n_u, X, hit_rare, sampled correct mass)."""
+    (n_u, X, hit_rare, sampled correct mass).
+
+    The block of each draw is numpy's ``searchsorted(cs, u, side='right')``, found by a merge
+    (``_merge_right``: cs and u are both non-decreasing); the hit blocks' cumulative masses
+    (numpy's cumsum, one dependent chain of B additions each) are computed two blocks at a
+    time, so the two chains overlap; each block's draws then go to ``_block_draws``."""
     nb = s.size
     acc = 0.0
     for b in range(nb):
@@ -240,63 +294,69 @@ def _draw_blocks(e, s, x, N, B, cs, u, blk, cb, uniq, cnt, C, E):
     scale = cs[nb - 1] / x[N]
     for i in range(N):
         u[i] = x[i] * scale
-    _binsearch_right(cs, u[:N], blk)
-    hi_frac = 1.0 - 1e-12
-    tiny = 2.2250738585072014e-308
-    n_u = 0
-    X = 0
-    hit = False
-    mass = 0.0
-    i = 0
-    row = -1
-    while i < N:
+    _merge_right(cs, u, N, blk)
+    nh = 0
+    for i in range(N):                        # the hit blocks and where their draws start
         b = min(blk[i], nb - 1)
-        row += 1
-        lo = b * B
+        if nh == 0 or hb[nh - 1] != b:
+            hb[nh] = b
+            starts[nh] = i
+            nh += 1
+    starts[nh] = N
+    tiny = 2.2250738585072014e-308
+    st[0], st[1], st[2], st[3] = 0, 0, 0, -1
+    mass = 0.0
+    for h in range(0, nh, 2):
+        two = h + 1 < nh
+        lo = hb[h] * B
+        lo2 = hb[h + 1] * B if two else lo
         c = 0.0
-        for j in range(B):                    # the block's cumulative masses c (numpy's cumsum)
-            c += e[lo + j]
-            cb[j] = c
-        tot = max(c, tiny)
-        base = cs[b - 1] if b > 0 else 0.0
-        rowf = float(row)
-        j = 0
-        while i < N and min(blk[i], nb - 1) == b:
-            frac = (u[i] - base) / tot
-            frac = min(max(frac, 0.0), hi_frac)
-            target = rowf + frac
-            hi = B - 1                        # first j >= the last answer with key_j > target,
-            while j < hi:                     # key_j = c_j / tot + row (row + 1 for the last)
-                mid = (j + hi) >> 1
-                if cb[mid] / tot + rowf > target:
-                    hi = mid
-                else:
-                    j = mid + 1
-            a = lo + j
-            if n_u > 0 and uniq[n_u - 1] == a:
-                cnt[n_u - 1] += 1
-            else:
-                uniq[n_u] = a
-                cnt[n_u] = 1
-                n_u += 1
-                if a < C:
-                    mass += e[a]
-                if 1 <= a <= E:
-                    hit = True
-            if a < C:
-                X += 1
-            i += 1
-    return n_u, X, hit, mass
+        c2 = 0.0
+        if two:
+            for j in range(B):                # two cumulative sums, interleaved
+                c += e[lo + j]
+                cb[j] = c
+                c2 += e[lo2 + j]
+                cb2[j] = c2
+        else:
+            for j in range(B):
+                c += e[lo + j]
+                cb[j] = c
+        b = hb[h]
+        mass = _block_draws(e, u, starts[h], starts[h + 1], lo, B, cb, keys, max(c, tiny),
+                            cs[b - 1] if b > 0 else 0.0, float(h), st, mass, uniq, cnt, C, E)
+        if two:
+            b = hb[h + 1]
+            mass = _block_draws(e, u, starts[h + 1], starts[h + 2], lo2, B, cb2, keys,
+                                max(c2, tiny), cs[b - 1] if b > 0 else 0.0, float(h + 1), st,
+                                mass, uniq, cnt, C, E)
+    return st[0], st[1], st[2] != 0, mass
 
 
 @_jit
-def _draw_guide(e, u01, N, rows, M, F, off, g, counts, uniq, cnt, C, E, want_uniq, us, bs,
+def _guide_prefix(e, rows, F0, lo, hi):
+    """F0[a] for a in [lo, hi): the cumulative masses down the columns of e viewed as
+    (rows, ncol), F0[i, j] = F0[i - 1, j] + E[i, j] (numpy's row-by-row additions of
+    ``samplers._draw_by_guide``); rows below lo must be done."""
+    ncol = e.size // rows
+    for a in range(lo, min(hi, ncol)):
+        F0[a] = e[a]
+    first = max(lo, ncol)
+    if hi > first:
+        prev, cur, ee = F0[first - ncol:hi - ncol], F0[first:hi], e[first:hi]
+        for i in range(hi - first):           # slices: the loop vectorises
+            cur[i] = prev[i] + ee[i]
+
+
+@_jit
+def _draw_guide(e, F, u01, N, rows, M, off, g, counts, uniq, cnt, C, E, want_uniq, us, bs,
                 parts):
     """``samplers._draw_by_guide`` for the uniforms u01 (N,): counts (Kp,) of the drawn actions
     and, when ``want_uniq``, their distinct actions uniq[:n_u] and counts cnt[:n_u].
 
-    F (Kp,) holds the column-major cumulative masses as numpy sums them, laid out as e viewed
-    (rows, ncol): F0[i] = F0[i - 1] + E[i] row by row, off = cumsum(F0[rows - 1]), then
+    F (Kp,) comes in holding F0, the cumulative masses down the columns of e viewed
+    (rows, ncol) as numpy sums them (``_guide_prefix``, or ``_move_full`` on its way), and
+    leaves holding the column-major cumulative masses: off = cumsum(F0[rows - 1]), then
     F[i, j] = F0[i, j] + off[j - 1]; rank q is the action (q & mask) * ncol + (q >> rsh). A draw
     is the first rank whose F exceeds u = u01 * total, found through a guide table g of M
     buckets. Returns (n_u, X, hit_rare, sampled correct mass)."""
@@ -306,12 +366,6 @@ def _draw_guide(e, u01, N, rows, M, F, off, g, counts, uniq, cnt, C, E, want_uni
     rsh = 0
     while (1 << rsh) < rows:
         rsh += 1
-    for j in range(ncol):
-        F[j] = e[j]
-    for i in range(1, rows):
-        lo = i * ncol
-        for j in range(ncol):
-            F[lo + j] = F[lo - ncol + j] + e[lo + j]
     last = (rows - 1) * ncol
     acc = F[last]
     off[0] = acc
@@ -392,10 +446,11 @@ def _draw_guide(e, u01, N, rows, M, F, off, g, counts, uniq, cnt, C, E, want_uni
 
 
 @_jit
-def _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un, acc):
+def _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un, acc, cslot,
+           nc):
     """Touch the sampled actions not touched before (in increasing action order): new slots
-    (y, e, moments 0), out of the untouched sums U and s_un (numpy's bincount order).
-    Returns n."""
+    (y, e, moments 0; correct ones also listed in cslot[:nc], in slot order), out of the
+    untouched sums U and s_un (numpy's bincount order). Returns (n, nc)."""
     first = n
     for k in range(n_u):
         a = uniq[k]
@@ -406,9 +461,12 @@ def _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un
             es[n] = e[a]
             ms[n] = 0.0
             ws[n] = 0.0
+            if a < C:
+                cslot[nc] = n
+                nc += 1
             n += 1
     if n == first:
-        return n
+        return n, nc
     for j in range(first, n):
         acc[act[j] // B] = 0.0
     for j in range(first, n):
@@ -426,7 +484,7 @@ def _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un
         b = act[j] // B
         s_un[b] = s_un[b] - acc[b]
         acc[b] = 0.0                          # each block's sum is subtracted once
-    return n
+    return n, nc
 
 
 @_jit
@@ -457,47 +515,208 @@ def _adam_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, m, w, pos, full, c1, c2):
 
 
 @_jit
-def _adam_dense(counts, K, C, rcw, rww, m, w, c1, c2):
-    """m~, w~ of every action from the dense direction c_a (r w) (``_LazyAdam.step``, no
-    slots: the full-mode guide path)."""
-    for a in range(K):
-        g = float(counts[a]) * (rcw if a < C else rww)
-        m[a] = m[a] + g * c1
-        w[a] = math.sqrt(w[a] * w[a] + (g * g) * c2)
+def _exp_range(y, e, lo, hi, fast):
+    """e[lo:hi] = exp(y[lo:hi]), vectorised when ``fast`` (``libm_exp.exp_array``)."""
+    if fast:
+        libm_exp.exp_array(y[lo:hi], e[lo:hi])
+    else:
+        for a in range(lo, hi):
+            e[a] = math.exp(y[a])
 
 
 @_jit
-def _adam_move(y, e, m, w, ys, es, ms, ws, act, n, full, alpha, epsk, rebase, fm, fw, fast):
-    """y += alpha m~ / (w~ + eps_k) on every touched action and e = exp(y) (in full mode one
-    vectorised pass each; before, by slot, exp only where y changed and e published by
-    action); rebase the moments when asked. Returns max y over the touched actions."""
-    ymax = -np.inf
-    if full:
-        K = y.size
-        for a in range(K):
-            y[a] = y[a] + (m[a] / (w[a] + epsk)) * alpha
-        for a in range(K):
-            ymax = max(ymax, y[a])
-        _exp_into(y, e, fast)
+def _max_of(x, lo, hi):
+    """max(x[lo:hi]) in four chains (no NaN here)."""
+    m0 = m1 = m2 = m3 = -np.inf
+    a = lo
+    while a + 4 <= hi:
+        m0 = x[a] if x[a] > m0 else m0
+        m1 = x[a + 1] if x[a + 1] > m1 else m1
+        m2 = x[a + 2] if x[a + 2] > m2 else m2
+        m3 = x[a + 3] if x[a + 3] > m3 else m3
+        a += 4
+    while a < hi:
+        m0 = x[a] if x[a] > m0 else m0
+        a += 1
+    return max(max(m0, m1), max(m2, m3))
+
+
+@_jit
+def _adam_y(y, m, w, lo, hi, alpha, epsk, slack, old):
+    """y[lo:hi] += (m~ / (w~ + eps_k)) alpha (``sparse._LazyAdam.step``), the old values kept
+    in old[:hi - lo]. Returns (whether a y changed, whether a y exceeds slack). The loops run
+    over slices of the arrays: so they vectorise."""
+    yy, mm, ww, oo = y[lo:hi], m[lo:hi], w[lo:hi], old[:hi - lo]
+    for i in range(hi - lo):
+        oo[i] = yy[i]
+    moved = False
+    over = False
+    for i in range(hi - lo):
+        new = oo[i] + (mm[i] / (ww[i] + epsk)) * alpha
+        yy[i] = new
+        moved |= new != oo[i]
+        over |= new > slack
+    return moved, over
+
+
+@_jit
+def _exp_moved(y, e, lo, hi, old, idx, ty, te, fast):
+    """e = exp(y) on [lo, hi) where y differs from old (e = exp(y) holds elsewhere): the
+    moved ones gathered and exponentiated together, or the whole range when most moved
+    (late in a run most logits no longer move: their Adam steps fall below half an ulp)."""
+    c = 0
+    for i in range(hi - lo):                  # branch-free compaction of the moved indices
+        idx[c] = i
+        c += y[lo + i] != old[i]
+    if 4 * c >= 3 * (hi - lo):
+        _exp_range(y, e, lo, hi, fast)
+        return
+    for k in range(c):
+        ty[k] = y[lo + idx[k]]
+    _exp_range(ty, te, 0, c, fast)
+    for k in range(c):
+        e[lo + idx[k]] = te[k]
+
+
+@_jit
+def _adam_moments(counts, m, w, lo, hi, rw, c1, c2):
+    """m~ += g c1, w~ = sqrt(w~^2 + g^2 c2) on [lo, hi) for the direction g = c_a (r w)
+    (``sparse._LazyAdam.step`` without slots)."""
+    cc, mm, ww = counts[lo:hi], m[lo:hi], w[lo:hi]
+    for i in range(hi - lo):
+        g = float(cc[i]) * rw
+        mm[i] = mm[i] + g * c1
+        ww[i] = math.sqrt(ww[i] * ww[i] + (g * g) * c2)
+
+
+@_jit
+def _rescale(m, w, lo, hi, fm, fw):
+    """Lazy Adam's rebase on [lo, hi): m~ *= b1^d, w~ *= sqrt(b2)^d."""
+    mm, ww = m[lo:hi], w[lo:hi]
+    for i in range(hi - lo):
+        mm[i] *= fm
+        ww[i] *= fw
+
+
+@_jit
+def _move_full(y, e, m, w, counts, dense, K, C, rcw, rww, c1, c2, alpha, epsk, rebase, fm, fw,
+               fast, B, s, guide, rows, F0, slack, old, idx, ty, te):
+    """One lazy-Adam step on every action, and what the next step needs of pi_{t+1}, in one
+    pass over chunks of CB = old.size actions (whole blocks of B; a chunk's y, e, m~, w~ stay
+    in cache while every part of the pass runs over it):
+
+    - when ``dense`` (the guide sampler's counts c (Kp,)), the moments of every action from
+      the direction c_a (r w) (``_adam_moments``; else ``_adam_sparse`` did the sampled ones);
+    - y += (m~ / (w~ + eps_k)) alpha, e = exp(y) where y moved (``_exp_moved``: e = exp(y)
+      holds everywhere, so an unmoved action keeps its mass), the rebase m~ *= fm, w~ *= fw;
+    - the block mass s[b] (numpy's pairwise sum), sum e*y (four chains, a record) and, when
+      ``guide``, the guide's column cumulative masses F0 (``_guide_prefix``).
+
+    The same IEEE operations per action as ``sparse._LazyAdam.step`` and numpy's exp and
+    sums. Returns (max y if it exceeds slack, else -inf; sum e*y); after a shift of the
+    logits the caller redoes the sums."""
+    Kp = y.size
+    CB = old.size                             # a chunk: CB // B blocks
+    over = False
+    s0 = s1 = s2 = s3 = 0.0
+    for lo in range(0, Kp, CB):
+        end = min(lo + CB, Kp)
+        hi = min(end, K)
+        if dense:
+            _adam_moments(counts, m, w, lo, min(hi, C), rcw, c1, c2)
+            _adam_moments(counts, m, w, max(lo, C), hi, rww, c1, c2)
+        moved, big = _adam_y(y, m, w, lo, hi, alpha, epsk, slack, old)
+        over |= big
+        if moved:
+            _exp_moved(y, e, lo, hi, old, idx, ty, te, fast)
         if rebase:
-            for a in range(K):
-                m[a] *= fm
-                w[a] *= fw
-        return ymax
-    for j in range(n):                      # the touched slots, and e published by action
-        old = ys[j]
-        new = old + (ms[j] / (ws[j] + epsk)) * alpha
-        if new != old:
-            ys[j] = new
-            ev = _exp1(new, fast)
-            es[j] = ev
-            e[act[j]] = ev
-        ymax = max(ymax, new)
-    if rebase:
-        for j in range(n):
-            ms[j] *= fm
-            ws[j] *= fw
-    return ymax
+            _rescale(m, w, lo, hi, fm, fw)
+        for b in range(lo // B, end // B):
+            s[b] = _block_sum(e, b * B, B)
+        a = lo                                # (every block but the last has B % 4 == 0
+        while a + 4 <= hi:                    # actions: the chains of the per-block loop)
+            s0 += e[a] * y[a]
+            s1 += e[a + 1] * y[a + 1]
+            s2 += e[a + 2] * y[a + 2]
+            s3 += e[a + 3] * y[a + 3]
+            a += 4
+        while a < hi:
+            s0 += e[a] * y[a]
+            a += 1
+        if guide:
+            _guide_prefix(e, rows, F0, lo, end)
+    ymax = _max_of(y, 0, K) if over else -np.inf
+    return ymax, (s0 + s1) + (s2 + s3)
+
+
+@_jit
+def _move_slots(y, e, ys, es, ms, ws, act, n, alpha, epsk, rebase, fm, fw, fast, B, s_un, s,
+                acc, slack, old, idx, ty, te):
+    """``_move_full`` before the run goes full: the lazy-Adam move of the touched slots
+    (in chunks of old.size: exp where a slot moved, es = exp(ys) holds everywhere),
+    the masses published by action, the rebase, and pi_{t+1}'s block masses
+    s = s_un + the touched masses added per block in slot order (numpy's ``bincount``) and
+    sum e*y over the slots in slot order. Returns (max y if it exceeds slack, else -inf;
+    sum e*y over the slots)."""
+    over = False
+    acc[:] = 0.0
+    sey = 0.0
+    for j0 in range(0, n, old.size):
+        j1 = min(j0 + old.size, n)
+        moved, big = _adam_y(ys, ms, ws, j0, j1, alpha, epsk, slack, old)
+        over |= big
+        if moved:
+            _exp_moved(ys, es, j0, j1, old, idx, ty, te, fast)
+            for j in range(j0, j1):
+                e[act[j]] = es[j]
+        if rebase:
+            _rescale(ms, ws, j0, j1, fm, fw)
+        for j in range(j0, j1):
+            ea = es[j]
+            acc[act[j] // B] += ea
+            sey += ea * ys[j]
+    for b in range(s.size):
+        s[b] = s_un[b] + acc[b]
+    ymax = _max_of(ys, 0, n) if over else -np.inf
+    return ymax, sey
+
+
+@_jit
+def _record_rest(e, es, act, cslot, nc, full, C, E, U, p0, S0, Q0, s, sey):
+    """pi_t's records from its block masses s and sum e*y (``_move_full`` / ``_move_slots``):
+    S, Q_pos, tau, entropy, M_ret, the same sums in the same order as ``_record``
+    (the correct actions in order, or the correct slots in slot order)."""
+    S = 0.0
+    for b in range(s.size):
+        S += s[b]
+    sc = 0.0
+    sr = 0.0
+    lost = 0.0
+    if full:
+        for a in range(C):
+            sc += e[a]
+            d = p0[a] - e[a] / S
+            if d > 0.0:
+                lost += d
+        for a in range(1, 1 + E):
+            sr += e[a]
+    else:
+        for k in range(nc):
+            j = cslot[k]
+            a = act[j]
+            ea = es[j]
+            sc += ea
+            d = p0[a] - ea / S
+            if d > 0.0:
+                lost += d
+            if 1 <= a <= E:
+                sr += ea
+        lost += U[4] * max(0.0, 1.0 - S0 / S)
+    q_pos = (U[1] + sc) / S
+    tau = (U[2] + sr) / S
+    ent = math.log(S) - (U[3] + sey) / S
+    m_ret = 1.0 - lost / Q0
+    return S, q_pos, tau, ent, m_ret
 
 
 @_jit
@@ -629,25 +848,39 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
 
     guide = uses_guide(N, Kp)
     s, acc, cs = np.empty(nb), np.zeros(nb), np.empty(nb)
+    cslot, nc = np.empty(min(C, Kp), dtype=np.int64), 0                # correct slots
     n_buf = min(N, Kp) if guide else N
     uniq, cnt = np.empty(n_buf, dtype=np.int64), np.empty(n_buf, dtype=np.int64)
     if guide:
-        F, off = np.empty(Kp), np.empty(Kp // GUIDE_ROWS)
+        F0, off = np.empty(Kp), np.empty(Kp // GUIDE_ROWS)              # F0, then F
         M = GUIDE_BUCKETS * Kp                                        # guide buckets
         gb = np.empty(M + 2, dtype=np.int32)                          # int32: half the cache
         counts = np.empty(Kp, dtype=np.int32)
         us, bs = np.empty(N), np.empty(N, dtype=np.int32)             # draws by coarse bucket
         parts = np.empty(257, dtype=np.int64)
     else:
-        u, blk, cb = np.empty(N), np.empty(N, dtype=np.int64), np.empty(B)
+        F0, counts = np.empty(1), np.zeros(1, dtype=np.int32)
+        u, blk = np.empty(N), np.empty(N, dtype=np.int64)
+        hb, starts = np.empty(N, dtype=np.int64), np.empty(N + 1, dtype=np.int64)
+        cb, cb2, keys = np.empty(B), np.empty(B), np.empty(B)
+        st = np.empty(4, dtype=np.int64)
     adam = _LazyAdam(cfg) if cfg.optimizer == "adam" else None
     fast = fast_exp_here()
     b1, b2 = cfg.adam_betas
+    CB = B * max(1, CHUNK // B)                                       # actions per chunk
+    scratch = (np.empty(CB), np.empty(CB, dtype=np.int64), np.empty(CB), np.empty(CB))
+    have = False            # s and sum e*y of pi_t done by the last move (``_move_full``)
+    ready = False           # the guide's F0 of pi_t done by the last move
+    sey = 0.0
 
     for t in range(T + 1):
         # --- record pi_t (and its block masses s)
-        S, q_pos, tau, ent, m_ret = _record(y, e, ys, es, act, n, full, K, C, E, B, s_un, U,
-                                            p0, S0, Q0, s, acc)
+        if have:
+            S, q_pos, tau, ent, m_ret = _record_rest(e, es, act, cslot, nc, full, C, E, U, p0,
+                                                     S0, Q0, s, sey)
+        else:
+            S, q_pos, tau, ent, m_ret = _record(y, e, ys, es, act, n, full, K, C, E, B, s_un,
+                                                U, p0, S0, Q0, s, acc)
         rec["q_pos"][0, t], rec["tau"][0, t] = q_pos, tau
         rec["entropy"][0, t], rec["m_ret"][0, t] = ent, m_ret
         if t == T:
@@ -655,42 +888,52 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
         dense_step = full and guide
         # --- sample N actions from pi_t
         if guide:
-            n_u, X, hit, mass = _draw_guide(e, rng.random(N), N, GUIDE_ROWS, M, F, off, gb,
+            if not ready:
+                _guide_prefix(e, GUIDE_ROWS, F0, 0, Kp)
+            n_u, X, hit, mass = _draw_guide(e, F0, rng.random(N), N, GUIDE_ROWS, M, off, gb,
                                             counts, uniq, cnt, C, E, not dense_step, us, bs,
                                             parts)
         else:
             x = rng.standard_exponential(N + 1)
-            n_u, X, hit, mass = _draw_blocks(e, s, x, N, B, cs, u, blk, cb, uniq, cnt, C, E)
+            n_u, X, hit, mass = _draw_blocks(e, s, x, N, B, cs, u, blk, hb, starts, cb, cb2,
+                                             keys, st, uniq, cnt, C, E)
         record_group(rec, 0, t, X=X, N=N, hit_rare=hit, sampled_correct_mass=mass, S=S,
                      q_pos=q_pos)
         # --- advantages and focal weight
         r_c, r_w = scalar_advantages(X, N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
         w8 = float(g_table[X])
         if not dense_step and not full:
-            n = _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un,
-                       acc)
+            n, nc = _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U,
+                           s_un, acc, cslot, nc)
             if n * FULL_FRACTION >= K:
                 _go_full(pos, act, n, K, y, e, m, w, ys, es, ms, ws)
                 n, full = K, True
                 s_un[:] = 0.0
                 U[:] = 0.0
-        # --- step: lazy Adam on every touched logit, or SGD
+        # --- step: lazy Adam on every touched logit (and pi_{t+1}'s sums), or SGD
+        have = ready = False
         if adam is not None:
             k = t + 1
             d = k - adam.k0
             c1 = (1.0 - b1) * b1 ** -d
             c2 = (1.0 - b2) * b2 ** -d
-            if dense_step:
-                _adam_dense(counts, K, C, r_c * w8, r_w * w8, m, w, c1, c2)
-            else:
+            if not dense_step:
                 _adam_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, m if full else ms,
                              w if full else ws, pos, full, c1, c2)
             root = np.sqrt(1.0 - b2 ** k)
             alpha = adam.lr * root / (1.0 - b1 ** k) * (b1 / np.sqrt(b2)) ** d
             epsk = adam.eps * root / np.sqrt(b2) ** d
             rebase = d >= adam.REBASE
-            ymax = _adam_move(y[:K], e[:K], m[:K], w[:K], ys, es, ms, ws, act, n, full, alpha,
-                              epsk, rebase, b1 ** d, np.sqrt(b2) ** d, fast)
+            fm, fw = b1 ** d, np.sqrt(b2) ** d
+            if full:
+                ymax, sey = _move_full(y, e, m, w, counts, dense_step, K, C, r_c * w8,
+                                       r_w * w8, c1, c2, alpha, epsk, rebase, fm, fw, fast, B,
+                                       s, guide, GUIDE_ROWS, F0, SHIFT_SLACK, *scratch)
+                ready = guide
+            else:
+                ymax, sey = _move_slots(y, e, ys, es, ms, ws, act, n, alpha, epsk, rebase, fm,
+                                        fw, fast, B, s_un, s, acc, SHIFT_SLACK, *scratch)
+            have = True
             if rebase:
                 adam.k0 = k
         elif dense_step:
@@ -700,6 +943,7 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
                                full, fast)
         if ymax > SHIFT_SLACK:                                         # move the shift (rare)
             S0 *= _shift(ymax, y, e, ys, es, act, n, K, full, U, s_un, fast)
+            have = ready = False
         if progress is not None:
             progress(1)
     return finish_records(rec, N)

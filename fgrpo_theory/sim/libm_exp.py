@@ -165,13 +165,18 @@ if numba is not None:
 
     @_jit
     def exp_array(x, out):
-        """out = exp(x), bit for bit glibc's: a vectorisable pass, then the special cases."""
+        """out = exp(x), bit for bit glibc's: a vectorisable pass, a vectorisable test for
+        special cases, and only if there are any, their values."""
         tab = TABLE
         for i in range(x.size):
             out[i] = exp_main(x[i], tab)
+        special = False
         for i in range(x.size):
-            if is_special(x[i]):
-                out[i] = math.exp(x[i])
+            special |= is_special(x[i])
+        if special:
+            for i in range(x.size):
+                if is_special(x[i]):
+                    out[i] = math.exp(x[i])
 
 
 @functools.lru_cache(maxsize=1)

@@ -71,15 +71,127 @@ def test_block_sum_is_numpys_pairwise_sum():
         np.testing.assert_array_equal(got, ref)
 
 
-@pytest.mark.parametrize("monotone", [True, False])
-def test_binary_search_is_numpys_searchsorted_even_on_unsorted_input(monotone):
-    rng = np.random.default_rng(1)
-    for _ in range(50):
-        arr = np.cumsum(rng.random(37)) if monotone else rng.random(37)
-        keys = np.sort(rng.random(64) * arr.max() * 1.1)
-        out = np.empty(keys.size, dtype=np.int64)
-        compiled._binsearch_right(arr, keys, out)
-        np.testing.assert_array_equal(out, np.searchsorted(arr, keys, side="right"))
+@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integers(0, 200),
+       st.sampled_from([0.0, 0.3, 1.0]))
+@settings(max_examples=60, deadline=None)
+def test_merge_search_is_numpys_searchsorted_on_sorted_input(seed, n, k, zeros):
+    """The block search by a merge: numpy's searchsorted(side='right') on non-decreasing
+    arrays (cumulative sums with zero-mass blocks: repeated values) and sorted keys, keys
+    equal to entries included."""
+    rng = np.random.default_rng(seed)
+    arr = np.cumsum(rng.random(n) * (rng.random(n) >= zeros))
+    keys = np.sort(np.concatenate([rng.random(k) * (arr[-1] + 0.5), rng.choice(arr, 5)]))
+    out = np.empty(keys.size, dtype=np.int64)
+    compiled._merge_right(arr, keys, keys.size, out)
+    np.testing.assert_array_equal(out, np.searchsorted(arr, keys, side="right"))
+
+
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 5, 40, 300]),
+       st.sampled_from([16, 64, 256]), st.floats(0.0, 8.0))
+@settings(max_examples=40, deadline=None)
+def test_block_draws_are_numpys_block_sampler(seed, N, B, spread):
+    """The compiled block sampler (merge search, two cumulative sums at a time, keys computed
+    per block or per probe, branch-free bisection) gives numpy's ``samplers`` draws exactly,
+    on masses that span many orders of magnitude (some zero)."""
+    from fgrpo_theory.sim.samplers import sample_group
+
+    rng = np.random.default_rng(seed)
+    nb = int(rng.integers(1, 12)) + N * 8 // B       # few draws: numpy's block sampler
+    assert not uses_guide(N, nb * B)
+    e = np.exp(-spread * rng.random(nb * B)) * (rng.random(nb * B) > 0.1)
+    e[int(rng.integers(0, e.size))] = 1.0
+    s = e.reshape(nb, B).sum(axis=1)
+    C, E = int(rng.integers(1, nb * B)), 3
+    uniq_ref, cnt_ref = sample_group(e, s, N, np.random.default_rng([seed, 1]), B)
+    x = np.random.default_rng([seed, 1]).standard_exponential(N + 1)
+    bufs = dict(cs=np.empty(nb), u=np.empty(N), blk=np.empty(N, dtype=np.int64),
+                hb=np.empty(N, dtype=np.int64), starts=np.empty(N + 1, dtype=np.int64),
+                cb=np.empty(B), cb2=np.empty(B), keys=np.empty(B), st=np.empty(4, dtype=np.int64))
+    uniq, cnt = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.int64)
+    n_u, X, hit, mass = compiled._draw_blocks(e, s, x, N, B, *bufs.values(), uniq, cnt, C, E)
+    np.testing.assert_array_equal(uniq[:n_u], uniq_ref)
+    np.testing.assert_array_equal(cnt[:n_u], cnt_ref)
+    assert X == int(cnt_ref[uniq_ref < C].sum())
+    assert hit == bool(((uniq_ref >= 1) & (uniq_ref <= E)).any())
+    assert mass == pytest.approx(float(e[uniq_ref[uniq_ref < C]].sum()), rel=1e-12, abs=0.0)
+
+
+@given(st.integers(0, 2**32 - 1), st.sampled_from([64, 512, 4096]), st.floats(0.0, 12.0),
+       st.booleans())
+@settings(max_examples=30, deadline=None)
+def test_guide_draws_are_numpys_guide_sampler(seed, Kp, spread, split_prefix):
+    """The guide sampler on F0 from ``_guide_prefix`` (in one piece, or chunk by chunk as
+    ``_move_full`` builds it) gives numpy's ``samplers`` counts exactly."""
+    from fgrpo_theory.sim.samplers import GUIDE_ROWS, sample_counts
+
+    rng = np.random.default_rng(seed)
+    e = np.exp(-spread * rng.random(Kp)) * (rng.random(Kp) > 0.05)
+    e[0] = 1.0
+    N = int(rng.integers(1, 3 * Kp))
+    ref = sample_counts(e, N, np.random.default_rng([seed, 2]))
+    F0 = np.empty(Kp)
+    if split_prefix:
+        for lo in range(0, Kp, 32):
+            compiled._guide_prefix(e, GUIDE_ROWS, F0, lo, lo + 32)
+    else:
+        compiled._guide_prefix(e, GUIDE_ROWS, F0, 0, Kp)
+    counts = np.empty(Kp, dtype=np.int32)
+    uniq, cnt = np.empty(Kp, dtype=np.int64), np.empty(Kp, dtype=np.int64)
+    n_u, X, _, _ = compiled._draw_guide(
+        e, F0, np.random.default_rng([seed, 2]).random(N), N, GUIDE_ROWS, Kp,
+        np.empty(Kp // GUIDE_ROWS), np.empty(Kp + 2, dtype=np.int32), counts, uniq, cnt, 5, 2,
+        True, np.empty(N), np.empty(N, dtype=np.int32), np.empty(257, dtype=np.int64))
+    np.testing.assert_array_equal(counts, ref)
+    np.testing.assert_array_equal(uniq[:n_u], np.flatnonzero(ref))
+    assert X == int(ref[:5].sum())
+
+
+@given(st.integers(0, 2**32 - 1), st.sampled_from([300, 1000, 5000]), st.booleans(),
+       st.booleans(), st.floats(0.0, 1.0))
+@settings(max_examples=30, deadline=None)
+def test_fused_full_pass_is_lazy_adam_exp_and_the_block_sums(seed, K, dense, rebase, frozen):
+    """``_move_full`` against numpy: lazy Adam's moments and step (``sparse._LazyAdam``'s
+    operations), e = exp(y) (np.exp, bit for bit: the moved ones only, whole chunks or
+    gathered), numpy's pairwise block sums and the guide's column sums; a fraction of the
+    logits do not move (their step is below half an ulp)."""
+    from fgrpo_theory.sim.samplers import GUIDE_ROWS, layout
+
+    rng = np.random.default_rng(seed)
+    B, nb, Kp = layout(K)
+    C = K // 10
+    y = np.full(Kp, -np.inf)
+    y[:K] = -rng.random(K) * 8.0
+    e = np.exp(y)
+    m, w = np.zeros(Kp), np.zeros(Kp)
+    m[:K] = rng.normal(0.0, 1e-3, K) * (rng.random(K) >= frozen)
+    w[:K] = np.abs(rng.normal(0.0, 1e-3, K))
+    counts = np.zeros(Kp, dtype=np.int32)
+    counts[:K] = rng.poisson(0.5, K)
+    rcw, rww, c1, c2, alpha, epsk, fm, fw = 0.3, -0.02, 0.1, 0.001, 1e-2, 1e-8, 0.9, 0.99
+    # numpy, the sparse engine's operations
+    M, W, Y = m.copy(), w.copy(), y.copy()
+    if dense:
+        g = counts[:K] * np.where(np.arange(K) < C, rcw, rww)
+        M[:K] += g * c1
+        W[:K] = np.sqrt(W[:K] * W[:K] + (g * g) * c2)
+    Y[:K] += (M[:K] / (W[:K] + epsk)) * alpha
+    if rebase:
+        M[:K] *= fm
+        W[:K] *= fw
+    Ee = np.exp(Y)
+    S = Ee.reshape(nb, B).sum(axis=1)
+    cols = Ee.reshape(GUIDE_ROWS, -1)
+    F0ref = np.cumsum(cols, axis=0).ravel()
+    s, F0 = np.empty(nb), np.empty(Kp)
+    CB = compiled.CHUNK if K > 1000 else B
+    scratch = (np.empty(CB), np.empty(CB, dtype=np.int64), np.empty(CB), np.empty(CB))
+    ymax, sey = compiled._move_full(y, e, m, w, counts, dense, K, C, rcw, rww, c1, c2, alpha,
+                                    epsk, rebase, fm, fw, compiled.fast_exp_here(), B, s,
+                                    True, GUIDE_ROWS, F0, -1.0, *scratch)
+    for got, want in ((y, Y), (e, Ee), (m, M), (w, W), (s, S), (F0, F0ref)):
+        np.testing.assert_array_equal(got, want)
+    assert ymax == Y[:K].max()                     # above the slack (-1): the true max
+    assert sey == pytest.approx(float(np.dot(Ee[:K], Y[:K])), rel=1e-12)
 
 
 def test_exp_and_the_block_sum_match_numpy_here():
