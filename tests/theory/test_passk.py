@@ -286,6 +286,8 @@ def test_all_constant_problems_give_a_point_law():
 def test_count_errors_quote_the_offending_element():
     with pytest.raises(ValueError, match=r"^c must be <= n, got c=9 > n=8$"):
         pass_at_k_unbiased(8, np.array([8, 9]), 1)
+    with pytest.raises(ValueError, match=r"^c must be <= n, got c=10 > n=9$"):
+        pass_at_k_unbiased(np.array([8, 9]), np.array([8, 10]), 1)
     with pytest.raises(ValueError, match=r"^k must be <= n, got k=9 > n=8$"):
         pass_at_k_unbiased(np.array([5, 8]), 0, np.array([5, 9]))
     with pytest.raises(ValueError, match=r"^n must be an integer >= 1, got n=0$"):
