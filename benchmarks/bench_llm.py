@@ -39,7 +39,9 @@ def _median_time(repeats: int, fn) -> tuple[float, object]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=16)
@@ -47,34 +49,59 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     tok = build_char_tokenizer(ALPHABET)
-    model = build_tiny_model(tok, seed=0).eval()  # the built-in base's size: hidden 128, 4 layers, ~1M parameters
-    prompts = [p.prompt for p in CountdownTask(seed=0, num_test=20, num_ood=10).problems("train")[: args.prompts]]
+    model = build_tiny_model(
+        tok, seed=0
+    ).eval()  # the built-in base's size: hidden 128, 4 layers, ~1M parameters
+    prompts = [
+        p.prompt
+        for p in CountdownTask(seed=0, num_test=20, num_ood=10).problems("train")[: args.prompts]
+    ]
     B, N, T = len(prompts), args.group_size, args.max_new_tokens
-    print(f"tiny Qwen2 ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters), B={B} prompts x N={N}, "
-          f"max_new_tokens={T}, torch threads={torch.get_num_threads()}")
+    print(
+        f"tiny Qwen2 ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters), B={B} prompts x N={N}, "
+        f"max_new_tokens={T}, torch threads={torch.get_num_threads()}"
+    )
 
     # --- rollout: ours vs HF generate ---
     def ours():
-        return sample_completions(model, tok, prompts, num_samples=N, max_new_tokens=T,
-                                  generator=torch.Generator().manual_seed(0))
+        return sample_completions(
+            model,
+            tok,
+            prompts,
+            num_samples=N,
+            max_new_tokens=T,
+            generator=torch.Generator().manual_seed(0),
+        )
 
     enc = tok(prompts, return_tensors="pt", padding=True, padding_side="left")
 
     def hf():
         torch.manual_seed(0)
         with torch.no_grad():
-            out = model.generate(**enc, do_sample=True, top_k=0, top_p=1.0, temperature=1.0, max_new_tokens=T,
-                                 num_return_sequences=N, pad_token_id=tok.pad_token_id,
-                                 eos_token_id=tok.eos_token_id)
-        gen = out[:, enc["input_ids"].shape[1]:]
-        ended = (gen == tok.eos_token_id).cumsum(1) - (gen == tok.eos_token_id).long()  # EOS counted, not after
+            out = model.generate(
+                **enc,
+                do_sample=True,
+                top_k=0,
+                top_p=1.0,
+                temperature=1.0,
+                max_new_tokens=T,
+                num_return_sequences=N,
+                pad_token_id=tok.pad_token_id,
+                eos_token_id=tok.eos_token_id,
+            )
+        gen = out[:, enc["input_ids"].shape[1] :]
+        ended = (gen == tok.eos_token_id).cumsum(1) - (
+            gen == tok.eos_token_id
+        ).long()  # EOS counted, not after
         return int((ended == 0).sum())
 
     t_ours, batch = _median_time(args.repeats, ours)
     t_hf, hf_tokens = _median_time(args.repeats, hf)
     ours_tps = int(batch.completion_mask.sum()) / t_ours
     hf_tps = hf_tokens / t_hf
-    print(f"rollout  tokens/s: ours {ours_tps:9.0f}   HF generate {hf_tps:9.0f}   ratio ours/HF = {ours_tps / hf_tps:.2f}")
+    print(
+        f"rollout  tokens/s: ours {ours_tps:9.0f}   HF generate {hf_tps:9.0f}   ratio ours/HF = {ours_tps / hf_tps:.2f}"
+    )
 
     # --- training: GRPO loss forward + backward vs a plain LM forward + backward ---
     model.train()
@@ -84,7 +111,9 @@ def main(argv=None) -> int:
 
     def ours_train():
         model.zero_grad(set_to_none=True)
-        logp, H = token_logprobs_and_entropy(model, seq, attn, entropy_grad=False)  # as the trainer (no bonus)
+        logp, H = token_logprobs_and_entropy(
+            model, seq, attn, entropy_grad=False
+        )  # as the trainer (no bonus)
         loss, _ = grpo_loss(logp, batch.old_logprobs, A, cmask)
         loss.backward()
 
@@ -95,8 +124,10 @@ def main(argv=None) -> int:
     t_ours_train, _ = _median_time(args.repeats, ours_train)
     t_plain, _ = _median_time(args.repeats, plain_train)
     n_tok = seq.numel()
-    print(f"training tokens/s: ours {n_tok / t_ours_train:9.0f}   plain fwd+bwd {n_tok / t_plain:9.0f}   "
-          f"ratio ours/plain = {t_plain / t_ours_train:.2f}")
+    print(
+        f"training tokens/s: ours {n_tok / t_ours_train:9.0f}   plain fwd+bwd {n_tok / t_plain:9.0f}   "
+        f"ratio ours/plain = {t_plain / t_ours_train:.2f}"
+    )
     return 0
 
 

@@ -60,8 +60,9 @@ def naive_run(cfg, N: int, gamma: float, seed: int) -> dict:
         grad *= (1 - X / N) ** gamma / N
         m = b1 * m + (1 - b1) * grad
         v = b2 * v + (1 - b2) * grad**2
-        z = z + cfg.lr * (m / (1 - b1 ** (t + 1))) / (np.sqrt(v / (1 - b2 ** (t + 1)))
-                                                       + cfg.adam_eps)
+        z = z + cfg.lr * (m / (1 - b1 ** (t + 1))) / (
+            np.sqrt(v / (1 - b2 ** (t + 1))) + cfg.adam_eps
+        )
     return out
 
 
@@ -85,42 +86,61 @@ def _load() -> str:
 def per_group_size(cfg, sizes, repeats: int) -> None:
     from dataclasses import replace
 
-    engines = {"naive": lambda c, N: naive_run(c, N, 0.0, 0),
-               "sparse": lambda c, N: simulate_runs(c, N, [(0.0, 0)], engine="sparse"),
-               "compiled": lambda c, N: simulate_runs(c, N, [(0.0, 0)], engine="compiled")}
-    print(f"part 1: K={cfg.actions} |P|={cfg.correct} steps={cfg.steps} repeats={repeats} "
-          f"(one run per N, one core, median times)")
-    print(f"{'N':>7} " + " ".join(f"{k + ' run-steps/s':>20}" for k in engines)
-          + " " + " ".join(f"{k + '/naive':>15}" for k in engines if k != "naive"))
-    warm = replace(cfg, steps=2)                      # compilation and first calls off the clock
+    engines = {
+        "naive": lambda c, N: naive_run(c, N, 0.0, 0),
+        "sparse": lambda c, N: simulate_runs(c, N, [(0.0, 0)], engine="sparse"),
+        "compiled": lambda c, N: simulate_runs(c, N, [(0.0, 0)], engine="compiled"),
+    }
+    print(
+        f"part 1: K={cfg.actions} |P|={cfg.correct} steps={cfg.steps} repeats={repeats} "
+        f"(one run per N, one core, median times)"
+    )
+    print(
+        f"{'N':>7} "
+        + " ".join(f"{k + ' run-steps/s':>20}" for k in engines)
+        + " "
+        + " ".join(f"{k + '/naive':>15}" for k in engines if k != "naive")
+    )
+    warm = replace(cfg, steps=2)  # compilation and first calls off the clock
     for run in engines.values():
         run(warm, 4), run(warm, 65536)
     tot = dict.fromkeys(engines, 0.0)
     worst = np.inf
     for N in sizes:
         times = {k: [] for k in engines}
-        for _ in range(repeats):                      # interleaved, so load changes hit all alike
+        for _ in range(repeats):  # interleaved, so load changes hit all alike
             for k, run in engines.items():
                 times[k].append(_time(lambda: run(cfg, N)))
         t = {k: float(np.median(v)) for k, v in times.items()}
         for k in engines:
             tot[k] += t[k]
         worst = min(worst, t["naive"] / t["compiled"])
-        print(f"{N:7d} " + " ".join(f"{cfg.steps / t[k]:20.1f}" for k in engines)
-              + " " + " ".join(f"{t['naive'] / t[k]:14.1f}x" for k in engines if k != "naive"),
-              flush=True)
+        print(
+            f"{N:7d} "
+            + " ".join(f"{cfg.steps / t[k]:20.1f}" for k in engines)
+            + " "
+            + " ".join(f"{t['naive'] / t[k]:14.1f}x" for k in engines if k != "naive"),
+            flush=True,
+        )
     n = len(sizes) * cfg.steps
-    print("overall run-steps/s: " + ", ".join(f"{k} {n / tot[k]:.1f}" for k in engines)
-          + "; speed-up " + ", ".join(f"{k}/naive {tot['naive'] / tot[k]:.1f}x"
-                                      for k in engines if k != "naive")
-          + f"; smallest compiled/naive over N: {worst:.1f}x (target >= 10x)", flush=True)
+    print(
+        "overall run-steps/s: "
+        + ", ".join(f"{k} {n / tot[k]:.1f}" for k in engines)
+        + "; speed-up "
+        + ", ".join(f"{k}/naive {tot['naive'] / tot[k]:.1f}x" for k in engines if k != "naive")
+        + f"; smallest compiled/naive over N: {worst:.1f}x (target >= 10x)",
+        flush=True,
+    )
 
 
 def sweep(workers: int, baseline: bool) -> None:
     cfg = PRESETS["paper-fig2"]
     runs = len(cfg.group_sizes) * len(cfg.gammas) * len(cfg.seeds)
-    print(f"part 2: the paper-fig2 sweep ({runs} runs of {cfg.steps} steps), --workers "
-          f"{workers}; {_load()}", flush=True)
+    print(
+        f"part 2: the paper-fig2 sweep ({runs} runs of {cfg.steps} steps), --workers "
+        f"{workers}; {_load()}",
+        flush=True,
+    )
     results = {}
     for engine in ("compiled", "sparse") if baseline else ("compiled",):
         c0, t0 = _cpu(), time.perf_counter()
@@ -134,9 +154,11 @@ def sweep(workers: int, baseline: bool) -> None:
     verdict = "meets" if wall <= 60 else "misses"
     line = f"sweep wall time: {wall:.1f} s with {workers} workers ({verdict} the 60 s target)"
     if baseline:
-        line += (f"; numpy sparse engine / compiled: {results['sparse'][0] / wall:.2f}x; "
-                 f"CSVs byte-identical: "
-                 f"{'yes' if results['sparse'][1] == results['compiled'][1] else 'NO'}")
+        line += (
+            f"; numpy sparse engine / compiled: {results['sparse'][0] / wall:.2f}x; "
+            f"CSVs byte-identical: "
+            f"{'yes' if results['sparse'][1] == results['compiled'][1] else 'NO'}"
+        )
     print(line, flush=True)
 
 
@@ -149,16 +171,18 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="timings per N and engine (median)")
     ap.add_argument("--workers", type=int, default=2, help="worker processes of the sweep")
     ap.add_argument("--no-sweep", action="store_true", help="skip part 2 (the fig2 sweep)")
-    ap.add_argument("--no-baseline", action="store_true",
-                    help="part 2 without the numpy sparse engine's sweep")
+    ap.add_argument(
+        "--no-baseline", action="store_true", help="part 2 without the numpy sparse engine's sweep"
+    )
     ap.add_argument("--no-per-n", action="store_true", help="skip part 1")
     args = ap.parse_args()
     from dataclasses import replace
 
     print(f"bench_simulate: {os.cpu_count()} CPUs, {_load()}", flush=True)
     if not args.no_per_n:
-        cfg = replace(PRESETS["paper-fig2"], actions=args.actions, correct=args.correct,
-                      steps=args.steps)
+        cfg = replace(
+            PRESETS["paper-fig2"], actions=args.actions, correct=args.correct, steps=args.steps
+        )
         with pinned(1):
             per_group_size(cfg, [int(n) for n in args.group_sizes.split(",")], args.repeats)
     if not args.no_sweep:

@@ -41,10 +41,17 @@ def naive_loop(mu, tau, N) -> list[float]:
 
 def hard_sample(size: int, rng: np.random.Generator):
     r = rng.random(size)
-    mu = np.where(r < 0.3, 10 ** rng.uniform(-9, 0, size),
-                  np.where(r < 0.6, 1 - 10 ** rng.uniform(-9, 0, size), rng.random(size)))
+    mu = np.where(
+        r < 0.3,
+        10 ** rng.uniform(-9, 0, size),
+        np.where(r < 0.6, 1 - 10 ** rng.uniform(-9, 0, size), rng.random(size)),
+    )
     t = rng.random(size)
-    tau = np.where(t < 0.5, mu * 10 ** rng.uniform(-12, 0, size), np.minimum(mu, 10 ** rng.uniform(-12, 0, size)))
+    tau = np.where(
+        t < 0.5,
+        mu * 10 ** rng.uniform(-12, 0, size),
+        np.minimum(mu, 10 ** rng.uniform(-12, 0, size)),
+    )
     N = np.floor(10 ** rng.uniform(0, 7, size))
     return mu, tau, N
 
@@ -97,11 +104,17 @@ def main() -> None:
 
     print(f"P(B_E,N) on one core, {args.points:,} grid points (best of {args.repeats})")
     print(f"{'implementation':<34} {'evals/s':>12} {'ratio':>8} {'worst rel. err':>15}")
-    print(f"{'fgrpo_theory.tail_miss (numpy)':<34} {vec_rate:>12.3e} {vec_rate / loop_rate:>8.1f} {err_ours:>15.2e}")
-    print(f"{'naive formula, Python float loop':<34} {loop_rate:>12.3e} {1.0:>8.1f} {err_naive:>15.2e}")
-    print(f"target >= 1e7 evals/s: {'met' if vec_rate >= 1e7 else 'NOT met'}; "
-          f"accuracy sample: {args.accuracy_points} points vs mpmath, tau >= 1e-12, N <= 1e7, "
-          f"mu within 1e-9 of 0 or 1 included")
+    print(
+        f"{'fgrpo_theory.tail_miss (numpy)':<34} {vec_rate:>12.3e} {vec_rate / loop_rate:>8.1f} {err_ours:>15.2e}"
+    )
+    print(
+        f"{'naive formula, Python float loop':<34} {loop_rate:>12.3e} {1.0:>8.1f} {err_naive:>15.2e}"
+    )
+    print(
+        f"target >= 1e7 evals/s: {'met' if vec_rate >= 1e7 else 'NOT met'}; "
+        f"accuracy sample: {args.accuracy_points} points vs mpmath, tau >= 1e-12, N <= 1e7, "
+        f"mu within 1e-9 of 0 or 1 included"
+    )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,11 @@ def modules() -> list[str]:
     names = ["fgrpo_theory", "fgrpo_llm"]
     for pkg in (fgrpo_theory, fgrpo_llm):
         for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
-            if info.name.endswith("__main__") or info.name.startswith(SKIP) or info.name == "fgrpo_llm.integrations":
+            if (
+                info.name.endswith("__main__")
+                or info.name.startswith(SKIP)
+                or info.name == "fgrpo_llm.integrations"
+            ):
                 continue
             names.append(info.name)
     return names

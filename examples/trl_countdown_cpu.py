@@ -38,45 +38,106 @@ def main(argv=None) -> int:
 
     from fgrpo_llm.evaluation.rare import build_rare_set, save_rare_set
     from fgrpo_llm.experiments.countdown_base import PretrainConfig, pretrain
-    from fgrpo_llm.integrations.trl import (DeltaNLLRareCallback, FocalGRPOConfig, FocalGRPOTrainer, PassAtKCallback,
-                                            method_args, task_dataset, task_reward_func)
+    from fgrpo_llm.integrations.trl import (
+        DeltaNLLRareCallback,
+        FocalGRPOConfig,
+        FocalGRPOTrainer,
+        PassAtKCallback,
+        method_args,
+        task_dataset,
+        task_reward_func,
+    )
     from fgrpo_llm.model import load_model_and_tokenizer
     from fgrpo_llm.tasks.countdown import CountdownTask
 
     out = Path(a.out)
-    cfg = PretrainConfig(seed=a.seed, seconds=0, max_steps=a.pretrain_steps, batch_size=64, hidden_size=64,
-                         num_layers=2, num_heads=2, num_test=16, num_ood=8, eval_prompts=0, warmup_steps=5)
+    cfg = PretrainConfig(
+        seed=a.seed,
+        seconds=0,
+        max_steps=a.pretrain_steps,
+        batch_size=64,
+        hidden_size=64,
+        num_layers=2,
+        num_heads=2,
+        num_test=16,
+        num_ood=8,
+        eval_prompts=0,
+        warmup_steps=5,
+    )
     pretrain(cfg, out / "base", progress=False)
     model, tok = load_model_and_tokenizer(out / "base", device="cpu")
     task = CountdownTask(seed=cfg.task_seed, num_test=cfg.num_test, num_ood=cfg.num_ood)
 
-    rare = build_rare_set(model, tok, task, task.problems("train")[:8], num_rollouts=32, top_fraction=0.05,
-                          max_new_tokens=12, generator=torch.Generator().manual_seed(a.seed))
+    rare = build_rare_set(
+        model,
+        tok,
+        task,
+        task.problems("train")[:8],
+        num_rollouts=32,
+        top_fraction=0.05,
+        max_new_tokens=12,
+        generator=torch.Generator().manual_seed(a.seed),
+    )
     save_rare_set(rare, out / "rare_set.json")
 
     G = a.group_size
     args = FocalGRPOConfig(
-        output_dir=str(out / "run"), focal_gamma=a.gamma, focal_algo=a.algo, **method_args(a.algo),
-        num_generations=G, per_device_train_batch_size=G * a.prompts_per_step, max_completion_length=12,
-        learning_rate=1e-4, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0, max_steps=a.steps,
-        temperature=1.0, top_p=1.0, logging_steps=1, eval_strategy="steps", eval_steps=a.steps,
-        per_device_eval_batch_size=G, num_generations_eval=G, save_strategy="no", report_to="none", use_cpu=True,
-        seed=a.seed, data_seed=a.seed, disable_tqdm=True,
+        output_dir=str(out / "run"),
+        focal_gamma=a.gamma,
+        focal_algo=a.algo,
+        **method_args(a.algo),
+        num_generations=G,
+        per_device_train_batch_size=G * a.prompts_per_step,
+        max_completion_length=12,
+        learning_rate=1e-4,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        max_grad_norm=1.0,
+        max_steps=a.steps,
+        temperature=1.0,
+        top_p=1.0,
+        logging_steps=1,
+        eval_strategy="steps",
+        eval_steps=a.steps,
+        per_device_eval_batch_size=G,
+        num_generations_eval=G,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=a.seed,
+        data_seed=a.seed,
+        disable_tqdm=True,
         # float32 on the CPU, as our trainer: TRL's default bf16=True patches the model's forward with a
         # bf16 autocast, so the callbacks would measure Delta NLL_rare in bf16 (~1e-3 off the fp32 value)
-        bf16=False)
+        bf16=False,
+    )
     train = task_dataset(task, "train")
-    trainer = FocalGRPOTrainer(model=model, reward_funcs=[task_reward_func(task)], args=args, train_dataset=train,
-                               eval_dataset=task_dataset(task, "test").select(range(1)), processing_class=tok,
-                               task=task)
-    passk = PassAtKCallback(task, tok, split="test", n=8, ks=[1, 2, 4, 8], max_new_tokens=12, seed=a.seed).attach(trainer)
-    rare_cb = DeltaNLLRareCallback(rare, every_steps=2, pad_token_id=tok.pad_token_id).attach(trainer)
+    trainer = FocalGRPOTrainer(
+        model=model,
+        reward_funcs=[task_reward_func(task)],
+        args=args,
+        train_dataset=train,
+        eval_dataset=task_dataset(task, "test").select(range(1)),
+        processing_class=tok,
+        task=task,
+    )
+    passk = PassAtKCallback(
+        task, tok, split="test", n=8, ks=[1, 2, 4, 8], max_new_tokens=12, seed=a.seed
+    ).attach(trainer)
+    rare_cb = DeltaNLLRareCallback(rare, every_steps=2, pad_token_id=tok.pad_token_id).attach(
+        trainer
+    )
     trainer.train()
     trainer.save_model(str(out / "final"))
     tok.save_pretrained(str(out / "final"))
-    summary = {"steps": int(trainer.state.global_step), "pass@k": passk.history[-1] if passk.history else None,
-               "rare": rare_cb.history[-1] if rare_cb.history else None, "rare_set_size": len(rare),
-               "run_dir": str(out / "run"), "final": str(out / "final")}
+    summary = {
+        "steps": int(trainer.state.global_step),
+        "pass@k": passk.history[-1] if passk.history else None,
+        "rare": rare_cb.history[-1] if rare_cb.history else None,
+        "rare_set_size": len(rare),
+        "run_dir": str(out / "run"),
+        "final": str(out / "final"),
+    }
     print(json.dumps(summary, indent=1))
     return 0
 

@@ -18,7 +18,13 @@ import numbers
 
 import torch
 
-__all__ = ["grpo_advantages", "mean_centred_advantages", "group_success_rate", "focal_weight", "focal_advantages"]
+__all__ = [
+    "grpo_advantages",
+    "mean_centred_advantages",
+    "group_success_rate",
+    "focal_weight",
+    "focal_advantages",
+]
 
 STD_CONVENTIONS = ("bessel", "population", "none")
 
@@ -28,8 +34,9 @@ def _check_scalar(name: str, value, *, minimum: float | None = None) -> float:
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_complex:
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):  # np.float32 is Real
-        raise TypeError(f"{name} must be a real number, "
-                        f"got {type(value).__name__} {name}={value!r}")
+        raise TypeError(
+            f"{name} must be a real number, got {type(value).__name__} {name}={value!r}"
+        )
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {name}={value}")
@@ -40,12 +47,15 @@ def _check_scalar(name: str, value, *, minimum: float | None = None) -> float:
 
 def _check_rewards(rewards: torch.Tensor) -> torch.Tensor:
     if not isinstance(rewards, torch.Tensor):
-        raise TypeError(f"rewards must be a torch.Tensor of shape (B, N), "
-                        f"got {type(rewards).__name__}")
+        raise TypeError(
+            f"rewards must be a torch.Tensor of shape (B, N), got {type(rewards).__name__}"
+        )
     if rewards.dtype == torch.bool or rewards.is_complex():
         raise TypeError(f"rewards must be real numbers, got dtype {rewards.dtype}")
     if rewards.ndim != 2 or rewards.shape[1] < 1 or rewards.shape[0] < 1:
-        raise ValueError(f"rewards must have shape (B, N) with B, N >= 1, got shape {tuple(rewards.shape)}")
+        raise ValueError(
+            f"rewards must have shape (B, N) with B, N >= 1, got shape {tuple(rewards.shape)}"
+        )
     R = rewards.float() if not rewards.is_floating_point() else rewards
     bad = ~torch.isfinite(R)
     if bad.any():
@@ -66,7 +76,9 @@ def mean_centred_advantages(rewards: torch.Tensor) -> torch.Tensor:
     return torch.where(_constant_groups(R), torch.zeros_like(A), A)
 
 
-def grpo_advantages(rewards: torch.Tensor, *, std: str = "bessel", eps: float = 1e-6) -> torch.Tensor:
+def grpo_advantages(
+    rewards: torch.Tensor, *, std: str = "bessel", eps: float = 1e-6
+) -> torch.Tensor:
     """A_i = (R_i - mean_j R_j) / (std_j R_j + eps) per group. (B, N) -> (B, N).
 
     ``std``: "bessel" (divide by N - 1, as TRL and verl; needs N >= 2),
@@ -88,14 +100,17 @@ def grpo_advantages(rewards: torch.Tensor, *, std: str = "bessel", eps: float = 
     return torch.where(sigma > 0, A / (sigma + eps), torch.zeros_like(A))
 
 
-def group_success_rate(rewards: torch.Tensor, *, reward_correct: float = 1.0,
-                       reward_wrong: float = 0.0) -> torch.Tensor:
+def group_success_rate(
+    rewards: torch.Tensor, *, reward_correct: float = 1.0, reward_wrong: float = 0.0
+) -> torch.Tensor:
     """mu_hat = X/N = (mean_j R_j - R_w) / (R_c - R_w) per group, clipped to [0, 1]. (B, N) -> (B,)."""
     reward_correct = _check_scalar("reward_correct", reward_correct)
     reward_wrong = _check_scalar("reward_wrong", reward_wrong)
     if not reward_correct > reward_wrong:
-        raise ValueError(f"reward_correct must exceed reward_wrong, got reward_correct={reward_correct} "
-                         f"<= reward_wrong={reward_wrong}")
+        raise ValueError(
+            f"reward_correct must exceed reward_wrong, got reward_correct={reward_correct} "
+            f"<= reward_wrong={reward_wrong}"
+        )
     R = _check_rewards(rewards)
     return ((R.mean(dim=1) - reward_wrong) / (reward_correct - reward_wrong)).clamp(0.0, 1.0)
 
@@ -117,13 +132,22 @@ def focal_weight(mu_hat: torch.Tensor, *, gamma: float) -> torch.Tensor:
     return (1.0 - mu_hat).pow(gamma)
 
 
-def focal_advantages(rewards: torch.Tensor, *, gamma: float, reward_correct: float = 1.0,
-                     reward_wrong: float = 0.0, std: str = "bessel", eps: float = 1e-6) -> torch.Tensor:
+def focal_advantages(
+    rewards: torch.Tensor,
+    *,
+    gamma: float,
+    reward_correct: float = 1.0,
+    reward_wrong: float = 0.0,
+    std: str = "bessel",
+    eps: float = 1e-6,
+) -> torch.Tensor:
     """A_i^F = g * A_i^GRPO with g = (1 - X/N)^gamma of the same group (Eq. 12-13). (B, N) -> (B, N).
 
     The weight multiplies the advantage after the mean/std normalisation and changes nothing else.
     """
     A = grpo_advantages(rewards, std=std, eps=eps)  # (B, N)
-    g = focal_weight(group_success_rate(rewards, reward_correct=reward_correct, reward_wrong=reward_wrong),
-                     gamma=gamma)  # (B,)
+    g = focal_weight(
+        group_success_rate(rewards, reward_correct=reward_correct, reward_wrong=reward_wrong),
+        gamma=gamma,
+    )  # (B,)
     return g[:, None] * A

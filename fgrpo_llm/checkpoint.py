@@ -31,8 +31,17 @@ import torch
 
 from fgrpo_llm.files import atomic_directory, atomic_write_text
 
-__all__ = ["save_checkpoint", "list_checkpoints", "latest_checkpoint", "verify_checkpoint", "load_trainer_state",
-           "resume_point", "capture_rng", "restore_rng", "CorruptCheckpoint"]
+__all__ = [
+    "save_checkpoint",
+    "list_checkpoints",
+    "latest_checkpoint",
+    "verify_checkpoint",
+    "load_trainer_state",
+    "resume_point",
+    "capture_rng",
+    "restore_rng",
+    "CorruptCheckpoint",
+]
 
 _NAME = re.compile(r"^step_(\d+)$")
 STATE_TENSORS = "trainer_state.safetensors"
@@ -46,9 +55,13 @@ class CorruptCheckpoint(ValueError):
 
 def capture_rng(generator: torch.Generator, np_rng: np.random.Generator) -> dict:
     """Every random state of a run: the explicit generators plus the global ones (dropout, Python)."""
-    state = {"torch_generator": generator.get_state(), "torch_generator_device": generator.device.type,
-             "torch_global": torch.get_rng_state(),
-             "numpy": np_rng.bit_generator.state, "python": random.getstate()}
+    state = {
+        "torch_generator": generator.get_state(),
+        "torch_generator_device": generator.device.type,
+        "torch_global": torch.get_rng_state(),
+        "numpy": np_rng.bit_generator.state,
+        "python": random.getstate(),
+    }
     if torch.cuda.is_available():
         state["torch_cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -62,8 +75,10 @@ def restore_rng(state: dict, generator: torch.Generator, np_rng: np.random.Gener
     """
     saved_on = state.get("torch_generator_device", generator.device.type)
     if saved_on != generator.device.type:
-        raise ValueError(f"the checkpoint's sampling generator was saved on {saved_on!r} and cannot be "
-                         f"restored on {generator.device.type!r}; resume with --device {saved_on}")
+        raise ValueError(
+            f"the checkpoint's sampling generator was saved on {saved_on!r} and cannot be "
+            f"restored on {generator.device.type!r}; resume with --device {saved_on}"
+        )
     generator.set_state(state["torch_generator"])
     torch.set_rng_state(state["torch_global"])
     np_rng.bit_generator.state = state["numpy"]
@@ -85,8 +100,12 @@ def _encode(obj, tensors: dict, path: str):
     if isinstance(obj, dict):
         if all(isinstance(k, str) for k in obj):
             return {"__dict__": {k: _encode(v, tensors, f"{path}.{k}") for k, v in obj.items()}}
-        return {"__items__": [[_encode(k, tensors, f"{path}.k{i}"), _encode(v, tensors, f"{path}.{i}")]
-                              for i, (k, v) in enumerate(obj.items())]}
+        return {
+            "__items__": [
+                [_encode(k, tensors, f"{path}.k{i}"), _encode(v, tensors, f"{path}.{i}")]
+                for i, (k, v) in enumerate(obj.items())
+            ]
+        }
     if isinstance(obj, tuple):
         return {"__tuple__": [_encode(v, tensors, f"{path}.{i}") for i, v in enumerate(obj)]}
     if isinstance(obj, list):
@@ -138,8 +157,11 @@ def _sha256(path: Path) -> str:
 
 
 def _write_manifest(directory: Path) -> None:
-    files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
-             for p in sorted(directory.iterdir()) if p.is_file()}
+    files = {
+        p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(directory.iterdir())
+        if p.is_file()
+    }
     atomic_write_text(directory / MANIFEST, json.dumps({"files": files}, indent=1, sort_keys=True))
 
 
@@ -150,8 +172,11 @@ def list_checkpoints(run_dir) -> list[tuple[int, Path]]:
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir()
-             if (m := _NAME.match(p.name)) and (p / MANIFEST).is_file()]
+    found = [
+        (int(m.group(1)), p)
+        for p in root.iterdir()
+        if (m := _NAME.match(p.name)) and (p / MANIFEST).is_file()
+    ]
     return sorted(found)
 
 
@@ -161,8 +186,18 @@ def latest_checkpoint(run_dir) -> Path | None:
     return found[-1][1] if found else None
 
 
-def save_checkpoint(run_dir, step: int, *, model, tokenizer, optimizer, scheduler, rng: dict,
-                    data_state: dict, keep: int = 0) -> Path:
+def save_checkpoint(
+    run_dir,
+    step: int,
+    *,
+    model,
+    tokenizer,
+    optimizer,
+    scheduler,
+    rng: dict,
+    data_state: dict,
+    keep: int = 0,
+) -> Path:
     """Write ``run_dir/checkpoints/step_<step>`` atomically; keep the ``keep`` newest (0 = all).
 
     Non-finite weights are refused (``fgrpo_llm.model.check_finite_parameters``): a diverged policy
@@ -176,8 +211,16 @@ def save_checkpoint(run_dir, step: int, *, model, tokenizer, optimizer, schedule
         with _quiet_hub():
             model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        _write_state(tmp, {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                           "rng": rng, "data": data_state})
+        _write_state(
+            tmp,
+            {
+                "step": step,
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "rng": rng,
+                "data": data_state,
+            },
+        )
         _write_manifest(tmp)
     if keep > 0:
         for _, old in list_checkpoints(run_dir)[:-keep]:
@@ -191,13 +234,17 @@ def verify_checkpoint(checkpoint_dir) -> None:
     try:
         manifest = json.loads((directory / MANIFEST).read_text())["files"]
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise CorruptCheckpoint(f"{directory}: unreadable {MANIFEST} ({type(err).__name__})") from None
+        raise CorruptCheckpoint(
+            f"{directory}: unreadable {MANIFEST} ({type(err).__name__})"
+        ) from None
     for name, entry in manifest.items():
         path = directory / name
         if not path.is_file():
             raise CorruptCheckpoint(f"{directory}: {name} is missing")
         if path.stat().st_size != entry.get("bytes"):
-            raise CorruptCheckpoint(f"{directory}: {name} has {path.stat().st_size} bytes, expected {entry.get('bytes')}")
+            raise CorruptCheckpoint(
+                f"{directory}: {name} has {path.stat().st_size} bytes, expected {entry.get('bytes')}"
+            )
         if _sha256(path) != entry.get("sha256"):
             raise CorruptCheckpoint(f"{directory}: {name} does not match its checksum")
 
@@ -208,14 +255,22 @@ def load_trainer_state(checkpoint_dir) -> dict:
 
     directory = Path(checkpoint_dir)
     if not (directory / STATE_JSON).is_file():
-        old = " (an older, pickle-based format this version refuses to load)" if (directory / "trainer_state.pt").is_file() else ""
+        old = (
+            " (an older, pickle-based format this version refuses to load)"
+            if (directory / "trainer_state.pt").is_file()
+            else ""
+        )
         raise FileNotFoundError(f"not a training checkpoint (no {STATE_JSON}){old}: {directory}")
     try:
         tensors = load_file(str(directory / STATE_TENSORS))
         state = _decode(json.loads((directory / STATE_JSON).read_text()), tensors)
     except (OSError, ValueError, KeyError, RecursionError) as err:
-        raise CorruptCheckpoint(f"{directory}: unreadable trainer state ({type(err).__name__}: {err})") from None
-    if not isinstance(state, dict) or not {"step", "optimizer", "scheduler", "rng", "data"} <= set(state):
+        raise CorruptCheckpoint(
+            f"{directory}: unreadable trainer state ({type(err).__name__}: {err})"
+        ) from None
+    if not isinstance(state, dict) or not {"step", "optimizer", "scheduler", "rng", "data"} <= set(
+        state
+    ):
         raise CorruptCheckpoint(f"{directory}: the trainer state lacks required entries")
     return state
 
@@ -238,12 +293,19 @@ def resume_point(run_dir, *, device=None):
             model, tokenizer = load_model_and_tokenizer(directory, device=device)
         except (CorruptCheckpoint, ValueError, FileNotFoundError) as err:
             problems.append(str(err))
-            print(f"fgrpo-llm: skipping damaged checkpoint {directory.name}: {err}", file=sys.stderr)
+            print(
+                f"fgrpo-llm: skipping damaged checkpoint {directory.name}: {err}", file=sys.stderr
+            )
             continue
         if problems:
-            print(f"fgrpo-llm: resuming from the previous complete checkpoint, {directory.name}", file=sys.stderr)
+            print(
+                f"fgrpo-llm: resuming from the previous complete checkpoint, {directory.name}",
+                file=sys.stderr,
+            )
         return directory, model, tokenizer, state
     if found:
-        raise CorruptCheckpoint(f"every checkpoint under {Path(run_dir) / 'checkpoints'} is damaged: "
-                                + "; ".join(problems))
+        raise CorruptCheckpoint(
+            f"every checkpoint under {Path(run_dir) / 'checkpoints'} is damaged: "
+            + "; ".join(problems)
+        )
     return None

@@ -18,8 +18,17 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fgrpo_theory.fields import (Boolean, Choice, Integer, Mapping, Optional, Real, Text, check_fields,
-                                 dataclass_from_dict)
+from fgrpo_theory.fields import (
+    Boolean,
+    Choice,
+    Integer,
+    Mapping,
+    Optional,
+    Real,
+    Text,
+    check_fields,
+    dataclass_from_dict,
+)
 
 ALGOS = ("grpo", "dapo", "cispo")
 
@@ -136,8 +145,10 @@ class TrainConfig:
         if self.dynamic_sampling is None:
             object.__setattr__(self, "dynamic_sampling", self.algo == "dapo")
         if self.algo == "grpo" and self.clip_eps_low != self.clip_eps_high:
-            raise ValueError(f"grpo uses a symmetric clip; got clip_eps_low={self.clip_eps_low} != "
-                             f"clip_eps_high={self.clip_eps_high} (use --algo dapo for an asymmetric clip)")
+            raise ValueError(
+                f"grpo uses a symmetric clip; got clip_eps_low={self.clip_eps_low} != "
+                f"clip_eps_high={self.clip_eps_high} (use --algo dapo for an asymmetric clip)"
+            )
 
     @property
     def effective_lr(self) -> float:
@@ -171,19 +182,51 @@ _NONNEG, _POSITIVE_REAL = Real(minimum=0), Real(minimum=0, open_low=True)
 
 #: Type and range of every TrainConfig field (cross-field rules live in ``__post_init__``).
 RULES = {
-    "base": Text(), "out": Text(), "algo": Choice(ALGOS), "gamma": _NONNEG, "task": Text(), "task_kwargs": Mapping(),
-    "split": Text(), "steps": _POSITIVE, "prompts_per_step": _POSITIVE, "group_size": _POSITIVE,
-    "num_mini_batches": _POSITIVE, "ppo_epochs": _POSITIVE, "micro_batch_size": Optional(_POSITIVE),
-    "lr": _POSITIVE_REAL, "lr_multiplier": _POSITIVE_REAL, "lr_match_gamma": Optional(_NONNEG),
-    "warmup_steps": _COUNT, "weight_decay": _NONNEG, "adam_beta1": Real(0, 1, open_high=True),
-    "adam_beta2": Real(0, 1, open_high=True), "adam_eps": _POSITIVE_REAL, "grad_clip": _NONNEG,
-    "clip_eps_low": Optional(_NONNEG), "clip_eps_high": Optional(_NONNEG), "cispo_is_eps_low": _NONNEG,
-    "cispo_is_eps_high": _NONNEG, "adv_std": Choice(("bessel", "population", "none")), "adv_eps": _NONNEG,
-    "dynamic_sampling": Optional(Boolean()), "max_sampling_rounds": _COUNT, "entropy_coef": _NONNEG,
-    "kl_coef": _NONNEG, "max_new_tokens": _POSITIVE, "temperature": _NONNEG, "top_p": Real(0, 1, open_low=True),
-    "top_k": _COUNT, "rollout_batch_size": Optional(_POSITIVE), "seed": _COUNT, "eval_every": _COUNT,
-    "checkpoint_every": _COUNT, "keep_checkpoints": _COUNT, "device": Optional(Text()), "dtype": Optional(Text()),
-    "tensorboard": Boolean(), "progress": Boolean(),
+    "base": Text(),
+    "out": Text(),
+    "algo": Choice(ALGOS),
+    "gamma": _NONNEG,
+    "task": Text(),
+    "task_kwargs": Mapping(),
+    "split": Text(),
+    "steps": _POSITIVE,
+    "prompts_per_step": _POSITIVE,
+    "group_size": _POSITIVE,
+    "num_mini_batches": _POSITIVE,
+    "ppo_epochs": _POSITIVE,
+    "micro_batch_size": Optional(_POSITIVE),
+    "lr": _POSITIVE_REAL,
+    "lr_multiplier": _POSITIVE_REAL,
+    "lr_match_gamma": Optional(_NONNEG),
+    "warmup_steps": _COUNT,
+    "weight_decay": _NONNEG,
+    "adam_beta1": Real(0, 1, open_high=True),
+    "adam_beta2": Real(0, 1, open_high=True),
+    "adam_eps": _POSITIVE_REAL,
+    "grad_clip": _NONNEG,
+    "clip_eps_low": Optional(_NONNEG),
+    "clip_eps_high": Optional(_NONNEG),
+    "cispo_is_eps_low": _NONNEG,
+    "cispo_is_eps_high": _NONNEG,
+    "adv_std": Choice(("bessel", "population", "none")),
+    "adv_eps": _NONNEG,
+    "dynamic_sampling": Optional(Boolean()),
+    "max_sampling_rounds": _COUNT,
+    "entropy_coef": _NONNEG,
+    "kl_coef": _NONNEG,
+    "max_new_tokens": _POSITIVE,
+    "temperature": _NONNEG,
+    "top_p": Real(0, 1, open_low=True),
+    "top_k": _COUNT,
+    "rollout_batch_size": Optional(_POSITIVE),
+    "seed": _COUNT,
+    "eval_every": _COUNT,
+    "checkpoint_every": _COUNT,
+    "keep_checkpoints": _COUNT,
+    "device": Optional(Text()),
+    "dtype": Optional(Text()),
+    "tensorboard": Boolean(),
+    "progress": Boolean(),
 }
 
 

@@ -19,8 +19,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_text", "atomic_directory", "writable_directory", "remove_stale_temporaries", "read_jsonl", "strict_json",
-           "finite_or_none"]
+__all__ = [
+    "atomic_write_text",
+    "atomic_directory",
+    "writable_directory",
+    "remove_stale_temporaries",
+    "read_jsonl",
+    "strict_json",
+    "finite_or_none",
+]
 
 
 def atomic_write_text(path, text: str) -> Path:
@@ -76,7 +83,9 @@ def writable_directory(path, *, what: str = "output directory") -> Path:
         probe = tempfile.NamedTemporaryFile(dir=path, prefix=".write-test-", delete=True)
         probe.close()
     except OSError as err:
-        raise OSError(f"{what} {path} is not writable ({err.strerror or type(err).__name__})") from None
+        raise OSError(
+            f"{what} {path} is not writable ({err.strerror or type(err).__name__})"
+        ) from None
     return path
 
 

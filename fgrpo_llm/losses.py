@@ -29,8 +29,17 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["token_mean", "grpo_loss", "dapo_loss", "cispo_loss", "k3_kl", "entropy_bonus", "kl_penalty",
-           "policy_loss", "LOSSES"]
+__all__ = [
+    "token_mean",
+    "grpo_loss",
+    "dapo_loss",
+    "cispo_loss",
+    "k3_kl",
+    "entropy_bonus",
+    "kl_penalty",
+    "policy_loss",
+    "LOSSES",
+]
 
 
 def token_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -41,11 +50,15 @@ def token_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def _check(logprobs, old_logprobs, advantages, mask):
     if logprobs.shape != old_logprobs.shape or logprobs.shape != mask.shape:
-        raise ValueError(f"logprobs, old_logprobs and mask must share one (M, L) shape, got "
-                         f"{tuple(logprobs.shape)}, {tuple(old_logprobs.shape)}, {tuple(mask.shape)}")
+        raise ValueError(
+            f"logprobs, old_logprobs and mask must share one (M, L) shape, got "
+            f"{tuple(logprobs.shape)}, {tuple(old_logprobs.shape)}, {tuple(mask.shape)}"
+        )
     if advantages.shape != logprobs.shape[:1]:
-        raise ValueError(f"advantages must have shape (M,) = {tuple(logprobs.shape[:1])}, "
-                         f"got {tuple(advantages.shape)}")
+        raise ValueError(
+            f"advantages must have shape (M,) = {tuple(logprobs.shape[:1])}, "
+            f"got {tuple(advantages.shape)}"
+        )
 
 
 def _log_ratio(logprobs, old_logprobs, mask):
@@ -65,30 +78,49 @@ def _clipped_surrogate(logprobs, old_logprobs, advantages, mask, *, eps_low, eps
     with torch.no_grad():  # a token is "clipped" where the clip is active and its gradient is zero
         low = (r < 1.0 - eps_low) & (A < 0)
         high = (r > 1.0 + eps_high) & (A > 0)
-        metrics = {f"{prefix}/low_frac": token_mean(low.float(), mask).item(),
-                   f"{prefix}/high_frac": token_mean(high.float(), mask).item(),
-                   "policy/ratio_mean": token_mean(r, mask).item(),
-                   "policy/ratio_max": (r[mask].max().item() if mask.any() else 1.0)}
+        metrics = {
+            f"{prefix}/low_frac": token_mean(low.float(), mask).item(),
+            f"{prefix}/high_frac": token_mean(high.float(), mask).item(),
+            "policy/ratio_mean": token_mean(r, mask).item(),
+            "policy/ratio_max": (r[mask].max().item() if mask.any() else 1.0),
+        }
     return loss, metrics
 
 
 def grpo_loss(logprobs, old_logprobs, advantages, mask, *, clip_eps: float = 0.2):
     """GRPO: token-mean of -min(r A, clip(r, 1 - eps, 1 + eps) A) (symmetric clip)."""
-    return _clipped_surrogate(logprobs, old_logprobs, advantages, mask,
-                              eps_low=clip_eps, eps_high=clip_eps, prefix="clip")  # <- symmetric clip
+    return _clipped_surrogate(
+        logprobs, old_logprobs, advantages, mask, eps_low=clip_eps, eps_high=clip_eps, prefix="clip"
+    )  # <- symmetric clip
 
 
-def dapo_loss(logprobs, old_logprobs, advantages, mask, *, clip_eps_low: float = 0.2,
-              clip_eps_high: float = 0.28):
+def dapo_loss(
+    logprobs,
+    old_logprobs,
+    advantages,
+    mask,
+    *,
+    clip_eps_low: float = 0.2,
+    clip_eps_high: float = 0.28,
+):
     """DAPO: token-mean of -min(r A, clip(r, 1 - eps_low, 1 + eps_high) A) ("clip-higher").
 
     DAPO's other ingredient, dynamic sampling (drop groups with X = 0 or X = N), lives in the trainer.
     """
-    return _clipped_surrogate(logprobs, old_logprobs, advantages, mask,
-                              eps_low=clip_eps_low, eps_high=clip_eps_high, prefix="clip")  # <- asymmetric
+    return _clipped_surrogate(
+        logprobs,
+        old_logprobs,
+        advantages,
+        mask,
+        eps_low=clip_eps_low,
+        eps_high=clip_eps_high,
+        prefix="clip",
+    )  # <- asymmetric
 
 
-def cispo_loss(logprobs, old_logprobs, advantages, mask, *, is_eps_low: float = 1.0, is_eps_high: float = 5.0):
+def cispo_loss(
+    logprobs, old_logprobs, advantages, mask, *, is_eps_low: float = 1.0, is_eps_high: float = 5.0
+):
     """CISPO: token-mean of -sg(clamp(r, 1 - is_eps_low, 1 + is_eps_high)) * A * log pi_theta.
 
     ``is_eps_low`` / ``is_eps_high`` cap the importance weight (they are not a PPO clip: the
@@ -101,10 +133,12 @@ def cispo_loss(logprobs, old_logprobs, advantages, mask, *, is_eps_low: float = 
     A = advantages.detach()[:, None]  # (M, 1)
     loss = token_mean(-w * A * logprobs, mask)
     with torch.no_grad():
-        metrics = {"cap/low_frac": token_mean((r < 1.0 - is_eps_low).float(), mask).item(),
-                   "cap/high_frac": token_mean((r > 1.0 + is_eps_high).float(), mask).item(),
-                   "policy/ratio_mean": token_mean(r, mask).item(),
-                   "policy/ratio_max": (r[mask].max().item() if mask.any() else 1.0)}
+        metrics = {
+            "cap/low_frac": token_mean((r < 1.0 - is_eps_low).float(), mask).item(),
+            "cap/high_frac": token_mean((r > 1.0 + is_eps_high).float(), mask).item(),
+            "policy/ratio_mean": token_mean(r, mask).item(),
+            "policy/ratio_max": (r[mask].max().item() if mask.any() else 1.0),
+        }
     return loss, metrics
 
 
@@ -123,7 +157,9 @@ def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, *, coef: float):
     return -coef * H, {"policy/entropy": H.item()}
 
 
-def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, *, coef: float):
+def kl_penalty(
+    logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, *, coef: float
+):
     """The term coef * token_mean(k3 KL to the reference) added to the loss, and its metric."""
     # Off the mask the policy's log-prob is replaced by the reference's (d = 0, KL = 0) *before* the
     # exp: a large d there would give exp(d) = inf and, through 0 * inf, a NaN gradient.
@@ -132,8 +168,19 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.T
     return coef * kl, {"policy/kl_ref": kl.item()}
 
 
-def policy_loss(algo: str, logprobs, old_logprobs, advantages, mask, *, entropy=None, entropy_coef: float = 0.0,
-                ref_logprobs=None, kl_coef: float = 0.0, **algo_kwargs):
+def policy_loss(
+    algo: str,
+    logprobs,
+    old_logprobs,
+    advantages,
+    mask,
+    *,
+    entropy=None,
+    entropy_coef: float = 0.0,
+    ref_logprobs=None,
+    kl_coef: float = 0.0,
+    **algo_kwargs,
+):
     """The full objective of one (mini-)batch: ``LOSSES[algo]`` + entropy bonus + k3 KL penalty.
 
     ``algo_kwargs`` go to the algorithm's loss (``clip_eps`` / ``clip_eps_low``, ``clip_eps_high`` /
@@ -151,7 +198,9 @@ def policy_loss(algo: str, logprobs, old_logprobs, advantages, mask, *, entropy=
             loss = loss + term
     if kl_coef > 0:
         if ref_logprobs is None:
-            raise ValueError("kl_coef > 0 needs ref_logprobs (the frozen reference model's log-probs)")
+            raise ValueError(
+                "kl_coef > 0 needs ref_logprobs (the frozen reference model's log-probs)"
+            )
         term, m = kl_penalty(logprobs, ref_logprobs, mask, coef=kl_coef)
         metrics.update(m)
         loss = loss + term

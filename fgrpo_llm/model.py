@@ -20,12 +20,24 @@ import shutil
 from pathlib import Path
 
 import torch
-from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast, Qwen2Config,
-                          Qwen2ForCausalLM)
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 from transformers.utils import logging as hf_logging
 
-_DTYPES = {"float32": None, "fp32": None, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-           "float16": torch.float16, "fp16": torch.float16}
+_DTYPES = {
+    "float32": None,
+    "fp32": None,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
 
 
 @contextlib.contextmanager
@@ -47,7 +59,9 @@ def resolve_device(device: str | torch.device | None = None) -> torch.device:
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:<i>' or 'auto', got {device!r}") from err
+        raise ValueError(
+            f"device must be 'cpu', 'cuda', 'cuda:<i>' or 'auto', got {device!r}"
+        ) from err
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} requested but CUDA is not available")
     return resolved
@@ -61,7 +75,9 @@ def resolve_autocast_dtype(device: torch.device, dtype: str | None = None) -> to
     if dtype is None or dtype == "auto":
         return torch.bfloat16 if torch.device(device).type == "cuda" else None
     if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of 'auto', 'float32', 'bfloat16', 'float16', got {dtype!r}")
+        raise ValueError(
+            f"dtype must be one of 'auto', 'float32', 'bfloat16', 'float16', got {dtype!r}"
+        )
     return _DTYPES[dtype]
 
 
@@ -72,22 +88,35 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
     return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
 
 
-def build_tiny_model(tokenizer, *, hidden_size: int = 128, num_layers: int = 4, num_heads: int = 4,
-                     intermediate_size: int | None = None, max_position_embeddings: int = 256,
-                     seed: int = 0) -> PreTrainedModel:
+def build_tiny_model(
+    tokenizer,
+    *,
+    hidden_size: int = 128,
+    num_layers: int = 4,
+    num_heads: int = 4,
+    intermediate_size: int | None = None,
+    max_position_embeddings: int = 256,
+    seed: int = 0,
+) -> PreTrainedModel:
     """A freshly initialised Qwen2ForCausalLM sized for ``tokenizer`` (float32, on CPU).
 
     Defaults give about 1M parameters with a character vocabulary (our CPU-scale setting). The
     intermediate (MLP) size defaults to ``4 * hidden_size``; input and output embeddings
     are tied. Initialisation is seeded with ``seed`` without touching the global RNG.
     """
-    for name, value in (("hidden_size", hidden_size), ("num_layers", num_layers), ("num_heads", num_heads),
-                        ("max_position_embeddings", max_position_embeddings)):
+    for name, value in (
+        ("hidden_size", hidden_size),
+        ("num_layers", num_layers),
+        ("num_heads", num_heads),
+        ("max_position_embeddings", max_position_embeddings),
+    ):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {name}={value!r}")
     if hidden_size % num_heads or (hidden_size // num_heads) % 2:
-        raise ValueError(f"hidden_size / num_heads must be an even integer, got "
-                         f"hidden_size={hidden_size}, num_heads={num_heads}")
+        raise ValueError(
+            f"hidden_size / num_heads must be an even integer, got "
+            f"hidden_size={hidden_size}, num_heads={num_heads}"
+        )
     if intermediate_size is None:
         intermediate_size = 4 * hidden_size
     if tokenizer.pad_token_id is None or tokenizer.eos_token_id is None:
@@ -160,14 +189,20 @@ def load_model_and_tokenizer(path, *, device: str | torch.device | None = None):
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"not a Hugging Face checkpoint (no config.json) in {path}")
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
-        raise FileNotFoundError(f"no tokenizer in {path} (none of {', '.join(TOKENIZER_FILES)}); save the "
-                                f"tokenizer next to the model (tokenizer.save_pretrained)")
+        raise FileNotFoundError(
+            f"no tokenizer in {path} (none of {', '.join(TOKENIZER_FILES)}); save the "
+            f"tokenizer next to the model (tokenizer.save_pretrained)"
+        )
     resolved = resolve_device(device)
     try:
         with _quiet_hub():
             tokenizer = _load_tokenizer(path)
-            model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
-    except Exception as err:  # OSError, JSONDecodeError, SafetensorError, ...: all mean "unreadable"
+            model = AutoModelForCausalLM.from_pretrained(
+                path, local_files_only=True, dtype=torch.float32
+            )
+    except (
+        Exception
+    ) as err:  # OSError, JSONDecodeError, SafetensorError, ...: all mean "unreadable"
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"cannot load checkpoint {path}: {first}") from err
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
@@ -198,5 +233,7 @@ def check_finite_parameters(model) -> None:
     """A ValueError naming the first parameter that holds NaN or inf (weights of a diverged run)."""
     for name, p in model.named_parameters():
         if not torch.isfinite(p).all():
-            raise ValueError(f"parameter {name} holds non-finite values (NaN or inf): the model diverged; "
-                             f"refusing to save it")
+            raise ValueError(
+                f"parameter {name} holds non-finite values (NaN or inf): the model diverged; "
+                f"refusing to save it"
+            )

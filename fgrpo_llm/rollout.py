@@ -27,8 +27,16 @@ import torch
 
 from fgrpo_llm.model import autocast
 
-__all__ = ["RolloutBatch", "sample_completions", "token_logprobs", "token_logprobs_and_entropy",
-           "filter_logits", "position_ids_from_mask", "concat_rollouts", "logit_temperature"]
+__all__ = [
+    "RolloutBatch",
+    "sample_completions",
+    "token_logprobs",
+    "token_logprobs_and_entropy",
+    "filter_logits",
+    "position_ids_from_mask",
+    "concat_rollouts",
+    "logit_temperature",
+]
 
 
 @dataclass
@@ -36,14 +44,18 @@ class RolloutBatch:
     """N completions for each of B prompts; rows grouped: prompt b -> rows b*N .. b*N+N-1."""
 
     sequences: torch.LongTensor  # (M, L) left-padded prompt, then completion, right-padded
-    attention_mask: torch.BoolTensor  # (M, L) True on prompt tokens and on completion tokens up to EOS
+    attention_mask: (
+        torch.BoolTensor
+    )  # (M, L) True on prompt tokens and on completion tokens up to EOS
     completion_mask: torch.BoolTensor  # (M, L) True on generated tokens up to and including EOS
     old_logprobs: torch.Tensor  # (M, L) log pi_old(token_t | <t) on the completion, 0 elsewhere
     prompt_index: torch.LongTensor  # (M,) index of the prompt (0..B-1) each row belongs to
     completions: list[str]  # decoded completion text, special tokens stripped
     prompt_length: int  # completion starts at column prompt_length
     num_samples: int = 1  # N
-    finished: torch.BoolTensor | None = None  # (M,) True where the row ended with EOS, not the token limit
+    finished: torch.BoolTensor | None = (
+        None  # (M,) True where the row ended with EOS, not the token limit
+    )
 
     @property
     def completion_lengths(self) -> torch.LongTensor:
@@ -54,11 +66,16 @@ class RolloutBatch:
         """The sub-batch of the given rows (same columns); ``prompt_index`` is kept as is."""
         idx = rows.tolist()
         return RolloutBatch(
-            sequences=self.sequences[rows], attention_mask=self.attention_mask[rows],
-            completion_mask=self.completion_mask[rows], old_logprobs=self.old_logprobs[rows],
-            prompt_index=self.prompt_index[rows], completions=[self.completions[i] for i in idx],
-            prompt_length=self.prompt_length, num_samples=self.num_samples,
-            finished=None if self.finished is None else self.finished[rows])
+            sequences=self.sequences[rows],
+            attention_mask=self.attention_mask[rows],
+            completion_mask=self.completion_mask[rows],
+            old_logprobs=self.old_logprobs[rows],
+            prompt_index=self.prompt_index[rows],
+            completions=[self.completions[i] for i in idx],
+            prompt_length=self.prompt_length,
+            num_samples=self.num_samples,
+            finished=None if self.finished is None else self.finished[rows],
+        )
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.LongTensor:
@@ -104,7 +121,9 @@ def _cache_of(output):
     return output["cache"] if "cache" in output else output["past_key_values"]
 
 
-def _encode_prompts(tokenizer, prompts: list[str], pad_id: int) -> tuple[torch.LongTensor, torch.BoolTensor]:
+def _encode_prompts(
+    tokenizer, prompts: list[str], pad_id: int
+) -> tuple[torch.LongTensor, torch.BoolTensor]:
     """Tokenize and left-pad: (B, P) ids and (B, P) mask."""
     ids = [tokenizer(p)["input_ids"] for p in prompts]
     if any(len(x) == 0 for x in ids):
@@ -113,14 +132,26 @@ def _encode_prompts(tokenizer, prompts: list[str], pad_id: int) -> tuple[torch.L
     input_ids = torch.full((len(ids), P), pad_id, dtype=torch.long)
     mask = torch.zeros((len(ids), P), dtype=torch.bool)
     for b, x in enumerate(ids):
-        input_ids[b, P - len(x):] = torch.tensor(x, dtype=torch.long)
-        mask[b, P - len(x):] = True
+        input_ids[b, P - len(x) :] = torch.tensor(x, dtype=torch.long)
+        mask[b, P - len(x) :] = True
     return input_ids, mask
 
 
 @torch.no_grad()
-def _generate_chunk(model, prompt_ids, prompt_mask, *, max_new_tokens, temperature, top_p, top_k,
-                    eos_id, pad_id, generator, autocast_dtype):
+def _generate_chunk(
+    model,
+    prompt_ids,
+    prompt_mask,
+    *,
+    max_new_tokens,
+    temperature,
+    top_p,
+    top_k,
+    eos_id,
+    pad_id,
+    generator,
+    autocast_dtype,
+):
     """Decode one chunk with a KV cache. Returns (M, T) tokens, (M, T) mask, (M, T) log-probs, (M,) finished."""
     device = prompt_ids.device
     M = prompt_ids.shape[0]
@@ -139,8 +170,14 @@ def _generate_chunk(model, prompt_ids, prompt_mask, *, max_new_tokens, temperatu
         if temperature == 0:
             token = logits.argmax(dim=-1)  # greedy
         else:
-            probs = torch.softmax(filter_logits(logits / temperature, top_k=top_k, top_p=top_p), dim=-1)
-            token = torch.multinomial(probs.to(generator.device), 1, generator=generator).squeeze(1).to(device)
+            probs = torch.softmax(
+                filter_logits(logits / temperature, top_k=top_k, top_p=top_p), dim=-1
+            )
+            token = (
+                torch.multinomial(probs.to(generator.device), 1, generator=generator)
+                .squeeze(1)
+                .to(device)
+            )
         token = torch.where(alive, token, torch.full_like(token, pad_id))  # (M,)
         tokens.append(token)
         logps.append(torch.where(alive, logprobs.gather(1, token[:, None]).squeeze(1), 0.0))
@@ -151,20 +188,39 @@ def _generate_chunk(model, prompt_ids, prompt_mask, *, max_new_tokens, temperatu
             break
         attn = torch.cat([attn, alive[:, None].long()], dim=1)
         with autocast(device, autocast_dtype):
-            out = model(input_ids=token[:, None], attention_mask=attn, position_ids=next_pos,
-                        use_cache=True, **{cache_kw: cache})
+            out = model(
+                input_ids=token[:, None],
+                attention_mask=attn,
+                position_ids=next_pos,
+                use_cache=True,
+                **{cache_kw: cache},
+            )
         cache, logits = _cache_of(out), out["logits"][:, -1, :].float()
         next_pos = next_pos + 1
     gen = torch.stack(tokens, dim=1)  # (M, T)
     gen_mask = torch.stack(alive_cols, dim=1)  # (M, T)
-    finished = (gen == eos_id).any(dim=1) if eos_id is not None else torch.zeros(M, dtype=torch.bool, device=device)
+    finished = (
+        (gen == eos_id).any(dim=1)
+        if eos_id is not None
+        else torch.zeros(M, dtype=torch.bool, device=device)
+    )
     return gen, gen_mask, torch.stack(logps, dim=1), finished
 
 
-def sample_completions(model, tokenizer, prompts: list[str], *, num_samples: int, max_new_tokens: int,
-                       temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
-                       generator: torch.Generator, batch_size: int | None = None,
-                       autocast_dtype: torch.dtype | None = None) -> RolloutBatch:
+def sample_completions(
+    model,
+    tokenizer,
+    prompts: list[str],
+    *,
+    num_samples: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    generator: torch.Generator,
+    batch_size: int | None = None,
+    autocast_dtype: torch.dtype | None = None,
+) -> RolloutBatch:
     """Sample ``num_samples`` (N) completions for each prompt with a KV cache.
 
     Each row stops at the tokenizer's EOS (kept, masked True) or after ``max_new_tokens``; columns
@@ -203,11 +259,22 @@ def sample_completions(model, tokenizer, prompts: list[str], *, num_samples: int
     was_training = model.training
     model.eval()
     try:
-        parts = [_generate_chunk(model, prompt_ids[s:s + chunk], prompt_mask[s:s + chunk],
-                                 max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                 top_k=top_k, eos_id=eos_id, pad_id=pad_id, generator=generator,
-                                 autocast_dtype=autocast_dtype)
-                 for s in range(0, M, chunk)]
+        parts = [
+            _generate_chunk(
+                model,
+                prompt_ids[s : s + chunk],
+                prompt_mask[s : s + chunk],
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=top_k,
+                eos_id=eos_id,
+                pad_id=pad_id,
+                generator=generator,
+                autocast_dtype=autocast_dtype,
+            )
+            for s in range(0, M, chunk)
+        ]
     finally:
         model.train(was_training)
 
@@ -222,21 +289,33 @@ def sample_completions(model, tokenizer, prompts: list[str], *, num_samples: int
     finished = torch.cat([p[3] for p in parts])  # (M,)
 
     no_prompt = torch.zeros((M, P), dtype=torch.bool, device=device)
-    completions = [tokenizer.decode(row[m].tolist(), skip_special_tokens=True)
-                   for row, m in zip(gen.cpu(), gen_mask.cpu())]
+    completions = [
+        tokenizer.decode(row[m].tolist(), skip_special_tokens=True)
+        for row, m in zip(gen.cpu(), gen_mask.cpu())
+    ]
     return RolloutBatch(
         sequences=torch.cat([prompt_ids, gen], dim=1),  # (M, L)
         attention_mask=torch.cat([prompt_mask, gen_mask], dim=1),  # (M, L)
         completion_mask=torch.cat([no_prompt, gen_mask], dim=1),  # (M, L)
         old_logprobs=torch.cat([torch.zeros((M, P), device=device), gen_logp], dim=1),  # (M, L)
         prompt_index=torch.arange(len(prompts), device=device).repeat_interleave(N),  # (M,)
-        completions=completions, prompt_length=P, num_samples=N, finished=finished)
+        completions=completions,
+        prompt_length=P,
+        num_samples=N,
+        finished=finished,
+    )
 
 
-def token_logprobs_and_entropy(model, sequences: torch.LongTensor, attention_mask: torch.Tensor, *,
-                               with_entropy: bool = True, autocast_dtype: torch.dtype | None = None,
-                               temperature: float = 1.0, entropy_grad: bool = True
-                               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def token_logprobs_and_entropy(
+    model,
+    sequences: torch.LongTensor,
+    attention_mask: torch.Tensor,
+    *,
+    with_entropy: bool = True,
+    autocast_dtype: torch.dtype | None = None,
+    temperature: float = 1.0,
+    entropy_grad: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log pi(token_t | tokens_<t) and the entropy H_t of pi(. | tokens_<t), both (M, L).
 
     pi = softmax(logits / temperature) (temperature 0 is read as 1, see ``logit_temperature``).
@@ -246,9 +325,14 @@ def token_logprobs_and_entropy(model, sequences: torch.LongTensor, attention_mas
     Positions are counted over attended tokens, as in the sampler.
     """
     with autocast(sequences.device, autocast_dtype):
-        logits = model(input_ids=sequences, attention_mask=attention_mask.long(),
-                       position_ids=position_ids_from_mask(attention_mask))["logits"]
-    logits = logits[:, :-1, :].float() / logit_temperature(temperature)  # (M, L-1, V) predicts columns 1..L-1
+        logits = model(
+            input_ids=sequences,
+            attention_mask=attention_mask.long(),
+            position_ids=position_ids_from_mask(attention_mask),
+        )["logits"]
+    logits = logits[:, :-1, :].float() / logit_temperature(
+        temperature
+    )  # (M, L-1, V) predicts columns 1..L-1
     logz = torch.logsumexp(logits, dim=-1)  # (M, L-1)
     logp = logits.gather(-1, sequences[:, 1:, None]).squeeze(-1) - logz  # (M, L-1)
     zero = torch.zeros_like(logp[:, :1])  # (M, 1)
@@ -261,11 +345,23 @@ def token_logprobs_and_entropy(model, sequences: torch.LongTensor, attention_mas
     return logp, torch.cat([zero, H], dim=1)
 
 
-def token_logprobs(model, sequences: torch.LongTensor, attention_mask: torch.Tensor, *,
-                   autocast_dtype: torch.dtype | None = None, temperature: float = 1.0) -> torch.Tensor:
+def token_logprobs(
+    model,
+    sequences: torch.LongTensor,
+    attention_mask: torch.Tensor,
+    *,
+    autocast_dtype: torch.dtype | None = None,
+    temperature: float = 1.0,
+) -> torch.Tensor:
     """log pi(token_t | tokens_<t) for every column, (M, L); column 0 is 0. Differentiable."""
-    return token_logprobs_and_entropy(model, sequences, attention_mask, with_entropy=False,
-                                      autocast_dtype=autocast_dtype, temperature=temperature)[0]
+    return token_logprobs_and_entropy(
+        model,
+        sequences,
+        attention_mask,
+        with_entropy=False,
+        autocast_dtype=autocast_dtype,
+        temperature=temperature,
+    )[0]
 
 
 def concat_rollouts(batches: list[RolloutBatch], *, pad_id: int) -> RolloutBatch:
@@ -279,11 +375,16 @@ def concat_rollouts(batches: list[RolloutBatch], *, pad_id: int) -> RolloutBatch
         raise ValueError("batches must not be empty")
     N = batches[0].num_samples
     if any(b.num_samples != N for b in batches):
-        raise ValueError(f"all batches must share num_samples, got {[b.num_samples for b in batches]}")
+        raise ValueError(
+            f"all batches must share num_samples, got {[b.num_samples for b in batches]}"
+        )
     P = max(b.prompt_length for b in batches)
     T = max(b.sequences.shape[1] - b.prompt_length for b in batches)
     pad = torch.nn.functional.pad
-    cols = {k: [] for k in ("sequences", "attention_mask", "completion_mask", "old_logprobs", "prompt_index")}
+    cols = {
+        k: []
+        for k in ("sequences", "attention_mask", "completion_mask", "old_logprobs", "prompt_index")
+    }
     offset, completions, finished = 0, [], []
     for b in batches:
         left, right = P - b.prompt_length, T - (b.sequences.shape[1] - b.prompt_length)
@@ -294,6 +395,15 @@ def concat_rollouts(batches: list[RolloutBatch], *, pad_id: int) -> RolloutBatch
         cols["prompt_index"].append(b.prompt_index + offset)
         offset += int(b.prompt_index.max()) + 1 if len(b.prompt_index) else 0
         completions += b.completions
-        finished.append(b.finished if b.finished is not None else torch.zeros(len(b.completions), dtype=torch.bool))
-    return RolloutBatch(**{k: torch.cat(v) for k, v in cols.items()}, completions=completions, prompt_length=P,
-                        num_samples=N, finished=torch.cat(finished))
+        finished.append(
+            b.finished
+            if b.finished is not None
+            else torch.zeros(len(b.completions), dtype=torch.bool)
+        )
+    return RolloutBatch(
+        **{k: torch.cat(v) for k, v in cols.items()},
+        completions=completions,
+        prompt_length=P,
+        num_samples=N,
+        finished=torch.cat(finished),
+    )

@@ -17,8 +17,15 @@ from tqdm.auto import tqdm
 
 from fgrpo_llm.files import atomic_write_text, strict_json
 
-__all__ = ["JsonlWriter", "MetricsLogger", "truncate_jsonl", "RUN_INFO", "write_run_info", "read_run_info",
-           "group_record"]
+__all__ = [
+    "JsonlWriter",
+    "MetricsLogger",
+    "truncate_jsonl",
+    "RUN_INFO",
+    "write_run_info",
+    "read_run_info",
+    "group_record",
+]
 
 #: The engine-neutral description of a run, read by the cross-check (``fgrpo_llm.evaluation.runs``).
 RUN_INFO = "run.json"
@@ -51,7 +58,11 @@ def truncate_jsonl(path, *, max_step: int) -> None:
     path = Path(path)
     if not path.exists():
         return
-    kept = [line for line in path.read_text().splitlines() if line.strip() and _step_of(line) <= max_step]
+    kept = [
+        line
+        for line in path.read_text().splitlines()
+        if line.strip() and _step_of(line) <= max_step
+    ]
     atomic_write_text(path, "".join(line + "\n" for line in kept))
 
 
@@ -74,8 +85,15 @@ class JsonlWriter:
 class MetricsLogger:
     """metrics.jsonl + optional TensorBoard + progress bar for steps ``start_step+1 .. total_steps``."""
 
-    def __init__(self, out_dir, *, total_steps: int, start_step: int = 0, tensorboard: bool = False,
-                 progress: bool = True):
+    def __init__(
+        self,
+        out_dir,
+        *,
+        total_steps: int,
+        start_step: int = 0,
+        tensorboard: bool = False,
+        progress: bool = True,
+    ):
         out_dir = Path(out_dir)
         truncate_jsonl(out_dir / "metrics.jsonl", max_step=start_step)
         self.jsonl = JsonlWriter(out_dir / "metrics.jsonl")
@@ -86,9 +104,18 @@ class MetricsLogger:
 
                 self.tb = SummaryWriter(str(out_dir / "tensorboard"), purge_step=start_step + 1)
             except ImportError:
-                print("fgrpo-llm: tensorboard is not installed; writing metrics.jsonl only", file=sys.stderr)
-        self.bar = tqdm(total=total_steps, initial=start_step, file=sys.stderr, disable=not progress,
-                        desc="train", dynamic_ncols=True)
+                print(
+                    "fgrpo-llm: tensorboard is not installed; writing metrics.jsonl only",
+                    file=sys.stderr,
+                )
+        self.bar = tqdm(
+            total=total_steps,
+            initial=start_step,
+            file=sys.stderr,
+            disable=not progress,
+            desc="train",
+            dynamic_ncols=True,
+        )
 
     def log(self, step: int, metrics: dict) -> None:
         """Write one line {"step": step, **metrics} and advance the bar."""
@@ -98,8 +125,14 @@ class MetricsLogger:
                 value = _clean(value)
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     self.tb.add_scalar(key, value, step)
-        self.bar.set_postfix({k: f"{metrics[k]:.3g}" for k in ("reward/mean", "loss/total") if k in metrics
-                              and isinstance(metrics[k], (int, float))}, refresh=False)
+        self.bar.set_postfix(
+            {
+                k: f"{metrics[k]:.3g}"
+                for k in ("reward/mean", "loss/total")
+                if k in metrics and isinstance(metrics[k], (int, float))
+            },
+            refresh=False,
+        )
         self.bar.update(1)
 
     def close(self) -> None:
@@ -109,13 +142,29 @@ class MetricsLogger:
         self.bar.close()
 
 
-def write_run_info(run_dir, *, engine: str, algo: str, group_size: int, gamma: float, lr_scale: float = 1.0,
-                   lr_match_gamma: float | None = None) -> Path:
+def write_run_info(
+    run_dir,
+    *,
+    engine: str,
+    algo: str,
+    group_size: int,
+    gamma: float,
+    lr_scale: float = 1.0,
+    lr_match_gamma: float | None = None,
+) -> Path:
     """Write ``run_dir/run.json`` (atomically) after checking every field."""
-    info = {"engine": engine, "algo": algo, "group_size": group_size, "gamma": gamma, "lr_scale": lr_scale,
-            "lr_match_gamma": lr_match_gamma}
+    info = {
+        "engine": engine,
+        "algo": algo,
+        "group_size": group_size,
+        "gamma": gamma,
+        "lr_scale": lr_scale,
+        "lr_match_gamma": lr_match_gamma,
+    }
     _check_run_info(info, Path(run_dir) / RUN_INFO)
-    return atomic_write_text(Path(run_dir) / RUN_INFO, json.dumps(info, indent=1, sort_keys=True) + "\n")
+    return atomic_write_text(
+        Path(run_dir) / RUN_INFO, json.dumps(info, indent=1, sort_keys=True) + "\n"
+    )
 
 
 def _check_run_info(info, path: Path) -> dict:
@@ -125,7 +174,9 @@ def _check_run_info(info, path: Path) -> dict:
     if missing:
         raise ValueError(f"{path} lacks {missing}")
     if info["engine"] not in ENGINES:
-        raise ValueError(f"{path}: engine must be one of {list(ENGINES)}, got engine={info['engine']!r}")
+        raise ValueError(
+            f"{path}: engine must be one of {list(ENGINES)}, got engine={info['engine']!r}"
+        )
     if not isinstance(info["algo"], str) or not info["algo"]:
         raise ValueError(f"{path}: algo must be a non-empty string, got algo={info['algo']!r}")
     N = info["group_size"]
@@ -136,7 +187,9 @@ def _check_run_info(info, path: Path) -> dict:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise ValueError(f"{path}: {key} must be a finite number >= 0, got {key}={v!r}")
     g = info.get("lr_match_gamma")
-    if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g < 0):
+    if g is not None and (
+        isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g < 0
+    ):
         raise ValueError(f"{path}: lr_match_gamma must be null or a finite number >= 0, got {g!r}")
     return info
 
@@ -145,8 +198,10 @@ def read_run_info(run_dir) -> dict:
     """The checked contents of ``run_dir/run.json``; FileNotFoundError naming it when absent."""
     path = Path(run_dir) / RUN_INFO
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: a run directory needs {RUN_INFO} (written by every trainer "
-                                f"of this package; see fgrpo_llm.evaluation.runs)")
+        raise FileNotFoundError(
+            f"{path} not found: a run directory needs {RUN_INFO} (written by every trainer "
+            f"of this package; see fgrpo_llm.evaluation.runs)"
+        )
     try:
         info = json.loads(path.read_text())
     except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as err:
@@ -154,12 +209,27 @@ def read_run_info(run_dir) -> dict:
     return _check_run_info(info, path)
 
 
-def group_record(*, step: int, prompt_id: str, N: int, num_correct: int, forms: list, trained: bool = True,
-                 **extra) -> dict:
+def group_record(
+    *,
+    step: int,
+    prompt_id: str,
+    N: int,
+    num_correct: int,
+    forms: list,
+    trained: bool = True,
+    **extra,
+) -> dict:
     """One line of ``groups.jsonl``: a sampled group of N completions of prompt ``prompt_id`` at
     ``step``, X = ``num_correct`` of them correct, the solution form of each correct one
     (``fgrpo_llm.tasks.base.solution_form``), and whether the update used it."""
     if not 0 <= num_correct <= N:
         raise ValueError(f"num_correct must lie in [0, N={N}], got num_correct={num_correct}")
-    return {"step": int(step), "prompt_id": str(prompt_id), "N": int(N), "num_correct": int(num_correct),
-            "forms": [None if f is None else str(f) for f in forms], "trained": bool(trained), **extra}
+    return {
+        "step": int(step),
+        "prompt_id": str(prompt_id),
+        "N": int(N),
+        "num_correct": int(num_correct),
+        "forms": [None if f is None else str(f) for f in forms],
+        "trained": bool(trained),
+        **extra,
+    }

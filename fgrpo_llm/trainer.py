@@ -47,10 +47,27 @@ from fgrpo_llm.checkpoint import capture_rng, resume_point, restore_rng, save_ch
 from fgrpo_llm.config import TrainConfig, save_config
 from fgrpo_llm.files import remove_stale_temporaries
 from fgrpo_llm.losses import policy_loss
-from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype, resolve_device, save_model_and_tokenizer
-from fgrpo_llm.rollout import RolloutBatch, concat_rollouts, sample_completions, token_logprobs, token_logprobs_and_entropy
+from fgrpo_llm.model import (
+    load_model_and_tokenizer,
+    resolve_autocast_dtype,
+    resolve_device,
+    save_model_and_tokenizer,
+)
+from fgrpo_llm.rollout import (
+    RolloutBatch,
+    concat_rollouts,
+    sample_completions,
+    token_logprobs,
+    token_logprobs_and_entropy,
+)
 from fgrpo_llm.tasks import check_split, check_task, get_task, solution_form
-from fgrpo_llm.tracking import JsonlWriter, MetricsLogger, group_record, truncate_jsonl, write_run_info
+from fgrpo_llm.tracking import (
+    JsonlWriter,
+    MetricsLogger,
+    group_record,
+    truncate_jsonl,
+    write_run_info,
+)
 
 __all__ = ["train", "PromptStream", "Evaluator", "RESUMABLE_FIELDS", "TrainingDiverged"]
 
@@ -59,8 +76,16 @@ Evaluator = Callable[[torch.nn.Module, int], dict]
 
 #: Config fields a resumed run may change (everything else must match the stopped run). ``out`` is
 #: where the run is now, not a setting: a copied or moved run directory resumes.
-RESUMABLE_FIELDS = ("out", "steps", "progress", "tensorboard", "device", "eval_every", "checkpoint_every",
-                    "keep_checkpoints")
+RESUMABLE_FIELDS = (
+    "out",
+    "steps",
+    "progress",
+    "tensorboard",
+    "device",
+    "eval_every",
+    "checkpoint_every",
+    "keep_checkpoints",
+)
 
 
 class TrainingDiverged(RuntimeError):
@@ -119,16 +144,27 @@ class _Round:
 def _sample_round(model, tok, task, problems, idx, cfg, generator, amp) -> _Round:
     """N completions for each problem in ``idx``, scored by the task."""
     N = cfg.group_size
-    batch = sample_completions(model, tok, [problems[i].prompt for i in idx], num_samples=N,
-                               max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                               top_k=cfg.top_k, generator=generator, batch_size=cfg.rollout_batch_size,
-                               autocast_dtype=amp)
+    batch = sample_completions(
+        model,
+        tok,
+        [problems[i].prompt for i in idx],
+        num_samples=N,
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        top_k=cfg.top_k,
+        generator=generator,
+        batch_size=cfg.rollout_batch_size,
+        autocast_dtype=amp,
+    )
     row_problem = [problems[i] for i in idx for _ in range(N)]
     pairs = list(zip(row_problem, batch.completions))
     correct = [bool(task.is_correct(p, c)) for p, c in pairs]
     rewards = torch.tensor([float(task.reward(p, c)) for p, c in pairs], dtype=torch.float32)
     forms = [solution_form(task, p, c) if ok else None for (p, c), ok in zip(pairs, correct)]
-    return _Round(idx, batch, rewards.view(len(idx), N), torch.tensor(correct).view(len(idx), N), forms)
+    return _Round(
+        idx, batch, rewards.view(len(idx), N), torch.tensor(correct).view(len(idx), N), forms
+    )
 
 
 def _first_active(rounds: list[_Round], B: int) -> list[torch.Tensor]:
@@ -160,13 +196,26 @@ class _OptimStats:
 
 
 def _diverged(step: int, what: str) -> TrainingDiverged:
-    return TrainingDiverged(f"step {step}: {what} became NaN or inf; the run stops here and nothing of this step "
-                            f"is saved (the last checkpoint stays resumable). Lower the learning rate or keep "
-                            f"gradient clipping on (grad_clip > 0).")
+    return TrainingDiverged(
+        f"step {step}: {what} became NaN or inf; the run stops here and nothing of this step "
+        f"is saved (the last checkpoint stays resumable). Lower the learning rate or keep "
+        f"gradient clipping on (grad_clip > 0)."
+    )
 
 
-def _optimize(step, model, ref_model, optimizer, params, batch: RolloutBatch, A_rows, B: int, cfg, generator,
-              amp) -> _OptimStats:
+def _optimize(
+    step,
+    model,
+    ref_model,
+    optimizer,
+    params,
+    batch: RolloutBatch,
+    A_rows,
+    B: int,
+    cfg,
+    generator,
+    amp,
+) -> _OptimStats:
     """PPO epochs x mini-batches of AdamW steps on the token-mean loss of ``cfg.algo``.
 
     ``A_rows`` (M,) is one advantage per row of ``batch`` (B groups of N rows). Raises
@@ -184,15 +233,32 @@ def _optimize(step, model, ref_model, optimizer, params, batch: RolloutBatch, A_
                 cmask = batch.completion_mask[micro]
                 # pi_theta at the sampling temperature, as old_logprobs (r = 1 on policy); the entropy
                 # keeps its graph only when the bonus is in the loss
-                logp, H = token_logprobs_and_entropy(model, seq, attn, autocast_dtype=amp,
-                                                     temperature=cfg.temperature, entropy_grad=cfg.entropy_coef > 0)
+                logp, H = token_logprobs_and_entropy(
+                    model,
+                    seq,
+                    attn,
+                    autocast_dtype=amp,
+                    temperature=cfg.temperature,
+                    entropy_grad=cfg.entropy_coef > 0,
+                )
                 ref = None
                 if ref_model is not None:
                     with torch.no_grad():
-                        ref = token_logprobs(ref_model, seq, attn, autocast_dtype=amp, temperature=cfg.temperature)
-                loss, m = policy_loss(cfg.algo, logp, batch.old_logprobs[micro], A_rows[micro], cmask, entropy=H,
-                                      entropy_coef=cfg.entropy_coef, ref_logprobs=ref, kl_coef=cfg.kl_coef,
-                                      **cfg.loss_kwargs())
+                        ref = token_logprobs(
+                            ref_model, seq, attn, autocast_dtype=amp, temperature=cfg.temperature
+                        )
+                loss, m = policy_loss(
+                    cfg.algo,
+                    logp,
+                    batch.old_logprobs[micro],
+                    A_rows[micro],
+                    cmask,
+                    entropy=H,
+                    entropy_coef=cfg.entropy_coef,
+                    ref_logprobs=ref,
+                    kl_coef=cfg.kl_coef,
+                    **cfg.loss_kwargs(),
+                )
                 if not torch.isfinite(loss):
                     raise _diverged(step, "the loss")
                 n_tok = int(cmask.sum())
@@ -204,7 +270,9 @@ def _optimize(step, model, ref_model, optimizer, params, batch: RolloutBatch, A_
                     else:
                         stats.sums[key] += value * n_tok
                 stats.tokens += n_tok
-            norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
+            norm = torch.nn.utils.clip_grad_norm_(
+                params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf
+            )
             if not torch.isfinite(norm):
                 raise _diverged(step, "the gradient")
             stats.grad_norms.append(float(norm))
@@ -214,8 +282,18 @@ def _optimize(step, model, ref_model, optimizer, params, batch: RolloutBatch, A_
     return stats
 
 
-def _step_metrics(rounds: list[_Round], *, N: int, B_trained: int, g: torch.Tensor, active: torch.Tensor,
-                  opt: _OptimStats, lr: float, eval_metrics: dict, times: dict) -> dict:
+def _step_metrics(
+    rounds: list[_Round],
+    *,
+    N: int,
+    B_trained: int,
+    g: torch.Tensor,
+    active: torch.Tensor,
+    opt: _OptimStats,
+    lr: float,
+    eval_metrics: dict,
+    times: dict,
+) -> dict:
     """One flat metrics line: the unfiltered first round's outcomes, the focal weight g that the
     update used (mean over groups with a learning signal), the optimiser's and the timings."""
     first = rounds[0]
@@ -261,16 +339,24 @@ def _check_resume(cfg: TrainConfig, out: Path, start: int) -> None:
             raise ValueError(f"--resume: {saved_path} is not readable JSON") from None
         if not isinstance(saved, dict):
             raise ValueError(f"--resume: {saved_path} must hold a JSON object")
-        diff = sorted(k for k, v in cfg.to_dict().items() if k not in RESUMABLE_FIELDS and saved.get(k) != v)
+        diff = sorted(
+            k for k, v in cfg.to_dict().items() if k not in RESUMABLE_FIELDS and saved.get(k) != v
+        )
         if diff:
-            raise ValueError(f"--resume: settings differ from the stopped run in {out}: "
-                             + ", ".join(f"{k}={saved.get(k)!r} -> {getattr(cfg, k)!r}" for k in diff))
+            raise ValueError(
+                f"--resume: settings differ from the stopped run in {out}: "
+                + ", ".join(f"{k}={saved.get(k)!r} -> {getattr(cfg, k)!r}" for k in diff)
+            )
     if cfg.steps < start:
-        raise ValueError(f"--resume: the run in {out} already reached step {start}; steps must be >= {start}, "
-                         f"got steps={cfg.steps}")
+        raise ValueError(
+            f"--resume: the run in {out} already reached step {start}; steps must be >= {start}, "
+            f"got steps={cfg.steps}"
+        )
 
 
-def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evaluator] = (), task=None) -> dict:
+def train(
+    cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evaluator] = (), task=None
+) -> dict:
     """Run (or, with ``resume``, continue) the RL run described by ``cfg``; return the last metrics line.
 
     ``task`` overrides ``get_task(cfg.task, **cfg.task_kwargs)`` (for user tasks). ``evaluators`` are
@@ -284,7 +370,9 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
     if out.exists() and not out.is_dir():
         raise ValueError(f"out must be a directory, but {out} is a file")
     if not resume and ((out / "metrics.jsonl").exists() or (out / "config.json").exists()):
-        raise ValueError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+        raise ValueError(
+            f"{out} already holds a run; pass --resume to continue it or choose another --out"
+        )
     remove_stale_temporaries(out)  # leftovers of a kill during an atomic write
     remove_stale_temporaries(out / "checkpoints")
     point = resume_point(out, device=device) if resume else None
@@ -292,11 +380,18 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
     if resume:
         _check_resume(cfg, out, start)
         if point is None and (out / "metrics.jsonl").exists():
-            print(f"fgrpo-llm: {out} has no checkpoint yet; starting it again from step 0", file=sys.stderr)
+            print(
+                f"fgrpo-llm: {out} has no checkpoint yet; starting it again from step 0",
+                file=sys.stderr,
+            )
 
     # --- setup: task, model, reference, optimizer, random streams ---
     torch.manual_seed(cfg.seed)  # global RNG (dropout, if any); the trainer is an entry point
-    model, tok = (point[1], point[2]) if point is not None else load_model_and_tokenizer(cfg.base, device=device)
+    model, tok = (
+        (point[1], point[2])
+        if point is not None
+        else load_model_and_tokenizer(cfg.base, device=device)
+    )
     task = task if task is not None else get_task(cfg.task, model_tokenizer=tok, **cfg.task_kwargs)
     check_task(task)
     problems = task.problems(check_split(task, cfg.split))
@@ -304,12 +399,21 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
     if cfg.kl_coef > 0:  # a frozen copy of the base only when the KL penalty is on
         ref_model = load_model_and_tokenizer(cfg.base, device=device)[0].requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.effective_lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
-                                  eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+    optimizer = torch.optim.AdamW(
+        params,
+        lr=cfg.effective_lr,
+        betas=(cfg.adam_beta1, cfg.adam_beta2),
+        eps=cfg.adam_eps,
+        weight_decay=cfg.weight_decay,
+    )
     warmup = max(cfg.warmup_steps, 1)  # linear warm-up over training steps, then constant (Table 5)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
-    generator = torch.Generator(device=device).manual_seed(cfg.seed)  # sampling and mini-batch shuffling
-    np_rng = np.random.default_rng(cfg.seed)  # reserved for numpy-side randomness; saved with the rest
+    generator = torch.Generator(device=device).manual_seed(
+        cfg.seed
+    )  # sampling and mini-batch shuffling
+    np_rng = np.random.default_rng(
+        cfg.seed
+    )  # reserved for numpy-side randomness; saved with the rest
     data = PromptStream(len(problems), seed=cfg.seed)
     if point is not None:
         state = point[3]
@@ -318,10 +422,22 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
         restore_rng(state["rng"], generator, np_rng)
         data.cursor = state["data"]["cursor"]
     save_config(cfg, out / "config.json")
-    write_run_info(out, engine="fgrpo", algo=cfg.algo, group_size=cfg.group_size, gamma=cfg.gamma,
-                   lr_scale=cfg.effective_lr / cfg.lr, lr_match_gamma=cfg.lr_match_gamma)
-    logger = MetricsLogger(out, total_steps=cfg.steps, start_step=start, tensorboard=cfg.tensorboard,
-                           progress=cfg.progress)
+    write_run_info(
+        out,
+        engine="fgrpo",
+        algo=cfg.algo,
+        group_size=cfg.group_size,
+        gamma=cfg.gamma,
+        lr_scale=cfg.effective_lr / cfg.lr,
+        lr_match_gamma=cfg.lr_match_gamma,
+    )
+    logger = MetricsLogger(
+        out,
+        total_steps=cfg.steps,
+        start_step=start,
+        tensorboard=cfg.tensorboard,
+        progress=cfg.progress,
+    )
     truncate_jsonl(out / "groups.jsonl", max_step=start)
     group_log = JsonlWriter(out / "groups.jsonl")
     evaluators = list(evaluators)
@@ -335,7 +451,9 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
 
             # --- sample and score (scored per round: dynamic sampling decides on the verdicts) ---
             rounds = [_sample_round(model, tok, task, problems, data.take(B), cfg, generator, amp)]
-            if cfg.dynamic_sampling:  # DAPO: refill the batch with groups that carry signal (0 < X < N)
+            if (
+                cfg.dynamic_sampling
+            ):  # DAPO: refill the batch with groups that carry signal (0 < X < N)
                 for _ in range(cfg.max_sampling_rounds):
                     have = sum(int(r.active.sum()) for r in rounds)
                     if have >= B:
@@ -344,11 +462,17 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
                     # so one extra round usually suffices without sampling a whole batch each time
                     rate = max(have / sum(len(r.idx) for r in rounds), 0.25)
                     idx = data.take(min(B, math.ceil((B - have) / rate)))
-                    rounds.append(_sample_round(model, tok, task, problems, idx, cfg, generator, amp))
+                    rounds.append(
+                        _sample_round(model, tok, task, problems, idx, cfg, generator, amp)
+                    )
             times["sampled"] = time.perf_counter()
 
             # --- the groups this step trains on: all, or under dynamic sampling the first B active ---
-            keep = _first_active(rounds, B) if cfg.dynamic_sampling else [torch.ones_like(r.active) for r in rounds]
+            keep = (
+                _first_active(rounds, B)
+                if cfg.dynamic_sampling
+                else [torch.ones_like(r.active) for r in rounds]
+            )
             rewards = torch.cat([r.rewards[k] for r, k in zip(rounds, keep)]).view(-1, N)  # (Bk, N)
             correct = torch.cat([r.correct[k] for r, k in zip(rounds, keep)]).view(-1, N)  # (Bk, N)
             Bk = rewards.shape[0]
@@ -357,7 +481,9 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
             X = correct.sum(dim=1)  # (Bk,) correct completions per group
             mu_hat = X.float() / N  # (Bk,) the group's empirical success rate
             g = focal_weight(mu_hat, gamma=cfg.gamma)  # (Bk,) one focal weight per group
-            A_grpo = grpo_advantages(rewards, std=cfg.adv_std, eps=cfg.adv_eps) if Bk else rewards  # (Bk, N)
+            A_grpo = (
+                grpo_advantages(rewards, std=cfg.adv_std, eps=cfg.adv_eps) if Bk else rewards
+            )  # (Bk, N)
             A = g[:, None] * A_grpo  # (Bk, N): the one change F-GRPO makes to GRPO
             active = (A_grpo != 0).any(dim=1)  # (Bk,) groups that carry a learning signal
 
@@ -365,12 +491,31 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
             lr_now = scheduler.get_last_lr()[0]
             opt = _OptimStats()
             if Bk > 0:
-                parts = [r.batch.select(_rows_of(k.nonzero().flatten(), N)) for r, k in zip(rounds, keep) if k.any()]
+                parts = [
+                    r.batch.select(_rows_of(k.nonzero().flatten(), N))
+                    for r, k in zip(rounds, keep)
+                    if k.any()
+                ]
                 train_batch = concat_rollouts(parts, pad_id=tok.pad_token_id)
-                opt = _optimize(step, model, ref_model, optimizer, params, train_batch, A.flatten().to(device), Bk,
-                                cfg, generator, amp)
-            with warnings.catch_warnings():  # a step whose groups were all dropped took no optimizer step
-                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)`")
+                opt = _optimize(
+                    step,
+                    model,
+                    ref_model,
+                    optimizer,
+                    params,
+                    train_batch,
+                    A.flatten().to(device),
+                    Bk,
+                    cfg,
+                    generator,
+                    amp,
+                )
+            with (
+                warnings.catch_warnings()
+            ):  # a step whose groups were all dropped took no optimizer step
+                warnings.filterwarnings(
+                    "ignore", message="Detected call of `lr_scheduler.step\\(\\)`"
+                )
                 scheduler.step()
             times["trained"] = time.perf_counter()
 
@@ -384,23 +529,50 @@ def train(cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evalua
             times["evaluated"] = time.perf_counter()
 
             # --- log: one flat metrics line, one record per sampled group (with the g it was trained with) ---
-            metrics = _step_metrics(rounds, N=N, B_trained=Bk, g=g, active=active, opt=opt, lr=lr_now,
-                                    eval_metrics=eval_metrics, times=times)
+            metrics = _step_metrics(
+                rounds,
+                N=N,
+                B_trained=Bk,
+                g=g,
+                active=active,
+                opt=opt,
+                lr=lr_now,
+                eval_metrics=eval_metrics,
+                times=times,
+            )
             g_of_trained = iter(g.tolist())
             for n_round, (r, k) in enumerate(zip(rounds, keep)):
                 for b, i in enumerate(r.idx):
                     trained = bool(k[b])
                     extra = {"focal_weight": next(g_of_trained)} if trained else {}
                     forms = [r.forms[b * N + j] for j in range(N) if r.correct[b, j]]
-                    group_log.write(group_record(step=step, prompt_id=problems[i].id, N=N, num_correct=len(forms),
-                                                 forms=forms, trained=trained, round=n_round, **extra))
+                    group_log.write(
+                        group_record(
+                            step=step,
+                            prompt_id=problems[i].id,
+                            N=N,
+                            num_correct=len(forms),
+                            forms=forms,
+                            trained=trained,
+                            round=n_round,
+                            **extra,
+                        )
+                    )
             logger.log(step, metrics)
 
             # --- checkpoint ---
             if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
-                save_checkpoint(out, step, model=model, tokenizer=tok, optimizer=optimizer, scheduler=scheduler,
-                                rng=capture_rng(generator, np_rng), data_state=data.state(),
-                                keep=cfg.keep_checkpoints)
+                save_checkpoint(
+                    out,
+                    step,
+                    model=model,
+                    tokenizer=tok,
+                    optimizer=optimizer,
+                    scheduler=scheduler,
+                    rng=capture_rng(generator, np_rng),
+                    data_state=data.state(),
+                    keep=cfg.keep_checkpoints,
+                )
     finally:
         logger.close()
         group_log.close()

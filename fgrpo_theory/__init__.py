@@ -59,6 +59,7 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
+
 def __getattr__(name: str):
     """Import a public name's module on first use (``import fgrpo_theory`` stays light)."""
     if name in _EXPORTS:

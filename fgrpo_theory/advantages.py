@@ -38,7 +38,9 @@ _STD_DDOF = {"bessel": 1, "population": 0}
 def _rewards(rewards) -> np.ndarray:
     R = as_float_array("rewards", rewards)
     if R.ndim == 0:
-        raise ValueError(f"rewards must have a group axis (..., N), got a scalar rewards={R.item()}")
+        raise ValueError(
+            f"rewards must have a group axis (..., N), got a scalar rewards={R.item()}"
+        )
     if not np.isfinite(R).all():
         raise ValueError(f"rewards must be finite, got rewards={R[~np.isfinite(R)].ravel()[0]}")
     return R
@@ -97,7 +99,9 @@ def grpo_advantages(rewards, *, std: str, eps: float) -> np.ndarray:
     return np.where(constant, 0.0, A)
 
 
-def group_success_rate(rewards, *, reward_correct: float = 1.0, reward_wrong: float = 0.0) -> np.ndarray:
+def group_success_rate(
+    rewards, *, reward_correct: float = 1.0, reward_wrong: float = 0.0
+) -> np.ndarray:
     """mu_hat = (mean_j R_j - R_w) / (R_c - R_w), shape (...,); rewards must lie in [R_w, R_c]."""
     R = _rewards(rewards)
     reward_correct = check_real_scalar("reward_correct", reward_correct)
@@ -119,22 +123,31 @@ def group_success_rate(rewards, *, reward_correct: float = 1.0, reward_wrong: fl
     return np.clip(mu_hat, 0.0, 1.0)  # rounding of the mean can step a hair outside [0, 1]
 
 
-def focal_group_weights(rewards, *, gamma: float, reward_correct: float = 1.0,
-                        reward_wrong: float = 0.0) -> np.ndarray:
+def focal_group_weights(
+    rewards, *, gamma: float, reward_correct: float = 1.0, reward_wrong: float = 0.0
+) -> np.ndarray:
     """g = (1 - mu_hat)^gamma per group, shape (...,), from the raw rewards of that group only."""
     mu_hat = group_success_rate(rewards, reward_correct=reward_correct, reward_wrong=reward_wrong)
     return np.asarray(focal_weight(mu_hat, gamma))
 
 
-def focal_advantages(rewards, *, gamma: float, reward_correct: float = 1.0, reward_wrong: float = 0.0,
-                     std: str, eps: float) -> np.ndarray:
+def focal_advantages(
+    rewards,
+    *,
+    gamma: float,
+    reward_correct: float = 1.0,
+    reward_wrong: float = 0.0,
+    std: str,
+    eps: float,
+) -> np.ndarray:
     """A_i^F = g * A_i^GRPO with g = (1 - mu_hat)^gamma (Eq. 11-13), shape (..., N).
 
     The weight multiplies the advantage after the mean/std normalisation and changes nothing
     else; gamma = 0 returns ``grpo_advantages`` exactly.
     """
-    g = focal_group_weights(rewards, gamma=gamma, reward_correct=reward_correct,
-                            reward_wrong=reward_wrong)  # (...,)
+    g = focal_group_weights(
+        rewards, gamma=gamma, reward_correct=reward_correct, reward_wrong=reward_wrong
+    )  # (...,)
     return g[..., None] * grpo_advantages(rewards, std=std, eps=eps)  # (..., N)
 
 

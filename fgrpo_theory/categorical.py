@@ -163,8 +163,9 @@ def group_stats(p, correct, actions, *, R_c: float = 1.0, R_w: float = -1.0) -> 
     )
 
 
-def logit_update(p, correct, actions, *, eta: float, R_c: float = 1.0, R_w: float = -1.0,
-                 gamma: float = 0.0) -> np.ndarray:
+def logit_update(
+    p, correct, actions, *, eta: float, R_c: float = 1.0, R_w: float = -1.0, gamma: float = 0.0
+) -> np.ndarray:
     """Eq. 5: Delta z_i = g (eta/N) p_i (R_i - S_R), with R_i = R_c / R_w on sampled correct /
     incorrect actions and 0 on unsampled ones, so an unsampled action moves by -(eta/N) S_R p_i.
 
@@ -185,25 +186,33 @@ def logit_update(p, correct, actions, *, eta: float, R_c: float = 1.0, R_w: floa
     return g * (eta / stats.N) * p * (R_i - stats.S_R)
 
 
-def predicted_delta_q_pos(s: GroupStats, *, eta: float, R_c: float = 1.0, R_w: float = -1.0) -> float:
+def predicted_delta_q_pos(
+    s: GroupStats, *, eta: float, R_c: float = 1.0, R_w: float = -1.0
+) -> float:
     """Eq. 17, first order in eta:
     Delta Q_pos = (eta/N) [ (R_c - S_R) Q_neg A_2 + (S_R - R_w) Q_pos B_2
                             + S_R (Q_pos U_neg,2 - Q_neg U_pos,2) ].
     With focal weighting pass eta * g."""
     s, eta, (R_c, R_w) = _check_stats(s), _check_eta(eta), _check_rewards(R_c, R_w)
     S_R = s.S_R
-    return (eta / s.N) * ((R_c - S_R) * s.Q_neg * s.A_2 + (S_R - R_w) * s.Q_pos * s.B_2
-                          + S_R * (s.Q_pos * s.U_neg2 - s.Q_neg * s.U_pos2))
+    return (eta / s.N) * (
+        (R_c - S_R) * s.Q_neg * s.A_2
+        + (S_R - R_w) * s.Q_pos * s.B_2
+        + S_R * (s.Q_pos * s.U_neg2 - s.Q_neg * s.U_pos2)
+    )
 
 
-def predicted_delta_q_u_pos(s: GroupStats, *, eta: float, R_c: float = 1.0, R_w: float = -1.0) -> float:
+def predicted_delta_q_u_pos(
+    s: GroupStats, *, eta: float, R_c: float = 1.0, R_w: float = -1.0
+) -> float:
     """Proposition 3.2, first order in eta:
     Delta Q_u,pos = (eta/N) [ -S_R U_pos,2 - Q_u,pos ( (R_c - S_R) A_2 + (R_w - S_R) B_2 - S_R U_2 ) ].
     With S_R > 0 the first term drains unsampled-correct mass even while Q_pos grows."""
     s, eta, (R_c, R_w) = _check_stats(s), _check_eta(eta), _check_rewards(R_c, R_w)
     S_R = s.S_R
-    return (eta / s.N) * (-S_R * s.U_pos2
-                          - s.Q_u_pos * ((R_c - S_R) * s.A_2 + (R_w - S_R) * s.B_2 - S_R * s.U_2))
+    return (eta / s.N) * (
+        -S_R * s.U_pos2 - s.Q_u_pos * ((R_c - S_R) * s.A_2 + (R_w - S_R) * s.B_2 - S_R * s.U_2)
+    )
 
 
 def _expected_distinct_mass(q: np.ndarray, w: np.ndarray, k) -> np.ndarray:
@@ -211,7 +220,7 @@ def _expected_distinct_mass(q: np.ndarray, w: np.ndarray, k) -> np.ndarray:
     k = np.asarray(k, dtype=np.float64)
     # (k..., K): 1 - (1 - q)^k in log space
     with np.errstate(divide="ignore"):
-        log_miss = np.log1p(-np.minimum(q, 1.0))                  # (K,), -inf where q = 1
+        log_miss = np.log1p(-np.minimum(q, 1.0))  # (K,), -inf where q = 1
     kk = np.broadcast_to(k[..., None], k.shape + q.shape)
     # k = 0 draws miss every action, also those with q = 1 (avoid 0 * -inf)
     expo = np.multiply(kk, log_miss, out=np.zeros(kk.shape), where=kk > 0)
@@ -250,4 +259,6 @@ def expected_s_r_given_k(p, correct, k, N, *, R_c: float = 1.0, R_w: float = -1.
     R_c >= 0 >= R_w (Corollary H.2; with R_c < 0 it can decrease, a case the wording
     "R_c > R_w and R_w <= 0" lets through)."""
     R_c, R_w = _check_rewards(R_c, R_w)
-    return R_c * expected_p_pos_given_k(p, correct, k) + R_w * expected_p_neg_given_k(p, correct, k, N)
+    return R_c * expected_p_pos_given_k(p, correct, k) + R_w * expected_p_neg_given_k(
+        p, correct, k, N
+    )

@@ -37,7 +37,7 @@ def _short(value) -> str:
         text = repr(value)
     except Exception:  # noqa: BLE001 - a hostile __repr__ must not hide the real error
         text = f"<{type(value).__name__}>"
-    return text if len(text) <= _REPR_CHARS else text[:_REPR_CHARS - 3] + "..."
+    return text if len(text) <= _REPR_CHARS else text[: _REPR_CHARS - 3] + "..."
 
 
 def _first_bad(x: np.ndarray, bad: np.ndarray):
@@ -55,16 +55,21 @@ def _numeric_array(name: str, value) -> np.ndarray:
     """``value`` as an ndarray of real numbers (int, uint, float or an object array of real
     Python numbers, such as integers too large for int64); TypeError for anything else."""
     if isinstance(value, np.ma.MaskedArray):
-        raise TypeError(f"{name} must be a plain array, got a masked array (its mask would be "
-                        f"ignored): pass {name}.filled(...) or {name}.compressed()")
+        raise TypeError(
+            f"{name} must be a plain array, got a masked array (its mask would be "
+            f"ignored): pass {name}.filled(...) or {name}.compressed()"
+        )
     if value is None or isinstance(value, (str, bytes, dict, set, frozenset)):
-        raise TypeError(f"{name} must be a number or an array of numbers, got "
-                        f"{type(value).__name__} {name}={_short(value)}")
+        raise TypeError(
+            f"{name} must be a number or an array of numbers, got "
+            f"{type(value).__name__} {name}={_short(value)}"
+        )
     try:
         x = np.asarray(value)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} must be a number or a rectangular array of numbers, "
-                         f"got {name}={_short(value)}") from None
+        raise ValueError(
+            f"{name} must be a number or a rectangular array of numbers, got {name}={_short(value)}"
+        ) from None
     kind = x.dtype.kind
     if kind in "iuf":
         return x
@@ -105,8 +110,9 @@ def single(name: str, x: np.ndarray):
     return x.ravel()[0].item()
 
 
-def check_probability(name: str, value, *, open_low: bool = False,
-                      open_high: bool = False) -> np.ndarray:
+def check_probability(
+    name: str, value, *, open_low: bool = False, open_high: bool = False
+) -> np.ndarray:
     """A probability array in [0, 1] (optionally open at either end)."""
     x = as_float_array(name, value)
     bad = (x <= 0 if open_low else x < 0) | (x >= 1 if open_high else x > 1)
@@ -158,12 +164,16 @@ def check_integer(name: str, value, *, minimum: int = 0) -> np.ndarray:
         big = np.zeros(x.shape, dtype=bool)
     if big.any():
         raise ValueError(f"{name} must be an integer below 2**63, got {name}={_first_bad(x, big)}")
-    xi = x.astype(np.int64) if kind != "O" else np.array([int(v) for v in x.flat],
-                                                          dtype=np.int64).reshape(x.shape)
+    xi = (
+        x.astype(np.int64)
+        if kind != "O"
+        else np.array([int(v) for v in x.flat], dtype=np.int64).reshape(x.shape)
+    )
     low = xi < minimum
     if low.any():
-        raise ValueError(f"{name} must be an integer >= {minimum}, "
-                         f"got {name}={_first_bad(xi, low)}")
+        raise ValueError(
+            f"{name} must be an integer >= {minimum}, got {name}={_first_bad(xi, low)}"
+        )
     return xi
 
 
@@ -183,8 +193,9 @@ def check_bool_mask(name: str, value) -> np.ndarray:
     try:
         x = np.asarray(value)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} must be a rectangular boolean array, "
-                         f"got {name}={_short(value)}") from None
+        raise ValueError(
+            f"{name} must be a rectangular boolean array, got {name}={_short(value)}"
+        ) from None
     if x.dtype.kind == "b":
         return x
     if x.dtype.kind in "iu":

@@ -52,9 +52,18 @@ def peak_table(curves) -> list[dict]:
     for figure, mu, rho, n_max in curves:
         tau = rho * mu
         n_star, p_star = peak_group_size(mu, tau, n_max=n_max)
-        rows.append({"figure": figure, "mu": mu, "rho": rho, "tau": tau, "n_max": n_max,
-                     "N_star": int(n_star), "P_star": float(p_star),
-                     "N_stationary": float(stationary_group_size(mu, tau))})
+        rows.append(
+            {
+                "figure": figure,
+                "mu": mu,
+                "rho": rho,
+                "tau": tau,
+                "n_max": n_max,
+                "N_star": int(n_star),
+                "P_star": float(p_star),
+                "N_stationary": float(stationary_group_size(mu, tau)),
+            }
+        )
     return rows
 
 
@@ -64,10 +73,15 @@ def _write_tables(rows: list[dict], out: Path) -> list[Path]:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["| figure | mu | rho | tau | N* | P(B) at N* | N_c (continuous) |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['figure']} | {r['mu']:g} | {r['rho']:g} | {r['tau']:.4g} | {r['N_star']} | "
-              f"{r['P_star']:.4f} | {r['N_stationary']:.2f} |" for r in rows]
+    lines = [
+        "| figure | mu | rho | tau | N* | P(B) at N* | N_c (continuous) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['figure']} | {r['mu']:g} | {r['rho']:g} | {r['tau']:.4g} | {r['N_star']} | "
+        f"{r['P_star']:.4f} | {r['N_stationary']:.2f} |"
+        for r in rows
+    ]
     md_path.write_text("\n".join(lines) + "\n")
     return [csv_path, md_path]
 
@@ -80,9 +94,13 @@ def save_readme_figure(path, *, dpi: int = 90) -> Path:
             save_readme_figure('docs/figures/tail_miss.png')"
     """
     fig, axes = _figure(1, 2, width=4.0, height=3.0)
-    plot_tail_miss_curves(axes[0], mu=FIG1A["mu"], rhos=FIG1A["rhos"],
-                          N=range(1, FIG1A["n_max"] + 1),
-                          show_active=True)
+    plot_tail_miss_curves(
+        axes[0],
+        mu=FIG1A["mu"],
+        rhos=FIG1A["rhos"],
+        N=range(1, FIG1A["n_max"] + 1),
+        show_active=True,
+    )
     plot_tail_miss_curves(axes[1], mu=0.5, rhos=FIG3["rhos"], N=range(1, FIG3["n_max"] + 1))
     axes[1].set_xscale("log", base=2)
     return _save(fig, Path(path), dpi)
@@ -106,8 +124,9 @@ def run_theory_demo(out_dir, *, fast: bool = False) -> dict:
 
     print("theory: Fig. 1(a) tail-miss curves", flush=True)
     fig, (ax,) = _figure(1, 1)
-    plot_tail_miss_curves(ax, mu=FIG1A["mu"], rhos=FIG1A["rhos"], N=range(1, n_max_1a + 1),
-                          show_active=True)
+    plot_tail_miss_curves(
+        ax, mu=FIG1A["mu"], rhos=FIG1A["rhos"], N=range(1, n_max_1a + 1), show_active=True
+    )
     figures.append(_save(fig, out / "fig1a_tail_miss.png", dpi))
 
     print("theory: Fig. 3 peaks across mu and rho", flush=True)
@@ -152,18 +171,23 @@ def regime_sweep_demo(out_dir, *, fast: bool = False) -> dict:
 
     cfg = PRESETS["tiny" if fast else "small"]
     out = Path(out_dir)
-    res = run_cached(cfg, out, workers=1 if fast else min(2, os.cpu_count() or 1),
-                     progress=not fast)
+    res = run_cached(
+        cfg, out, workers=1 if fast else min(2, os.cpu_count() or 1), progress=not fast
+    )
     csv_path = res.write_csv(out / "regimes.csv")
     fig = plot_fig2(res)
     png = out / "regimes.png"
     fig.savefig(png, dpi=90)
     plt.close(fig)
-    m = res.records["m_ret"][..., -1].mean(axis=2)                      # (nN, nG)
-    return {"csv": str(csv_path), "figure": str(png),
-            "final_m_ret": {f"gamma={g:g}": dict(zip(cfg.group_sizes, m[:, j].round(4).tolist()))
-                            for j, g in enumerate(cfg.gammas)}}
+    m = res.records["m_ret"][..., -1].mean(axis=2)  # (nN, nG)
+    return {
+        "csv": str(csv_path),
+        "figure": str(png),
+        "final_m_ret": {
+            f"gamma={g:g}": dict(zip(cfg.group_sizes, m[:, j].round(4).tolist()))
+            for j, g in enumerate(cfg.gammas)
+        },
+    }
 
 
 __all__ = ["run_theory_demo", "peak_table", "regime_sweep_demo", "save_readme_figure"]
-

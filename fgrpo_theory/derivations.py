@@ -60,8 +60,9 @@ def derive_lemma_3_1() -> dict[str, sp.Expr]:
     _, common, wrong = region_probabilities()
     b, c = sp.symbols("b c", positive=True)  # stand-ins for mu - tau and 1 - mu
     binomial_sum = sp.Sum(sp.binomial(_N_int, k) * b**k * c ** (_N_int - k), (k, 0, _N_int))
-    closed = sp.powsimp(sp.expand_power_base(_first_branch(binomial_sum.doit()) / c**_N_int) * c**_N_int,
-                        force=True)
+    closed = sp.powsimp(
+        sp.expand_power_base(_first_branch(binomial_sum.doit()) / c**_N_int) * c**_N_int, force=True
+    )
     closed = sp.simplify(closed)  # (b + c)^N
     no_rare = sp.simplify(closed.subs({b: common, c: wrong})).subs(_N_int, N)
     all_incorrect = wrong**N
@@ -85,7 +86,9 @@ def trinomial_tail_miss(n: int) -> sp.Expr:
             k_W = n - k_E - k_C
             X = k_E + k_C
             if k_E == 0 and 0 < X < n:
-                coeff = sp.factorial(n) / (sp.factorial(k_E) * sp.factorial(k_C) * sp.factorial(k_W))
+                coeff = sp.factorial(n) / (
+                    sp.factorial(k_E) * sp.factorial(k_C) * sp.factorial(k_W)
+                )
                 total += coeff * p_E**k_E * p_C**k_C * p_W**k_W
     return sp.expand(total)
 

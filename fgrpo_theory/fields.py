@@ -22,8 +22,19 @@ import math
 import numbers
 from typing import Any, Callable
 
-__all__ = ["Rule", "Integer", "Real", "Choice", "Boolean", "Text", "Mapping", "Sequence", "Optional",
-           "check_fields", "dataclass_from_dict"]
+__all__ = [
+    "Rule",
+    "Integer",
+    "Real",
+    "Choice",
+    "Boolean",
+    "Text",
+    "Mapping",
+    "Sequence",
+    "Optional",
+    "check_fields",
+    "dataclass_from_dict",
+]
 
 
 class Rule:
@@ -82,7 +93,9 @@ class Integer(Rule):
             x = int(value)
         else:  # a float (even 3.0) is refused rather than truncated
             self.fail(name, value)
-        if (self.minimum is not None and x < self.minimum) or (self.maximum is not None and x > self.maximum):
+        if (self.minimum is not None and x < self.minimum) or (
+            self.maximum is not None and x > self.maximum
+        ):
             self.fail(name, value)
         return x
 
@@ -90,12 +103,26 @@ class Integer(Rule):
 class Real(Rule):
     """A real number within its bounds (finite unless ``finite=False``); an int is accepted."""
 
-    def __init__(self, minimum: float | None = None, maximum: float | None = None, *, open_low: bool = False,
-                 open_high: bool = False, finite: bool = True):
-        self.minimum, self.maximum, self.open_low, self.open_high, self.finite = (minimum, maximum, open_low,
-                                                                                 open_high, finite)
+    def __init__(
+        self,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        *,
+        open_low: bool = False,
+        open_high: bool = False,
+        finite: bool = True,
+    ):
+        self.minimum, self.maximum, self.open_low, self.open_high, self.finite = (
+            minimum,
+            maximum,
+            open_low,
+            open_high,
+            finite,
+        )
         bounds = _bounds(minimum, maximum, open_low, open_high)
-        self.description = ("a finite number" if finite else "a number") + (f" {bounds}" if bounds else "")
+        self.description = ("a finite number" if finite else "a number") + (
+            f" {bounds}" if bounds else ""
+        )
 
     def __call__(self, name, value):
         x = _number(value)
@@ -163,8 +190,12 @@ class Sequence(Rule):
 
     def __init__(self, item: Rule, *, nonempty: bool = True, distinct: bool = False):
         self.item, self.nonempty, self.distinct = item, nonempty, distinct
-        self.description = (("a non-empty " if nonempty else "a ") + "list" + (" of distinct values" if distinct
-                                                                                 else "") + f", each {item.description}")
+        self.description = (
+            ("a non-empty " if nonempty else "a ")
+            + "list"
+            + (" of distinct values" if distinct else "")
+            + f", each {item.description}"
+        )
 
     def __call__(self, name, value):
         if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
@@ -202,7 +233,9 @@ def dataclass_from_dict(cls, data, *, what: str = "config"):
     """``cls(**data)`` for a config dataclass; a non-mapping or an unknown key is a ValueError
     naming it (typos never pass silently)."""
     if not isinstance(data, dict):
-        raise ValueError(f"a {what} must be a mapping of field names to values, got {type(data).__name__}")
+        raise ValueError(
+            f"a {what} must be a mapping of field names to values, got {type(data).__name__}"
+        )
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(map(str, data)) - known)
     if unknown:

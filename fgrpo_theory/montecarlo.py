@@ -35,8 +35,9 @@ class MonteCarloEstimate(NamedTuple):
     trials: int
 
 
-def simulate_group_regions(mu: float, tau: float, N: int, *, trials: int,
-                           rng: np.random.Generator) -> np.ndarray:
+def simulate_group_regions(
+    mu: float, tau: float, N: int, *, trials: int, rng: np.random.Generator
+) -> np.ndarray:
     """Region counts (#E, #C\\E, #notC) of ``trials`` groups of N rollouts: shape (trials, 3)."""
     _check_rng(rng)
     mu = float(single("mu", check_probability("mu", mu)))
@@ -87,7 +88,9 @@ def mc_p_active(mu, N, *, trials: int, rng: np.random.Generator) -> MonteCarloEs
 
 def mc_p_tail_miss(mu, tau, N, *, trials: int, rng: np.random.Generator) -> MonteCarloEstimate:
     """Frequency of tail misses B_{E,N} = A_N and {#E = 0}; arrays broadcast."""
-    return _estimate(mu, tau, N, trials, rng, lambda counts, N: _active(counts, N) & (counts[:, 0] == 0))
+    return _estimate(
+        mu, tau, N, trials, rng, lambda counts, N: _active(counts, N) & (counts[:, 0] == 0)
+    )
 
 
 __all__ = ["MonteCarloEstimate", "simulate_group_regions", "mc_p_active", "mc_p_tail_miss"]

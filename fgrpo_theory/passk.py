@@ -104,7 +104,7 @@ def pass_at_k_unbiased(n, c, k):
         rows = max(1, _BLOCK // width)
         with np.errstate(divide="ignore", invalid="ignore"):
             for lo in range(0, idx.size, rows):
-                sel = idx[lo:lo + rows]
+                sel = idx[lo : lo + rows]
                 terms = _log_factors(n[sel, None], x[sel, None], j)  # (P, W)
                 terms = np.where(j < m[sel, None], terms, 0.0)  # only the first m factors count
                 value[sel] = -np.expm1(terms.sum(axis=1))
@@ -166,8 +166,10 @@ class PairedSubsamplingResult:
 def _outcomes(name: str, x) -> np.ndarray:
     """(P, n) outcomes as bool: a bool array, or numbers that are all 0 or 1."""
     if isinstance(x, np.ma.MaskedArray):
-        raise TypeError(f"{name} must be a plain array, got a masked array "
-                        "(its mask would be ignored)")
+        raise TypeError(
+            f"{name} must be a plain array, got a masked array "
+            "(its mask would be ignored)"  # kept apart: mutant numbers in mutation/equivalent.md
+        )
     try:
         x = np.asarray(x)
     except (TypeError, ValueError, OverflowError):
@@ -175,15 +177,18 @@ def _outcomes(name: str, x) -> np.ndarray:
     if x.dtype.kind not in "biuf":
         raise TypeError(f"{name} must hold 0/1 outcomes (bool or numbers), got dtype {x.dtype}")
     if x.ndim != 2 or x.size == 0:
-        raise ValueError(f"{name} must be a non-empty (problems, samples) array, got shape {x.shape}")
+        raise ValueError(
+            f"{name} must be a non-empty (problems, samples) array, got shape {x.shape}"
+        )
     bad = (x != 0) & (x != 1)
     if bad.any():
         raise ValueError(f"{name} must hold 0/1 outcomes, got {name}={x[bad].ravel()[0].item()}")
     return x.astype(bool)
 
 
-def paired_subsampling_test(correct_a, correct_b, *, m: int, iterations: int, rng: np.random.Generator,
-                            k: int = 1) -> PairedSubsamplingResult:
+def paired_subsampling_test(
+    correct_a, correct_b, *, m: int, iterations: int, rng: np.random.Generator, k: int = 1
+) -> PairedSubsamplingResult:
     """Paired m-out-of-n subsampling test for a difference in mean pass@k (App. Q).
 
     ``correct_a`` and ``correct_b`` are (P, n) 0/1 outcomes of two methods on the same P
@@ -209,7 +214,9 @@ def paired_subsampling_test(correct_a, correct_b, *, m: int, iterations: int, rn
     A = _outcomes("correct_a", correct_a)
     B = _outcomes("correct_b", correct_b)
     if A.shape != B.shape:
-        raise ValueError(f"correct_a and correct_b must have the same shape, got {A.shape} and {B.shape}")
+        raise ValueError(
+            f"correct_a and correct_b must have the same shape, got {A.shape} and {B.shape}"
+        )
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got rng={rng!r}")
     P, n = A.shape
@@ -217,7 +224,9 @@ def paired_subsampling_test(correct_a, correct_b, *, m: int, iterations: int, rn
     m = single("m", check_integer("m", m, minimum=k))
     iterations = single("iterations", check_integer("iterations", iterations, minimum=1))
     if m >= n:
-        raise ValueError(f"m must be < n={n} (a subsample of all n samples is the sample itself), got m={m}")
+        raise ValueError(
+            f"m must be < n={n} (a subsample of all n samples is the sample itself), got m={m}"
+        )
     c_a, c_b = A.sum(axis=1), B.sum(axis=1)
     full_a = np.asarray(pass_at_k_unbiased(n, c_a, k))
     full_b = np.asarray(pass_at_k_unbiased(n, c_b, k))
@@ -236,9 +245,16 @@ def paired_subsampling_test(correct_a, correct_b, *, m: int, iterations: int, rn
     extreme = np.sqrt(m) * np.abs(D_star - D) >= np.sqrt(n) * abs(D) - 1e-12
     p_value = (1.0 + extreme.sum()) / (1.0 + iterations)
     return PairedSubsamplingResult(
-        k=k, n=n, m=m, iterations=iterations, num_problems=P,
-        pass_at_k_a=float(full_a.mean()), pass_at_k_b=float(full_b.mean()),
-        statistic=D, subsample_std=float(D_star.std()), p_value=float(p_value),
+        k=k,
+        n=n,
+        m=m,
+        iterations=iterations,
+        num_problems=P,
+        pass_at_k_a=float(full_a.mean()),
+        pass_at_k_b=float(full_b.mean()),
+        statistic=D,
+        subsample_std=float(D_star.std()),
+        p_value=float(p_value),
     )
 
 

@@ -23,7 +23,9 @@ FIG4 = {"gammas": (0.0, 0.5, 1.0)}
 FIG5 = {"mu": 0.64, "tau": 6.3e-5, "log2_n_max": 17}
 
 
-def plot_tail_miss_curves(ax, *, mu: float, rhos, N, mark_peak: bool = True, show_active: bool = False):
+def plot_tail_miss_curves(
+    ax, *, mu: float, rhos, N, mark_peak: bool = True, show_active: bool = False
+):
     """P(B_{E,N}) against N for one mu and several rho = tau/mu (Figs. 1(a), 3); stars at N*.
 
     Returns the list of artists (lines and peak markers).
@@ -38,8 +40,16 @@ def plot_tail_miss_curves(ax, *, mu: float, rhos, N, mark_peak: bool = True, sho
         artists.append(line)
         if mark_peak:
             n_star, p_star = peak_group_size(mu, tau, n_max=int(N.max()))
-            artists += ax.plot([n_star], [p_star], marker="*", ms=11, color=line.get_color(),
-                               mec="k", mew=0.5, ls="none")
+            artists += ax.plot(
+                [n_star],
+                [p_star],
+                marker="*",
+                ms=11,
+                color=line.get_color(),
+                mec="k",
+                mew=0.5,
+                ls="none",
+            )
     ax.set_xlabel("group size $N$")
     ax.set_ylabel(r"$P(\mathcal{B}_{E,N})$")
     ax.set_title(rf"tail-miss probability, $\mu={mu:g}$")
@@ -64,12 +74,19 @@ def plot_focal_magnitudes(ax, *, which: str, gammas=FIG4["gammas"], mu=None):
     return artists
 
 
-def plot_large_group(ax, *, mu: float = FIG5["mu"], tau: float = FIG5["tau"],
-                     log2_n_max: int = FIG5["log2_n_max"]):
+def plot_large_group(
+    ax, *, mu: float = FIG5["mu"], tau: float = FIG5["tau"], log2_n_max: int = FIG5["log2_n_max"]
+):
     """P(B) and P(A) for N = 2^0 .. 2^log2_n_max at a tiny tau (Fig. 5), log2 x-axis."""
     N = 2.0 ** np.arange(log2_n_max + 1)
-    artists = ax.plot(N, p_tail_miss(mu, tau, N), marker="o", ms=3, lw=1.6,
-                      label=rf"$P(\mathcal{{B}})$, $\tau={tau:g}$")
+    artists = ax.plot(
+        N,
+        p_tail_miss(mu, tau, N),
+        marker="o",
+        ms=3,
+        lw=1.6,
+        label=rf"$P(\mathcal{{B}})$, $\tau={tau:g}$",
+    )
     artists += ax.plot(N, p_active(mu, N), color="0.6", ls="--", lw=1, label=r"$P(A_N)$")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("group size $N$")
@@ -80,5 +97,12 @@ def plot_large_group(ax, *, mu: float = FIG5["mu"], tau: float = FIG5["tau"],
     return artists
 
 
-__all__ = ["FIG1A", "FIG3", "FIG4", "FIG5", "plot_tail_miss_curves", "plot_focal_magnitudes",
-           "plot_large_group"]
+__all__ = [
+    "FIG1A",
+    "FIG3",
+    "FIG4",
+    "FIG5",
+    "plot_tail_miss_curves",
+    "plot_focal_magnitudes",
+    "plot_large_group",
+]

@@ -32,8 +32,14 @@ def plot_metric_vs_step(ax, res, key: str, *, gamma_index: int = 0, label: str |
     for i, N in enumerate(cfg.group_sizes):
         y = res.records[key][i, gamma_index].mean(axis=0)
         colour = cmap(i / max(1, len(cfg.group_sizes) - 1))
-        lines += ax.plot(np.arange(y.size), y, color=colour, lw=1.0, ls=_style(gamma_index),
-                         label=f"N={N}" if len(cfg.group_sizes) <= 8 else None)
+        lines += ax.plot(
+            np.arange(y.size),
+            y,
+            color=colour,
+            lw=1.0,
+            ls=_style(gamma_index),
+            label=f"N={N}" if len(cfg.group_sizes) <= 8 else None,
+        )
     ax.set_xlabel("step")
     ax.set_ylabel(label or key)
     ax.set_title(f"{label or key}, gamma={cfg.gammas[gamma_index]:g}")
@@ -46,9 +52,10 @@ def plot_final_vs_group_size(ax, res, key: str, *, label: str | None = None):
     N = np.asarray(cfg.group_sizes)
     artists = []
     for j, g in enumerate(cfg.gammas):
-        final = res.records[key][:, j, :, -1]                            # (nN, nS)
-        artists += ax.plot(N, final.mean(axis=1), marker="o", ms=3, ls=_style(j),
-                           label=f"gamma={g:g}")
+        final = res.records[key][:, j, :, -1]  # (nN, nS)
+        artists += ax.plot(
+            N, final.mean(axis=1), marker="o", ms=3, ls=_style(j), label=f"gamma={g:g}"
+        )
         artists.append(ax.fill_between(N, final.min(axis=1), final.max(axis=1), alpha=0.2))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("group size N")
@@ -73,10 +80,13 @@ def plot_fig2(res, *, figsize=(11, 7)):
         sm = plt.cm.ScalarMappable(cmap="viridis", norm=LogNorm(min(sizes), max(sizes)))
         fig.colorbar(sm, ax=axes[0, :], label="group size N", shrink=0.8)
     cfg = res.config
-    fig.suptitle(f"categorical policy: K={cfg.actions}, |P|={cfg.correct}, "
-                 f"{cfg.optimizer} lr={cfg.lr:g}, "
-                 f"{cfg.surrogate} surrogate, {cfg.advantage} advantage, {cfg.steps} steps, "
-                 f"{len(cfg.seeds)} seed(s)", fontsize=9)
+    fig.suptitle(
+        f"categorical policy: K={cfg.actions}, |P|={cfg.correct}, "
+        f"{cfg.optimizer} lr={cfg.lr:g}, "
+        f"{cfg.surrogate} surrogate, {cfg.advantage} advantage, {cfg.steps} steps, "
+        f"{len(cfg.seeds)} seed(s)",
+        fontsize=9,
+    )
     return fig
 
 

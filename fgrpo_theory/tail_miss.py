@@ -50,6 +50,7 @@ _LOG_SMALL = float(np.log(_SMALL))
 # argument handling
 # ----------------------------------------------------------------------------------------------
 
+
 def _check_mu_tau(mu, tau) -> tuple[np.ndarray, np.ndarray]:
     mu = check_probability("mu", mu)
     tau = check_probability("tau", tau)
@@ -71,6 +72,7 @@ def _out(x: np.ndarray):
 # ----------------------------------------------------------------------------------------------
 # the kernel: log(1 - tau) and f_N(q), chunked
 # ----------------------------------------------------------------------------------------------
+
 
 def _kernel(mu: np.ndarray, tau: np.ndarray, N: np.ndarray, *, log: bool) -> np.ndarray:
     """P(B) (or log P(B)) on 1-D float64 arrays of equal length, in cache-sized chunks."""
@@ -150,6 +152,7 @@ def _broadcast_eval(mu, tau, N, *, log: bool):
 # ----------------------------------------------------------------------------------------------
 # public closed forms
 # ----------------------------------------------------------------------------------------------
+
 
 def p_tail_miss(mu, tau, N):
     """P(B_{E,N}) = (1 - tau)^N - (mu - tau)^N - (1 - mu)^N  (Lemma 3.1).
@@ -232,6 +235,7 @@ def expected_tail_miss_count(mu, tau, N):
 # the peak in N
 # ----------------------------------------------------------------------------------------------
 
+
 def _log_dP_terms(mu, tau, n1):
     """A quantity with the sign of dP(B)/dN at N = 1 + n1 (positive: P still rising).
 
@@ -282,8 +286,10 @@ def stationary_group_size(mu, tau):
         outside = ok & (_log_dP_terms(mu_ok, tau_ok, np.exp(hi)) > 0.0)
         if outside.any():
             m, t = _first(mu_b, outside), _first(tau_b, outside)
-            raise ValueError(f"the stationary group size for mu={m}, tau={t} lies above e^709, "
-                             f"outside what float64 resolves (tau too small next to mu)")
+            raise ValueError(
+                f"the stationary group size for mu={m}, tau={t} lies above e^709, "
+                f"outside what float64 resolves (tau too small next to mu)"
+            )
         for _ in range(_BISECTIONS):
             mid = 0.5 * (lo + hi)
             rising_at_mid = _log_dP_terms(mu_ok, tau_ok, np.exp(mid)) > 0.0
@@ -313,8 +319,9 @@ def peak_group_size(mu, tau, n_max=None):
         n_max = check_group_size("n_max", n_max)
         fractional = n_max != np.floor(n_max)
         if fractional.any():
-            raise ValueError(f"n_max must be an integer >= 1, "
-                             f"got n_max={_first(n_max, fractional)}")
+            raise ValueError(
+                f"n_max must be an integer >= 1, got n_max={_first(n_max, fractional)}"
+            )
     n_c = np.asarray(stationary_group_size(mu, tau), dtype=np.float64)
     cap = np.inf if n_max is None else n_max
     if np.isinf(n_c).any() and n_max is None:
@@ -324,8 +331,10 @@ def peak_group_size(mu, tau, n_max=None):
     if beyond.any():
         mu_b, tau_b = broadcast(mu=mu, tau=tau)
         fix = "pass n_max" if n_max is None else "pass an n_max below 2^53"
-        raise ValueError(f"the peak group size for mu={_first(mu_b, beyond)}, "
-                         f"tau={_first(tau_b, beyond)} is beyond 2^53; {fix}")
+        raise ValueError(
+            f"the peak group size for mu={_first(mu_b, beyond)}, "
+            f"tau={_first(tau_b, beyond)} is beyond 2^53; {fix}"
+        )
     base = np.where(np.isnan(n_c), 1.0, n_c)
     lower = np.clip(np.floor(base), 1.0, cap)
     upper = np.clip(np.ceil(base), 1.0, cap)

@@ -26,4 +26,5 @@ def pytest_collection_modifyitems(items):
         current = getattr(test, "_hypothesis_internal_use_settings", None)
         if current is not None:
             test._hypothesis_internal_use_settings = settings(
-                current, max_examples=min(current.max_examples, MAX_EXAMPLES), phases=PHASES)
+                current, max_examples=min(current.max_examples, MAX_EXAMPLES), phases=PHASES
+            )

@@ -1,7 +1,8 @@
 """Writes notebooks/03_categorical_regimes.ipynb (no outputs).
 
     python notebooks/build_03_categorical.py   (from the repo root)
-"""
+"""  # fmt: skip
+
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
@@ -17,7 +18,8 @@ cells = [
         "with $\\gamma=1$ should retain more mass inside the zone. A second section shows the one-step mechanism "
         "(Proposition 3.2): correct mass rising while unsampled-correct mass falls.\n\n"
         "`FGRPO_NOTEBOOK_FAST=1` runs a reduced setting in seconds; otherwise the full `paper-fig2` preset is loaded "
-        "from `results/fig2` (computed there first if absent: `fgrpo-theory simulate --preset paper-fig2 --out results/fig2`)."),
+        "from `results/fig2` (computed there first if absent: `fgrpo-theory simulate --preset paper-fig2 --out results/fig2`)."
+    ),
     new_code_cell(
         "import os\n\n"
         "import matplotlib.pyplot as plt\n"
@@ -25,9 +27,12 @@ cells = [
         "from fgrpo_theory.categorical import group_stats, logit_update, predicted_delta_q_pos, predicted_delta_q_u_pos, softmax\n"
         "from fgrpo_theory.plots_categorical import plot_fig2, plot_one_step_masses\n"
         "from fgrpo_theory.sim import PRESETS, SimConfig, run_cached, run_sweep\n\n"
-        "FAST = os.environ.get('FGRPO_NOTEBOOK_FAST') == '1'"),
-    new_markdown_cell("## Fig. 2: Q_pos and M_ret against step and against N\n\n"
-                      "Adam (lr as in the config) on the ratio surrogate with mean-centred advantages, as App. J describes."),
+        "FAST = os.environ.get('FGRPO_NOTEBOOK_FAST') == '1'"
+    ),
+    new_markdown_cell(
+        "## Fig. 2: Q_pos and M_ret against step and against N\n\n"
+        "Adam (lr as in the config) on the ratio surrogate with mean-centred advantages, as App. J describes."
+    ),
     new_code_cell(
         "if FAST:\n"
         "    cfg = SimConfig(actions=3_200, correct=250, group_sizes=(2, 16, 64, 512, 4_096, 32_768),\n"
@@ -35,7 +40,8 @@ cells = [
         "    res = run_sweep(cfg, progress=False)\n"
         "else:\n"
         "    res = run_cached(PRESETS['paper-fig2'], 'results/fig2', workers=2)\n"
-        "fig = plot_fig2(res)"),
+        "fig = plot_fig2(res)"
+    ),
     new_code_cell(
         "cfg = res.config\n"
         "q = res.records['q_pos'][..., -1].mean(axis=2)   # (N, gamma), seed mean\n"
@@ -44,13 +50,15 @@ cells = [
         "for i, N in enumerate(cfg.group_sizes):\n"
         "    print(f'{N:7d}' + ''.join(f'  {q[i, j]:11.3f}  {m[i, j]:11.3f}' for j in range(len(cfg.gammas))))\n"
         "zone = int(np.argmin(m[:, 0]))\n"
-        "print(f'lowest M_ret at N = {cfg.group_sizes[zone]} (gamma=0: {m[zone, 0]:.3f}, gamma=1: {m[zone, -1]:.3f})')"),
+        "print(f'lowest M_ret at N = {cfg.group_sizes[zone]} (gamma=0: {m[zone, 0]:.3f}, gamma=1: {m[zone, -1]:.3f})')"
+    ),
     new_markdown_cell(
         "## One step: Proposition 3.2\n\n"
         "Take the paper's initial policy (scaled down), draw a group that is mostly correct so that "
         "$S_R = R_c P_{pos} + R_w P_{neg} > 0$, and apply the Eq. 5 update $\\Delta z_i = (\\eta/N) p_i (R_i - S_R)$ "
         "with growing $\\eta$. Markers: the exact change after the softmax step; lines: Eq. 17 and Proposition 3.2 "
-        "(first order in $\\eta$)."),
+        "(first order in $\\eta$)."
+    ),
     new_code_cell(
         "K, C = 1_280, 100\n"
         "z = np.zeros(K); z[:C] = 3.0; z[0] = 5.0\n"
@@ -70,13 +78,20 @@ cells = [
         "pred = ([predicted_delta_q_pos(s, eta=e) for e in etas], [predicted_delta_q_u_pos(s, eta=e) for e in etas])\n"
         "fig, ax = plt.subplots(figsize=(6, 4))\n"
         "plot_one_step_masses(ax, etas, dq, dqu, predicted=pred)\n"
-        "ax.set_title(f'S_R = {s.S_R:.3f} > 0: Q_pos up, Q_u,pos down');"),
+        "ax.set_title(f'S_R = {s.S_R:.3f} > 0: Q_pos up, Q_u,pos down');"
+    ),
     new_markdown_cell(
         "**Reading.** With $S_R > 0$ every unsampled action loses logit ($-\\eta S_R p_i/N$), so the unsampled-correct "
         "mass falls even while total correct mass rises, the one-step form of the concentration seen in regime II. "
         "Over many steps that loss compounds for the correct actions that the group keeps missing; the table above "
-        "shows where in $N$ it bites and how much $\\gamma = 1$ gives back."),
+        "shows where in $N$ it bites and how much $\\gamma = 1$ gives back."
+    ),
 ]
-nb = new_notebook(cells=cells, metadata={"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-                                         "language_info": {"name": "python"}})
+nb = new_notebook(
+    cells=cells,
+    metadata={
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    },
+)
 nbformat.write(nb, "notebooks/03_categorical_regimes.ipynb")

@@ -1,4 +1,5 @@
 """Writes notebooks/04_llm_validation.ipynb (no outputs; `make notebooks` runs it and keeps them)."""
+
 import nbformat as nbf
 
 cells = []
@@ -82,7 +83,9 @@ plot_training_curves(axes, runs)
 plt.show()
 display(Markdown(sweep_section(result)))
 """)
-nb = nbf.v4.new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                                 "language": "python"}})
+nb = nbf.v4.new_notebook(
+    cells=cells,
+    metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+)
 nbf.write(nb, "notebooks/04_llm_validation.ipynb")
 print("wrote notebooks/04_llm_validation.ipynb")

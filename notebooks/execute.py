@@ -25,7 +25,9 @@ HERE = Path(__file__).resolve().parent
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fast", action="store_true", help="small parameters (FGRPO_NOTEBOOK_FAST=1)")
+    parser.add_argument(
+        "--fast", action="store_true", help="small parameters (FGRPO_NOTEBOOK_FAST=1)"
+    )
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per cell")
     args = parser.parse_args(argv)
     os.environ["MPLBACKEND"] = "Agg"
@@ -40,8 +42,12 @@ def main(argv=None) -> int:
     for path in sorted(HERE.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         print(f"executing {path.name} ...", file=sys.stderr, flush=True)
-        NotebookClient(nb, kernel_name="python3", timeout=args.timeout,
-                       resources={"metadata": {"path": str(root)}}).execute(cwd=str(root))
+        NotebookClient(
+            nb,
+            kernel_name="python3",
+            timeout=args.timeout,
+            resources={"metadata": {"path": str(root)}},
+        ).execute(cwd=str(root))
         nbformat.write(nb, path)
     return 0
 

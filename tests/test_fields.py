@@ -8,27 +8,66 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fgrpo_theory.fields import (Boolean, Choice, Integer, Mapping, Optional, Real, Sequence, Text,
-                                 dataclass_from_dict)
+from fgrpo_theory.fields import (
+    Boolean,
+    Choice,
+    Integer,
+    Mapping,
+    Optional,
+    Real,
+    Sequence,
+    Text,
+    dataclass_from_dict,
+)
 
 
-@pytest.mark.parametrize("rule,value,expected", [
-    (Integer(1), 5, 5), (Integer(1), "5", 5), (Integer(0), np.int64(3), 3), (Real(), "1e-4", 1e-4),
-    (Real(0), 2, 2.0), (Real(), np.float32(0.5), 0.5), (Choice(("a", "b")), "b", "b"), (Boolean(), False, False),
-    (Text(), "x", "x"), (Mapping(), {}, {}), (Sequence(Integer(0)), [1, 2], (1, 2)), (Optional(Integer()), None, None),
-    (Real(finite=False), float("inf"), float("inf")),
-])
+@pytest.mark.parametrize(
+    "rule,value,expected",
+    [
+        (Integer(1), 5, 5),
+        (Integer(1), "5", 5),
+        (Integer(0), np.int64(3), 3),
+        (Real(), "1e-4", 1e-4),
+        (Real(0), 2, 2.0),
+        (Real(), np.float32(0.5), 0.5),
+        (Choice(("a", "b")), "b", "b"),
+        (Boolean(), False, False),
+        (Text(), "x", "x"),
+        (Mapping(), {}, {}),
+        (Sequence(Integer(0)), [1, 2], (1, 2)),
+        (Optional(Integer()), None, None),
+        (Real(finite=False), float("inf"), float("inf")),
+    ],
+)
 def test_a_rule_returns_the_canonical_value(rule, value, expected):
     assert rule("f", value) == expected and type(rule("f", value)) is type(expected)
 
 
-@pytest.mark.parametrize("rule,value", [
-    (Integer(1), 0), (Integer(), 3.0), (Integer(), True), (Integer(), "2.5"), (Real(), float("nan")),
-    (Real(), float("inf")), (Real(), True), (Real(0, open_low=True), 0), (Real(0, 1, open_high=True), 1.0),
-    (Real(), "x"), (Choice(("a",)), "b"), (Boolean(), 1), (Text(), ""), (Text(), 3), (Mapping(), [1]),
-    (Sequence(Integer()), "12"), (Sequence(Integer()), []), (Sequence(Integer(), distinct=True), [1, 1]),
-    (Sequence(Integer(0)), [1, -1]), (Optional(Integer(1)), 0),
-])
+@pytest.mark.parametrize(
+    "rule,value",
+    [
+        (Integer(1), 0),
+        (Integer(), 3.0),
+        (Integer(), True),
+        (Integer(), "2.5"),
+        (Real(), float("nan")),
+        (Real(), float("inf")),
+        (Real(), True),
+        (Real(0, open_low=True), 0),
+        (Real(0, 1, open_high=True), 1.0),
+        (Real(), "x"),
+        (Choice(("a",)), "b"),
+        (Boolean(), 1),
+        (Text(), ""),
+        (Text(), 3),
+        (Mapping(), [1]),
+        (Sequence(Integer()), "12"),
+        (Sequence(Integer()), []),
+        (Sequence(Integer(), distinct=True), [1, 1]),
+        (Sequence(Integer(0)), [1, -1]),
+        (Optional(Integer(1)), 0),
+    ],
+)
 def test_a_bad_value_is_one_value_error_naming_the_field(rule, value):
     with pytest.raises(ValueError, match=r"^f(\[\d\])? must be .*, got f"):
         rule("f", value)

@@ -46,8 +46,14 @@ def _imports(path: Path, *, top_level_only: bool = False) -> list[tuple[str, int
         elif isinstance(node, ast.ImportFrom) and node.module:
             base = node.module
             found.append((base, node.lineno))
-            found += [(f"{base}.{a.name}", node.lineno) for a in node.names if f"{base}.{a.name}" in MODULES]
-        elif top_level_only and isinstance(node, (ast.If, ast.Try)):  # e.g. `if TYPE_CHECKING:` blocks
+            found += [
+                (f"{base}.{a.name}", node.lineno)
+                for a in node.names
+                if f"{base}.{a.name}" in MODULES
+            ]
+        elif top_level_only and isinstance(
+            node, (ast.If, ast.Try)
+        ):  # e.g. `if TYPE_CHECKING:` blocks
             continue
     return found
 
@@ -79,11 +85,17 @@ def test_fgrpo_llm_imports_only_go_down_the_layers():
             continue
         mine = _llm_layer(name)
         for target, line in _imports(path):
-            if not target.startswith("fgrpo_llm.") or target not in MODULES and target.rsplit(".", 1)[0] not in MODULES:
+            if (
+                not target.startswith("fgrpo_llm.")
+                or target not in MODULES
+                and target.rsplit(".", 1)[0] not in MODULES
+            ):
                 continue
             theirs = _llm_layer(target)
             if theirs == "integrations" and mine != "integrations":
-                bad.append(f"{name}:{line} imports {target} (only integrations/ may import integrations/)")
+                bad.append(
+                    f"{name}:{line} imports {target} (only integrations/ may import integrations/)"
+                )
             elif mine == "integrations":
                 if theirs not in ("core", "evaluation", "integrations"):
                     bad.append(f"{name}:{line} ({mine}) imports {target} ({theirs})")
@@ -100,8 +112,14 @@ def test_no_module_imports_another_packages_private_module():
             parts = target.split(".")
             if parts[0] not in PACKAGES:
                 continue
-            private = [i for i, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")]
-            if private and ".".join(parts[:private[0]]) != own and not name.startswith(".".join(parts[:private[0]])):
+            private = [
+                i for i, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")
+            ]
+            if (
+                private
+                and ".".join(parts[: private[0]]) != own
+                and not name.startswith(".".join(parts[: private[0]]))
+            ):
                 bad.append(f"{name}:{line} imports {target}")
     assert not bad, bad
 
@@ -124,7 +142,7 @@ def test_no_cycle_among_module_level_imports():
             if name_is_package_of(dep, node):
                 continue
             if state.get(dep) == "open":
-                cycles.append(" -> ".join(stack[stack.index(dep):] + [dep]))
+                cycles.append(" -> ".join(stack[stack.index(dep) :] + [dep]))
             elif dep not in state:
                 visit(dep, stack + [dep])
         state[node] = "done"
@@ -140,16 +158,25 @@ def name_is_package_of(package: str, module: str) -> bool:
     return module.startswith(package + ".")
 
 
-@pytest.mark.parametrize("bad,expected", [
-    ("from fgrpo_llm.experiments.demo import run_demo\n", "a higher layer"),
-    ("from fgrpo_theory.sim import samplers\nimport fgrpo_llm.trainer\n", "imports fgrpo_llm.trainer"),
-])
+@pytest.mark.parametrize(
+    "bad,expected",
+    [
+        ("from fgrpo_llm.experiments.demo import run_demo\n", "a higher layer"),
+        (
+            "from fgrpo_theory.sim import samplers\nimport fgrpo_llm.trainer\n",
+            "imports fgrpo_llm.trainer",
+        ),
+    ],
+)
 def test_the_layer_checks_catch_a_violation(tmp_path, monkeypatch, bad, expected):
     target = "fgrpo_llm.advantages" if "experiments" in bad else "fgrpo_theory.focal"
     fake = tmp_path / "m.py"
     fake.write_text(bad)
     monkeypatch.setitem(MODULES, target, fake)
-    check = (test_fgrpo_llm_imports_only_go_down_the_layers if "experiments" in bad
-             else test_fgrpo_theory_never_imports_fgrpo_llm_and_torch_only_in_its_gpu_engine)
+    check = (
+        test_fgrpo_llm_imports_only_go_down_the_layers
+        if "experiments" in bad
+        else test_fgrpo_theory_never_imports_fgrpo_llm_and_torch_only_in_its_gpu_engine
+    )
     with pytest.raises(AssertionError, match=expected):
         check()

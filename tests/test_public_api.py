@@ -23,9 +23,13 @@ def test_every_public_name_resolves_and_has_a_docstring(package):
         getattr(pkg, "no_such_name")
 
 
-@pytest.mark.parametrize("package,heavy", [("fgrpo_theory", ("torch", "sympy", "matplotlib")),
-                                           ("fgrpo_llm", ("torch", "transformers"))])
+@pytest.mark.parametrize(
+    "package,heavy",
+    [("fgrpo_theory", ("torch", "sympy", "matplotlib")), ("fgrpo_llm", ("torch", "transformers"))],
+)
 def test_importing_a_package_is_light(package, heavy):
     code = f"import sys, {package}; print(sorted(m for m in {heavy!r} if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert out.stdout.strip() == "[]"

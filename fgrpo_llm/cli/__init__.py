@@ -30,12 +30,17 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return build_command_parser("fgrpo-llm", "Focal-weighted GRPO / DAPO / CISPO trainer.", COMMAND_MODULES)
+    return build_command_parser(
+        "fgrpo-llm", "Focal-weighted GRPO / DAPO / CISPO trainer.", COMMAND_MODULES
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     from fgrpo_llm.trainer import TrainingDiverged
 
-    return run_command(build_parser(), argv, errors=(TrainingDiverged,),
-                       interrupted="interrupted (checkpoints written so far are kept; rerun with --resume)")
-
+    return run_command(
+        build_parser(),
+        argv,
+        errors=(TrainingDiverged,),
+        interrupted="interrupted (checkpoints written so far are kept; rerun with --resume)",
+    )

@@ -13,13 +13,26 @@ __all__ = ["add_model_task_args", "task_from_args", "max_new_tokens_for"]
 
 def add_model_task_args(parser) -> None:
     """``--task``, ``--task-arg``, ``--device``, ``--seed``, ``--max-new-tokens``, ``--batch-size``."""
-    parser.add_argument("--task", default="countdown", help="task name (countdown, boxed_math, maze)")
-    parser.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="keyword argument of the task constructor (repeatable), e.g. seed=0")
-    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda when available)")
+    parser.add_argument(
+        "--task", default="countdown", help="task name (countdown, boxed_math, maze)"
+    )
+    parser.add_argument(
+        "--task-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keyword argument of the task constructor (repeatable), e.g. seed=0",
+    )
+    parser.add_argument(
+        "--device", default=None, help="cpu, cuda, ... (default: cuda when available)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
-    parser.add_argument("--max-new-tokens", type=int, default=None,
-                        help="completion token limit (default: the task's, else 32)")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="completion token limit (default: the task's, else 32)",
+    )
     parser.add_argument("--batch-size", type=int, default=1024, help="sequences decoded at once")
 
 
@@ -28,8 +41,12 @@ def task_from_args(args, model_dir, tokenizer=None):
     ``tokenizer`` formats the prompts of tasks that use one, e.g. boxed math's chat template)."""
     from fgrpo_llm.tasks.for_model import task_for_model
 
-    return task_for_model(args.task, parse_key_values(args.task_arg, "--task-arg"), model_dir=model_dir,
-                          tokenizer=tokenizer)
+    return task_for_model(
+        args.task,
+        parse_key_values(args.task_arg, "--task-arg"),
+        model_dir=model_dir,
+        tokenizer=tokenizer,
+    )
 
 
 def max_new_tokens_for(task, value: int | None) -> int:

@@ -3,7 +3,7 @@
     fgrpo-llm demo --out runs/demo                     # under 25 minutes on 2 CPU cores
     fgrpo-llm demo --out runs/demo --fast              # tiny budgets, about a minute
     fgrpo-llm demo --out runs/gpu --config configs/gpu_full.yaml
-"""
+"""  # fmt: skip
 
 from __future__ import annotations
 
@@ -12,12 +12,19 @@ def _demo(args) -> int:
     from fgrpo_llm.experiments.demo import run_demo
     from fgrpo_llm.experiments.plan import load_demo_config
 
-    cfg = load_demo_config(args.config, fast=args.fast, workers=args.workers, device=args.device,
-                           lr_matched_control=False if args.no_lr_control else None)
+    cfg = load_demo_config(
+        args.config,
+        fast=args.fast,
+        workers=args.workers,
+        device=args.device,
+        lr_matched_control=False if args.no_lr_control else None,
+    )
     summary = run_demo(args.out, cfg)
     print(f"report: {summary['report']} ({summary['total_seconds'] / 60:.1f} min)")
     for name, res in summary["evals"].items():
-        line = "; ".join(f"{split} pass@1={vals.get('pass@1', float('nan')):.3f}" for split, vals in res.items())
+        line = "; ".join(
+            f"{split} pass@1={vals.get('pass@1', float('nan')):.3f}" for split, vals in res.items()
+        )
         print(f"  {name}: {line}")
     for label, run in summary["runs"].items():
         d = run["delta_nll_rare"]
@@ -26,14 +33,26 @@ def _demo(args) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="run the whole story at CPU scale and write OUT/report.md",
-                              description="Theory figures, base model, rare-correct set, GRPO vs F-GRPO, "
-                                          "pass@k and the theory-vs-LLM cross-check. Reruns resume.")
+    p = subparsers.add_parser(
+        "demo",
+        help="run the whole story at CPU scale and write OUT/report.md",
+        description="Theory figures, base model, rare-correct set, GRPO vs F-GRPO, "
+        "pass@k and the theory-vs-LLM cross-check. Reruns resume.",
+    )
     p.add_argument("--out", default="runs/demo", help="output directory (default runs/demo)")
     p.add_argument("--fast", action="store_true", help="tiny budgets (the test suite's smoke run)")
-    p.add_argument("--config", default=None, help="YAML/JSON file of DemoConfig fields (e.g. configs/gpu_full.yaml)")
-    p.add_argument("--workers", type=int, default=None, help="training runs in parallel processes (default 2)")
+    p.add_argument(
+        "--config",
+        default=None,
+        help="YAML/JSON file of DemoConfig fields (e.g. configs/gpu_full.yaml)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=None, help="training runs in parallel processes (default 2)"
+    )
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    p.add_argument("--no-lr-control", action="store_true",
-                   help="skip the learning-rate-matched control (GRPO at lr * m_gamma, paper Table 3)")
+    p.add_argument(
+        "--no-lr-control",
+        action="store_true",
+        help="skip the learning-rate-matched control (GRPO at lr * m_gamma, paper Table 3)",
+    )
     p.set_defaults(func=_demo)

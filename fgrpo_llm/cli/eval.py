@@ -37,11 +37,20 @@ def _eval(args) -> int:
     splits = [s for s in args.splits.split(",") if s] if args.splits else None
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(args.seed)
-    results, outcomes = evaluate_model(model, tokenizer, task, splits=splits, n=args.n, ks=ks,
-                                       max_problems=args.max_problems,
-                                       max_new_tokens=max_new_tokens_for(task, args.max_new_tokens),
-                                       generator=generator, batch_size=args.batch_size, progress=True,
-                                       autocast_dtype=resolve_autocast_dtype(device))
+    results, outcomes = evaluate_model(
+        model,
+        tokenizer,
+        task,
+        splits=splits,
+        n=args.n,
+        ks=ks,
+        max_problems=args.max_problems,
+        max_new_tokens=max_new_tokens_for(task, args.max_new_tokens),
+        generator=generator,
+        batch_size=args.batch_size,
+        progress=True,
+        autocast_dtype=resolve_autocast_dtype(device),
+    )
     results["model"] = str(model_dir)
     paths = write_eval_outputs(results, outcomes, out, label=model_dir.name)
     for split, entry in results["splits"].items():
@@ -57,8 +66,14 @@ def _compare(args) -> int:
         raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
     if args.out:
         writable_directory(Path(args.out).parent, what="--out's folder")
-    report = compare_evals(args.a, args.b, m=args.m, iterations=args.iterations, ks=parse_ks(args.k),
-                           rng=np.random.default_rng(args.seed))
+    report = compare_evals(
+        args.a,
+        args.b,
+        m=args.m,
+        iterations=args.iterations,
+        ks=parse_ks(args.k),
+        rng=np.random.default_rng(args.seed),
+    )
     text = strict_json(report, indent=1)  # NaN / inf as null: every JSON parser reads it
     if args.out:
         atomic_write_text(args.out, text + "\n")
@@ -67,23 +82,42 @@ def _compare(args) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("eval", help="pass@k of a checkpoint on the task's evaluation splits",
-                              description="Draw n samples per problem and report unbiased pass@k per split.")
+    p = subparsers.add_parser(
+        "eval",
+        help="pass@k of a checkpoint on the task's evaluation splits",
+        description="Draw n samples per problem and report unbiased pass@k per split.",
+    )
     p.add_argument("--model", required=True, help="checkpoint directory (Hugging Face format)")
     p.add_argument("--n", type=int, default=1024, help="samples per problem (paper: 1024)")
-    p.add_argument("--k", default=None, help="comma-separated k values (default: 1,2,4,... up to min(n, 256))")
-    p.add_argument("--splits", default=None, help="comma-separated splits (default: every non-train split)")
-    p.add_argument("--max-problems", type=int, default=None, help="evaluate only the first problems of each split")
+    p.add_argument(
+        "--k", default=None, help="comma-separated k values (default: 1,2,4,... up to min(n, 256))"
+    )
+    p.add_argument(
+        "--splits", default=None, help="comma-separated splits (default: every non-train split)"
+    )
+    p.add_argument(
+        "--max-problems",
+        type=int,
+        default=None,
+        help="evaluate only the first problems of each split",
+    )
     p.add_argument("--out", default=None, help="output directory (default: MODEL/eval)")
     add_model_task_args(p)
     p.set_defaults(func=_eval)
 
-    c = subparsers.add_parser("compare", help="paired m-out-of-n subsampling test between two eval outputs",
-                              description="Paired subsampling significance test (paper App. Q).")
+    c = subparsers.add_parser(
+        "compare",
+        help="paired m-out-of-n subsampling test between two eval outputs",
+        description="Paired subsampling significance test (paper App. Q).",
+    )
     c.add_argument("a", help="eval output directory of model A")
     c.add_argument("b", help="eval output directory of model B")
-    c.add_argument("--m", type=int, default=None,
-                   help="subsample size m, without replacement (default n // 4: 256 of n = 1024 as in the paper)")
+    c.add_argument(
+        "--m",
+        type=int,
+        default=None,
+        help="subsample size m, without replacement (default n // 4: 256 of n = 1024 as in the paper)",
+    )
     c.add_argument("--iterations", type=int, default=50_000, help="subsampling iterations")
     c.add_argument("--k", default="1,256", help="k values to test (those <= m are used)")
     c.add_argument("--seed", type=int, default=0)

@@ -17,14 +17,25 @@ from fgrpo_llm.experiments.countdown_base import PretrainConfig, pretrain
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("pretrain", help="supervised pretraining of the Countdown base model",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "pretrain",
+        help="supervised pretraining of the Countdown base model",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--out", required=True, help="output checkpoint directory (e.g. runs/base)")
     p.add_argument("--config", help="YAML or JSON file with PretrainConfig fields")
-    p.add_argument("--steps", type=int, dest="max_steps", help="the step budget: optimizer steps (default 600)")
-    p.add_argument("--seconds", type=float,
-                   help="optional wall-clock cap in seconds (default none; a run stopped by it says so)")
-    p.add_argument("--seed", type=int, help="seed of initialisation, data and evaluation (default 0)")
+    p.add_argument(
+        "--steps", type=int, dest="max_steps", help="the step budget: optimizer steps (default 600)"
+    )
+    p.add_argument(
+        "--seconds",
+        type=float,
+        help="optional wall-clock cap in seconds (default none; a run stopped by it says so)",
+    )
+    p.add_argument(
+        "--seed", type=int, help="seed of initialisation, data and evaluation (default 0)"
+    )
     p.add_argument("--device", help="auto, cpu or cuda (default auto)")
     p.add_argument("--dtype", help="auto, float32, bfloat16 or float16 (default auto)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -36,10 +47,15 @@ def run(args) -> int:
         raise ValueError(f"--out must be a directory, but {args.out} is a file")
     values = read_config_file(args.config) if args.config else {}
     cfg = PretrainConfig.from_dict(values)
-    overrides = {k: getattr(args, k) for k in ("seconds", "max_steps", "seed", "device", "dtype")
-                 if getattr(args, k) is not None}
+    overrides = {
+        k: getattr(args, k)
+        for k in ("seconds", "max_steps", "seed", "device", "dtype")
+        if getattr(args, k) is not None
+    }
     cfg = dataclasses.replace(cfg, **overrides)
     summary = pretrain(cfg, args.out, progress=not args.no_progress)
-    shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items())
+    shown = ", ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()
+    )
     print(f"pretrained base model saved to {args.out}: {shown}")
     return 0

@@ -1,7 +1,7 @@
 """``fgrpo-llm rare-set``: build the rare-correct set of a base model (paper App. M.2).
 
     fgrpo-llm rare-set --base runs/base --out runs/rare_set.json --prompts 256 --rollouts 800 --top 0.01
-"""
+"""  # fmt: skip
 
 from __future__ import annotations
 
@@ -23,33 +23,51 @@ def _rare_set(args) -> int:
     writable_directory(Path(args.out).parent, what="--out's folder")
     model, tokenizer = load_model_and_tokenizer(args.base, device=args.device)
     task = task_from_args(args, args.base, tokenizer)
-    problems = task.problems(args.split)[:args.prompts]
+    problems = task.problems(args.split)[: args.prompts]
     device = next(model.parameters()).device
-    rare = build_rare_set(model, tokenizer, task, problems, num_rollouts=args.rollouts, top_fraction=args.top,
-                          max_new_tokens=max_new_tokens_for(task, args.max_new_tokens),
-                          generator=torch.Generator(device=device).manual_seed(args.seed),
-                          batch_size=args.batch_size, progress=True, autocast_dtype=resolve_autocast_dtype(device))
+    rare = build_rare_set(
+        model,
+        tokenizer,
+        task,
+        problems,
+        num_rollouts=args.rollouts,
+        top_fraction=args.top,
+        max_new_tokens=max_new_tokens_for(task, args.max_new_tokens),
+        generator=torch.Generator(device=device).manual_seed(args.seed),
+        batch_size=args.batch_size,
+        progress=True,
+        autocast_dtype=resolve_autocast_dtype(device),
+    )
     rare.meta.update({"base": str(args.base), "split": args.split, "seed": args.seed})
     from fgrpo_llm.experiments.plan import record_exact_mu_tau
 
-    record_exact_mu_tau(model, tokenizer, task, problems, rare)  # exact base (mu, tau) where enumerable
+    record_exact_mu_tau(
+        model, tokenizer, task, problems, rare
+    )  # exact base (mu, tau) where enumerable
     path = save_rare_set(rare, args.out)
     with_event = sum(1 for p in rare.prompts.values() if p["rare_forms"])
-    print(f"{len(rare)} rare-correct trajectories from {rare.meta['num_correct_pool']} correct rollouts "
-          f"({len(problems)} prompts x {args.rollouts}); mean base NLL {fmt(rare.mean_base_nll)} "
-          f"(threshold {fmt(rare.meta['nll_threshold'])}); {with_event} prompts with a rare event; wrote {path}")
+    print(
+        f"{len(rare)} rare-correct trajectories from {rare.meta['num_correct_pool']} correct rollouts "
+        f"({len(problems)} prompts x {args.rollouts}); mean base NLL {fmt(rare.mean_base_nll)} "
+        f"(threshold {fmt(rare.meta['nll_threshold'])}); {with_event} prompts with a rare event; wrote {path}"
+    )
     return 0
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("rare-set", help="build the rare-correct set of a base model (App. M.2)",
-                              description="P prompts x M base rollouts; keep the top q correct ones by "
-                                          "length-normalised NLL; per-prompt (mu, tau) estimates.")
+    p = subparsers.add_parser(
+        "rare-set",
+        help="build the rare-correct set of a base model (App. M.2)",
+        description="P prompts x M base rollouts; keep the top q correct ones by "
+        "length-normalised NLL; per-prompt (mu, tau) estimates.",
+    )
     p.add_argument("--base", required=True, help="base checkpoint directory")
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument("--split", default="train", help="split the prompts come from")
     p.add_argument("--prompts", type=int, default=256, help="number of prompts P (paper: 256)")
     p.add_argument("--rollouts", type=int, default=800, help="rollouts per prompt M (paper: 800)")
-    p.add_argument("--top", type=float, default=0.01, help="fraction q kept by highest NLL (paper: 0.01)")
+    p.add_argument(
+        "--top", type=float, default=0.01, help="fraction q kept by highest NLL (paper: 0.01)"
+    )
     add_model_task_args(p)
     p.set_defaults(func=_rare_set)

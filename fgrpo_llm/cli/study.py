@@ -21,9 +21,14 @@ def _study(args) -> int:
     from fgrpo_theory.cli.common import parse_list
 
     seeds = parse_list("--seeds", args.seeds, int)
-    cfg = load_demo_config(args.config, fast=args.fast, workers=args.workers, device=args.device, theory=False)
-    command = "fgrpo-llm study " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 and \
-        sys.argv[1] == "study" else f"fgrpo-llm study --seeds {args.seeds}" + (" --fast" if args.fast else "")
+    cfg = load_demo_config(
+        args.config, fast=args.fast, workers=args.workers, device=args.device, theory=False
+    )
+    command = (
+        "fgrpo-llm study " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+        if len(sys.argv) > 2 and sys.argv[1] == "study"
+        else f"fgrpo-llm study --seeds {args.seeds}" + (" --fast" if args.fast else "")
+    )
     result = run_study(args.out, cfg, seeds=seeds, command=command, spread_file=args.spread_file)
     for c in result["claims"]:
         print(f"claim {c['claim']}: {c['verdict']}: {c['text']}")
@@ -32,13 +37,23 @@ def _study(args) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("study", help="the demo's plan over several RL seeds: intervals and verdicts",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "study",
+        help="the demo's plan over several RL seeds: intervals and verdicts",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--out", default="runs/study", help="output directory (default runs/study)")
-    p.add_argument("--seeds", default="0,1,2,3,4", help="RL seeds, comma-separated (default 0,1,2,3,4)")
+    p.add_argument(
+        "--seeds", default="0,1,2,3,4", help="RL seeds, comma-separated (default 0,1,2,3,4)"
+    )
     p.add_argument("--fast", action="store_true", help="tiny budgets (the test suite's smoke run)")
     p.add_argument("--config", default=None, help="YAML/JSON file of plan (DemoConfig) fields")
-    p.add_argument("--workers", type=int, default=None, help="training runs in parallel processes (default 2)")
+    p.add_argument(
+        "--workers", type=int, default=None, help="training runs in parallel processes (default 2)"
+    )
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    p.add_argument("--spread-file", default=None, help="also write the measured seed spread to this JSON file")
+    p.add_argument(
+        "--spread-file", default=None, help="also write the measured seed spread to this JSON file"
+    )
     p.set_defaults(func=_study)

@@ -32,9 +32,17 @@ _FLAGS = {
     "ppo_epochs": ("--ppo-epochs", int, "passes over each step's rollouts (default 1)"),
     "lr": ("--lr", float, "AdamW learning rate (default 1e-4)"),
     "lr_multiplier": ("--lr-multiplier", float, "multiplies --lr (default 1)"),
-    "lr_match_gamma": ("--lr-match-gamma", float, "also multiply lr by m_gamma (the paper's low-LR control)"),
+    "lr_match_gamma": (
+        "--lr-match-gamma",
+        float,
+        "also multiply lr by m_gamma (the paper's low-LR control)",
+    ),
     "warmup_steps": ("--warmup-steps", int, "linear warm-up steps, then constant lr (default 15)"),
-    "max_new_tokens": ("--max-new-tokens", int, "completion token limit (default: the task's, else 32)"),
+    "max_new_tokens": (
+        "--max-new-tokens",
+        int,
+        "completion token limit (default: the task's, else 32)",
+    ),
     "temperature": ("--temperature", float, "sampling temperature (default 1)"),
     "top_p": ("--top-p", float, "nucleus sampling mass (default 1 = off)"),
     "top_k": ("--top-k", int, "top-k sampling (default 0 = off)"),
@@ -43,28 +51,65 @@ _FLAGS = {
     "task": ("--task", str, "task name (default countdown)"),
     "seed": ("--seed", int, "seed of every random stream (default 0)"),
     "checkpoint_every": ("--checkpoint-every", int, "checkpoint every k steps (default 50)"),
-    "eval_every": ("--eval-every", int, "run the evaluation hooks every k steps (default 0 = never)"),
+    "eval_every": (
+        "--eval-every",
+        int,
+        "run the evaluation hooks every k steps (default 0 = never)",
+    ),
     "device": ("--device", str, "cpu, cuda, ... (default: cuda when available)"),
     "dtype": ("--dtype", str, "autocast dtype: auto, float32, bfloat16, float16"),
 }
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("train", help="RL training: GRPO / DAPO / CISPO with the focal weight",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "train",
+        help="RL training: GRPO / DAPO / CISPO with the focal weight",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     for dest, (flag, typ, text) in _FLAGS.items():
         p.add_argument(flag, dest=dest, type=typ, default=None, help=text)
     p.add_argument("--config", help="YAML or JSON file with TrainConfig fields")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
-    p.add_argument("--dynamic-sampling", dest="dynamic_sampling", action=argparse.BooleanOptionalAction,
-                   default=None, help="drop X=0 / X=N groups and refill (default: on for dapo only)")
-    p.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="keyword argument of the task constructor (repeatable), e.g. path=data.jsonl")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set_fields",
-                   help="any other TrainConfig field (repeatable), e.g. --set micro_batch_size=64")
-    p.add_argument("--rare-set", help="rare-correct set file (fgrpo-llm rare-set): log Delta NLL_rare at --eval-every")
-    p.add_argument("--tensorboard", action="store_true", default=None, help="also log to OUT/tensorboard")
-    p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="hide the progress bar")
+    p.add_argument(
+        "--resume", action="store_true", help="continue the run in --out from its latest checkpoint"
+    )
+    p.add_argument(
+        "--dynamic-sampling",
+        dest="dynamic_sampling",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="drop X=0 / X=N groups and refill (default: on for dapo only)",
+    )
+    p.add_argument(
+        "--task-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keyword argument of the task constructor (repeatable), e.g. path=data.jsonl",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="set_fields",
+        help="any other TrainConfig field (repeatable), e.g. --set micro_batch_size=64",
+    )
+    p.add_argument(
+        "--rare-set",
+        help="rare-correct set file (fgrpo-llm rare-set): log Delta NLL_rare at --eval-every",
+    )
+    p.add_argument(
+        "--tensorboard", action="store_true", default=None, help="also log to OUT/tensorboard"
+    )
+    p.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        default=None,
+        help="hide the progress bar",
+    )
     p.set_defaults(func=run)
 
 
@@ -75,8 +120,11 @@ def resolve_config(args):
 
     if not args.out:
         raise ValueError("--out is required (the run directory)")
-    flags = {dest: getattr(args, dest) for dest in [*_FLAGS, "dynamic_sampling", "tensorboard", "progress"]
-             if getattr(args, dest) is not None}
+    flags = {
+        dest: getattr(args, dest)
+        for dest in [*_FLAGS, "dynamic_sampling", "tensorboard", "progress"]
+        if getattr(args, dest) is not None
+    }
     flags.update(parse_key_values(args.set_fields, "--set"))
     task_args = parse_key_values(args.task_arg, "--task-arg")
     file_values = read_config_file(args.config) if args.config else {}
@@ -90,7 +138,9 @@ def resolve_config(args):
     else:
         data = {}
         if "base" not in file_values and "base" not in flags:
-            raise ValueError("--base is required (the base model directory), or set base in --config")
+            raise ValueError(
+                "--base is required (the base model directory), or set base in --config"
+            )
     data.update(file_values)
     data.update(flags)
     if task_args:
@@ -125,9 +175,16 @@ def run(args) -> int:
 
         evaluators.append(make_rare_evaluator(load_rare_set(args.rare_set)))
         if not cfg.eval_every:
-            raise ValueError("--rare-set needs --eval-every K > 0 (how often to measure Delta NLL_rare)")
+            raise ValueError(
+                "--rare-set needs --eval-every K > 0 (how often to measure Delta NLL_rare)"
+            )
     last = train(cfg, resume=args.resume, evaluators=evaluators)
-    shown = ", ".join(f"{k}={last[k]:.4g}" for k in ("reward/mean", "groups/active_frac", "focal/weight_mean")
-                      if isinstance(last.get(k), float))
-    print(f"trained {cfg.algo} (gamma={cfg.gamma}) for {cfg.steps} steps; last step: {shown}; outputs in {cfg.out}")
+    shown = ", ".join(
+        f"{k}={last[k]:.4g}"
+        for k in ("reward/mean", "groups/active_frac", "focal/weight_mean")
+        if isinstance(last.get(k), float)
+    )
+    print(
+        f"trained {cfg.algo} (gamma={cfg.gamma}) for {cfg.steps} steps; last step: {shown}; outputs in {cfg.out}"
+    )
     return 0

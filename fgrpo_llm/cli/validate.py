@@ -18,7 +18,12 @@ import numpy as np
 def _validate(args) -> int:
     from fgrpo_llm.evaluation.rare import load_rare_set
     from fgrpo_llm.files import writable_directory
-    from fgrpo_llm.experiments.report import lr_control_section, sweep_section, tail_miss_section, write_report
+    from fgrpo_llm.experiments.report import (
+        lr_control_section,
+        sweep_section,
+        tail_miss_section,
+        write_report,
+    )
     from fgrpo_llm.evaluation.runs import load_run
     from fgrpo_llm.experiments.cross_check import cross_check
     from fgrpo_llm.experiments.paper import load_paper_results
@@ -31,12 +36,26 @@ def _validate(args) -> int:
     labels = args.label or [None] * len(args.run)
     runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels)]
     rare = load_rare_set(args.rare_set)
-    result = cross_check(runs, rare, args.out, early_steps=args.early_steps, paper=load_paper_results(args.paper_results),
-                         rng=np.random.default_rng(args.seed))
+    result = cross_check(
+        runs,
+        rare,
+        args.out,
+        early_steps=args.early_steps,
+        paper=load_paper_results(args.paper_results),
+        rng=np.random.default_rng(args.seed),
+    )
     figs = result["figures"]
-    sections = [("Tail-miss check (Lemma 3.1)", f"![tail miss]({figs['tail_miss']})\n\n" + tail_miss_section(result)),
-                ("Group-size sweep", (f"![Delta NLL_rare]({figs['delta_nll']})\n\n" if "delta_nll" in figs else "")
-                 + sweep_section(result))]
+    sections = [
+        (
+            "Tail-miss check (Lemma 3.1)",
+            f"![tail miss]({figs['tail_miss']})\n\n" + tail_miss_section(result),
+        ),
+        (
+            "Group-size sweep",
+            (f"![Delta NLL_rare]({figs['delta_nll']})\n\n" if "delta_nll" in figs else "")
+            + sweep_section(result),
+        ),
+    ]
     if result.get("lr_control"):
         sections.append(("Learning-rate-matched control", lr_control_section(result)))
     path = write_report(Path(args.out) / "report.md", "Theory-vs-LLM cross-check", sections)
@@ -47,15 +66,28 @@ def _validate(args) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("validate", help="tail-miss cross-check and group-size sweep table",
-                              description="Compare observed tail misses with Lemma 3.1 and the sweep with "
-                                          "the paper's Table 2.")
+    p = subparsers.add_parser(
+        "validate",
+        help="tail-miss cross-check and group-size sweep table",
+        description="Compare observed tail misses with Lemma 3.1 and the sweep with "
+        "the paper's Table 2.",
+    )
     p.add_argument("--rare-set", required=True, help="rare-correct set JSON (fgrpo-llm rare-set)")
     p.add_argument("--run", action="append", default=[], help="training run directory (repeatable)")
-    p.add_argument("--label", action="append", default=[], help="row name per --run (default from its config)")
+    p.add_argument(
+        "--label", action="append", default=[], help="row name per --run (default from its config)"
+    )
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--early-steps", type=int, default=50, help="steps of the early window of the tail-miss check")
-    p.add_argument("--paper-results", default=None,
-                   help="paper_results.json (default: the copy shipped in fgrpo_llm/experiments/)")
+    p.add_argument(
+        "--early-steps",
+        type=int,
+        default=50,
+        help="steps of the early window of the tail-miss check",
+    )
+    p.add_argument(
+        "--paper-results",
+        default=None,
+        help="paper_results.json (default: the copy shipped in fgrpo_llm/experiments/)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap band")
     p.set_defaults(func=_validate)

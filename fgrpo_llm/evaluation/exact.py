@@ -65,13 +65,28 @@ import torch
 from fgrpo_llm.tasks.base import solution_form
 from fgrpo_theory.checks import check_integer, check_probability, check_real_scalar
 
-__all__ = ["ExactMass", "ExactComparison", "supports_exact", "check_character_vocabulary",
-           "completion_logprobs", "exact_mu_tau", "sampling_error_summary", "exact_rare_set",
-           "RECORDED_KEYS"]
+__all__ = [
+    "ExactMass",
+    "ExactComparison",
+    "supports_exact",
+    "check_character_vocabulary",
+    "completion_logprobs",
+    "exact_mu_tau",
+    "sampling_error_summary",
+    "exact_rare_set",
+    "RECORDED_KEYS",
+]
 
 #: Keys :func:`exact_rare_set` writes into each ``rare_set.prompts[prompt_id]``.
-RECORDED_KEYS = ("mu_exact", "tau_exact", "log_mu_exact", "log_tau_exact", "mu_exact_slack",
-                 "tau_exact_slack", "exact")
+RECORDED_KEYS = (
+    "mu_exact",
+    "tau_exact",
+    "log_mu_exact",
+    "log_tau_exact",
+    "mu_exact_slack",
+    "tau_exact_slack",
+    "exact",
+)
 
 #: Two-sided 95% normal quantile (Wilson intervals of the summary).
 _Z95 = 1.959963984540054
@@ -137,8 +152,10 @@ def check_character_vocabulary(tokenizer) -> frozenset[int]:
     """
     eos = tokenizer.eos_token_id
     if eos is None:
-        raise ValueError("the tokenizer has no EOS token: sampled rows never end, so mu is not a "
-                         "sum over answers")
+        raise ValueError(
+            "the tokenizer has no EOS token: sampled rows never end, so mu is not a "
+            "sum over answers"
+        )
     size = len(tokenizer)
     skipped, chars, seen = [], [], {}
     for i in range(size):
@@ -148,30 +165,42 @@ def check_character_vocabulary(tokenizer) -> frozenset[int]:
         if text == "":
             skipped.append(i)
         elif len(text) != 1:
-            raise ValueError(f"token {i} ({tokenizer.convert_ids_to_tokens(i)!r}) decodes to {text!r}, more "
-                             f"than one character: strings have several spellings, so the sum over "
-                             f"canonical spellings is only a lower bound (pass allow_lower_bound=True)")
+            raise ValueError(
+                f"token {i} ({tokenizer.convert_ids_to_tokens(i)!r}) decodes to {text!r}, more "
+                f"than one character: strings have several spellings, so the sum over "
+                f"canonical spellings is only a lower bound (pass allow_lower_bound=True)"
+            )
         elif text in seen:
-            raise ValueError(f"tokens {seen[text]} and {i} both decode to {text!r}: strings have several "
-                             f"spellings (pass allow_lower_bound=True for a lower bound)")
+            raise ValueError(
+                f"tokens {seen[text]} and {i} both decode to {text!r}: strings have several "
+                f"spellings (pass allow_lower_bound=True for a lower bound)"
+            )
         else:
             seen[text] = i
             chars.append(i)
-    probe = [t for pair in zip(chars, (skipped or [None]) * len(chars)) for t in pair if t is not None]
+    probe = [
+        t for pair in zip(chars, (skipped or [None]) * len(chars)) for t in pair if t is not None
+    ]
     want = "".join(tokenizer.decode([i], skip_special_tokens=True) for i in chars)
     got = tokenizer.decode(probe, skip_special_tokens=True)
     if got != want:
-        raise ValueError(f"decoding does not concatenate the tokens' characters ({got[:40]!r} vs "
-                         f"{want[:40]!r}): strings may have several spellings (pass allow_lower_bound=True)")
+        raise ValueError(
+            f"decoding does not concatenate the tokens' characters ({got[:40]!r} vs "
+            f"{want[:40]!r}): strings may have several spellings (pass allow_lower_bound=True)"
+        )
     return frozenset(skipped)
 
 
-def _check_settings(max_new_tokens, temperature, top_p, top_k, batch_size) -> tuple[int, float, float, int, int]:
+def _check_settings(
+    max_new_tokens, temperature, top_p, top_k, batch_size
+) -> tuple[int, float, float, int, int]:
     T = int(check_integer("max_new_tokens", max_new_tokens, minimum=1))
     temp = check_real_scalar("temperature", temperature)
     if temp <= 0:
-        raise ValueError(f"temperature must be > 0 (greedy decoding has no sampling distribution), "
-                         f"got temperature={temperature}")
+        raise ValueError(
+            f"temperature must be > 0 (greedy decoding has no sampling distribution), "
+            f"got temperature={temperature}"
+        )
     p = float(check_probability("top_p", top_p, open_low=True))
     k = int(check_integer("top_k", top_k, minimum=0))
     b = int(check_integer("batch_size", batch_size, minimum=1))
@@ -179,9 +208,18 @@ def _check_settings(max_new_tokens, temperature, top_p, top_k, batch_size) -> tu
 
 
 @torch.no_grad()
-def _score_rows(model, rows: list[tuple[list[int], list[int]]], *, skip_ids: frozenset[int], pad_id: int,
-                temperature: float, top_p: float, top_k: int, batch_size: int,
-                autocast_dtype) -> list[tuple[np.ndarray, np.ndarray | None]]:
+def _score_rows(
+    model,
+    rows: list[tuple[list[int], list[int]]],
+    *,
+    skip_ids: frozenset[int],
+    pad_id: int,
+    temperature: float,
+    top_p: float,
+    top_k: int,
+    batch_size: int,
+    autocast_dtype,
+) -> list[tuple[np.ndarray, np.ndarray | None]]:
     """For each (prompt ids, completion ids) row: (n,) log pi(c_t | x, c_<t) over the completion
     tokens and, when ``skip_ids`` is not empty, (n,) log pi(S | x, c_<t) at the same positions
     (the distribution each completion token was drawn from). Float64 numpy."""
@@ -195,33 +233,58 @@ def _score_rows(model, rows: list[tuple[list[int], list[int]]], *, skip_ids: fro
     model.eval()
     try:
         for start in range(0, len(rows), batch_size):
-            chunk = rows[start:start + batch_size]
+            chunk = rows[start : start + batch_size]
             L = max(len(p) + len(c) for p, c in chunk)
             seq = torch.full((len(chunk), L), pad_id, dtype=torch.long)  # (B, L) right-padded
             att = torch.zeros((len(chunk), L), dtype=torch.bool)  # (B, L)
             for i, (p, c) in enumerate(chunk):
-                seq[i, :len(p) + len(c)] = torch.tensor(p + c, dtype=torch.long)
-                att[i, :len(p) + len(c)] = True
+                seq[i, : len(p) + len(c)] = torch.tensor(p + c, dtype=torch.long)
+                att[i, : len(p) + len(c)] = True
             seq, att = seq.to(device), att.to(device)
             with autocast(device, autocast_dtype):
-                logits = model(input_ids=seq, attention_mask=att.long(),
-                               position_ids=position_ids_from_mask(att))["logits"]
-            logits = filter_logits(logits[:, :-1, :].float() / temperature, top_k=top_k, top_p=top_p)  # (B, L-1, V)
+                logits = model(
+                    input_ids=seq,
+                    attention_mask=att.long(),
+                    position_ids=position_ids_from_mask(att),
+                )["logits"]
+            logits = filter_logits(
+                logits[:, :-1, :].float() / temperature, top_k=top_k, top_p=top_p
+            )  # (B, L-1, V)
             logq = torch.log_softmax(logits, dim=-1)  # (B, L-1, V): column j predicts token j + 1
             tok = logq.gather(-1, seq[:, 1:, None]).squeeze(-1).double().cpu()  # (B, L-1)
-            skip_mass = (torch.logsumexp(logq[:, :, skip], dim=-1).double().cpu()  # (B, L-1)
-                         if len(skip) else None)
+            skip_mass = (
+                torch.logsumexp(logq[:, :, skip], dim=-1).double().cpu()  # (B, L-1)
+                if len(skip)
+                else None
+            )
             for i, (p, c) in enumerate(chunk):
-                cols = slice(len(p) - 1, len(p) - 1 + len(c))  # predictors of completion tokens 0..n-1
-                out.append((tok[i, cols].numpy(), None if skip_mass is None else skip_mass[i, cols].numpy()))
+                cols = slice(
+                    len(p) - 1, len(p) - 1 + len(c)
+                )  # predictors of completion tokens 0..n-1
+                out.append(
+                    (
+                        tok[i, cols].numpy(),
+                        None if skip_mass is None else skip_mass[i, cols].numpy(),
+                    )
+                )
     finally:
         model.train(was_training)
     return out
 
 
-def completion_logprobs(model, tokenizer, prompt: str, completions: list[list[int]], *, max_new_tokens: int,
-                        temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, batch_size: int = 64,
-                        autocast_dtype: torch.dtype | None = None) -> np.ndarray:
+def completion_logprobs(
+    model,
+    tokenizer,
+    prompt: str,
+    completions: list[list[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    batch_size: int = 64,
+    autocast_dtype: torch.dtype | None = None,
+) -> np.ndarray:
     """(K,) log-probability that the sampler returns exactly each completion token list for ``prompt``.
 
     A completion the sampler can return either ends with its first EOS and has at most
@@ -244,8 +307,17 @@ def completion_logprobs(model, tokenizer, prompt: str, completions: list[list[in
             continue
         rows.append((prompt_ids, c))
         where.append(j)
-    scored = _score_rows(model, rows, skip_ids=frozenset(), pad_id=pad_id, temperature=temp, top_p=p, top_k=k,
-                         batch_size=b, autocast_dtype=autocast_dtype)
+    scored = _score_rows(
+        model,
+        rows,
+        skip_ids=frozenset(),
+        pad_id=pad_id,
+        temperature=temp,
+        top_p=p,
+        top_k=k,
+        batch_size=b,
+        autocast_dtype=autocast_dtype,
+    )
     for j, (tok, _) in zip(where, scored):
         result[j] = float(tok.sum())
     return result
@@ -263,23 +335,38 @@ def _answers(task, problem) -> list[str]:
     """``task.solutions(problem)`` checked: distinct non-empty strings its own verifier accepts."""
     answers = task.solutions(problem)
     if not isinstance(answers, (list, tuple)):
-        raise TypeError(f"task.solutions must return a list of strings, got {type(answers).__name__} "
-                        f"for problem {problem.id!r}")
+        raise TypeError(
+            f"task.solutions must return a list of strings, got {type(answers).__name__} "
+            f"for problem {problem.id!r}"
+        )
     for y in answers:
         if not isinstance(y, str) or not y:
             raise ValueError(f"task.solutions({problem.id!r}) holds {y!r}, not a non-empty string")
         if not task.is_correct(problem, y):
-            raise ValueError(f"task.solutions({problem.id!r}) holds {y!r}, which its verifier rejects")
+            raise ValueError(
+                f"task.solutions({problem.id!r}) holds {y!r}, which its verifier rejects"
+            )
     if len(set(answers)) != len(answers):
         dup = next(y for y in answers if answers.count(y) > 1)
         raise ValueError(f"task.solutions({problem.id!r}) lists {dup!r} twice")
     return list(answers)
 
 
-def exact_mu_tau(model, tokenizer, task, problems, *, events: dict | None = None, max_new_tokens: int,
-                 temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, batch_size: int = 64,
-                 autocast_dtype: torch.dtype | None = None,
-                 allow_lower_bound: bool = False) -> dict[str, ExactMass]:
+def exact_mu_tau(
+    model,
+    tokenizer,
+    task,
+    problems,
+    *,
+    events: dict | None = None,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    batch_size: int = 64,
+    autocast_dtype: torch.dtype | None = None,
+    allow_lower_bound: bool = False,
+) -> dict[str, ExactMass]:
     """Exact mu(x) and tau_E(x) of each problem under the sampling policy (module docstring).
 
     ``events[problem.id]`` lists the solution forms of E(x) (the rare set's ``rare_forms``); a
@@ -288,22 +375,28 @@ def exact_mu_tau(model, tokenizer, task, problems, *, events: dict | None = None
     All (prompt, answer) rows of all problems are scored together in batches of ``batch_size``.
     """
     if not supports_exact(task):
-        raise TypeError(f"task {getattr(task, 'name', type(task).__name__)!r} has no solutions(problem) "
-                        f"method: its correct completions cannot be enumerated, keep the sampled estimates")
+        raise TypeError(
+            f"task {getattr(task, 'name', type(task).__name__)!r} has no solutions(problem) "
+            f"method: its correct completions cannot be enumerated, keep the sampled estimates"
+        )
     T, temp, p, k, b = _check_settings(max_new_tokens, temperature, top_p, top_k, batch_size)
     problems = list(problems)
     if not problems:
         raise ValueError("problems must not be empty")
     ids = [pr.id for pr in problems]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"problems must have distinct ids, got {next(i for i in ids if ids.count(i) > 1)!r} twice")
+        raise ValueError(
+            f"problems must have distinct ids, got {next(i for i in ids if ids.count(i) > 1)!r} twice"
+        )
     events = dict(events or {})
     unknown = sorted(set(events) - set(ids))
     if unknown:
         raise ValueError(f"events names problems that are not in problems: {unknown[:5]}")
     eos = tokenizer.eos_token_id
     if eos is None:
-        raise ValueError("the tokenizer has no EOS token: sampled rows never end, so mu is not a sum over answers")
+        raise ValueError(
+            "the tokenizer has no EOS token: sampled rows never end, so mu is not a sum over answers"
+        )
     try:
         skip_ids, exact = check_character_vocabulary(tokenizer), True
     except ValueError:
@@ -320,30 +413,48 @@ def exact_mu_tau(model, tokenizer, task, problems, *, events: dict | None = None
         event = tuple(sorted({str(f) for f in events.get(problem.id, ())}))
         missing = sorted(set(event) - set(forms))
         if missing:
-            raise ValueError(f"events[{problem.id!r}] holds {missing[0]!r}, the form of none of the task's "
-                             f"solutions for that problem")
+            raise ValueError(
+                f"events[{problem.id!r}] holds {missing[0]!r}, the form of none of the task's "
+                f"solutions for that problem"
+            )
         prompt_ids = list(tokenizer(problem.prompt)["input_ids"])
         if not prompt_ids:
             raise ValueError(f"the prompt of problem {problem.id!r} encodes to no token")
         tokens = []
         for ai, y in enumerate(answers):
             c = list(tokenizer(y, add_special_tokens=False)["input_ids"])
-            if tokenizer.decode(c, skip_special_tokens=True) != y or any(t in skip_ids or t == eos for t in c):
-                raise ValueError(f"answer {y!r} of problem {problem.id!r} does not round-trip through the "
-                                 f"tokenizer (its ids {c} decode to "
-                                 f"{tokenizer.decode(c, skip_special_tokens=True)!r})")
+            if tokenizer.decode(c, skip_special_tokens=True) != y or any(
+                t in skip_ids or t == eos for t in c
+            ):
+                raise ValueError(
+                    f"answer {y!r} of problem {problem.id!r} does not round-trip through the "
+                    f"tokenizer (its ids {c} decode to "
+                    f"{tokenizer.decode(c, skip_special_tokens=True)!r})"
+                )
             tokens.append(c)
             if len(c) <= T:
                 rows.append((prompt_ids, c + [eos] if len(c) + 1 <= T else c))
                 owners.append((pi_, ai))
         plan.append((answers, forms, event, tokens))
 
-    scored = _score_rows(model, rows, skip_ids=skip_ids, pad_id=pad_id, temperature=temp, top_p=p, top_k=k,
-                         batch_size=b, autocast_dtype=autocast_dtype)
+    scored = _score_rows(
+        model,
+        rows,
+        skip_ids=skip_ids,
+        pad_id=pad_id,
+        temperature=temp,
+        top_p=p,
+        top_k=k,
+        batch_size=b,
+        autocast_dtype=autocast_dtype,
+    )
     by_owner = dict(zip(owners, scored))
     result: dict[str, ExactMass] = {}
     for pi_, (problem, (answers, forms, event, tokens)) in enumerate(zip(problems, plan)):
-        logp, slack_terms = {}, {}  # answer -> log pi(y | x); prefix ids -> (log pi(u | x) + log pi(S | x, u), in E)
+        logp, slack_terms = (
+            {},
+            {},
+        )  # answer -> log pi(y | x); prefix ids -> (log pi(u | x) + log pi(S | x, u), in E)
         for ai, (y, c) in enumerate(zip(answers, tokens)):
             if (pi_, ai) not in by_owner:
                 logp[y] = -math.inf
@@ -351,17 +462,25 @@ def exact_mu_tau(model, tokenizer, task, problems, *, events: dict | None = None
             tok, skip = by_owner[(pi_, ai)]
             logp[y] = float(tok.sum())
             if skip is not None and len(c) + 1 <= T:
-                prefix = np.concatenate([[0.0], np.cumsum(tok[:len(c)])])  # (n+1,) log pi(c_<t | x), t = 0..n
+                prefix = np.concatenate(
+                    [[0.0], np.cumsum(tok[: len(c)])]
+                )  # (n+1,) log pi(c_<t | x), t = 0..n
                 for t in range(len(c) + 1):
                     key = tuple(c[:t])
                     value, in_event = slack_terms.get(key, (prefix[t] + skip[t], False))
                     slack_terms[key] = (value, in_event or forms[ai] in event)
         in_e = [y for y, f in zip(answers, forms) if f in event]
         result[problem.id] = ExactMass(
-            log_mu=_logsumexp(logp.values()), log_tau=_logsumexp(logp[y] for y in in_e),
+            log_mu=_logsumexp(logp.values()),
+            log_tau=_logsumexp(logp[y] for y in in_e),
             slack=math.exp(_logsumexp(v for v, _ in slack_terms.values())) if exact else math.nan,
-            tau_slack=math.exp(_logsumexp(v for v, e in slack_terms.values() if e)) if exact else math.nan,
-            event=event, answer_logprobs=logp, exact=exact)
+            tau_slack=math.exp(_logsumexp(v for v, e in slack_terms.values() if e))
+            if exact
+            else math.nan,
+            event=event,
+            answer_logprobs=logp,
+            exact=exact,
+        )
     return result
 
 
@@ -377,7 +496,9 @@ def _mean(x: np.ndarray) -> float | None:
     return float(np.mean(x)) if len(x) else None
 
 
-def sampling_error_summary(mu_sampled, mu_exact, tau_sampled, tau_exact, has_event, num_rollouts=None) -> dict:
+def sampling_error_summary(
+    mu_sampled, mu_exact, tau_sampled, tau_exact, has_event, num_rollouts=None
+) -> dict:
     """How far sampled (mu, tau) were from the exact ones, over prompts (arrays of one length P).
 
     mu: mean and max of |mu_sampled - mu_exact|, mean of mu_sampled - mu_exact. tau, over the
@@ -395,21 +516,32 @@ def sampling_error_summary(mu_sampled, mu_exact, tau_sampled, tau_exact, has_eve
     ev = np.asarray(has_event, dtype=bool).ravel()
     P = len(mu_s)
     if not (len(mu_e) == len(tau_s) == len(tau_e) == len(ev) == P):
-        raise ValueError(f"mu_sampled, mu_exact, tau_sampled, tau_exact and has_event need one length, got "
-                         f"{[len(mu_s), len(mu_e), len(tau_s), len(tau_e), len(ev)]}")
+        raise ValueError(
+            f"mu_sampled, mu_exact, tau_sampled, tau_exact and has_event need one length, got "
+            f"{[len(mu_s), len(mu_e), len(tau_s), len(tau_e), len(ev)]}"
+        )
     d_mu = mu_s - mu_e
     ts, te = tau_s[ev], tau_e[ev]
     pos = te > 0
     ratio = ts[pos] / te[pos]
-    out = {"num_prompts": P, "mu_sampled_mean": _mean(mu_s), "mu_exact_mean": _mean(mu_e),
-           "mu_error_mean": _mean(d_mu), "mu_abs_error_mean": _mean(np.abs(d_mu)),
-           "mu_abs_error_max": float(np.max(np.abs(d_mu))) if P else None,
-           "num_with_event": int(ev.sum()), "num_tau_exact_zero": int((~pos).sum()),
-           "tau_sampled_mean": _mean(ts), "tau_exact_mean": _mean(te),
-           "tau_error_mean": _mean(ts - te), "tau_abs_error_mean": _mean(np.abs(ts - te)),
-           "tau_ratio_mean": _mean(ratio), "tau_ratio_median": float(np.median(ratio)) if len(ratio) else None,
-           "tau_below_frac": _mean((ts < te).astype(np.float64)),
-           "tau_above_frac": _mean((ts > te).astype(np.float64))}
+    out = {
+        "num_prompts": P,
+        "mu_sampled_mean": _mean(mu_s),
+        "mu_exact_mean": _mean(mu_e),
+        "mu_error_mean": _mean(d_mu),
+        "mu_abs_error_mean": _mean(np.abs(d_mu)),
+        "mu_abs_error_max": float(np.max(np.abs(d_mu))) if P else None,
+        "num_with_event": int(ev.sum()),
+        "num_tau_exact_zero": int((~pos).sum()),
+        "tau_sampled_mean": _mean(ts),
+        "tau_exact_mean": _mean(te),
+        "tau_error_mean": _mean(ts - te),
+        "tau_abs_error_mean": _mean(np.abs(ts - te)),
+        "tau_ratio_mean": _mean(ratio),
+        "tau_ratio_median": float(np.median(ratio)) if len(ratio) else None,
+        "tau_below_frac": _mean((ts < te).astype(np.float64)),
+        "tau_above_frac": _mean((ts > te).astype(np.float64)),
+    }
     if num_rollouts is not None:
         M = check_integer("num_rollouts", num_rollouts, minimum=1).astype(np.float64).ravel()
         M = np.broadcast_to(M, (P,)) if M.size == 1 else M
@@ -426,10 +558,21 @@ def _finite_or_none(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def exact_rare_set(model, tokenizer, task, problems, rare_set, *, max_new_tokens: int | None = None,
-                   temperature: float | None = None, top_p: float | None = None, batch_size: int = 64,
-                   autocast_dtype: torch.dtype | None = None, record: bool = True,
-                   allow_lower_bound: bool = False) -> ExactComparison:
+def exact_rare_set(
+    model,
+    tokenizer,
+    task,
+    problems,
+    rare_set,
+    *,
+    max_new_tokens: int | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    batch_size: int = 64,
+    autocast_dtype: torch.dtype | None = None,
+    record: bool = True,
+    allow_lower_bound: bool = False,
+) -> ExactComparison:
     """Exact (mu, tau) for every prompt of ``rare_set`` (E(x) = its ``rare_forms``), next to the sampled ones.
 
     ``problems`` must hold every prompt id of ``rare_set.prompts`` (the problems the set was built
@@ -449,27 +592,57 @@ def exact_rare_set(model, tokenizer, task, problems, rare_set, *, max_new_tokens
     pids = list(rare_set.prompts)
     missing = [pid for pid in pids if pid not in by_id]
     if missing:
-        raise ValueError(f"problems lacks {len(missing)} prompt(s) of the rare set, e.g. {missing[:3]}")
+        raise ValueError(
+            f"problems lacks {len(missing)} prompt(s) of the rare set, e.g. {missing[:3]}"
+        )
     if not pids:
         raise ValueError("the rare set has no prompts")
     events = {pid: list(rare_set.prompts[pid].get("rare_forms") or []) for pid in pids}
-    per_prompt = exact_mu_tau(model, tokenizer, task, [by_id[pid] for pid in pids], events=events,
-                              max_new_tokens=T, temperature=temp, top_p=top_p, batch_size=batch_size,
-                              autocast_dtype=autocast_dtype, allow_lower_bound=allow_lower_bound)
+    per_prompt = exact_mu_tau(
+        model,
+        tokenizer,
+        task,
+        [by_id[pid] for pid in pids],
+        events=events,
+        max_new_tokens=T,
+        temperature=temp,
+        top_p=top_p,
+        batch_size=batch_size,
+        autocast_dtype=autocast_dtype,
+        allow_lower_bound=allow_lower_bound,
+    )
     info = [rare_set.prompts[pid] for pid in pids]
-    summary = sampling_error_summary([p["mu"] for p in info], [per_prompt[pid].mu for pid in pids],
-                                     [p["tau"] for p in info], [per_prompt[pid].tau for pid in pids],
-                                     [bool(p.get("rare_forms")) for p in info],
-                                     num_rollouts=[int(p["num_rollouts"]) for p in info])
+    summary = sampling_error_summary(
+        [p["mu"] for p in info],
+        [per_prompt[pid].mu for pid in pids],
+        [p["tau"] for p in info],
+        [per_prompt[pid].tau for pid in pids],
+        [bool(p.get("rare_forms")) for p in info],
+        num_rollouts=[int(p["num_rollouts"]) for p in info],
+    )
     slacks = [per_prompt[pid].slack for pid in pids]
-    summary.update({"exact": all(m.exact for m in per_prompt.values()),
-                    "slack_max": _finite_or_none(max(slacks)),
-                    "max_new_tokens": int(T), "temperature": float(temp), "top_p": float(top_p)})
+    summary.update(
+        {
+            "exact": all(m.exact for m in per_prompt.values()),
+            "slack_max": _finite_or_none(max(slacks)),
+            "max_new_tokens": int(T),
+            "temperature": float(temp),
+            "top_p": float(top_p),
+        }
+    )
     if record:
         for pid, p in zip(pids, info):
             m = per_prompt[pid]
-            p.update({"mu_exact": m.mu, "tau_exact": m.tau, "log_mu_exact": _finite_or_none(m.log_mu),
-                      "log_tau_exact": _finite_or_none(m.log_tau), "mu_exact_slack": _finite_or_none(m.slack),
-                      "tau_exact_slack": _finite_or_none(m.tau_slack), "exact": m.exact})
+            p.update(
+                {
+                    "mu_exact": m.mu,
+                    "tau_exact": m.tau,
+                    "log_mu_exact": _finite_or_none(m.log_mu),
+                    "log_tau_exact": _finite_or_none(m.log_tau),
+                    "mu_exact_slack": _finite_or_none(m.slack),
+                    "tau_exact_slack": _finite_or_none(m.tau_slack),
+                    "exact": m.exact,
+                }
+            )
         rare_set.meta["exact"] = summary
     return ExactComparison(per_prompt=per_prompt, summary=summary)

@@ -59,9 +59,20 @@ def parse_ks(text: str) -> list[int]:
     return sorted(set(ks))
 
 
-def sampled_chunks(model, tokenizer, problems: list, *, n: int, max_new_tokens: int, temperature: float = 1.0,
-                   top_p: float = 1.0, generator: torch.Generator, batch_size: int | None = None,
-                   progress: str | None = None, autocast_dtype: torch.dtype | None = None):
+def sampled_chunks(
+    model,
+    tokenizer,
+    problems: list,
+    *,
+    n: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    generator: torch.Generator,
+    batch_size: int | None = None,
+    progress: str | None = None,
+    autocast_dtype: torch.dtype | None = None,
+):
     """Yield ``(start, chunk, batch)``: n samples of every problem, a chunk of about ``batch_size``
     sequences at a time, in eval mode (the model's mode is restored afterwards).
 
@@ -82,45 +93,100 @@ def sampled_chunks(model, tokenizer, problems: list, *, n: int, max_new_tokens: 
     model.eval()
     try:
         for start in starts:
-            chunk = problems[start:start + prompts_per_chunk]
-            yield start, chunk, sample_completions(model, tokenizer, [p.prompt for p in chunk], num_samples=n,
-                                                   max_new_tokens=max_new_tokens, temperature=temperature,
-                                                   top_p=top_p, generator=generator, batch_size=batch_size,
-                                                   autocast_dtype=autocast_dtype)
+            chunk = problems[start : start + prompts_per_chunk]
+            yield (
+                start,
+                chunk,
+                sample_completions(
+                    model,
+                    tokenizer,
+                    [p.prompt for p in chunk],
+                    num_samples=n,
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperature,
+                    top_p=top_p,
+                    generator=generator,
+                    batch_size=batch_size,
+                    autocast_dtype=autocast_dtype,
+                ),
+            )
     finally:
         model.train(was_training)
 
 
-def sample_outcomes(model, tokenizer, task, problems, *, n: int, max_new_tokens: int, temperature: float = 1.0,
-                    top_p: float = 1.0, generator: torch.Generator, batch_size: int | None = None,
-                    progress: bool = False, autocast_dtype: torch.dtype | None = None) -> np.ndarray:
+def sample_outcomes(
+    model,
+    tokenizer,
+    task,
+    problems,
+    *,
+    n: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    generator: torch.Generator,
+    batch_size: int | None = None,
+    progress: bool = False,
+    autocast_dtype: torch.dtype | None = None,
+) -> np.ndarray:
     """0/1 outcome of each of n samples of each problem, shape (P, n) with P = len(problems)."""
     n = int(check_integer("n", n, minimum=1))
     problems = list(problems)
     if not problems:
         raise ValueError("problems must not be empty")
     outcomes = np.zeros((len(problems), n), dtype=np.int8)  # (P, n)
-    for start, chunk, batch in sampled_chunks(model, tokenizer, problems, n=n, max_new_tokens=max_new_tokens,
-                                              temperature=temperature, top_p=top_p, generator=generator,
-                                              batch_size=batch_size, progress="eval" if progress else None,
-                                              autocast_dtype=autocast_dtype):
+    for start, chunk, batch in sampled_chunks(
+        model,
+        tokenizer,
+        problems,
+        n=n,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        generator=generator,
+        batch_size=batch_size,
+        progress="eval" if progress else None,
+        autocast_dtype=autocast_dtype,
+    ):
         for b, problem in enumerate(chunk):
             for j in range(n):
                 outcomes[start + b, j] = task.is_correct(problem, batch.completions[b * n + j])
     return outcomes
 
 
-def sample_correct_counts(model, tokenizer, task, problems, *, n: int, max_new_tokens: int, temperature: float = 1.0,
-                          top_p: float = 1.0, generator: torch.Generator, batch_size: int | None = None,
-                          return_outcomes: bool = False, autocast_dtype: torch.dtype | None = None):
+def sample_correct_counts(
+    model,
+    tokenizer,
+    task,
+    problems,
+    *,
+    n: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    generator: torch.Generator,
+    batch_size: int | None = None,
+    return_outcomes: bool = False,
+    autocast_dtype: torch.dtype | None = None,
+):
     """Number of correct samples c out of n for each problem, shape (P,) int.
 
     With ``return_outcomes=True`` returns ``(counts, outcomes)`` where ``outcomes`` is the (P, n)
     0/1 matrix needed by the paired significance test.
     """
-    outcomes = sample_outcomes(model, tokenizer, task, problems, n=n, max_new_tokens=max_new_tokens,
-                               temperature=temperature, top_p=top_p, generator=generator, batch_size=batch_size,
-                               autocast_dtype=autocast_dtype)
+    outcomes = sample_outcomes(
+        model,
+        tokenizer,
+        task,
+        problems,
+        n=n,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        generator=generator,
+        batch_size=batch_size,
+        autocast_dtype=autocast_dtype,
+    )
     counts = outcomes.sum(axis=1).astype(np.int64)
     return (counts, outcomes) if return_outcomes else counts
 
@@ -155,10 +221,23 @@ def default_eval_splits(task) -> list[str]:
     return splits or list(getattr(task, "splits", ("train",)))
 
 
-def evaluate_model(model, tokenizer, task, *, splits=None, n: int, ks=None, max_problems: int | None = None,
-                   max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, generator: torch.Generator,
-                   batch_size: int | None = None, progress: bool = False,
-                   autocast_dtype: torch.dtype | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+def evaluate_model(
+    model,
+    tokenizer,
+    task,
+    *,
+    splits=None,
+    n: int,
+    ks=None,
+    max_problems: int | None = None,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    generator: torch.Generator,
+    batch_size: int | None = None,
+    progress: bool = False,
+    autocast_dtype: torch.dtype | None = None,
+) -> tuple[dict, dict[str, np.ndarray]]:
     """pass@k per split. Returns ``(results, outcomes)``.
 
     ``results = {"n": n, "ks": [...], "splits": {split: {"role", "num_problems", "problem_ids",
@@ -176,28 +255,53 @@ def evaluate_model(model, tokenizer, task, *, splits=None, n: int, ks=None, max_
     ks = list(ks) if ks else default_ks(n)
     if min(ks) < 1 or max(ks) > n:
         raise ValueError(f"every k must lie in [1, n={n}], got ks={ks}")
-    results = {"n": int(n), "ks": [int(k) for k in ks], "temperature": float(temperature), "top_p": float(top_p),
-               "max_new_tokens": int(max_new_tokens), "splits": {}}
+    results = {
+        "n": int(n),
+        "ks": [int(k) for k in ks],
+        "temperature": float(temperature),
+        "top_p": float(top_p),
+        "max_new_tokens": int(max_new_tokens),
+        "splits": {},
+    }
     outcomes = {}
     for split in splits:
         problems = task.problems(split)
         if max_problems is not None:
             problems = problems[:max_problems]
         if not problems:
-            raise ValueError(f"split {split!r} of task {getattr(task, 'name', task)!r} has no problems")
-        counts, out = sample_correct_counts(model, tokenizer, task, problems, n=n, max_new_tokens=max_new_tokens,
-                                            temperature=temperature, top_p=top_p, generator=generator,
-                                            batch_size=batch_size, return_outcomes=True,
-                                            autocast_dtype=autocast_dtype)
-        entry = {"role": split_role(split), "num_problems": len(problems),
-                 "problem_ids": [p.id for p in problems], "counts": counts.tolist()}
+            raise ValueError(
+                f"split {split!r} of task {getattr(task, 'name', task)!r} has no problems"
+            )
+        counts, out = sample_correct_counts(
+            model,
+            tokenizer,
+            task,
+            problems,
+            n=n,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            generator=generator,
+            batch_size=batch_size,
+            return_outcomes=True,
+            autocast_dtype=autocast_dtype,
+        )
+        entry = {
+            "role": split_role(split),
+            "num_problems": len(problems),
+            "problem_ids": [p.id for p in problems],
+            "counts": counts.tolist(),
+        }
         entry.update(pass_at_k_table(counts, n, ks))
         results["splits"][split] = entry
         outcomes[split] = out
         if progress:
             import sys
 
-            print(f"eval {split}: " + ", ".join(f"pass@{k}={entry[f'pass@{k}']:.3f}" for k in ks), file=sys.stderr)
+            print(
+                f"eval {split}: " + ", ".join(f"pass@{k}={entry[f'pass@{k}']:.3f}" for k in ks),
+                file=sys.stderr,
+            )
     return results, outcomes
 
 
@@ -218,7 +322,9 @@ def plot_pass_at_k(ax, results: dict, *, label: str = "", **kwargs):
     return lines
 
 
-def write_eval_outputs(results: dict, outcomes: dict[str, np.ndarray], out_dir, *, label: str = "") -> dict:
+def write_eval_outputs(
+    results: dict, outcomes: dict[str, np.ndarray], out_dir, *, label: str = ""
+) -> dict:
     """Write eval.json, passk.csv, passk.png and outcomes_<split>.npy under ``out_dir``."""
     import matplotlib
 
@@ -235,7 +341,9 @@ def write_eval_outputs(results: dict, outcomes: dict[str, np.ndarray], out_dir, 
         writer.writerow(["split", "role", "num_problems", "k", "pass_at_k"])
         for split, entry in results["splits"].items():
             for k in results["ks"]:
-                writer.writerow([split, entry["role"], entry["num_problems"], k, f"{entry[f'pass@{k}']:.6f}"])
+                writer.writerow(
+                    [split, entry["role"], entry["num_problems"], k, f"{entry[f'pass@{k}']:.6f}"]
+                )
     fig, ax = plt.subplots(figsize=(5, 3.5))
     plot_pass_at_k(ax, results, label=label)
     ax.legend(fontsize=8)
@@ -262,9 +370,15 @@ def load_eval(out_dir) -> tuple[dict, dict[str, np.ndarray]]:
         f = out / _outcome_file(split)
         if f.is_file():
             matrix = np.load(f, allow_pickle=False)
-            if matrix.ndim != 2 or matrix.shape[0] != entry["num_problems"] or not np.isin(matrix, (0, 1)).all():
-                raise ValueError(f"{f} must be a (problems={entry['num_problems']}, n) matrix of 0/1, "
-                                 f"got shape {matrix.shape}")
+            if (
+                matrix.ndim != 2
+                or matrix.shape[0] != entry["num_problems"]
+                or not np.isin(matrix, (0, 1)).all()
+            ):
+                raise ValueError(
+                    f"{f} must be a (problems={entry['num_problems']}, n) matrix of 0/1, "
+                    f"got shape {matrix.shape}"
+                )
             outcomes[split] = matrix
     return results, outcomes
 
@@ -272,18 +386,29 @@ def load_eval(out_dir) -> tuple[dict, dict[str, np.ndarray]]:
 def _check_eval(results, path) -> None:
     """A ValueError naming what is wrong when ``results`` is not shaped like ``evaluate_model``'s."""
     if not isinstance(results, dict) or not isinstance(results.get("splits"), dict):
-        raise ValueError(f"{path} must be an object with a 'splits' mapping (fgrpo-llm eval writes one)")
+        raise ValueError(
+            f"{path} must be an object with a 'splits' mapping (fgrpo-llm eval writes one)"
+        )
     if not isinstance(results.get("n"), int) or not isinstance(results.get("ks"), list):
         raise ValueError(f"{path} must give the integer 'n' and the list 'ks'")
     for split, entry in results["splits"].items():
-        need = ["role", "num_problems", "problem_ids", "counts"] + [f"pass@{k}" for k in results["ks"]]
+        need = ["role", "num_problems", "problem_ids", "counts"] + [
+            f"pass@{k}" for k in results["ks"]
+        ]
         missing = [k for k in need if not isinstance(entry, dict) or k not in entry]
         if missing:
             raise ValueError(f"{path}: split {split!r} lacks {missing}")
 
 
-def compare_evals(dir_a, dir_b, *, m: int | None = None, iterations: int = 50_000, ks=(1, 256),
-                  rng: np.random.Generator) -> dict:
+def compare_evals(
+    dir_a,
+    dir_b,
+    *,
+    m: int | None = None,
+    iterations: int = 50_000,
+    ks=(1, 256),
+    rng: np.random.Generator,
+) -> dict:
     """Paired m-out-of-n subsampling test (App. Q) between two eval outputs, per split and k.
 
     ``m`` defaults to n // 4 (the paper: m = 256 of n = 1024). An m close to n makes the
@@ -302,7 +427,9 @@ def compare_evals(dir_a, dir_b, *, m: int | None = None, iterations: int = 50_00
         if split not in res_b["splits"]:
             continue
         if split not in out_a or split not in out_b:
-            raise FileNotFoundError(f"outcome matrix for split {split!r} missing in {dir_a} or {dir_b}")
+            raise FileNotFoundError(
+                f"outcome matrix for split {split!r} missing in {dir_a} or {dir_b}"
+            )
         if res_a["splits"][split]["problem_ids"] != res_b["splits"][split]["problem_ids"]:
             raise ValueError(f"split {split!r}: the two evaluations cover different problems")
         a, b = out_a[split], out_b[split]
@@ -317,8 +444,9 @@ def compare_evals(dir_a, dir_b, *, m: int | None = None, iterations: int = 50_00
             k = int(k)
             if k > m_eff:
                 continue
-            result = paired_subsampling_test(a.astype(bool), b.astype(bool), m=m_eff, iterations=int(iterations),
-                                             rng=rng, k=k)
+            result = paired_subsampling_test(
+                a.astype(bool), b.astype(bool), m=m_eff, iterations=int(iterations), rng=rng, k=k
+            )
             report[split][f"pass@{k}"] = _as_dict(result)
             report[split][f"pass@{k}"].update({"m": m_eff, "n": n})
     if not report:

@@ -68,7 +68,9 @@ class RareSet:
     @property
     def has_exact(self) -> bool:
         """Whether every prompt carries exact base (mu, tau) (``fgrpo_llm.evaluation.exact``)."""
-        return bool(self.prompts) and all("mu_exact" in p and "tau_exact" in p for p in self.prompts.values())
+        return bool(self.prompts) and all(
+            "mu_exact" in p and "tau_exact" in p for p in self.prompts.values()
+        )
 
     def mu_tau(self, *, exact: bool | None = None) -> tuple[list[str], np.ndarray, np.ndarray]:
         """``(prompt_ids, mu, tau)`` over the prompts that have a rare event E(x): the exact values when
@@ -82,9 +84,15 @@ class RareSet:
 
 
 @torch.no_grad()
-def length_normalised_nll(model, token_ids: list[list[int]], prompt_lengths: list[int], *,
-                          pad_token_id: int = 0, batch_size: int = 64,
-                          autocast_dtype: torch.dtype | None = None) -> np.ndarray:
+def length_normalised_nll(
+    model,
+    token_ids: list[list[int]],
+    prompt_lengths: list[int],
+    *,
+    pad_token_id: int = 0,
+    batch_size: int = 64,
+    autocast_dtype: torch.dtype | None = None,
+) -> np.ndarray:
     """nll(y | x) = -(1/|y|) sum_t log pi(y_t | x, y_<t) for each sequence, shape (S,).
 
     Sequences are right-padded (positions of real tokens stay 0..len-1, so no position-id care is
@@ -93,36 +101,55 @@ def length_normalised_nll(model, token_ids: list[list[int]], prompt_lengths: lis
     from fgrpo_llm.rollout import token_logprobs
 
     if len(token_ids) != len(prompt_lengths):
-        raise ValueError(f"token_ids and prompt_lengths differ in length: {len(token_ids)} vs {len(prompt_lengths)}")
+        raise ValueError(
+            f"token_ids and prompt_lengths differ in length: {len(token_ids)} vs {len(prompt_lengths)}"
+        )
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     out = np.zeros(len(token_ids), dtype=np.float64)
     try:
         for start in range(0, len(token_ids), batch_size):
-            seqs = token_ids[start:start + batch_size]
+            seqs = token_ids[start : start + batch_size]
             L = max(len(s) for s in seqs)
             sequences = torch.full((len(seqs), L), pad_token_id, dtype=torch.long)  # (S, L)
             attention = torch.zeros((len(seqs), L), dtype=torch.bool)  # (S, L)
             completion = torch.zeros((len(seqs), L), dtype=torch.bool)  # (S, L)
             for i, s in enumerate(seqs):
-                sequences[i, :len(s)] = torch.tensor(s, dtype=torch.long)
-                attention[i, :len(s)] = True
-                completion[i, prompt_lengths[start + i]:len(s)] = True
-            logp = token_logprobs(model, sequences.to(device), attention.to(device),
-                                  autocast_dtype=autocast_dtype).float().cpu()  # (S, L)
+                sequences[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+                attention[i, : len(s)] = True
+                completion[i, prompt_lengths[start + i] : len(s)] = True
+            logp = (
+                token_logprobs(
+                    model, sequences.to(device), attention.to(device), autocast_dtype=autocast_dtype
+                )
+                .float()
+                .cpu()
+            )  # (S, L)
             length = completion.sum(dim=1).clamp(min=1)  # (S,)
             nll = -(logp * completion).sum(dim=1) / length  # (S,)
-            out[start:start + len(seqs)] = nll.double().numpy()
+            out[start : start + len(seqs)] = nll.double().numpy()
     finally:
         model.train(was_training)
     return out
 
 
-def build_rare_set(model, tokenizer, task, problems, *, num_rollouts: int = 800, top_fraction: float = 0.01,
-                   max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, generator: torch.Generator,
-                   batch_size: int | None = None, progress: bool = False,
-                   autocast_dtype: torch.dtype | None = None) -> RareSet:
+def build_rare_set(
+    model,
+    tokenizer,
+    task,
+    problems,
+    *,
+    num_rollouts: int = 800,
+    top_fraction: float = 0.01,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    generator: torch.Generator,
+    batch_size: int | None = None,
+    progress: bool = False,
+    autocast_dtype: torch.dtype | None = None,
+) -> RareSet:
     """Sample M = ``num_rollouts`` base rollouts per problem, keep the correct ones, keep the top
     ``top_fraction`` (q) of them by length-normalised base NLL (at least one when any is correct).
 
@@ -138,10 +165,19 @@ def build_rare_set(model, tokenizer, task, problems, *, num_rollouts: int = 800,
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     pool = []  # every correct rollout: (prompt_id, token ids, prompt length, text, form)
     prompts: dict[str, dict] = {}
-    for _, chunk, batch in sampled_chunks(model, tokenizer, problems, n=M, max_new_tokens=max_new_tokens,
-                                          temperature=temperature, top_p=top_p, generator=generator,
-                                          batch_size=batch_size, progress="rare-set rollouts" if progress else None,
-                                          autocast_dtype=autocast_dtype):
+    for _, chunk, batch in sampled_chunks(
+        model,
+        tokenizer,
+        problems,
+        n=M,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        generator=generator,
+        batch_size=batch_size,
+        progress="rare-set rollouts" if progress else None,
+        autocast_dtype=autocast_dtype,
+    ):
         seq = batch.sequences.cpu()  # (B*M, L)
         att = batch.attention_mask.cpu()  # (B*M, L)
         comp = batch.completion_mask.cpu()  # (B*M, L)
@@ -158,24 +194,54 @@ def build_rare_set(model, tokenizer, task, problems, *, num_rollouts: int = 800,
                 forms[form] += 1
                 keep = att[row] | comp[row]
                 ids = seq[row][keep].tolist()
-                prompt_len = int(att[row, :batch.prompt_length].sum())
+                prompt_len = int(att[row, : batch.prompt_length].sum())
                 pool.append((problem.id, ids, prompt_len, text, form))
-            prompts[problem.id] = {"mu": num_correct / M, "num_rollouts": M, "num_correct": num_correct,
-                                   "form_counts": {str(k): v for k, v in forms.items()}}
+            prompts[problem.id] = {
+                "mu": num_correct / M,
+                "num_rollouts": M,
+                "num_correct": num_correct,
+                "form_counts": {str(k): v for k, v in forms.items()},
+            }
 
-    nll = length_normalised_nll(model, [p[1] for p in pool], [p[2] for p in pool], pad_token_id=pad_id,
-                                batch_size=64, autocast_dtype=autocast_dtype) if pool else np.zeros(0)
+    nll = (
+        length_normalised_nll(
+            model,
+            [p[1] for p in pool],
+            [p[2] for p in pool],
+            pad_token_id=pad_id,
+            batch_size=64,
+            autocast_dtype=autocast_dtype,
+        )
+        if pool
+        else np.zeros(0)
+    )
     keep = _top_fraction_indices(nll, q)
     chosen = [pool[i] for i in keep]
     threshold = float(nll[keep].min()) if len(keep) else None
     _assign_rare_events(prompts, chosen)
-    meta = {"version": RARE_SET_VERSION, "num_prompts": len(problems), "num_rollouts": M, "top_fraction": q,
-            "num_correct_pool": len(pool), "nll_threshold": threshold, "temperature": float(temperature),
-            "top_p": float(top_p), "max_new_tokens": int(max_new_tokens), "task": getattr(task, "name", None),
-            "pool_mean_nll": float(nll.mean()) if len(pool) else None}
-    return RareSet(prompt_ids=[c[0] for c in chosen], token_ids=[c[1] for c in chosen],
-                   prompt_lengths=[c[2] for c in chosen], texts=[c[3] for c in chosen],
-                   forms=[c[4] for c in chosen], base_nll=nll[keep].astype(np.float64), prompts=prompts, meta=meta)
+    meta = {
+        "version": RARE_SET_VERSION,
+        "num_prompts": len(problems),
+        "num_rollouts": M,
+        "top_fraction": q,
+        "num_correct_pool": len(pool),
+        "nll_threshold": threshold,
+        "temperature": float(temperature),
+        "top_p": float(top_p),
+        "max_new_tokens": int(max_new_tokens),
+        "task": getattr(task, "name", None),
+        "pool_mean_nll": float(nll.mean()) if len(pool) else None,
+    }
+    return RareSet(
+        prompt_ids=[c[0] for c in chosen],
+        token_ids=[c[1] for c in chosen],
+        prompt_lengths=[c[2] for c in chosen],
+        texts=[c[3] for c in chosen],
+        forms=[c[4] for c in chosen],
+        base_nll=nll[keep].astype(np.float64),
+        prompts=prompts,
+        meta=meta,
+    )
 
 
 def _top_fraction_indices(nll: np.ndarray, q: float) -> np.ndarray:
@@ -210,12 +276,28 @@ def save_rare_set(rare_set: RareSet, path) -> Path:
     """Write the artifact as one JSON file (atomic)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"meta": rare_set.meta, "prompts": rare_set.prompts,
-            "trajectories": [{"prompt_id": pid, "token_ids": ids, "prompt_length": pl, "text": text, "form": form,
-                              "base_nll": float(nll)}
-                             for pid, ids, pl, text, form, nll in zip(rare_set.prompt_ids, rare_set.token_ids,
-                                                                     rare_set.prompt_lengths, rare_set.texts,
-                                                                     rare_set.forms, rare_set.base_nll)]}
+    data = {
+        "meta": rare_set.meta,
+        "prompts": rare_set.prompts,
+        "trajectories": [
+            {
+                "prompt_id": pid,
+                "token_ids": ids,
+                "prompt_length": pl,
+                "text": text,
+                "form": form,
+                "base_nll": float(nll),
+            }
+            for pid, ids, pl, text, form, nll in zip(
+                rare_set.prompt_ids,
+                rare_set.token_ids,
+                rare_set.prompt_lengths,
+                rare_set.texts,
+                rare_set.forms,
+                rare_set.base_nll,
+            )
+        ],
+    }
     from fgrpo_llm.files import atomic_write_text
 
     return atomic_write_text(path, json.dumps(data))
@@ -229,21 +311,33 @@ def load_rare_set(path) -> RareSet:
     try:
         data = json.loads(path.read_text())
         trajs = data["trajectories"]
-        return RareSet(prompt_ids=[t["prompt_id"] for t in trajs], token_ids=[t["token_ids"] for t in trajs],
-                       prompt_lengths=[t["prompt_length"] for t in trajs], texts=[t["text"] for t in trajs],
-                       forms=[t.get("form") for t in trajs],
-                       base_nll=np.array([t["base_nll"] for t in trajs], dtype=np.float64),
-                       prompts=data["prompts"], meta=data.get("meta", {}))
+        return RareSet(
+            prompt_ids=[t["prompt_id"] for t in trajs],
+            token_ids=[t["token_ids"] for t in trajs],
+            prompt_lengths=[t["prompt_length"] for t in trajs],
+            texts=[t["text"] for t in trajs],
+            forms=[t.get("form") for t in trajs],
+            base_nll=np.array([t["base_nll"] for t in trajs], dtype=np.float64),
+            prompts=data["prompts"],
+            meta=data.get("meta", {}),
+        )
     except (KeyError, TypeError, json.JSONDecodeError) as err:
         raise ValueError(f"{path} is not a rare-correct set file ({err})") from err
 
 
-def delta_nll_rare(model, rare_set: RareSet, *, batch_size: int = 64, pad_token_id: int = 0) -> float:
+def delta_nll_rare(
+    model, rare_set: RareSet, *, batch_size: int = 64, pad_token_id: int = 0
+) -> float:
     """Delta NLL_rare = mean nll_theta over the set - mean nll_base (App. M.2); nan for an empty set."""
     if len(rare_set) == 0:
         return float("nan")
-    nll = length_normalised_nll(model, rare_set.token_ids, rare_set.prompt_lengths, pad_token_id=pad_token_id,
-                                batch_size=batch_size)
+    nll = length_normalised_nll(
+        model,
+        rare_set.token_ids,
+        rare_set.prompt_lengths,
+        pad_token_id=pad_token_id,
+        batch_size=batch_size,
+    )
     return float(nll.mean() - rare_set.base_nll.mean())
 
 
@@ -253,9 +347,17 @@ def make_rare_evaluator(rare_set: RareSet, *, batch_size: int = 64, pad_token_id
     def evaluate_rare(model, step: int) -> dict:
         if len(rare_set) == 0:
             return {"rare/delta_nll": float("nan"), "rare/size": 0}
-        nll = length_normalised_nll(model, rare_set.token_ids, rare_set.prompt_lengths,
-                                    pad_token_id=pad_token_id, batch_size=batch_size)
-        return {"rare/delta_nll": float(nll.mean() - rare_set.base_nll.mean()), "rare/nll": float(nll.mean()),
-                "rare/size": len(rare_set)}
+        nll = length_normalised_nll(
+            model,
+            rare_set.token_ids,
+            rare_set.prompt_lengths,
+            pad_token_id=pad_token_id,
+            batch_size=batch_size,
+        )
+        return {
+            "rare/delta_nll": float(nll.mean() - rare_set.base_nll.mean()),
+            "rare/nll": float(nll.mean()),
+            "rare/size": len(rare_set),
+        }
 
     return evaluate_rare

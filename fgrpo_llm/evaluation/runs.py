@@ -82,7 +82,11 @@ def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory not found: {run_dir}")
     info = read_run_info(run_dir)
-    groups = read_jsonl(run_dir / "groups.jsonl", what="group log") if (run_dir / "groups.jsonl").is_file() else []
+    groups = (
+        read_jsonl(run_dir / "groups.jsonl", what="group log")
+        if (run_dir / "groups.jsonl").is_file()
+        else []
+    )
     for i, g in enumerate(groups, 1):
         missing = [k for k in ("prompt_id", "N", "num_correct") if k not in g]
         if missing:
@@ -96,8 +100,23 @@ def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
         from fgrpo_llm.evaluation.passk import load_eval
 
         results = load_eval(eval_path.parent)[0]
-    N, gamma, lr_scale = int(info["group_size"]), float(info["gamma"]), float(info.get("lr_scale", 1.0))
+    N, gamma, lr_scale = (
+        int(info["group_size"]),
+        float(info["gamma"]),
+        float(info.get("lr_scale", 1.0)),
+    )
     match = info.get("lr_match_gamma")
-    return RunInfo(path=run_dir, label=label or run_label(info["algo"], N, gamma, lr_scale), algo=info["algo"],
-                   N=N, gamma=gamma, groups=groups, delta_nll_rare=delta, eval=results, steps=steps,
-                   lr_scale=lr_scale, lr_match_gamma=None if match is None else float(match), engine=info["engine"])
+    return RunInfo(
+        path=run_dir,
+        label=label or run_label(info["algo"], N, gamma, lr_scale),
+        algo=info["algo"],
+        N=N,
+        gamma=gamma,
+        groups=groups,
+        delta_nll_rare=delta,
+        eval=results,
+        steps=steps,
+        lr_scale=lr_scale,
+        lr_match_gamma=None if match is None else float(match),
+        engine=info["engine"],
+    )

@@ -26,8 +26,18 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["Interval", "t_interval", "paired_difference", "HOLDS", "CONTRADICTED", "NOT_RESOLVED",
-           "verdict_above", "verdict_below", "verdict_not_below", "format_interval"]
+__all__ = [
+    "Interval",
+    "t_interval",
+    "paired_difference",
+    "HOLDS",
+    "CONTRADICTED",
+    "NOT_RESOLVED",
+    "verdict_above",
+    "verdict_below",
+    "verdict_not_below",
+    "format_interval",
+]
 
 HOLDS, CONTRADICTED, NOT_RESOLVED = "holds", "contradicted", "not resolved at this scale"
 
@@ -48,7 +58,9 @@ class Interval:
 
     def excludes(self, value: float) -> bool:
         """Whether ``value`` lies outside the interval (False when the interval is undefined)."""
-        return bool(math.isfinite(self.lo) and math.isfinite(self.hi) and not self.lo <= value <= self.hi)
+        return bool(
+            math.isfinite(self.lo) and math.isfinite(self.hi) and not self.lo <= value <= self.hi
+        )
 
 
 def _values(name: str, x) -> np.ndarray:
@@ -84,7 +96,9 @@ def paired_difference(a, b, *, confidence: float = 0.95) -> Interval:
     """The t interval of the per-seed differences d_s = a_s - b_s (same seed, base and problems)."""
     a, b = _values("a", a), _values("b", b)
     if a.shape != b.shape:
-        raise ValueError(f"a paired difference needs one value per seed on both sides, got {a.size} and {b.size}")
+        raise ValueError(
+            f"a paired difference needs one value per seed on both sides, got {a.size} and {b.size}"
+        )
     return t_interval(a - b, confidence=confidence)
 
 

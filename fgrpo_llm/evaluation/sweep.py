@@ -18,15 +18,28 @@ import numpy as np
 
 from fgrpo_llm.evaluation.runs import RunInfo, is_base_lr
 
-__all__ = ["sweep_rows", "control_rows", "METRIC_NAMES", "ordering_sentences", "CONTROL_METRICS",
-           "lr_control_comparisons", "plot_delta_nll", "legend_if_labelled"]
+__all__ = [
+    "sweep_rows",
+    "control_rows",
+    "METRIC_NAMES",
+    "ordering_sentences",
+    "CONTROL_METRICS",
+    "lr_control_comparisons",
+    "plot_delta_nll",
+    "legend_if_labelled",
+]
+
 
 def _eval_value(results: dict | None, role: str, k: int | str) -> float | None:
     """Mean pass@k over the splits of one role (``in_domain`` / ``ood``); k="max" takes the largest k."""
     if not results:
         return None
     kk = max(results["ks"]) if k == "max" else int(k)
-    vals = [e[f"pass@{kk}"] for e in results["splits"].values() if e["role"] == role and f"pass@{kk}" in e]
+    vals = [
+        e[f"pass@{kk}"]
+        for e in results["splits"].values()
+        if e["role"] == role and f"pass@{kk}" in e
+    ]
     return float(np.mean(vals)) if vals else None
 
 
@@ -34,16 +47,28 @@ def _run_row(run: RunInfo, table: dict) -> dict:
     """Ours (fractions, in-domain / OOD pass@1 and pass@k_max, Delta NLL_rare) and the paper's
     Table 2 row of the same name (percent -> fraction), where it exists."""
     kmax = max(run.eval["ks"]) if run.eval else None
-    row = {"label": run.label, "N": run.N, "gamma": run.gamma, "lr_scale": run.lr_scale,
-           "lr_match_gamma": run.lr_match_gamma, "kmax": kmax,
-           "id_pass1": _eval_value(run.eval, "in_domain", 1), "id_passk": _eval_value(run.eval, "in_domain", "max"),
-           "ood_pass1": _eval_value(run.eval, "ood", 1), "ood_passk": _eval_value(run.eval, "ood", "max"),
-           "delta_nll_rare": run.delta_nll_rare}
+    row = {
+        "label": run.label,
+        "N": run.N,
+        "gamma": run.gamma,
+        "lr_scale": run.lr_scale,
+        "lr_match_gamma": run.lr_match_gamma,
+        "kmax": kmax,
+        "id_pass1": _eval_value(run.eval, "in_domain", 1),
+        "id_passk": _eval_value(run.eval, "in_domain", "max"),
+        "ood_pass1": _eval_value(run.eval, "ood", 1),
+        "ood_passk": _eval_value(run.eval, "ood", "max"),
+        "delta_nll_rare": run.delta_nll_rare,
+    }
     ref = table.get(run.label) if is_base_lr(run.lr_scale) else None
     if ref:
-        row["paper"] = {"id_pass1": ref["avg_math"]["pass@1"] / 100, "id_passk": ref["avg_math"]["pass@256"] / 100,
-                        "ood_pass1": ref["avg_ood"]["pass@1"] / 100, "ood_passk": ref["avg_ood"]["pass@256"] / 100,
-                        "delta_nll_rare": ref["delta_nll_rare"]}
+        row["paper"] = {
+            "id_pass1": ref["avg_math"]["pass@1"] / 100,
+            "id_passk": ref["avg_math"]["pass@256"] / 100,
+            "ood_pass1": ref["avg_ood"]["pass@1"] / 100,
+            "ood_passk": ref["avg_ood"]["pass@256"] / 100,
+            "delta_nll_rare": ref["delta_nll_rare"],
+        }
     return row
 
 
@@ -59,17 +84,25 @@ def sweep_rows(runs: list[RunInfo], paper: dict | None) -> list[dict]:
     """One row per point of the group-size sweep (runs at their configured lr; the low-LR control
     is left to :func:`control_rows`), GRPO by N then F-GRPO; see :func:`_run_row` for the keys."""
     table = (paper or {}).get("table2_group_size_sweep_qwen2.5_7b", {}).get("rows", {})
-    return sorted((_run_row(run, table) for run in runs if is_base_lr(run.lr_scale)), key=_row_order)
+    return sorted(
+        (_run_row(run, table) for run in runs if is_base_lr(run.lr_scale)), key=_row_order
+    )
 
 
 def control_rows(runs: list[RunInfo]) -> list[dict]:
     """The same rows for the runs at a scaled lr (e.g. GRPO at lr * m_gamma), never sweep points."""
-    return sorted((_run_row(run, {}) for run in runs if not is_base_lr(run.lr_scale)), key=_row_order)
+    return sorted(
+        (_run_row(run, {}) for run in runs if not is_base_lr(run.lr_scale)), key=_row_order
+    )
 
 
-METRIC_NAMES = {"id_pass1": "in-domain pass@1", "id_passk": "in-domain pass@k_max (paper: pass@256)",
-                "ood_pass1": "OOD pass@1", "ood_passk": "OOD pass@k_max (paper: pass@256)",
-                "delta_nll_rare": "Delta NLL_rare"}
+METRIC_NAMES = {
+    "id_pass1": "in-domain pass@1",
+    "id_passk": "in-domain pass@k_max (paper: pass@256)",
+    "ood_pass1": "OOD pass@1",
+    "ood_passk": "OOD pass@k_max (paper: pass@256)",
+    "delta_nll_rare": "Delta NLL_rare",
+}
 
 
 def _kendall_tau(a, b) -> float:
@@ -97,13 +130,27 @@ def ordering_sentences(rows: list[dict]) -> list[str]:
             ours = np.sign(f[key] - base[key])
             theirs = np.sign(f["paper"][key] - base["paper"][key])
             word = {1: "higher than", -1: "lower than", 0: "equal to"}
-            verdict = ("agrees" if ours == theirs else "disagrees") if ours != 0 else \
-                "cannot be compared (no difference here)"
-            out.append(f"{name}: {f['label']} is {word[int(ours)]} {base['label']} here "
-                       f"({f[key]:.3f} vs {base[key]:.3f}) and {word[int(theirs)]} it in the paper "
-                       f"({f['paper'][key]:.3f} vs {base['paper'][key]:.3f}): the ordering {verdict}.")
-        grpo = sorted((r for r in rows if not _is_focal(r) and is_base_lr(r.get("lr_scale", 1.0)) and r.get("paper")
-                       and r[key] is not None), key=lambda r: r["N"])
+            verdict = (
+                ("agrees" if ours == theirs else "disagrees")
+                if ours != 0
+                else "cannot be compared (no difference here)"
+            )
+            out.append(
+                f"{name}: {f['label']} is {word[int(ours)]} {base['label']} here "
+                f"({f[key]:.3f} vs {base[key]:.3f}) and {word[int(theirs)]} it in the paper "
+                f"({f['paper'][key]:.3f} vs {base['paper'][key]:.3f}): the ordering {verdict}."
+            )
+        grpo = sorted(
+            (
+                r
+                for r in rows
+                if not _is_focal(r)
+                and is_base_lr(r.get("lr_scale", 1.0))
+                and r.get("paper")
+                and r[key] is not None
+            ),
+            key=lambda r: r["N"],
+        )
         if len(grpo) >= 3:
             ours = [r[key] for r in grpo]
             theirs = [r["paper"][key] for r in grpo]
@@ -111,17 +158,24 @@ def ordering_sentences(rows: list[dict]) -> list[str]:
             verdict = "agrees" if kt >= 0.6 else ("partly agrees" if kt > 0 else "disagrees")
             Ns = ", ".join(str(r["N"]) for r in grpo)
             if len(set(ours)) == 1:
-                out.append(f"{name} across GRPO N = {Ns}: all our values are equal ({ours[0]:.3f}), so the "
-                           f"ordering cannot be compared with the paper's.")
+                out.append(
+                    f"{name} across GRPO N = {Ns}: all our values are equal ({ours[0]:.3f}), so the "
+                    f"ordering cannot be compared with the paper's."
+                )
                 continue
             argmax_o, argmax_t = grpo[int(np.argmax(ours))]["N"], grpo[int(np.argmax(theirs))]["N"]
-            out.append(f"{name} across GRPO N = {Ns}: Kendall tau between our values and the paper's = {kt:+.2f} "
-                       f"(largest at N={argmax_o} here, N={argmax_t} in the paper): the ordering {verdict}.")
+            out.append(
+                f"{name} across GRPO N = {Ns}: Kendall tau between our values and the paper's = {kt:+.2f} "
+                f"(largest at N={argmax_o} here, N={argmax_t} in the paper): the ordering {verdict}."
+            )
     return out
 
 
-CONTROL_METRICS = {"id_pass1": "in-domain pass@1", "id_passk": "in-domain pass@k_max",
-                   "delta_nll_rare": "Delta NLL_rare"}
+CONTROL_METRICS = {
+    "id_pass1": "in-domain pass@1",
+    "id_passk": "in-domain pass@k_max",
+    "delta_nll_rare": "Delta NLL_rare",
+}
 
 
 def lr_control_comparisons(rows: list[dict], controls: list[dict]) -> list[dict]:
@@ -139,13 +193,27 @@ def lr_control_comparisons(rows: list[dict], controls: list[dict]) -> list[dict]
         if _is_focal(c) or c.get("lr_match_gamma") is None:
             continue
         g = float(c["lr_match_gamma"])
-        focal = next((r for r in rows if _is_focal(r) and r["N"] == c["N"] and abs(r["gamma"] - g) <= 1e-9), None)
+        focal = next(
+            (r for r in rows if _is_focal(r) and r["N"] == c["N"] and abs(r["gamma"] - g) <= 1e-9),
+            None,
+        )
         grpo = next((r for r in rows if not _is_focal(r) and r["N"] == c["N"]), None)
         if focal is None or grpo is None:
             continue
-        out.append({"N": c["N"], "gamma": g, "lr_scale": c["lr_scale"], "focal": focal, "grpo": grpo, "control": c,
-                    "sentences": [_control_sentence(name, focal, grpo, c, key)
-                                  for key, name in CONTROL_METRICS.items()]})
+        out.append(
+            {
+                "N": c["N"],
+                "gamma": g,
+                "lr_scale": c["lr_scale"],
+                "focal": focal,
+                "grpo": grpo,
+                "control": c,
+                "sentences": [
+                    _control_sentence(name, focal, grpo, c, key)
+                    for key, name in CONTROL_METRICS.items()
+                ],
+            }
+        )
     return out
 
 
@@ -156,15 +224,21 @@ def _control_sentence(name: str, focal: dict, grpo: dict, control: dict, key: st
         return f"{head}: a value is missing, so this cannot be judged."
     gap = f - b
     if abs(gap) < 5e-4:  # equal to the three decimals shown: a share of nothing would mislead
-        return (f"{head}: F-GRPO does not differ from GRPO here (to three decimals), so there is no difference "
-                f"for the smaller step to explain.")
+        return (
+            f"{head}: F-GRPO does not differ from GRPO here (to three decimals), so there is no difference "
+            f"for the smaller step to explain."
+        )
     share = (c - b) / gap
     if abs(c - f) < abs(c - b):
-        verdict = ("the low-LR GRPO lands nearer F-GRPO, so the smaller step alone reproduces most of F-GRPO's "
-                   "difference from GRPO (little is left for the focal reweighting)")
+        verdict = (
+            "the low-LR GRPO lands nearer F-GRPO, so the smaller step alone reproduces most of F-GRPO's "
+            "difference from GRPO (little is left for the focal reweighting)"
+        )
     elif abs(c - f) > abs(c - b):
-        verdict = ("the low-LR GRPO lands nearer GRPO, so the smaller step does not explain F-GRPO's difference "
-                   "from GRPO (it points to the focal reweighting)")
+        verdict = (
+            "the low-LR GRPO lands nearer GRPO, so the smaller step does not explain F-GRPO's difference "
+            "from GRPO (it points to the focal reweighting)"
+        )
     else:
         verdict = "the low-LR GRPO lands halfway, so the smaller step explains about half of F-GRPO's difference"
     return f"{head} (the smaller step reproduces {100 * share:.0f}% of F-GRPO's {gap:+.3f}): {verdict}."
@@ -179,22 +253,51 @@ def plot_delta_nll(ax, rows: list[dict], controls: list[dict] = ()):
     scaled lr (``controls``, e.g. GRPO at lr * m_gamma) as separate triangles, not on the GRPO line."""
     artists = []
     rows = [r for r in rows if is_base_lr(r.get("lr_scale", 1.0))]
-    grpo = sorted((r for r in rows if not _is_focal(r) and r["delta_nll_rare"] is not None), key=lambda r: r["N"])
+    grpo = sorted(
+        (r for r in rows if not _is_focal(r) and r["delta_nll_rare"] is not None),
+        key=lambda r: r["N"],
+    )
     focal = [r for r in rows if _is_focal(r) and r["delta_nll_rare"] is not None]
     if grpo:
-        artists.append(ax.plot([r["N"] for r in grpo], [r["delta_nll_rare"] for r in grpo], "o-", label="GRPO (ours)")[0])
+        artists.append(
+            ax.plot(
+                [r["N"] for r in grpo],
+                [r["delta_nll_rare"] for r in grpo],
+                "o-",
+                label="GRPO (ours)",
+            )[0]
+        )
         ref = [r for r in grpo if r.get("paper")]
         if ref:
-            artists.append(ax.plot([r["N"] for r in ref], [r["paper"]["delta_nll_rare"] for r in ref], "o--",
-                                   color="grey", label="GRPO (paper, Qwen2.5-7B)")[0])
+            artists.append(
+                ax.plot(
+                    [r["N"] for r in ref],
+                    [r["paper"]["delta_nll_rare"] for r in ref],
+                    "o--",
+                    color="grey",
+                    label="GRPO (paper, Qwen2.5-7B)",
+                )[0]
+            )
     for r in focal:
-        artists.append(ax.plot([r["N"]], [r["delta_nll_rare"]], "*", ms=12, label=f"{r['label']} (ours)")[0])
+        artists.append(
+            ax.plot([r["N"]], [r["delta_nll_rare"]], "*", ms=12, label=f"{r['label']} (ours)")[0]
+        )
         if r.get("paper"):
-            artists.append(ax.plot([r["N"]], [r["paper"]["delta_nll_rare"]], "*", ms=12, color="grey",
-                                   label=f"{r['label']} (paper)")[0])
+            artists.append(
+                ax.plot(
+                    [r["N"]],
+                    [r["paper"]["delta_nll_rare"]],
+                    "*",
+                    ms=12,
+                    color="grey",
+                    label=f"{r['label']} (paper)",
+                )[0]
+            )
     for r in controls:
         if r["delta_nll_rare"] is not None and r["N"]:
-            artists.append(ax.plot([r["N"]], [r["delta_nll_rare"]], "^", ms=9, label=f"{r['label']} (ours)")[0])
+            artists.append(
+                ax.plot([r["N"]], [r["delta_nll_rare"]], "^", ms=9, label=f"{r['label']} (ours)")[0]
+            )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("group size N")
     ax.set_ylabel("Delta NLL_rare (nats/token)")

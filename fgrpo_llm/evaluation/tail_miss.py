@@ -24,14 +24,23 @@ import numpy as np
 
 from fgrpo_theory.checks import check_integer
 
-__all__ = ["Z95", "tail_miss_records", "wilson_interval", "summarise_tail_miss", "calibration_bins",
-           "predicted_curve", "plot_tail_miss_vs_N", "plot_predicted_vs_observed"]
+__all__ = [
+    "Z95",
+    "tail_miss_records",
+    "wilson_interval",
+    "summarise_tail_miss",
+    "calibration_bins",
+    "predicted_curve",
+    "plot_tail_miss_vs_N",
+    "plot_predicted_vs_observed",
+]
 
 Z95 = 1.959963984540054
 
 
-def tail_miss_records(groups: list[dict], rare_set, *, max_step: int | None = None,
-                      exact: bool | None = None) -> dict[str, np.ndarray]:
+def tail_miss_records(
+    groups: list[dict], rare_set, *, max_step: int | None = None, exact: bool | None = None
+) -> dict[str, np.ndarray]:
     """Per logged group (of a prompt with a rare event E(x)): observed flags and Lemma 3.1.
 
     ``exact``: predict with the exact base (mu, tau) of each prompt (``mu_exact``, ``tau_exact`` in
@@ -58,18 +67,36 @@ def tail_miss_records(groups: list[dict], rare_set, *, max_step: int | None = No
         hit = any(f is not None and str(f) in rare for f in g.get("forms") or [])
         active = 0 < X < N
         mu, tau = (info["mu_exact"], info["tau_exact"]) if exact else (info["mu"], info["tau"])
-        rows.append((step, N, active, hit, active and not hit, float(mu), float(tau), str(g["prompt_id"])))
+        rows.append(
+            (step, N, active, hit, active and not hit, float(mu), float(tau), str(g["prompt_id"]))
+        )
     if not rows:
         empty = np.zeros(0)
-        return {"step": empty.astype(int), "N": empty.astype(int), "active": empty.astype(bool),
-                "hit": empty.astype(bool), "tail_miss": empty.astype(bool), "p_active": empty,
-                "p_tail_miss": empty, "mu": empty, "tau": empty, "prompt_id": np.zeros(0, dtype=object)}
+        return {
+            "step": empty.astype(int),
+            "N": empty.astype(int),
+            "active": empty.astype(bool),
+            "hit": empty.astype(bool),
+            "tail_miss": empty.astype(bool),
+            "p_active": empty,
+            "p_tail_miss": empty,
+            "mu": empty,
+            "tau": empty,
+            "prompt_id": np.zeros(0, dtype=object),
+        }
     step, N, active, hit, miss, mu, tau, pid = map(np.array, zip(*rows))
-    return {"step": step.astype(int), "N": N.astype(int), "active": active.astype(bool), "hit": hit.astype(bool),
-            "tail_miss": miss.astype(bool), "mu": mu, "tau": tau,
-            "p_active": np.asarray(p_active(mu, N), dtype=np.float64),
-            "p_tail_miss": np.asarray(p_tail_miss(mu, tau, N), dtype=np.float64),
-            "prompt_id": pid.astype(object)}
+    return {
+        "step": step.astype(int),
+        "N": N.astype(int),
+        "active": active.astype(bool),
+        "hit": hit.astype(bool),
+        "tail_miss": miss.astype(bool),
+        "mu": mu,
+        "tau": tau,
+        "p_active": np.asarray(p_active(mu, N), dtype=np.float64),
+        "p_tail_miss": np.asarray(p_tail_miss(mu, tau, N), dtype=np.float64),
+        "prompt_id": pid.astype(object),
+    }
 
 
 def wilson_interval(successes: int, trials: int, *, z: float = Z95) -> tuple[float, float]:
@@ -97,11 +124,21 @@ def summarise_tail_miss(records: dict[str, np.ndarray]) -> list[dict]:
         pred = float(p.mean())
         sd = math.sqrt(float((p * (1 - p)).sum())) / G
         lo, hi = wilson_interval(miss, G)
-        out.append({"N": int(N), "groups": G, "observed": miss / G, "observed_lo": lo, "observed_hi": hi,
-                    "predicted": pred, "predicted_lo": max(0.0, pred - Z95 * sd),
-                    "predicted_hi": min(1.0, pred + Z95 * sd),
-                    "observed_active": act / G, "predicted_active": float(records["p_active"][sel].mean()),
-                    "agrees": bool(lo <= pred <= hi or pred - Z95 * sd <= miss / G <= pred + Z95 * sd)})
+        out.append(
+            {
+                "N": int(N),
+                "groups": G,
+                "observed": miss / G,
+                "observed_lo": lo,
+                "observed_hi": hi,
+                "predicted": pred,
+                "predicted_lo": max(0.0, pred - Z95 * sd),
+                "predicted_hi": min(1.0, pred + Z95 * sd),
+                "observed_active": act / G,
+                "predicted_active": float(records["p_active"][sel].mean()),
+                "agrees": bool(lo <= pred <= hi or pred - Z95 * sd <= miss / G <= pred + Z95 * sd),
+            }
+        )
     return out
 
 
@@ -120,12 +157,21 @@ def calibration_bins(records: dict[str, np.ndarray], *, bins: int = 5) -> list[d
             continue
         miss = int(records["tail_miss"][sel].sum())
         lo, hi = wilson_interval(miss, G)
-        out.append({"predicted": float(p[sel].mean()), "observed": miss / G, "observed_lo": lo, "observed_hi": hi,
-                    "groups": G})
+        out.append(
+            {
+                "predicted": float(p[sel].mean()),
+                "observed": miss / G,
+                "observed_lo": lo,
+                "observed_hi": hi,
+                "groups": G,
+            }
+        )
     return out
 
 
-def predicted_curve(rare_set, Ns, *, bootstrap: int = 200, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def predicted_curve(
+    rare_set, Ns, *, bootstrap: int = 200, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
     """Mean over the rare-set prompts of Lemma 3.1 at each N. With sampled (mu, tau), a 95% band from a
     parametric bootstrap of the estimates (each prompt's M rollouts re-drawn multinomially over E,
     C minus E and not-C); with the exact values of ``fgrpo_llm.evaluation.exact`` there is no
@@ -154,25 +200,46 @@ def predicted_curve(rare_set, Ns, *, bootstrap: int = 200, rng: np.random.Genera
         mu_b = (counts[:, 0] + counts[:, 1]) / M
         draws.append(curve(mu_b, tau_b))
     draws = np.array(draws) if draws else mean[None, :]
-    return {"N": Ns, "mean": mean, "lo": np.quantile(draws, 0.025, axis=0),
-            "hi": np.quantile(draws, 0.975, axis=0)}
+    return {
+        "N": Ns,
+        "mean": mean,
+        "lo": np.quantile(draws, 0.025, axis=0),
+        "hi": np.quantile(draws, 0.975, axis=0),
+    }
 
 
 def plot_tail_miss_vs_N(ax, curve: dict, summaries: dict[str, list[dict]]):
     """Lemma 3.1 mean prediction against N (line and band) with observed frequencies (points)."""
     artists = []
     if np.isfinite(np.asarray(curve["mean"], dtype=float)).any():
-        artists.append(ax.plot(curve["N"], curve["mean"], color="k", label="Lemma 3.1 at base (mu, tau)")[0])
-        artists.append(ax.fill_between(curve["N"], curve["lo"], curve["hi"], color="k", alpha=0.15,
-                                       label="95% band (estimate)"))
+        artists.append(
+            ax.plot(curve["N"], curve["mean"], color="k", label="Lemma 3.1 at base (mu, tau)")[0]
+        )
+        artists.append(
+            ax.fill_between(
+                curve["N"],
+                curve["lo"],
+                curve["hi"],
+                color="k",
+                alpha=0.15,
+                label="95% band (estimate)",
+            )
+        )
     else:
-        artists.append(ax.text(0.5, 0.5, "no prompt with a rare event", ha="center", transform=ax.transAxes))
+        artists.append(
+            ax.text(0.5, 0.5, "no prompt with a rare event", ha="center", transform=ax.transAxes)
+        )
     for i, (name, rows) in enumerate(summaries.items()):
         if not rows:
             continue
         x = np.array([r["N"] for r in rows], dtype=float) * (1 + 0.04 * i)
         y = np.array([r["observed"] for r in rows])
-        err = np.array([[r["observed"] - r["observed_lo"] for r in rows], [r["observed_hi"] - r["observed"] for r in rows]])
+        err = np.array(
+            [
+                [r["observed"] - r["observed_lo"] for r in rows],
+                [r["observed_hi"] - r["observed"] for r in rows],
+            ]
+        )
         artists.append(ax.errorbar(x, y, yerr=err, fmt="o", capsize=3, label=f"observed: {name}"))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("group size N")
@@ -190,8 +257,17 @@ def plot_predicted_vs_observed(ax, points: list[dict], *, label_key: str = "labe
         xerr = None
         if "predicted_lo" in pt:
             xerr = [[pt["predicted"] - pt["predicted_lo"]], [pt["predicted_hi"] - pt["predicted"]]]
-        artists.append(ax.errorbar([pt["predicted"]], [pt["observed"]], yerr=err, xerr=xerr, fmt="o", capsize=3,
-                                   label=pt.get(label_key)))
+        artists.append(
+            ax.errorbar(
+                [pt["predicted"]],
+                [pt["observed"]],
+                yerr=err,
+                xerr=xerr,
+                fmt="o",
+                capsize=3,
+                label=pt.get(label_key),
+            )
+        )
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_xlabel("predicted P(tail miss) (Lemma 3.1)")

@@ -37,8 +37,14 @@ import torch
 from tqdm import tqdm
 
 from fgrpo_theory.fields import Choice, Integer, Real, Text, check_fields, dataclass_from_dict
-from fgrpo_llm.model import (autocast, build_tiny_model, count_parameters, resolve_autocast_dtype, resolve_device,
-                             save_model_and_tokenizer)
+from fgrpo_llm.model import (
+    autocast,
+    build_tiny_model,
+    count_parameters,
+    resolve_autocast_dtype,
+    resolve_device,
+    save_model_and_tokenizer,
+)
 from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask, all_expressions
 from fgrpo_llm.sft import completion_loss, pad_sft_rows
 from fgrpo_llm.tokenizer import build_char_tokenizer
@@ -110,10 +116,14 @@ class PretrainConfig:
     def __post_init__(self):
         check_fields(self, PRETRAIN_RULES)  # every field's type and range (fgrpo_theory.fields)
         if self.eval_prompts > self.num_test:
-            raise ValueError(f"eval_prompts must be <= num_test, got {self.eval_prompts} > {self.num_test}")
+            raise ValueError(
+                f"eval_prompts must be <= num_test, got {self.eval_prompts} > {self.num_test}"
+            )
         resolve_autocast_dtype(torch.device("cpu"), self.dtype)  # validates the name
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
-            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:i]', got device={self.device!r}")
+            raise ValueError(
+                f"device must be 'auto', 'cpu' or 'cuda[:i]', got device={self.device!r}"
+            )
 
     @classmethod
     def from_dict(cls, values: dict) -> "PretrainConfig":
@@ -124,17 +134,37 @@ class PretrainConfig:
 _FRACTION = Real(0, 1)
 #: Type and range of every PretrainConfig field.
 PRETRAIN_RULES = {
-    "seed": Integer(0), "seconds": Real(0), "max_steps": Integer(1), "batch_size": Integer(1), "lr": Real(0, open_low=True),
-    "warmup_steps": Integer(0), "lr_schedule": Choice(("constant", "cosine")), "min_lr_ratio": _FRACTION,
-    "weight_decay": Real(0), "hidden_size": Integer(1), "num_layers": Integer(1), "num_heads": Integer(1),
-    "max_position_embeddings": Integer(1), "task_seed": Integer(0), "num_test": Integer(0), "num_ood": Integer(0),
-    "rank_exponent": Real(0), "reverse_fraction": _FRACTION, "wrong_fraction": _FRACTION, "ood_fraction": _FRACTION,
-    "eval_prompts": Integer(0), "eval_samples": Integer(1), "max_new_tokens": Integer(1), "log_every": Integer(1),
-    "device": Text(), "dtype": Text(),
+    "seed": Integer(0),
+    "seconds": Real(0),
+    "max_steps": Integer(1),
+    "batch_size": Integer(1),
+    "lr": Real(0, open_low=True),
+    "warmup_steps": Integer(0),
+    "lr_schedule": Choice(("constant", "cosine")),
+    "min_lr_ratio": _FRACTION,
+    "weight_decay": Real(0),
+    "hidden_size": Integer(1),
+    "num_layers": Integer(1),
+    "num_heads": Integer(1),
+    "max_position_embeddings": Integer(1),
+    "task_seed": Integer(0),
+    "num_test": Integer(0),
+    "num_ood": Integer(0),
+    "rank_exponent": Real(0),
+    "reverse_fraction": _FRACTION,
+    "wrong_fraction": _FRACTION,
+    "ood_fraction": _FRACTION,
+    "eval_prompts": Integer(0),
+    "eval_samples": Integer(1),
+    "max_new_tokens": Integer(1),
+    "log_every": Integer(1),
+    "device": Text(),
+    "dtype": Text(),
 }
 
 
 # -- demonstrations ------------------------------------------------------------------------
+
 
 def skewed_weights(K: int, alpha: float) -> np.ndarray:
     """w_k = (k + 1)^(-alpha) / sum_j (j + 1)^(-alpha), k = 0..K-1 (computed in log space)."""
@@ -143,8 +173,15 @@ def skewed_weights(K: int, alpha: float) -> np.ndarray:
     return w / w.sum()
 
 
-def sample_demonstration(solutions: list[str], wrong: list[str], rng: np.random.Generator, *,
-                         rank_exponent: float, reverse_fraction: float, wrong_fraction: float) -> str:
+def sample_demonstration(
+    solutions: list[str],
+    wrong: list[str],
+    rng: np.random.Generator,
+    *,
+    rank_exponent: float,
+    reverse_fraction: float,
+    wrong_fraction: float,
+) -> str:
     """One demonstration completion: a wrong answer w.p. ``wrong_fraction``, else a correct form
     drawn with weights ``skewed_weights`` from the ranking (reversed w.p. ``reverse_fraction``)."""
     if wrong and rng.random() < wrong_fraction:
@@ -156,13 +193,21 @@ def sample_demonstration(solutions: list[str], wrong: list[str], rng: np.random.
 class DemonstrationStream:
     """Batches of tokenized demonstrations for the training split of a Countdown task."""
 
-    def __init__(self, task: CountdownTask, tokenizer, cfg: PretrainConfig, rng: np.random.Generator):
+    def __init__(
+        self, task: CountdownTask, tokenizer, cfg: PretrainConfig, rng: np.random.Generator
+    ):
         self.task = task
         self.problems = task.problems("train")
         self.operators = task.operators
-        self._answers: dict[int, tuple[list[str], list[str]]] = {}  # index -> (correct ranked, wrong)
+        self._answers: dict[
+            int, tuple[list[str], list[str]]
+        ] = {}  # index -> (correct ranked, wrong)
         self.vocab = tokenizer.get_vocab()
-        self.bos, self.eos, self.pad = tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+        self.bos, self.eos, self.pad = (
+            tokenizer.bos_token_id,
+            tokenizer.eos_token_id,
+            tokenizer.pad_token_id,
+        )
         self.cfg, self.rng = cfg, rng
 
     def answers(self, i: int) -> tuple[list[str], list[str]]:
@@ -170,7 +215,10 @@ class DemonstrationStream:
         if i not in self._answers:
             numbers, target = self.problems[i].answer
             exprs = all_expressions(numbers, self.operators)
-            self._answers[i] = ([e for e, v in exprs if v == target], [e for e, v in exprs if v != target])
+            self._answers[i] = (
+                [e for e, v in exprs if v == target],
+                [e for e, v in exprs if v != target],
+            )
         return self._answers[i]
 
     def encode(self, prompt: str, completion: str) -> tuple[list[int], int]:
@@ -183,22 +231,30 @@ class DemonstrationStream:
         cfg, rows = self.cfg, []
         for i in self.rng.integers(len(self.problems), size=cfg.batch_size):
             if cfg.ood_fraction and self.rng.random() < cfg.ood_fraction:
-                problem = self.task.sample_ood_like(self.rng)  # a four-number prompt, not an OOD test one
+                problem = self.task.sample_ood_like(
+                    self.rng
+                )  # a four-number prompt, not an OOD test one
                 numbers, target = problem.answer
                 exprs = all_expressions(numbers, self.operators)
-                answers = ([e for e, v in exprs if v == target], [e for e, v in exprs if v != target])
+                answers = (
+                    [e for e, v in exprs if v == target],
+                    [e for e, v in exprs if v != target],
+                )
             else:
                 problem, answers = self.problems[i], self.answers(int(i))
-            completion = sample_demonstration(*answers, self.rng, rank_exponent=cfg.rank_exponent,
-                                              reverse_fraction=cfg.reverse_fraction,
-                                              wrong_fraction=cfg.wrong_fraction)
+            completion = sample_demonstration(
+                *answers,
+                self.rng,
+                rank_exponent=cfg.rank_exponent,
+                reverse_fraction=cfg.reverse_fraction,
+                wrong_fraction=cfg.wrong_fraction,
+            )
             rows.append(self.encode(problem.prompt, completion))
         return pad_sft_rows(rows, self.pad)
 
 
-
-
 # -- training ------------------------------------------------------------------------------
+
 
 def lr_multiplier(step: int, progress: float, cfg: PretrainConfig) -> float:
     """Learning-rate factor at optimizer step ``step`` (0-based) with ``progress`` in [0, 1] of
@@ -210,25 +266,53 @@ def lr_multiplier(step: int, progress: float, cfg: PretrainConfig) -> float:
     return warm * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * 0.5 * (1.0 + np.cos(np.pi * p)))
 
 
-
-
 @torch.no_grad()
-def estimate_pass_at_1(model, tokenizer, task, problems, *, num_samples: int, max_new_tokens: int,
-                       generator: torch.Generator, autocast_dtype=None) -> dict:
+def estimate_pass_at_1(
+    model,
+    tokenizer,
+    task,
+    problems,
+    *,
+    num_samples: int,
+    max_new_tokens: int,
+    generator: torch.Generator,
+    autocast_dtype=None,
+) -> dict:
     """pass@1 = mean reward over ``num_samples`` temperature-1 samples per problem, plus the mean
     number of distinct correct forms per problem and the fraction of problems solved at least once."""
     from fgrpo_llm.rollout import sample_completions
 
-    batch = sample_completions(model, tokenizer, [p.prompt for p in problems], num_samples=num_samples,
-                               max_new_tokens=max_new_tokens, temperature=1.0, generator=generator,
-                               autocast_dtype=autocast_dtype)
-    rewards = np.array([task.is_correct(problems[b], c) for b, c in zip(batch.prompt_index.tolist(), batch.completions)],
-                       dtype=np.float64)
+    batch = sample_completions(
+        model,
+        tokenizer,
+        [p.prompt for p in problems],
+        num_samples=num_samples,
+        max_new_tokens=max_new_tokens,
+        temperature=1.0,
+        generator=generator,
+        autocast_dtype=autocast_dtype,
+    )
+    rewards = np.array(
+        [
+            task.is_correct(problems[b], c)
+            for b, c in zip(batch.prompt_index.tolist(), batch.completions)
+        ],
+        dtype=np.float64,
+    )
     rewards = rewards.reshape(len(problems), num_samples)  # (B, N)
-    forms = [{task.solution_form(problems[b], c) for c in batch.completions[b * num_samples:(b + 1) * num_samples]}
-             - {None} for b in range(len(problems))]
-    return {"pass@1": float(rewards.mean()), f"pass@{num_samples}": float((rewards.max(axis=1) > 0).mean()),
-            "distinct_correct_forms": float(np.mean([len(f) for f in forms]))}
+    forms = [
+        {
+            task.solution_form(problems[b], c)
+            for c in batch.completions[b * num_samples : (b + 1) * num_samples]
+        }
+        - {None}
+        for b in range(len(problems))
+    ]
+    return {
+        "pass@1": float(rewards.mean()),
+        f"pass@{num_samples}": float((rewards.max(axis=1) > 0).mean()),
+        "distinct_correct_forms": float(np.mean([len(f) for f in forms])),
+    }
 
 
 def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
@@ -246,11 +330,18 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
 
     task = CountdownTask(seed=cfg.task_seed, num_test=cfg.num_test, num_ood=cfg.num_ood)
     tokenizer = build_char_tokenizer(ALPHABET)
-    model = build_tiny_model(tokenizer, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
-                             num_heads=cfg.num_heads, max_position_embeddings=cfg.max_position_embeddings,
-                             seed=cfg.seed).to(device)
+    model = build_tiny_model(
+        tokenizer,
+        hidden_size=cfg.hidden_size,
+        num_layers=cfg.num_layers,
+        num_heads=cfg.num_heads,
+        max_position_embeddings=cfg.max_position_embeddings,
+        seed=cfg.seed,
+    ).to(device)
     stream = DemonstrationStream(task, tokenizer, cfg, np.random.default_rng(cfg.seed))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay
+    )
 
     def log(record: dict) -> None:
         with open(metrics_path, "a") as fh:
@@ -260,12 +351,16 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
     start, step, tokens, loss_value = time.perf_counter(), 0, 0, float("nan")
     cap = cfg.seconds if cfg.seconds > 0 else float("inf")  # optional; off unless asked for
     stopped_by = "step budget"
-    bar = tqdm(total=cfg.max_steps, unit="step", desc="pretrain", file=sys.stderr, disable=not progress)
+    bar = tqdm(
+        total=cfg.max_steps, unit="step", desc="pretrain", file=sys.stderr, disable=not progress
+    )
     while step < cfg.max_steps:
         if time.perf_counter() - start >= cap:
             stopped_by = f"time cap ({cfg.seconds:g} s) after {step} of {cfg.max_steps} steps"
             break
-        lr = cfg.lr * lr_multiplier(step, step / cfg.max_steps, cfg)  # the schedule counts steps only
+        lr = cfg.lr * lr_multiplier(
+            step, step / cfg.max_steps, cfg
+        )  # the schedule counts steps only
         for group in optimizer.param_groups:
             group["lr"] = lr
         input_ids, mask, labels = (x.to(device) for x in stream.batch())  # (B, T) each
@@ -280,24 +375,48 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
         loss_value = loss.item()
         if step % cfg.log_every == 0 or step == 1:
             now = time.perf_counter() - start
-            log({"step": step, "train/loss": loss_value, "train/grad_norm": float(grad_norm),
-                 "train/lr": lr, "time/elapsed_s": now, "perf/tokens_per_s": tokens / now})
+            log(
+                {
+                    "step": step,
+                    "train/loss": loss_value,
+                    "train/grad_norm": float(grad_norm),
+                    "train/lr": lr,
+                    "time/elapsed_s": now,
+                    "perf/tokens_per_s": tokens / now,
+                }
+            )
             bar.set_postfix(loss=f"{loss_value:.3f}", step=step)
         bar.update(1)
     bar.close()
     if stopped_by != "step budget":
-        print(f"pretrain: stopped by the {stopped_by}; the base depends on this machine's speed", file=sys.stderr)
+        print(
+            f"pretrain: stopped by the {stopped_by}; the base depends on this machine's speed",
+            file=sys.stderr,
+        )
     train_seconds = time.perf_counter() - start
-    summary = {"step": step, "stopped_by": stopped_by, "train/loss": loss_value, "time/train_s": train_seconds,
-               "model/parameters": count_parameters(model), "data/train_prompts": len(stream.problems)}
+    summary = {
+        "step": step,
+        "stopped_by": stopped_by,
+        "train/loss": loss_value,
+        "time/train_s": train_seconds,
+        "model/parameters": count_parameters(model),
+        "data/train_prompts": len(stream.problems),
+    }
 
     model.eval()
     if cfg.eval_prompts:
         generator = torch.Generator(device=device).manual_seed(cfg.seed)
-        test = task.problems("test")[:cfg.eval_prompts]
-        for name, value in estimate_pass_at_1(model, tokenizer, task, test, num_samples=cfg.eval_samples,
-                                              max_new_tokens=cfg.max_new_tokens, generator=generator,
-                                              autocast_dtype=amp_dtype).items():
+        test = task.problems("test")[: cfg.eval_prompts]
+        for name, value in estimate_pass_at_1(
+            model,
+            tokenizer,
+            task,
+            test,
+            num_samples=cfg.eval_samples,
+            max_new_tokens=cfg.max_new_tokens,
+            generator=generator,
+            autocast_dtype=amp_dtype,
+        ).items():
             summary[f"eval/test/{name}"] = value
     log(summary)
     save_model_and_tokenizer(model.cpu(), tokenizer, out, keep=(CONFIG_NAME, METRICS_NAME))

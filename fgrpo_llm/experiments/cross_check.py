@@ -18,16 +18,37 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_llm.evaluation.runs import RunInfo
-from fgrpo_llm.evaluation.sweep import (control_rows, legend_if_labelled, lr_control_comparisons,
-                                        ordering_sentences, plot_delta_nll, sweep_rows)
-from fgrpo_llm.evaluation.tail_miss import (calibration_bins, plot_predicted_vs_observed, plot_tail_miss_vs_N,
-                                            predicted_curve, summarise_tail_miss, tail_miss_records)
+from fgrpo_llm.evaluation.sweep import (
+    control_rows,
+    legend_if_labelled,
+    lr_control_comparisons,
+    ordering_sentences,
+    plot_delta_nll,
+    sweep_rows,
+)
+from fgrpo_llm.evaluation.tail_miss import (
+    calibration_bins,
+    plot_predicted_vs_observed,
+    plot_tail_miss_vs_N,
+    predicted_curve,
+    summarise_tail_miss,
+    tail_miss_records,
+)
 from fgrpo_llm.files import atomic_write_text, strict_json
 
 __all__ = ["cross_check"]
 
-def cross_check(runs: list[RunInfo], rare_set, out_dir, *, early_steps: int = 10, paper: dict | None,
-                rng: np.random.Generator, Ns_curve=(1, 2, 4, 8, 16, 32, 64, 128)) -> dict:
+
+def cross_check(
+    runs: list[RunInfo],
+    rare_set,
+    out_dir,
+    *,
+    early_steps: int = 10,
+    paper: dict | None,
+    rng: np.random.Generator,
+    Ns_curve=(1, 2, 4, 8, 16, 32, 64, 128),
+) -> dict:
     """Run the tail-miss check and the sweep table; write figures and ``validation.json`` to ``out_dir``.
 
     ``paper`` is ``fgrpo_llm.experiments.paper.load_paper_results()`` (the paper's rows beside ours),
@@ -67,11 +88,18 @@ def cross_check(runs: list[RunInfo], rare_set, out_dir, *, early_steps: int = 10
     plot_tail_miss_vs_N(axes[0], curve, tail[early])
     axes[0].set_title(f"tail miss per N ({early})")
     legend_if_labelled(axes[0])
-    points = [dict(r, label=f"{name}, N={r['N']}") for name, rows in tail[early].items() for r in rows]
+    points = [
+        dict(r, label=f"{name}, N={r['N']}") for name, rows in tail[early].items() for r in rows
+    ]
     plot_predicted_vs_observed(axes[1], points)
     if calib:
-        axes[1].plot([c["predicted"] for c in calib], [c["observed"] for c in calib], "s--", color="grey",
-                     label="per-group bins (pooled)")
+        axes[1].plot(
+            [c["predicted"] for c in calib],
+            [c["observed"] for c in calib],
+            "s--",
+            color="grey",
+            label="per-group bins (pooled)",
+        )
     legend_if_labelled(axes[1])
     axes[1].set_title("predicted vs observed (95% intervals)")
     fig.tight_layout()
@@ -82,17 +110,27 @@ def cross_check(runs: list[RunInfo], rare_set, out_dir, *, early_steps: int = 10
     rows = sweep_rows(runs, paper)
     controls = control_rows(runs)
     sentences = ordering_sentences(rows) if paper else []
-    if any(r["delta_nll_rare"] is not None and np.isfinite(r["delta_nll_rare"]) and r["N"] for r in rows + controls):
+    if any(
+        r["delta_nll_rare"] is not None and np.isfinite(r["delta_nll_rare"]) and r["N"]
+        for r in rows + controls
+    ):
         fig, ax = plt.subplots(figsize=(5, 3.5))
         plot_delta_nll(ax, rows, controls)
         fig.tight_layout()
         fig.savefig(out / "delta_nll_rare.png", dpi=120)
         plt.close(fig)
         figures["delta_nll"] = "delta_nll_rare.png"
-    result = {"tail_miss": tail, "calibration": calib,
-              "curve": {k: np.asarray(v).tolist() for k, v in curve.items()}, "sweep": rows,
-              "controls": controls, "lr_control": lr_control_comparisons(rows, controls), "orderings": sentences,
-              "paper_available": paper is not None, "figures": figures,
-              "early_steps": early_steps}
+    result = {
+        "tail_miss": tail,
+        "calibration": calib,
+        "curve": {k: np.asarray(v).tolist() for k, v in curve.items()},
+        "sweep": rows,
+        "controls": controls,
+        "lr_control": lr_control_comparisons(rows, controls),
+        "orderings": sentences,
+        "paper_available": paper is not None,
+        "figures": figures,
+        "early_steps": early_steps,
+    }
     atomic_write_text(out / "validation.json", strict_json(result, indent=1, default=str))
     return result

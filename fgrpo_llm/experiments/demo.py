@@ -28,8 +28,18 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_llm.experiments.plan import (DemoConfig, evaluate_stage, map_runs, pretrain_base, rare_set_stage,
-                                        run_done, run_finished, run_specs, task_for, write_json)
+from fgrpo_llm.experiments.plan import (
+    DemoConfig,
+    evaluate_stage,
+    map_runs,
+    pretrain_base,
+    rare_set_stage,
+    run_done,
+    run_finished,
+    run_specs,
+    task_for,
+    write_json,
+)
 
 __all__ = ["run_demo", "SEED_SPREAD", "load_seed_spread"]
 
@@ -73,8 +83,10 @@ def _theory(out: Path, cfg: DemoConfig) -> dict:
         return json.loads(done.read_text())
     from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo
 
-    summary = {"tail_miss": run_theory_demo(out, fast=cfg.theory_fast),  # writes OUT/theory/
-               "regimes": regime_sweep_demo(out / "regimes", fast=cfg.regime_sweep_fast)}
+    summary = {
+        "tail_miss": run_theory_demo(out, fast=cfg.theory_fast),  # writes OUT/theory/
+        "regimes": regime_sweep_demo(out / "regimes", fast=cfg.regime_sweep_fast),
+    }
     write_json(done, summary)
     return summary
 
@@ -84,9 +96,13 @@ def _write_timings(out: Path, clock: _Clock) -> Path:
     from fgrpo_llm.files import atomic_write_text
 
     rows = [[name, f"{sec:.0f}"] for name, sec in clock.stages.items()]
-    text = (f"# Wall times of the last `fgrpo-llm demo` invocation\n\nTotal: {clock.elapsed() / 60:.1f} min "
-            f"(stages whose outputs already existed were skipped and cost ~0 s; these depend on the machine "
-            f"and its load, the results in report.md do not).\n\n" + markdown_table(["stage", "seconds"], rows) + "\n")
+    text = (
+        f"# Wall times of the last `fgrpo-llm demo` invocation\n\nTotal: {clock.elapsed() / 60:.1f} min "
+        f"(stages whose outputs already existed were skipped and cost ~0 s; these depend on the machine "
+        f"and its load, the results in report.md do not).\n\n"
+        + markdown_table(["stage", "seconds"], rows)
+        + "\n"
+    )
     return atomic_write_text(out / "timings.md", text)
 
 
@@ -98,7 +114,9 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "demo_config.json", dataclasses.asdict(cfg))
-    torch.set_num_threads(cfg.threads)  # the same in every stage and worker, whatever cfg.workers is
+    torch.set_num_threads(
+        cfg.threads
+    )  # the same in every stage and worker, whatever cfg.workers is
     clock = _Clock()
     summary: dict = {}
 
@@ -107,37 +125,75 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
     summary["base"] = clock.run("pretrain", pretrain_base, out, cfg)
     rare = clock.run("rare set", rare_set_stage, out, cfg)
     task = task_for(out / "base")
-    evals = {"base": clock.run("eval base", evaluate_stage, out / "base", out / "base_eval", cfg, task=task)}
+    evals = {
+        "base": clock.run(
+            "eval base", evaluate_stage, out / "base", out / "base_eval", cfg, task=task
+        )
+    }
 
     specs = run_specs(cfg)
     todo = [spec for spec in specs if not run_done(out, spec)]
-    print(f"[demo {clock.elapsed():6.0f}s] training {len(todo)} run(s) on {cfg.workers} worker(s): "
-          f"{', '.join(spec.name for spec in todo) or 'none left'}", file=sys.stderr, flush=True)
+    print(
+        f"[demo {clock.elapsed():6.0f}s] training {len(todo)} run(s) on {cfg.workers} worker(s): "
+        f"{', '.join(spec.name for spec in todo) or 'none left'}",
+        file=sys.stderr,
+        flush=True,
+    )
     t = time.perf_counter()
     for spec, seconds in map_runs(out, cfg, todo):
         clock.stages[f"train+eval {spec.name}"] = seconds
-        print(f"[demo {clock.elapsed():6.0f}s] finished {spec.name} ({seconds:.0f} s)", file=sys.stderr, flush=True)
+        print(
+            f"[demo {clock.elapsed():6.0f}s] finished {spec.name} ({seconds:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
     clock.stages["training (wall)"] = time.perf_counter() - t
     for spec in specs:
-        evals[spec.name] = evaluate_stage(out / spec.path / "model", out / spec.path / "eval", cfg, task=task)
+        evals[spec.name] = evaluate_stage(
+            out / spec.path / "model", out / spec.path / "eval", cfg, task=task
+        )
 
     from fgrpo_llm.evaluation.runs import load_run
     from fgrpo_llm.experiments.cross_check import cross_check
     from fgrpo_llm.experiments.paper import load_paper_results
 
     runs = [load_run(out / spec.path) for spec in specs if run_finished(out / spec.path)]
-    result = clock.run("cross-check", cross_check, runs, rare, out / "validate", early_steps=cfg.early_steps,
-                       paper=load_paper_results(cfg.paper_results), rng=np.random.default_rng(cfg.seed))
-    summary.update({"evals": {k: {s: {kk: v for kk, v in e.items() if kk.startswith("pass@")}
-                                  for s, e in r["splits"].items()} for k, r in evals.items()},
-                    "rare_set": {"size": len(rare), **{k: rare.meta.get(k) for k in ("num_correct_pool",
-                                                                                       "nll_threshold")}},
-                    "runs": {r.label: {"delta_nll_rare": r.delta_nll_rare, "dir": str(r.path)} for r in runs},
-                    "orderings": result["orderings"]})
+    result = clock.run(
+        "cross-check",
+        cross_check,
+        runs,
+        rare,
+        out / "validate",
+        early_steps=cfg.early_steps,
+        paper=load_paper_results(cfg.paper_results),
+        rng=np.random.default_rng(cfg.seed),
+    )
+    summary.update(
+        {
+            "evals": {
+                k: {
+                    s: {kk: v for kk, v in e.items() if kk.startswith("pass@")}
+                    for s, e in r["splits"].items()
+                }
+                for k, r in evals.items()
+            },
+            "rare_set": {
+                "size": len(rare),
+                **{k: rare.meta.get(k) for k in ("num_correct_pool", "nll_threshold")},
+            },
+            "runs": {
+                r.label: {"delta_nll_rare": r.delta_nll_rare, "dir": str(r.path)} for r in runs
+            },
+            "orderings": result["orderings"],
+        }
+    )
     from fgrpo_llm.experiments.report import write_demo_report
 
-    summary["report"] = str(write_demo_report(out, cfg, summary, evals, runs, rare, result,
-                                              seed_spread=load_seed_spread()))
+    summary["report"] = str(
+        write_demo_report(
+            out, cfg, summary, evals, runs, rare, result, seed_spread=load_seed_spread()
+        )
+    )
     summary["timings"] = str(_write_timings(out, clock))
     summary["total_seconds"] = clock.elapsed()
     write_json(out / "demo_summary.json", {**summary, "stage_seconds": clock.stages})

@@ -24,8 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from fgrpo_theory.fields import (Boolean, Integer, Mapping, Optional, Real, Sequence, Text, check_fields,
-                                 dataclass_from_dict)
+from fgrpo_theory.fields import (
+    Boolean,
+    Integer,
+    Mapping,
+    Optional,
+    Real,
+    Sequence,
+    Text,
+    check_fields,
+    dataclass_from_dict,
+)
 
 
 @dataclass(frozen=True)
@@ -106,14 +115,33 @@ class DemoConfig:
 
 #: Type and range of every DemoConfig field.
 DEMO_RULES = {
-    "seed": Integer(0), "device": Optional(Text()), "theory": Boolean(), "theory_fast": Boolean(),
-    "regime_sweep_fast": Boolean(), "pretrain_seconds": Real(0), "pretrain_overrides": Mapping(),
-    "rare_prompts": Integer(1), "rare_rollouts": Integer(1), "rare_top_fraction": Real(0, 1, open_low=True),
-    "steps": Integer(1), "prompts_per_step": Integer(1), "group_size": Integer(2), "gamma": Real(0),
-    "lr": Real(0, open_low=True), "sweep_group_sizes": Sequence(Integer(2), nonempty=False),
-    "lr_matched_control": Boolean(), "eval_every": Integer(0), "train_overrides": Mapping(), "eval_n": Integer(1),
-    "eval_max_problems": Optional(Integer(1)), "max_new_tokens": Integer(1), "batch_size": Integer(1),
-    "early_steps": Integer(0), "workers": Integer(1), "threads": Integer(1), "paper_results": Optional(Text()),
+    "seed": Integer(0),
+    "device": Optional(Text()),
+    "theory": Boolean(),
+    "theory_fast": Boolean(),
+    "regime_sweep_fast": Boolean(),
+    "pretrain_seconds": Real(0),
+    "pretrain_overrides": Mapping(),
+    "rare_prompts": Integer(1),
+    "rare_rollouts": Integer(1),
+    "rare_top_fraction": Real(0, 1, open_low=True),
+    "steps": Integer(1),
+    "prompts_per_step": Integer(1),
+    "group_size": Integer(2),
+    "gamma": Real(0),
+    "lr": Real(0, open_low=True),
+    "sweep_group_sizes": Sequence(Integer(2), nonempty=False),
+    "lr_matched_control": Boolean(),
+    "eval_every": Integer(0),
+    "train_overrides": Mapping(),
+    "eval_n": Integer(1),
+    "eval_max_problems": Optional(Integer(1)),
+    "max_new_tokens": Integer(1),
+    "batch_size": Integer(1),
+    "early_steps": Integer(0),
+    "workers": Integer(1),
+    "threads": Integer(1),
+    "paper_results": Optional(Text()),
 }
 
 
@@ -121,13 +149,35 @@ DEMO_RULES = {
 EXECUTION_FIELDS = ("workers",)
 
 #: The test-suite preset: every stage, tiny budgets (well under a minute on one core).
-FAST = dict(theory_fast=True, regime_sweep_fast=True,
-            pretrain_overrides={"hidden_size": 32, "num_layers": 2, "num_heads": 2, "eval_prompts": 4,
-                                "eval_samples": 2, "batch_size": 32, "warmup_steps": 2, "max_steps": 40},
-            rare_prompts=8, rare_rollouts=16, rare_top_fraction=0.05, steps=3, prompts_per_step=4, group_size=4,
-            sweep_group_sizes=(2,), eval_every=2, eval_n=4, eval_max_problems=4, max_new_tokens=8,
-            batch_size=256, early_steps=2, workers=1,
-            train_overrides={"warmup_steps": 1, "checkpoint_every": 0, "progress": False})
+FAST = dict(
+    theory_fast=True,
+    regime_sweep_fast=True,
+    pretrain_overrides={
+        "hidden_size": 32,
+        "num_layers": 2,
+        "num_heads": 2,
+        "eval_prompts": 4,
+        "eval_samples": 2,
+        "batch_size": 32,
+        "warmup_steps": 2,
+        "max_steps": 40,
+    },
+    rare_prompts=8,
+    rare_rollouts=16,
+    rare_top_fraction=0.05,
+    steps=3,
+    prompts_per_step=4,
+    group_size=4,
+    sweep_group_sizes=(2,),
+    eval_every=2,
+    eval_n=4,
+    eval_max_problems=4,
+    max_new_tokens=8,
+    batch_size=256,
+    early_steps=2,
+    workers=1,
+    train_overrides={"warmup_steps": 1, "checkpoint_every": 0, "progress": False},
+)
 
 
 def load_demo_config(path=None, *, fast: bool = False, **overrides) -> DemoConfig:
@@ -162,9 +212,15 @@ def pretrain_base(out: Path, cfg: DemoConfig) -> dict:
         return json.loads(summary_path.read_text())
     from fgrpo_llm.experiments.countdown_base import PretrainConfig, pretrain
 
-    pcfg = PretrainConfig.from_dict({"seed": cfg.seed, "seconds": float(cfg.pretrain_seconds),
-                                     "max_new_tokens": cfg.max_new_tokens,
-                                     "device": cfg.device or "auto", **cfg.pretrain_overrides})
+    pcfg = PretrainConfig.from_dict(
+        {
+            "seed": cfg.seed,
+            "seconds": float(cfg.pretrain_seconds),
+            "max_new_tokens": cfg.max_new_tokens,
+            "device": cfg.device or "auto",
+            **cfg.pretrain_overrides,
+        }
+    )
     summary = pretrain(pcfg, base, progress=True)
     write_json(summary_path, summary)
     return summary
@@ -187,12 +243,21 @@ def rare_set_stage(out: Path, cfg: DemoConfig):
     model, tok = load_model_and_tokenizer(out / "base", device=cfg.device)
     device = next(model.parameters()).device
     task = task_for(out / "base")
-    rare = build_rare_set(model, tok, task, task.problems("train")[:cfg.rare_prompts],
-                          num_rollouts=cfg.rare_rollouts, top_fraction=cfg.rare_top_fraction,
-                          max_new_tokens=cfg.max_new_tokens, generator=generator_for(device, cfg.seed + 1),
-                          batch_size=cfg.batch_size, progress=True, autocast_dtype=resolve_autocast_dtype(device))
+    rare = build_rare_set(
+        model,
+        tok,
+        task,
+        task.problems("train")[: cfg.rare_prompts],
+        num_rollouts=cfg.rare_rollouts,
+        top_fraction=cfg.rare_top_fraction,
+        max_new_tokens=cfg.max_new_tokens,
+        generator=generator_for(device, cfg.seed + 1),
+        batch_size=cfg.batch_size,
+        progress=True,
+        autocast_dtype=resolve_autocast_dtype(device),
+    )
     rare.meta.update({"base": str(out / "base"), "split": "train", "seed": cfg.seed + 1})
-    record_exact_mu_tau(model, tok, task, task.problems("train")[:cfg.rare_prompts], rare)
+    record_exact_mu_tau(model, tok, task, task.problems("train")[: cfg.rare_prompts], rare)
     save_rare_set(rare, path)
     return rare
 
@@ -216,10 +281,18 @@ def evaluate_stage(model_dir: Path, out_dir: Path, cfg: DemoConfig, *, task) -> 
         return load_eval(out_dir)[0]
     model, tok = load_model_and_tokenizer(model_dir, device=cfg.device)
     device = next(model.parameters()).device
-    results, outcomes = evaluate_model(model, tok, task, n=cfg.eval_n, ks=default_ks(cfg.eval_n),
-                                       max_problems=cfg.eval_max_problems, max_new_tokens=cfg.max_new_tokens,
-                                       generator=generator_for(device, cfg.seed + 2), batch_size=cfg.batch_size,
-                                       autocast_dtype=resolve_autocast_dtype(device))
+    results, outcomes = evaluate_model(
+        model,
+        tok,
+        task,
+        n=cfg.eval_n,
+        ks=default_ks(cfg.eval_n),
+        max_problems=cfg.eval_max_problems,
+        max_new_tokens=cfg.max_new_tokens,
+        generator=generator_for(device, cfg.seed + 2),
+        batch_size=cfg.batch_size,
+        autocast_dtype=resolve_autocast_dtype(device),
+    )
     results["model"] = str(model_dir)
     write_eval_outputs(results, outcomes, out_dir, label=model_dir.parent.name)
     return results
@@ -267,7 +340,10 @@ def run_specs(cfg: DemoConfig, *, seed: int | None = None, prefix: str = "") -> 
     if cfg.lr_matched_control and cfg.gamma > 0:
         specs.append((f"grpo_n{N}_lrmatched", N, 0.0, cfg.gamma))
     specs += [(f"grpo_n{n}", n, 0.0, None) for n in sorted(cfg.sweep_group_sizes) if n != N]
-    return [RunSpec(name, n, g, lr_g, seed, f"{prefix}{name}" if prefix else "") for name, n, g, lr_g in specs]
+    return [
+        RunSpec(name, n, g, lr_g, seed, f"{prefix}{name}" if prefix else "")
+        for name, n, g, lr_g in specs
+    ]
 
 
 def train_run(out: Path, cfg: DemoConfig, spec: RunSpec, rare) -> None:
@@ -281,11 +357,23 @@ def train_run(out: Path, cfg: DemoConfig, spec: RunSpec, rare) -> None:
     run_dir = out / spec.path
     if run_finished(run_dir):
         return
-    data = {"base": str(out / "base"), "out": str(run_dir), "algo": "grpo", "gamma": float(spec.gamma),
-            "task": "countdown", "task_kwargs": base_task_kwargs(out / "base"),
-            "steps": cfg.steps, "prompts_per_step": cfg.prompts_per_step, "group_size": int(spec.N), "lr": cfg.lr,
-            "max_new_tokens": cfg.max_new_tokens, "eval_every": cfg.eval_every, "seed": int(spec.seed),
-            "device": cfg.device, **cfg.train_overrides}
+    data = {
+        "base": str(out / "base"),
+        "out": str(run_dir),
+        "algo": "grpo",
+        "gamma": float(spec.gamma),
+        "task": "countdown",
+        "task_kwargs": base_task_kwargs(out / "base"),
+        "steps": cfg.steps,
+        "prompts_per_step": cfg.prompts_per_step,
+        "group_size": int(spec.N),
+        "lr": cfg.lr,
+        "max_new_tokens": cfg.max_new_tokens,
+        "eval_every": cfg.eval_every,
+        "seed": int(spec.seed),
+        "device": cfg.device,
+        **cfg.train_overrides,
+    }
     if spec.lr_match_gamma is not None:
         data["lr_match_gamma"] = float(spec.lr_match_gamma)
     train(TrainConfig.from_dict(data), evaluators=[make_rare_evaluator(rare)], resume=True)

@@ -24,6 +24,7 @@ def fmt(x, digits: int = 3) -> str:
 
 def markdown_table(headers: list[str], rows: list[list]) -> str:
     """A GitHub-flavoured markdown table; cells are str()-ed (numbers through :func:`fmt`)."""
+
     def cell(v):
         return fmt(v) if isinstance(v, float) or v is None else str(v)
 
@@ -48,8 +49,10 @@ def pass_at_k_section(evals: dict[str, dict]) -> str:
             if entry:
                 rows.append([name, entry["num_problems"]] + [entry.get(f"pass@{k}") for k in ks])
         role = any_results["splits"][split]["role"].replace("_", "-")
-        parts.append(f"**{split}** ({role}, n = {n} samples per problem)\n\n"
-                     + markdown_table(["model", "problems"] + [f"pass@{k}" for k in ks], rows))
+        parts.append(
+            f"**{split}** ({role}, n = {n} samples per problem)\n\n"
+            + markdown_table(["model", "problems"] + [f"pass@{k}" for k in ks], rows)
+        )
     return "\n\n".join(parts)
 
 
@@ -60,17 +63,40 @@ def tail_miss_section(result: dict) -> str:
         rows = []
         for name, entries in runs.items():
             for r in entries:
-                rows.append([name, r["N"], r["groups"], r["observed_active"], r["predicted_active"],
-                             f"{r['observed']:.3f} [{r['observed_lo']:.3f}, {r['observed_hi']:.3f}]",
-                             f"{r['predicted']:.3f} [{r['predicted_lo']:.3f}, {r['predicted_hi']:.3f}]",
-                             "yes" if r["agrees"] else "no"])
+                rows.append(
+                    [
+                        name,
+                        r["N"],
+                        r["groups"],
+                        r["observed_active"],
+                        r["predicted_active"],
+                        f"{r['observed']:.3f} [{r['observed_lo']:.3f}, {r['observed_hi']:.3f}]",
+                        f"{r['predicted']:.3f} [{r['predicted_lo']:.3f}, {r['predicted_hi']:.3f}]",
+                        "yes" if r["agrees"] else "no",
+                    ]
+                )
         if rows:
-            parts.append(f"**{window}**\n\n" + markdown_table(
-                ["run", "N", "groups", "active (obs)", "active (Lemma)", "tail miss (obs, Wilson 95%)",
-                 "tail miss (Lemma 3.1, 95% range)", "consistent"], rows))
+            parts.append(
+                f"**{window}**\n\n"
+                + markdown_table(
+                    [
+                        "run",
+                        "N",
+                        "groups",
+                        "active (obs)",
+                        "active (Lemma)",
+                        "tail miss (obs, Wilson 95%)",
+                        "tail miss (Lemma 3.1, 95% range)",
+                        "consistent",
+                    ],
+                    rows,
+                )
+            )
     if not parts:
-        return ("_No training group hit a prompt of the rare-correct set, so the tail-miss check has no data "
-                "(use more rare-set prompts or more training steps)._")
+        return (
+            "_No training group hit a prompt of the rare-correct set, so the tail-miss check has no data "
+            "(use more rare-set prompts or more training steps)._"
+        )
     return "\n\n".join(parts)
 
 
@@ -81,20 +107,40 @@ def sweep_section(result: dict) -> str:
         return "_No training runs._"
     kmax = next((r["kmax"] for r in rows if r["kmax"]), None)
     keys = ["id_pass1", "id_passk", "ood_pass1", "ood_passk", "delta_nll_rare"]
-    headers = ["run", "in-domain pass@1", f"in-domain pass@{kmax}", "OOD pass@1", f"OOD pass@{kmax}",
-               "Delta NLL_rare"]
+    headers = [
+        "run",
+        "in-domain pass@1",
+        f"in-domain pass@{kmax}",
+        "OOD pass@1",
+        f"OOD pass@{kmax}",
+        "Delta NLL_rare",
+    ]
     table = [[r["label"]] + [r[k] for k in keys] for r in rows]
     text = "Ours:\n\n" + markdown_table(headers, table)
     controls = result.get("controls") or []
     if controls:
-        text += ("\n\nControls at a scaled learning rate (not points of the sweep, left out of the orderings "
-                 "below):\n\n" + markdown_table(headers, [[r["label"]] + [r[k] for k in keys] for r in controls]))
+        text += (
+            "\n\nControls at a scaled learning rate (not points of the sweep, left out of the orderings "
+            "below):\n\n"
+            + markdown_table(headers, [[r["label"]] + [r[k] for k in keys] for r in controls])
+        )
     paper_rows = [[r["label"]] + [r["paper"][k] for k in keys] for r in rows if r.get("paper")]
     if paper_rows:
-        text += ("\n\nThe paper (Qwen2.5-7B on math, Table 2; in-domain = avg. math, OOD = avg. OOD, "
-                 "pass@256; not our results):\n\n"
-                 + markdown_table(["run", "in-domain pass@1", "in-domain pass@256", "OOD pass@1", "OOD pass@256",
-                                   "Delta NLL_rare"], paper_rows))
+        text += (
+            "\n\nThe paper (Qwen2.5-7B on math, Table 2; in-domain = avg. math, OOD = avg. OOD, "
+            "pass@256; not our results):\n\n"
+            + markdown_table(
+                [
+                    "run",
+                    "in-domain pass@1",
+                    "in-domain pass@256",
+                    "OOD pass@1",
+                    "OOD pass@256",
+                    "Delta NLL_rare",
+                ],
+                paper_rows,
+            )
+        )
     elif not result.get("paper_available"):
         text += "\n\n_The paper's results file was not found, so no side-by-side comparison._"
     if result.get("orderings"):
@@ -107,41 +153,71 @@ def lr_control_section(result: dict) -> str:
     comps = result.get("lr_control") or []
     if not comps:
         return ""
-    parts = ["The focal weight (1 - mu)^gamma shrinks the average update to about m_gamma = "
-             "B(3/2, gamma + 3/2) / B(3/2, 3/2) of GRPO's, so the paper also trains GRPO at lr * m_gamma "
-             "(Table 3). If that low-LR GRPO lands near F-GRPO, F-GRPO's difference from GRPO is "
-             "explained by the smaller step; if it lands near GRPO, by the focal reweighting."]
+    parts = [
+        "The focal weight (1 - mu)^gamma shrinks the average update to about m_gamma = "
+        "B(3/2, gamma + 3/2) / B(3/2, 3/2) of GRPO's, so the paper also trains GRPO at lr * m_gamma "
+        "(Table 3). If that low-LR GRPO lands near F-GRPO, F-GRPO's difference from GRPO is "
+        "explained by the smaller step; if it lands near GRPO, by the focal reweighting."
+    ]
     for c in comps:
-        kmax = next((r["kmax"] for r in (c["focal"], c["grpo"], c["control"]) if r.get("kmax")), None)
-        table = [[r["label"], r["gamma"], r.get("lr_scale", 1.0), r["id_pass1"], r["id_passk"], r["delta_nll_rare"]]
-                 for r in (c["focal"], c["grpo"], c["control"])]
-        parts.append(f"**N = {c['N']}, gamma = {c['gamma']:g} (m_gamma = {c['lr_scale']:.3f})**\n\n"
-                     + markdown_table(["run", "gamma", "lr x", "in-domain pass@1", f"in-domain pass@{kmax}",
-                                       "Delta NLL_rare"], table)
-                     + "\n\n" + "\n".join(f"- {s}" for s in c["sentences"]))
+        kmax = next(
+            (r["kmax"] for r in (c["focal"], c["grpo"], c["control"]) if r.get("kmax")), None
+        )
+        table = [
+            [
+                r["label"],
+                r["gamma"],
+                r.get("lr_scale", 1.0),
+                r["id_pass1"],
+                r["id_passk"],
+                r["delta_nll_rare"],
+            ]
+            for r in (c["focal"], c["grpo"], c["control"])
+        ]
+        parts.append(
+            f"**N = {c['N']}, gamma = {c['gamma']:g} (m_gamma = {c['lr_scale']:.3f})**\n\n"
+            + markdown_table(
+                [
+                    "run",
+                    "gamma",
+                    "lr x",
+                    "in-domain pass@1",
+                    f"in-domain pass@{kmax}",
+                    "Delta NLL_rare",
+                ],
+                table,
+            )
+            + "\n\n"
+            + "\n".join(f"- {s}" for s in c["sentences"])
+        )
     return "\n\n".join(parts)
 
 
 def exact_mu_tau_text(summary: dict) -> str:
     """How far the sampled (mu, tau) of the rare set were from the exact ones (``exact_rare_set``)."""
+
     def v(key, digits=4):
         return fmt(summary.get(key), digits)
 
-    return (f"How far the sampled estimates (M rollouts per prompt) were off: mu by {v('mu_abs_error_mean', 3)} on "
-            f"average (at most {v('mu_abs_error_max', 3)}; the exact mu lies in the sampled 95% Wilson interval for "
-            f"{fmt(100 * summary['mu_in_ci95_frac'], 0) if summary.get('mu_in_ci95_frac') is not None else '–'}% of "
-            f"prompts); over the {summary.get('num_with_event')} prompts with E(x), mean tau {v('tau_sampled_mean')} "
-            f"sampled against {v('tau_exact_mean')} exact (sampled / exact: mean {v('tau_ratio_mean', 2)}, median "
-            f"{v('tau_ratio_median', 2)}; below the exact value for "
-            f"{fmt(100 * summary['tau_below_frac'], 0) if summary.get('tau_below_frac') is not None else '–'}% of "
-            f"prompts), the bias of choosing E(x) from the same samples that measure it.")
+    return (
+        f"How far the sampled estimates (M rollouts per prompt) were off: mu by {v('mu_abs_error_mean', 3)} on "
+        f"average (at most {v('mu_abs_error_max', 3)}; the exact mu lies in the sampled 95% Wilson interval for "
+        f"{fmt(100 * summary['mu_in_ci95_frac'], 0) if summary.get('mu_in_ci95_frac') is not None else '–'}% of "
+        f"prompts); over the {summary.get('num_with_event')} prompts with E(x), mean tau {v('tau_sampled_mean')} "
+        f"sampled against {v('tau_exact_mean')} exact (sampled / exact: mean {v('tau_ratio_mean', 2)}, median "
+        f"{v('tau_ratio_median', 2)}; below the exact value for "
+        f"{fmt(100 * summary['tau_below_frac'], 0) if summary.get('tau_below_frac') is not None else '–'}% of "
+        f"prompts), the bias of choosing E(x) from the same samples that measure it."
+    )
 
 
 def write_report(path, title: str, sections: list[tuple[str, str]]) -> Path:
     """Write ``# title`` then ``## heading`` + body for each section (atomic)."""
     from fgrpo_llm.files import atomic_write_text
 
-    text = f"# {title}\n\n" + "\n\n".join(f"## {h}\n\n{body.strip()}" for h, body in sections) + "\n"
+    text = (
+        f"# {title}\n\n" + "\n\n".join(f"## {h}\n\n{body.strip()}" for h, body in sections) + "\n"
+    )
     return atomic_write_text(path, text)
 
 
@@ -157,7 +233,9 @@ def plot_training_curves(axes, runs) -> None:
         rows = [_json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         steps = [r["step"] for r in rows if "step" in r]
         rate = [r.get("reward/pass_rate") for r in rows if "step" in r]
-        delta = [(0, 0.0)] + [(r["step"], r["rare/delta_nll"]) for r in rows if r.get("rare/delta_nll") is not None]
+        delta = [(0, 0.0)] + [
+            (r["step"], r["rare/delta_nll"]) for r in rows if r.get("rare/delta_nll") is not None
+        ]
         axes[0].plot([s for s, _ in delta], [d for _, d in delta], "o-", ms=3, label=run.label)
         axes[1].plot(steps, rate, lw=1, label=run.label)
     axes[0].set_xlabel("step")
@@ -177,7 +255,13 @@ def plot_pass_at_k_models(axes, evals: dict[str, dict]) -> None:
     for ax, split in zip(axes, first["splits"]):
         for name, res in evals.items():
             if split in res["splits"]:
-                ax.plot(res["ks"], [res["splits"][split][f"pass@{k}"] for k in res["ks"]], "o-", ms=3, label=name)
+                ax.plot(
+                    res["ks"],
+                    [res["splits"][split][f"pass@{k}"] for k in res["ks"]],
+                    "o-",
+                    ms=3,
+                    label=name,
+                )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("k")
         ax.set_ylabel("pass@k")
@@ -186,23 +270,43 @@ def plot_pass_at_k_models(axes, evals: dict[str, dict]) -> None:
         ax.legend(fontsize=7)
 
 
-SPREAD_NAMES = {"id_pass1": "in-domain pass@1", "id_passk": "in-domain pass@k_max", "ood_pass1": "OOD pass@1",
-                "ood_passk": "OOD pass@k_max", "delta_nll_rare": "Delta NLL_rare"}
+SPREAD_NAMES = {
+    "id_pass1": "in-domain pass@1",
+    "id_passk": "in-domain pass@k_max",
+    "ood_pass1": "OOD pass@1",
+    "ood_passk": "OOD pass@k_max",
+    "delta_nll_rare": "Delta NLL_rare",
+}
 
 
 def seed_spread_note(spread: dict | None) -> str:
     """The sentence set beside each single-seed comparison: what one seed cannot separate."""
     if not spread:
-        return ("_One seed: a difference smaller than the seed-to-seed spread cannot be told apart from it. "
-                "The spread has not been measured for this configuration: run `fgrpo-llm study` (README)._")
-    parts = ", ".join(f"{SPREAD_NAMES.get(k, k)} {v:.3f}" for k, v in spread["sd"].items() if v is not None)
-    return (f"_One seed cannot separate differences smaller than the seed-to-seed spread. Over "
-            f"{spread.get('num_seeds')} RL seeds of this plan, `{spread.get('command')}` measured a standard "
-            f"deviation across seeds of {parts} (mean over the plan's runs)._")
+        return (
+            "_One seed: a difference smaller than the seed-to-seed spread cannot be told apart from it. "
+            "The spread has not been measured for this configuration: run `fgrpo-llm study` (README)._"
+        )
+    parts = ", ".join(
+        f"{SPREAD_NAMES.get(k, k)} {v:.3f}" for k, v in spread["sd"].items() if v is not None
+    )
+    return (
+        f"_One seed cannot separate differences smaller than the seed-to-seed spread. Over "
+        f"{spread.get('num_seeds')} RL seeds of this plan, `{spread.get('command')}` measured a standard "
+        f"deviation across seeds of {parts} (mean over the plan's runs)._"
+    )
 
 
-def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: dict, *,
-                      seed_spread: dict | None = None) -> Path:
+def write_demo_report(
+    out,
+    cfg,
+    summary: dict,
+    evals: dict,
+    runs,
+    rare,
+    result: dict,
+    *,
+    seed_spread: dict | None = None,
+) -> Path:
     """OUT/report.md: configuration, theory figures, base, rare set, training curves, pass@k, the
     tail-miss check, the sweep next to the paper and the learning-rate-matched control, each
     comparison with the note of :func:`seed_spread_note`. No wall times: the same command gives the
@@ -219,49 +323,89 @@ def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: 
     note = seed_spread_note(seed_spread)
     from fgrpo_llm.experiments.plan import EXECUTION_FIELDS
 
-    cfg_rows = [[k, f"`{v}`"] for k, v in dataclasses.asdict(cfg).items() if k not in EXECUTION_FIELDS]
-    intro = ("Everything below was produced by `fgrpo-llm demo` in this directory, one RL seed. Numbers from "
-             "the paper are quoted only where labelled as the paper's (Qwen2.5-7B on math; a very different "
-             "scale), never as ours. Wall times are in `timings.md`: they depend on the machine, the results "
-             "here do not.\n\n" + note)
+    cfg_rows = [
+        [k, f"`{v}`"] for k, v in dataclasses.asdict(cfg).items() if k not in EXECUTION_FIELDS
+    ]
+    intro = (
+        "Everything below was produced by `fgrpo-llm demo` in this directory, one RL seed. Numbers from "
+        "the paper are quoted only where labelled as the paper's (Qwen2.5-7B on math; a very different "
+        "scale), never as ours. Wall times are in `timings.md`: they depend on the machine, the results "
+        "here do not.\n\n" + note
+    )
     sections.append(("Run", intro))
-    sections.append(("Configuration", "<details><summary>demo_config.json</summary>\n\n"
-                     + markdown_table(["field", "value"], cfg_rows) + "\n\n</details>"))
+    sections.append(
+        (
+            "Configuration",
+            "<details><summary>demo_config.json</summary>\n\n"
+            + markdown_table(["field", "value"], cfg_rows)
+            + "\n\n</details>",
+        )
+    )
 
-    figs = sorted(p for d in ("theory", "regimes") for p in (out / d).glob("*.png")) if (out / "theory").exists() else []
+    figs = (
+        sorted(p for d in ("theory", "regimes") for p in (out / d).glob("*.png"))
+        if (out / "theory").exists()
+        else []
+    )
     if figs:
-        sections.append(("Theory", "Closed-form tail-miss probabilities (Lemma 3.1) and the reduced categorical "
-                         "regime sweep (Fig. 2):\n\n" + "\n\n".join(f"![{p.stem}]({p.relative_to(out)})" for p in figs)))
+        sections.append(
+            (
+                "Theory",
+                "Closed-form tail-miss probabilities (Lemma 3.1) and the reduced categorical "
+                "regime sweep (Fig. 2):\n\n"
+                + "\n\n".join(f"![{p.stem}]({p.relative_to(out)})" for p in figs),
+            )
+        )
 
     base = summary.get("base", {})
-    base_lines = [f"{k}: {fmt(v) if isinstance(v, float) else v}" for k, v in base.items()
-                  if not k.startswith(("time/", "perf/"))]
+    base_lines = [
+        f"{k}: {fmt(v) if isinstance(v, float) else v}"
+        for k, v in base.items()
+        if not k.startswith(("time/", "perf/"))
+    ]
     if base.get("stopped_by", "step budget") != "step budget":
-        base_lines.append(f"**stopped by a {base['stopped_by']}**: this base depends on the machine's speed")
-    sections.append(("Base model", "Pretrained on skewed Countdown demonstrations (`fgrpo_llm.experiments.countdown_base`):\n\n"
-                     + "\n".join(f"- {line}" for line in base_lines)))
+        base_lines.append(
+            f"**stopped by a {base['stopped_by']}**: this base depends on the machine's speed"
+        )
+    sections.append(
+        (
+            "Base model",
+            "Pretrained on skewed Countdown demonstrations (`fgrpo_llm.experiments.countdown_base`):\n\n"
+            + "\n".join(f"- {line}" for line in base_lines),
+        )
+    )
 
     ids, mu, tau = rare.mu_tau()
     sources = {}
     for p in rare.prompts.values():
         sources[p["rare_source"]] = sources.get(p["rare_source"], 0) + 1
-    rare_text = (f"{rare.meta.get('num_prompts')} training prompts x {rare.meta.get('num_rollouts')} base rollouts; "
-                 f"{rare.meta.get('num_correct_pool')} correct; the top {100 * rare.meta.get('top_fraction', 0):g}% by "
-                 f"length-normalised NLL gives **{len(rare)} rare-correct trajectories** (NLL >= "
-                 f"{fmt(rare.meta.get('nll_threshold'))}, mean {fmt(rare.mean_base_nll)} vs "
-                 f"{fmt(rare.meta.get('pool_mean_nll'))} over all correct rollouts).\n\n"
-                 f"Rare event E(x) per prompt: {sources.get('rare_set', 0)} prompts from the rare set, "
-                 f"{sources.get('designated', 0)} with a designated rare mode, {sources.get('none', 0)} without one. "
-                 + (f"Over the {len(ids)} prompts with E(x): mean mu = {fmt(float(np.mean(mu)))}, "
-                    f"mean tau = {fmt(float(np.mean(tau)), 4)}, median rho = tau/mu = "
-                    f"{fmt(float(np.median(tau / np.maximum(mu, 1e-12))))}." if ids else ""))
+    rare_text = (
+        f"{rare.meta.get('num_prompts')} training prompts x {rare.meta.get('num_rollouts')} base rollouts; "
+        f"{rare.meta.get('num_correct_pool')} correct; the top {100 * rare.meta.get('top_fraction', 0):g}% by "
+        f"length-normalised NLL gives **{len(rare)} rare-correct trajectories** (NLL >= "
+        f"{fmt(rare.meta.get('nll_threshold'))}, mean {fmt(rare.mean_base_nll)} vs "
+        f"{fmt(rare.meta.get('pool_mean_nll'))} over all correct rollouts).\n\n"
+        f"Rare event E(x) per prompt: {sources.get('rare_set', 0)} prompts from the rare set, "
+        f"{sources.get('designated', 0)} with a designated rare mode, {sources.get('none', 0)} without one. "
+        + (
+            f"Over the {len(ids)} prompts with E(x): mean mu = {fmt(float(np.mean(mu)))}, "
+            f"mean tau = {fmt(float(np.mean(tau)), 4)}, median rho = tau/mu = "
+            f"{fmt(float(np.median(tau / np.maximum(mu, 1e-12))))}."
+            if ids
+            else ""
+        )
+    )
     if rare.texts:
         rare_text += "\n\nExamples (prompt id: completion, base NLL): " + ", ".join(
-            f"`{pid}: {t}` ({fmt(float(v))})" for pid, t, v in list(zip(rare.prompt_ids, rare.texts, rare.base_nll))[:6])
+            f"`{pid}: {t}` ({fmt(float(v))})"
+            for pid, t, v in list(zip(rare.prompt_ids, rare.texts, rare.base_nll))[:6]
+        )
     if rare.meta.get("exact"):
-        rare_text += ("\n\nThe means above and the tail-miss predictions below use the exact base (mu, tau) of each "
-                      "prompt (sequence probabilities summed over its correct answers and over E(x)). "
-                      + exact_mu_tau_text(rare.meta["exact"]))
+        rare_text += (
+            "\n\nThe means above and the tail-miss predictions below use the exact base (mu, tau) of each "
+            "prompt (sequence probabilities summed over its correct answers and over E(x)). "
+            + exact_mu_tau_text(rare.meta["exact"])
+        )
     sections.append(("Rare-correct set (App. M.2)", rare_text))
 
     if runs:
@@ -270,36 +414,63 @@ def write_demo_report(out, cfg, summary: dict, evals: dict, runs, rare, result: 
         fig.tight_layout()
         fig.savefig(out / "training_curves.png", dpi=120)
         plt.close(fig)
-        rows = [[r.label, r.N, r.gamma, getattr(r, "lr_scale", 1.0), r.steps, r.delta_nll_rare] for r in runs]
-        sections.append(("Training", "![training curves](training_curves.png)\n\n"
-                         + markdown_table(["run", "N", "gamma", "lr x", "steps", "final Delta NLL_rare"], rows)))
+        rows = [
+            [r.label, r.N, r.gamma, getattr(r, "lr_scale", 1.0), r.steps, r.delta_nll_rare]
+            for r in runs
+        ]
+        sections.append(
+            (
+                "Training",
+                "![training curves](training_curves.png)\n\n"
+                + markdown_table(
+                    ["run", "N", "gamma", "lr x", "steps", "final Delta NLL_rare"], rows
+                ),
+            )
+        )
 
     if evals:
         first = next(iter(evals.values()))
-        fig, axes = plt.subplots(1, len(first["splits"]), figsize=(5 * len(first["splits"]), 3.8), squeeze=False)
+        fig, axes = plt.subplots(
+            1, len(first["splits"]), figsize=(5 * len(first["splits"]), 3.8), squeeze=False
+        )
         plot_pass_at_k_models(axes[0], evals)
         fig.tight_layout()
         fig.savefig(out / "passk.png", dpi=120)
         plt.close(fig)
-        sections.append(("pass@k", "![pass@k](passk.png)\n\n" + pass_at_k_section(evals) + "\n\n" + note))
+        sections.append(
+            ("pass@k", "![pass@k](passk.png)\n\n" + pass_at_k_section(evals) + "\n\n" + note)
+        )
 
     vfig = result.get("figures", {})
-    tm = (f"Per training group: active (0 < X < N)? contained a rare form of E(x)? Observed tail-miss frequency "
-          f"against Lemma 3.1 at the base estimates (mu, tau) of its prompt. Only groups of prompts in the "
-          f"rare-set pool count. The policy drifts away from the base during training, so the early window "
-          f"(first {result.get('early_steps')} steps) is the fair test; the whole run shows the drift.\n\n")
+    tm = (
+        f"Per training group: active (0 < X < N)? contained a rare form of E(x)? Observed tail-miss frequency "
+        f"against Lemma 3.1 at the base estimates (mu, tau) of its prompt. Only groups of prompts in the "
+        f"rare-set pool count. The policy drifts away from the base during training, so the early window "
+        f"(first {result.get('early_steps')} steps) is the fair test; the whole run shows the drift.\n\n"
+    )
     if "tail_miss" in vfig:
         tm += f"![tail-miss check](validate/{vfig['tail_miss']})\n\n"
     sections.append(("Cross-check: tail miss (Lemma 3.1)", tm + tail_miss_section(result)))
     sw = ""
     if "delta_nll" in vfig:
         sw = f"![Delta NLL_rare vs N](validate/{vfig['delta_nll']})\n\n"
-    sections.append(("Cross-check: group-size sweep vs the paper (Table 2)", sw + sweep_section(result) + "\n\n"
-                      + note))
+    sections.append(
+        (
+            "Cross-check: group-size sweep vs the paper (Table 2)",
+            sw + sweep_section(result) + "\n\n" + note,
+        )
+    )
     control = lr_control_section(result)
     if control:
         sections.append(("Learning-rate-matched control", control + "\n\n" + note))
     elif getattr(cfg, "lr_matched_control", False) and getattr(cfg, "gamma", 0) > 0:
-        sections.append(("Learning-rate-matched control", "_The control run or one of the runs it is compared "
-                                                           "with is missing (not finished?)._"))
-    return write_report(out / "report.md", "F-GRPO demo: theory, rare-correct set, GRPO vs F-GRPO", sections)
+        sections.append(
+            (
+                "Learning-rate-matched control",
+                "_The control run or one of the runs it is compared "
+                "with is missing (not finished?)._",
+            )
+        )
+    return write_report(
+        out / "report.md", "F-GRPO demo: theory, rare-correct set, GRPO vs F-GRPO", sections
+    )

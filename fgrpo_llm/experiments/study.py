@@ -33,11 +33,30 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_llm.evaluation.stats import (CONTRADICTED, HOLDS, NOT_RESOLVED, Interval, format_interval,
-                                        paired_difference, t_interval, verdict_above, verdict_below,
-                                        verdict_not_below)
-from fgrpo_llm.experiments.plan import (DemoConfig, RunSpec, evaluate_stage, map_runs, pretrain_base, rare_set_stage,
-                                        run_done, run_specs, task_for, write_json)
+from fgrpo_llm.evaluation.stats import (
+    CONTRADICTED,
+    HOLDS,
+    NOT_RESOLVED,
+    Interval,
+    format_interval,
+    paired_difference,
+    t_interval,
+    verdict_above,
+    verdict_below,
+    verdict_not_below,
+)
+from fgrpo_llm.experiments.plan import (
+    DemoConfig,
+    RunSpec,
+    evaluate_stage,
+    map_runs,
+    pretrain_base,
+    rare_set_stage,
+    run_done,
+    run_specs,
+    task_for,
+    write_json,
+)
 
 __all__ = ["run_study", "MATCH_MARGIN", "METRICS"]
 
@@ -45,16 +64,26 @@ __all__ = ["run_study", "MATCH_MARGIN", "METRICS"]
 MATCH_MARGIN = 0.02
 
 #: Per-run metrics of the study tables (fractions; Delta NLL_rare in nats per token).
-METRICS = {"id_pass1": "in-domain pass@1", "id_passk": "in-domain pass@k_max", "ood_pass1": "OOD pass@1",
-           "ood_passk": "OOD pass@k_max", "delta_nll_rare": "Delta NLL_rare", "tail_miss_obs": "early tail miss (obs)",
-           "tail_miss_pred": "early tail miss (Lemma 3.1)"}
+METRICS = {
+    "id_pass1": "in-domain pass@1",
+    "id_passk": "in-domain pass@k_max",
+    "ood_pass1": "OOD pass@1",
+    "ood_passk": "OOD pass@k_max",
+    "delta_nll_rare": "Delta NLL_rare",
+    "tail_miss_obs": "early tail miss (obs)",
+    "tail_miss_pred": "early tail miss (Lemma 3.1)",
+}
 
 
 # ----------------------------------------------------------------------------- per-run numbers
 def _split_value(results: dict, role: str, k) -> float | None:
     ks = results["ks"]
     kk = max(ks) if k == "max" else int(k)
-    vals = [e[f"pass@{kk}"] for e in results["splits"].values() if e["role"] == role and f"pass@{kk}" in e]
+    vals = [
+        e[f"pass@{kk}"]
+        for e in results["splits"].values()
+        if e["role"] == role and f"pass@{kk}" in e
+    ]
     return float(np.mean(vals)) if vals else None
 
 
@@ -62,16 +91,25 @@ def _run_numbers(run, rare, *, early_steps: int, exact: bool) -> dict:
     """The study's metrics of one finished run (see :data:`METRICS`) plus its pass@k curves."""
     from fgrpo_llm.evaluation.tail_miss import tail_miss_records
 
-    rec = tail_miss_records(run.groups, rare, max_step=early_steps, exact=exact)  # exact (mu, tau) if known
+    rec = tail_miss_records(
+        run.groups, rare, max_step=early_steps, exact=exact
+    )  # exact (mu, tau) if known
     res = run.eval
-    out = {"id_pass1": _split_value(res, "in_domain", 1), "id_passk": _split_value(res, "in_domain", "max"),
-           "ood_pass1": _split_value(res, "ood", 1), "ood_passk": _split_value(res, "ood", "max"),
-           "delta_nll_rare": run.delta_nll_rare,
-           "tail_miss_obs": float(rec["tail_miss"].mean()) if len(rec["N"]) else None,
-           "tail_miss_pred": float(rec["p_tail_miss"].mean()) if len(rec["N"]) else None,
-           "tail_miss_groups": int(len(rec["N"])),
-           "passk": {split: {f"pass@{k}": e[f"pass@{k}"] for k in res["ks"]} for split, e in res["splits"].items()},
-           "kmax": max(res["ks"])}
+    out = {
+        "id_pass1": _split_value(res, "in_domain", 1),
+        "id_passk": _split_value(res, "in_domain", "max"),
+        "ood_pass1": _split_value(res, "ood", 1),
+        "ood_passk": _split_value(res, "ood", "max"),
+        "delta_nll_rare": run.delta_nll_rare,
+        "tail_miss_obs": float(rec["tail_miss"].mean()) if len(rec["N"]) else None,
+        "tail_miss_pred": float(rec["p_tail_miss"].mean()) if len(rec["N"]) else None,
+        "tail_miss_groups": int(len(rec["N"])),
+        "passk": {
+            split: {f"pass@{k}": e[f"pass@{k}"] for k in res["ks"]}
+            for split, e in res["splits"].items()
+        },
+        "kmax": max(res["ks"]),
+    }
     return out
 
 
@@ -85,10 +123,13 @@ def _collect(out: Path, cfg: DemoConfig, seeds, rare, *, exact: bool) -> dict:
             if not run_done(out, spec):
                 continue
             run = load_run(out / spec.path)
-            numbers.setdefault(spec.name, {})[s] = {**_run_numbers(run, rare, early_steps=cfg.early_steps,
-                                                                   exact=exact),
-                                                    "label": run.label, "N": spec.N, "gamma": spec.gamma,
-                                                    "lr_match_gamma": spec.lr_match_gamma}
+            numbers.setdefault(spec.name, {})[s] = {
+                **_run_numbers(run, rare, early_steps=cfg.early_steps, exact=exact),
+                "label": run.label,
+                "N": spec.N,
+                "gamma": spec.gamma,
+                "lr_match_gamma": spec.lr_match_gamma,
+            }
     return numbers
 
 
@@ -96,7 +137,11 @@ def _values(numbers: dict, name: str, metric: str, seeds) -> np.ndarray | None:
     """One value per seed, or None when a run of some seed is missing or lacks the metric."""
     runs = numbers.get(name, {})
     vals = [runs.get(s, {}).get(metric) for s in seeds]
-    return None if any(v is None or not math.isfinite(v) for v in vals) else np.array(vals, dtype=np.float64)
+    return (
+        None
+        if any(v is None or not math.isfinite(v) for v in vals)
+        else np.array(vals, dtype=np.float64)
+    )
 
 
 def _interval(numbers, name, metric, seeds) -> Interval | None:
@@ -127,59 +172,116 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
 
     # 1. non-monotone Delta NLL_rare with an interior peak
     means = {n: _interval(numbers, f"grpo_n{n}", "delta_nll_rare", seeds) for n in sweep}
-    rule1 = ("N* = the N with the largest mean over seeds. Holds if N* is neither the smallest nor the largest N "
-             "and Delta NLL_rare(N*) exceeds both ends' in paired 95% intervals; contradicted if N* is an end and "
-             "exceeds every other N's in paired intervals (monotone towards that end); else not resolved.")
+    rule1 = (
+        "N* = the N with the largest mean over seeds. Holds if N* is neither the smallest nor the largest N "
+        "and Delta NLL_rare(N*) exceeds both ends' in paired 95% intervals; contradicted if N* is an end and "
+        "exceeds every other N's in paired intervals (monotone towards that end); else not resolved."
+    )
     if all(means.values()) and len(sweep) >= 3:
         peak = max(sweep, key=lambda n: means[n].mean)
-        diffs = {n: _paired(numbers, f"grpo_n{peak}", f"grpo_n{n}", "delta_nll_rare", seeds) for n in sweep if n != peak}
+        diffs = {
+            n: _paired(numbers, f"grpo_n{peak}", f"grpo_n{n}", "delta_nll_rare", seeds)
+            for n in sweep
+            if n != peak
+        }
         shown = ", ".join(f"N={n}: {_iv(means[n])}" for n in sweep)
         ends = (sweep[0], sweep[-1])
         if peak not in ends:
             verdict = HOLDS if all(verdict_above(diffs[n]) == HOLDS for n in ends) else NOT_RESOLVED
         else:
-            verdict = CONTRADICTED if all(verdict_above(d) == HOLDS for d in diffs.values()) else NOT_RESOLVED
-        evidence = (f"Delta NLL_rare of GRPO, mean [95% CI] over {len(seeds)} seeds: {shown}; peak at N = {peak} "
-                    f"(paper: N = 8); paired differences peak - N: "
-                    + ", ".join(f"N={n}: {_iv(d, True)}" for n, d in diffs.items()) + ".")
+            verdict = (
+                CONTRADICTED
+                if all(verdict_above(d) == HOLDS for d in diffs.values())
+                else NOT_RESOLVED
+            )
+        evidence = (
+            f"Delta NLL_rare of GRPO, mean [95% CI] over {len(seeds)} seeds: {shown}; peak at N = {peak} "
+            f"(paper: N = 8); paired differences peak - N: "
+            + ", ".join(f"N={n}: {_iv(d, True)}" for n, d in diffs.items())
+            + "."
+        )
     elif len(sweep) < 3:
-        verdict, evidence = NOT_RESOLVED, f"the sweep has {len(sweep)} group sizes; an interior peak needs three."
+        verdict, evidence = (
+            NOT_RESOLVED,
+            f"the sweep has {len(sweep)} group sizes; an interior peak needs three.",
+        )
     else:
         verdict, evidence = NOT_RESOLVED, "a GRPO run of the sweep is missing."
-    claims.append(_claim(1, "Delta NLL_rare is non-monotone in N, with its peak at an intermediate N (paper: N = 8)",
-                         verdict, evidence, rule1))
+    claims.append(
+        _claim(
+            1,
+            "Delta NLL_rare is non-monotone in N, with its peak at an intermediate N (paper: N = 8)",
+            verdict,
+            evidence,
+            rule1,
+        )
+    )
 
     # 2. F-GRPO lowers Delta NLL_rare
     d2 = _paired(numbers, f, g, "delta_nll_rare", seeds)
-    claims.append(_claim(2, f"F-GRPO at N = {N} has a lower Delta NLL_rare than GRPO at N = {N}",
-                         verdict_below(d2) if d2 else NOT_RESOLVED,
-                         f"paired difference F-GRPO - GRPO: {_iv(d2, True)} (F-GRPO {_iv(_interval(numbers, f, 'delta_nll_rare', seeds))}, "
-                         f"GRPO {_iv(_interval(numbers, g, 'delta_nll_rare', seeds))}).",
-                         "Holds if the paired 95% interval lies below 0, contradicted if above 0, else not resolved."))
+    claims.append(
+        _claim(
+            2,
+            f"F-GRPO at N = {N} has a lower Delta NLL_rare than GRPO at N = {N}",
+            verdict_below(d2) if d2 else NOT_RESOLVED,
+            f"paired difference F-GRPO - GRPO: {_iv(d2, True)} (F-GRPO {_iv(_interval(numbers, f, 'delta_nll_rare', seeds))}, "
+            f"GRPO {_iv(_interval(numbers, g, 'delta_nll_rare', seeds))}).",
+            "Holds if the paired 95% interval lies below 0, contradicted if above 0, else not resolved.",
+        )
+    )
 
     # 3. pass@k_max at least GRPO's, in-domain and OOD
     d3 = {m: _paired(numbers, f, g, m, seeds) for m in ("id_passk", "ood_passk")}
     v3 = [verdict_above(d) if d else NOT_RESOLVED for d in d3.values()]
-    verdict3 = CONTRADICTED if CONTRADICTED in v3 else (HOLDS if all(v == HOLDS for v in v3) else NOT_RESOLVED)
-    claims.append(_claim(3, f"F-GRPO at N = {N} has pass@k at the largest k at least that of GRPO at N = {N}, "
-                            f"in-domain and OOD", verdict3,
-                         "paired difference F-GRPO - GRPO: " + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d3.items()) + ".",
-                         "Holds if both paired 95% intervals lie above 0 (F-GRPO higher in-domain and OOD), contradicted "
-                         "if either lies below 0, else not resolved (no difference this many seeds can resolve)."))
+    verdict3 = (
+        CONTRADICTED
+        if CONTRADICTED in v3
+        else (HOLDS if all(v == HOLDS for v in v3) else NOT_RESOLVED)
+    )
+    claims.append(
+        _claim(
+            3,
+            f"F-GRPO at N = {N} has pass@k at the largest k at least that of GRPO at N = {N}, "
+            f"in-domain and OOD",
+            verdict3,
+            "paired difference F-GRPO - GRPO: "
+            + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d3.items())
+            + ".",
+            "Holds if both paired 95% intervals lie above 0 (F-GRPO higher in-domain and OOD), contradicted "
+            "if either lies below 0, else not resolved (no difference this many seeds can resolve).",
+        )
+    )
 
     # 4. pass@1 kept
     d4 = {m: _paired(numbers, f, g, m, seeds) for m in ("id_pass1", "ood_pass1")}
     v4 = [verdict_not_below(d) if d else NOT_RESOLVED for d in d4.values()]
-    verdict4 = CONTRADICTED if CONTRADICTED in v4 else (HOLDS if all(v == HOLDS for v in v4) else NOT_RESOLVED)
-    claims.append(_claim(4, f"F-GRPO at N = {N} keeps pass@1 (no drop beyond the interval)", verdict4,
-                         "paired difference F-GRPO - GRPO: " + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d4.items()) + ".",
-                         "Contradicted if a paired 95% interval lies entirely below 0 (a resolved drop, in-domain or "
-                         "OOD), else holds."))
+    verdict4 = (
+        CONTRADICTED
+        if CONTRADICTED in v4
+        else (HOLDS if all(v == HOLDS for v in v4) else NOT_RESOLVED)
+    )
+    claims.append(
+        _claim(
+            4,
+            f"F-GRPO at N = {N} keeps pass@1 (no drop beyond the interval)",
+            verdict4,
+            "paired difference F-GRPO - GRPO: "
+            + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d4.items())
+            + ".",
+            "Contradicted if a paired 95% interval lies entirely below 0 (a resolved drop, in-domain or "
+            "OOD), else holds.",
+        )
+    )
 
     # 5. the lr-matched control does not reproduce the gains
     gains = []
-    for m, better in (("delta_nll_rare", verdict_below), ("id_passk", verdict_above), ("ood_passk", verdict_above),
-                      ("id_pass1", verdict_above), ("ood_pass1", verdict_above)):
+    for m, better in (
+        ("delta_nll_rare", verdict_below),
+        ("id_passk", verdict_above),
+        ("ood_passk", verdict_above),
+        ("id_pass1", verdict_above),
+        ("ood_pass1", verdict_above),
+    ):
         d = _paired(numbers, f, g, m, seeds)
         if d is not None and better(d) == HOLDS:
             gains.append((m, better))
@@ -195,49 +297,97 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
             cg = _paired(numbers, c, g, m, seeds)  # control - GRPO
             kept += better(fc) == HOLDS  # F-GRPO still better than the control
             reproduced += better(fc) != HOLDS and better(cg) == HOLDS
-            parts.append(f"{METRICS[m]}: F-GRPO - control {_iv(fc, True)}, control - GRPO {_iv(cg, True)}")
-        verdict5 = HOLDS if kept == len(gains) else (CONTRADICTED if reproduced == len(gains) else NOT_RESOLVED)
+            parts.append(
+                f"{METRICS[m]}: F-GRPO - control {_iv(fc, True)}, control - GRPO {_iv(cg, True)}"
+            )
+        verdict5 = (
+            HOLDS
+            if kept == len(gains)
+            else (CONTRADICTED if reproduced == len(gains) else NOT_RESOLVED)
+        )
         evidence5 = "for each resolved gain of F-GRPO over GRPO: " + "; ".join(parts) + "."
-    claims.append(_claim(5, f"the learning-rate-matched control (GRPO at lr x m_{cfg.gamma:g} = "
-                            f"{_lr_scale(cfg):.3f}) does not reproduce F-GRPO's gains (paper Table 3)",
-                         verdict5, evidence5,
-                         "Over the metrics where F-GRPO beats GRPO in a paired 95% interval: holds if F-GRPO also beats "
-                         "the control on every one; contradicted if on every one the control beats GRPO and F-GRPO "
-                         "does not beat the control; else not resolved."))
+    claims.append(
+        _claim(
+            5,
+            f"the learning-rate-matched control (GRPO at lr x m_{cfg.gamma:g} = "
+            f"{_lr_scale(cfg):.3f}) does not reproduce F-GRPO's gains (paper Table 3)",
+            verdict5,
+            evidence5,
+            "Over the metrics where F-GRPO beats GRPO in a paired 95% interval: holds if F-GRPO also beats "
+            "the control on every one; contradicted if on every one the control beats GRPO and F-GRPO "
+            "does not beat the control; else not resolved.",
+        )
+    )
 
     # 6. F-GRPO N=8 matches GRPO N=32 at the largest k
     big = max(sweep)
-    d6 = {m: _paired(numbers, f, f"grpo_n{big}", m, seeds) if big > N else None for m in ("id_passk", "ood_passk")}
-    v6 = [NOT_RESOLVED if d is None else (HOLDS if d.lo > -MATCH_MARGIN else (CONTRADICTED if d.hi < -MATCH_MARGIN
-                                                                              else NOT_RESOLVED)) for d in d6.values()]
-    verdict6 = CONTRADICTED if CONTRADICTED in v6 else (HOLDS if all(v == HOLDS for v in v6) else NOT_RESOLVED)
-    claims.append(_claim(6, f"F-GRPO at N = {N} matches GRPO at N = {big} at the largest k with "
-                            f"{N}/{big} of the rollouts", verdict6,
-                         "paired difference F-GRPO N={} - GRPO N={}: ".format(N, big)
-                         + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d6.items()) + ".",
-                         f"Holds if both paired 95% intervals lie above -{MATCH_MARGIN} (within {MATCH_MARGIN:g} or "
-                         f"better), contradicted if either lies below -{MATCH_MARGIN}, else not resolved."))
+    d6 = {
+        m: _paired(numbers, f, f"grpo_n{big}", m, seeds) if big > N else None
+        for m in ("id_passk", "ood_passk")
+    }
+    v6 = [
+        NOT_RESOLVED
+        if d is None
+        else (
+            HOLDS
+            if d.lo > -MATCH_MARGIN
+            else (CONTRADICTED if d.hi < -MATCH_MARGIN else NOT_RESOLVED)
+        )
+        for d in d6.values()
+    ]
+    verdict6 = (
+        CONTRADICTED
+        if CONTRADICTED in v6
+        else (HOLDS if all(v == HOLDS for v in v6) else NOT_RESOLVED)
+    )
+    claims.append(
+        _claim(
+            6,
+            f"F-GRPO at N = {N} matches GRPO at N = {big} at the largest k with "
+            f"{N}/{big} of the rollouts",
+            verdict6,
+            "paired difference F-GRPO N={} - GRPO N={}: ".format(N, big)
+            + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d6.items())
+            + ".",
+            f"Holds if both paired 95% intervals lie above -{MATCH_MARGIN} (within {MATCH_MARGIN:g} or "
+            f"better), contradicted if either lies below -{MATCH_MARGIN}, else not resolved.",
+        )
+    )
 
     # 7. early tail misses against Lemma 3.1
     rows, agree, disagree = [], 0, 0
     for name in [f"grpo_n{n}" for n in sweep] + [f]:
-        obs, pred = _values(numbers, name, "tail_miss_obs", seeds), _values(numbers, name, "tail_miss_pred", seeds)
+        obs, pred = (
+            _values(numbers, name, "tail_miss_obs", seeds),
+            _values(numbers, name, "tail_miss_pred", seeds),
+        )
         if obs is None or pred is None:
             continue
         d = paired_difference(obs, pred)
         agree += not d.excludes(0.0)
         disagree += d.excludes(0.0)
-        rows.append(f"{numbers[name][seeds[0]]['label']}: observed {_iv(t_interval(obs))}, predicted "
-                    f"{_iv(t_interval(pred))}, difference {_iv(d, True)}")
+        rows.append(
+            f"{numbers[name][seeds[0]]['label']}: observed {_iv(t_interval(obs))}, predicted "
+            f"{_iv(t_interval(pred))}, difference {_iv(d, True)}"
+        )
     if not rows:
         verdict7, evidence7 = NOT_RESOLVED, "no training group hit a prompt with a rare event."
     else:
-        verdict7 = HOLDS if disagree == 0 else (CONTRADICTED if disagree > len(rows) / 2 else NOT_RESOLVED)
+        verdict7 = (
+            HOLDS if disagree == 0 else (CONTRADICTED if disagree > len(rows) / 2 else NOT_RESOLVED)
+        )
         evidence7 = f"first {cfg.early_steps} steps: " + "; ".join(rows) + "."
-    claims.append(_claim(7, "early in training the observed tail-miss frequency agrees with Lemma 3.1", verdict7,
-                         evidence7, "Per run, the paired 95% interval over seeds of observed - predicted frequency: holds "
-                         "if it contains 0 for every run, contradicted if it excludes 0 for more than half of them, "
-                         "else not resolved."))
+    claims.append(
+        _claim(
+            7,
+            "early in training the observed tail-miss frequency agrees with Lemma 3.1",
+            verdict7,
+            evidence7,
+            "Per run, the paired 95% interval over seeds of observed - predicted frequency: holds "
+            "if it contains 0 for every run, contradicted if it excludes 0 for more than half of them, "
+            "else not resolved.",
+        )
+    )
     return claims
 
 
@@ -253,9 +403,17 @@ def summary_rows(numbers: dict, seeds) -> list[dict]:
     rows = []
     for name, runs in numbers.items():
         first = runs[min(runs)]
-        rows.append({"name": name, "label": first["label"], "N": first["N"], "gamma": first["gamma"],
-                     "seeds": sorted(runs), "complete": all(s in runs for s in seeds),
-                     **{m: _interval(numbers, name, m, seeds) for m in METRICS}})
+        rows.append(
+            {
+                "name": name,
+                "label": first["label"],
+                "N": first["N"],
+                "gamma": first["gamma"],
+                "seeds": sorted(runs),
+                "complete": all(s in runs for s in seeds),
+                **{m: _interval(numbers, name, m, seeds) for m in METRICS},
+            }
+        )
     return rows
 
 
@@ -281,17 +439,32 @@ def _plot(out: Path, numbers: dict, cfg: DemoConfig, seeds) -> list[str]:
         pts = [(n, _interval(numbers, f"grpo_n{n}", metric, seeds)) for n in sweep]
         pts = [(n, iv) for n, iv in pts if iv is not None]
         if pts:
-            ax.errorbar([n for n, _ in pts], [iv.mean for _, iv in pts],
-                        yerr=[[iv.mean - iv.lo if math.isfinite(iv.lo) else 0 for _, iv in pts],
-                              [iv.hi - iv.mean if math.isfinite(iv.hi) else 0 for _, iv in pts]],
-                        fmt="o-", capsize=3, label="GRPO")
-        for name, marker, label in ((f"fgrpo_n{cfg.group_size}", "*", f"F-GRPO (gamma {cfg.gamma:g})"),
-                                    (f"grpo_n{cfg.group_size}_lrmatched", "^", "GRPO, lr-matched")):
+            ax.errorbar(
+                [n for n, _ in pts],
+                [iv.mean for _, iv in pts],
+                yerr=[
+                    [iv.mean - iv.lo if math.isfinite(iv.lo) else 0 for _, iv in pts],
+                    [iv.hi - iv.mean if math.isfinite(iv.hi) else 0 for _, iv in pts],
+                ],
+                fmt="o-",
+                capsize=3,
+                label="GRPO",
+            )
+        for name, marker, label in (
+            (f"fgrpo_n{cfg.group_size}", "*", f"F-GRPO (gamma {cfg.gamma:g})"),
+            (f"grpo_n{cfg.group_size}_lrmatched", "^", "GRPO, lr-matched"),
+        ):
             iv = _interval(numbers, name, metric, seeds)
             if iv is not None:
-                ax.errorbar([cfg.group_size * (1.08 if marker == "*" else 0.92)], [iv.mean],
-                            yerr=[[iv.mean - iv.lo], [iv.hi - iv.mean]] if math.isfinite(iv.lo) else None,
-                            fmt=marker, ms=11, capsize=3, label=label)
+                ax.errorbar(
+                    [cfg.group_size * (1.08 if marker == "*" else 0.92)],
+                    [iv.mean],
+                    yerr=[[iv.mean - iv.lo], [iv.hi - iv.mean]] if math.isfinite(iv.lo) else None,
+                    fmt=marker,
+                    ms=11,
+                    capsize=3,
+                    label=label,
+                )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("group size N")
         ax.set_title(f"{METRICS[metric]} (mean, 95% CI over {len(seeds)} seeds)", fontsize=9)
@@ -305,53 +478,99 @@ def _plot(out: Path, numbers: dict, cfg: DemoConfig, seeds) -> list[str]:
     return figs
 
 
-def _report(out: Path, cfg: DemoConfig, seeds, rows, claims, spread, rare_summary, figs, command) -> Path:
+def _report(
+    out: Path, cfg: DemoConfig, seeds, rows, claims, spread, rare_summary, figs, command
+) -> Path:
     from fgrpo_llm.experiments.report import markdown_table, write_report
 
-    table = [[r["label"], len(r["seeds"])] + [_iv(r[m]) for m in ("id_pass1", "id_passk", "ood_pass1", "ood_passk",
-                                                               "delta_nll_rare", "tail_miss_obs", "tail_miss_pred")]
-             for r in rows]
+    table = [
+        [r["label"], len(r["seeds"])]
+        + [
+            _iv(r[m])
+            for m in (
+                "id_pass1",
+                "id_passk",
+                "ood_pass1",
+                "ood_passk",
+                "delta_nll_rare",
+                "tail_miss_obs",
+                "tail_miss_pred",
+            )
+        ]
+        for r in rows
+    ]
     from fgrpo_llm.evaluation.passk import default_ks
 
     kmax = max(default_ks(cfg.eval_n))
-    intro = (f"`{command}`: the demo's plan trained for {len(seeds)} RL seeds ({', '.join(map(str, seeds))}) from one base "
-             f"and one rare-correct set, every run evaluated on the same {cfg.eval_max_problems or 'all'} problems "
-             f"per split with n = {cfg.eval_n} samples (k_max = {kmax}). Intervals: mean over seeds and "
-             f"95% Student-t interval over seeds; differences are paired by seed (same base, same problems). "
-             f"Nothing here depends on wall time, worker count or finishing order.")
-    verdicts = markdown_table(["#", "claim", "verdict", "numbers"],
-                              [[c["claim"], c["text"], f"**{c['verdict']}**", c["evidence"]] for c in claims])
+    intro = (
+        f"`{command}`: the demo's plan trained for {len(seeds)} RL seeds ({', '.join(map(str, seeds))}) from one base "
+        f"and one rare-correct set, every run evaluated on the same {cfg.eval_max_problems or 'all'} problems "
+        f"per split with n = {cfg.eval_n} samples (k_max = {kmax}). Intervals: mean over seeds and "
+        f"95% Student-t interval over seeds; differences are paired by seed (same base, same problems). "
+        f"Nothing here depends on wall time, worker count or finishing order."
+    )
+    verdicts = markdown_table(
+        ["#", "claim", "verdict", "numbers"],
+        [[c["claim"], c["text"], f"**{c['verdict']}**", c["evidence"]] for c in claims],
+    )
     rules = "\n".join(f"- Claim {c['claim']}: {c['rule']}" for c in claims)
-    sections = [("Study", intro),
-                ("Verdicts", verdicts + "\n\nHow each verdict is decided:\n\n" + rules),
-                ("Runs: mean [95% CI] over seeds",
-                 "".join(f"![{p}]({p})\n\n" for p in figs)
-                 + markdown_table(["run", "seeds", "in-domain pass@1", "in-domain pass@k_max", "OOD pass@1",
-                                   "OOD pass@k_max", "Delta NLL_rare", "early tail miss (obs)",
-                                   "early tail miss (Lemma 3.1)"], table)),
-                ("Seed-to-seed spread", "Standard deviation across seeds, averaged over the runs (quoted by "
-                 "`fgrpo-llm demo` beside each single-seed comparison): "
-                 + ", ".join(f"{METRICS.get(k, k)} {v:.3f}" for k, v in spread["sd"].items() if v is not None) + "."),
-                ("Rare-correct set and (mu, tau)", rare_summary)]
+    sections = [
+        ("Study", intro),
+        ("Verdicts", verdicts + "\n\nHow each verdict is decided:\n\n" + rules),
+        (
+            "Runs: mean [95% CI] over seeds",
+            "".join(f"![{p}]({p})\n\n" for p in figs)
+            + markdown_table(
+                [
+                    "run",
+                    "seeds",
+                    "in-domain pass@1",
+                    "in-domain pass@k_max",
+                    "OOD pass@1",
+                    "OOD pass@k_max",
+                    "Delta NLL_rare",
+                    "early tail miss (obs)",
+                    "early tail miss (Lemma 3.1)",
+                ],
+                table,
+            ),
+        ),
+        (
+            "Seed-to-seed spread",
+            "Standard deviation across seeds, averaged over the runs (quoted by "
+            "`fgrpo-llm demo` beside each single-seed comparison): "
+            + ", ".join(
+                f"{METRICS.get(k, k)} {v:.3f}" for k, v in spread["sd"].items() if v is not None
+            )
+            + ".",
+        ),
+        ("Rare-correct set and (mu, tau)", rare_summary),
+    ]
     return write_report(out / "report.md", "F-GRPO study: seeds, intervals and verdicts", sections)
 
 
 def _rare_summary(rare, exact_summary: dict | None) -> str:
     ids, mu, tau = rare.mu_tau()
-    text = (f"{rare.meta.get('num_prompts')} prompts x {rare.meta.get('num_rollouts')} base rollouts, "
-            f"{len(rare)} rare-correct trajectories, {len(ids)} prompts with a rare event E(x).")
+    text = (
+        f"{rare.meta.get('num_prompts')} prompts x {rare.meta.get('num_rollouts')} base rollouts, "
+        f"{len(rare)} rare-correct trajectories, {len(ids)} prompts with a rare event E(x)."
+    )
     if exact_summary:
         from fgrpo_llm.experiments.report import exact_mu_tau_text
 
-        text += (" The tail-miss predictions use the exact base (mu, tau) of each prompt (the sum of the base's "
-                 "sequence probabilities over its correct answers and over E(x), "
-                 "`fgrpo_llm.evaluation.exact`). " + exact_mu_tau_text(exact_summary))
+        text += (
+            " The tail-miss predictions use the exact base (mu, tau) of each prompt (the sum of the base's "
+            "sequence probabilities over its correct answers and over E(x), "
+            "`fgrpo_llm.evaluation.exact`). " + exact_mu_tau_text(exact_summary)
+        )
     else:
         text += " The tail-miss predictions use the sampled (mu, tau) of the rare-set rollouts."
     return text
 
 
-def run_study(out_dir, cfg: DemoConfig, *, seeds, command: str = "fgrpo-llm study", spread_file=None) -> dict:
+def run_study(
+    out_dir, cfg: DemoConfig, *, seeds, command: str = "fgrpo-llm study", spread_file=None
+) -> dict:
     """Run (or resume) the study; write OUT/report.md, OUT/study.json and OUT/seed_spread.json."""
     import torch
 
@@ -368,13 +587,25 @@ def run_study(out_dir, cfg: DemoConfig, *, seeds, command: str = "fgrpo-llm stud
     exact_summary = _exact_stage(out, cfg, rare)
     task = task_for(out / "base")
     evaluate_stage(out / "base", out / "base_eval", cfg, task=task)
-    specs: list[RunSpec] = [spec for s in seeds for spec in run_specs(cfg, seed=s, prefix=f"seed{s}/")]
+    specs: list[RunSpec] = [
+        spec for s in seeds for spec in run_specs(cfg, seed=s, prefix=f"seed{s}/")
+    ]
     todo = [spec for spec in specs if not run_done(out, spec)]
-    print(f"[study] {len(specs) - len(todo)} of {len(specs)} runs done; training {len(todo)} on {cfg.workers} "
-          f"worker(s)", file=sys.stderr, flush=True)
+    print(
+        f"[study] {len(specs) - len(todo)} of {len(specs)} runs done; training {len(todo)} on {cfg.workers} "
+        f"worker(s)",
+        file=sys.stderr,
+        flush=True,
+    )
     from tqdm import tqdm
 
-    with tqdm(total=len(specs), initial=len(specs) - len(todo), desc="study runs", unit="run", file=sys.stderr) as bar:
+    with tqdm(
+        total=len(specs),
+        initial=len(specs) - len(todo),
+        desc="study runs",
+        unit="run",
+        file=sys.stderr,
+    ) as bar:
         for spec, _seconds in map_runs(out, cfg, todo):
             bar.update(1)
             bar.set_postfix_str(f"{spec.path}", refresh=True)
@@ -383,19 +614,36 @@ def run_study(out_dir, cfg: DemoConfig, *, seeds, command: str = "fgrpo-llm stud
     claims = judge_claims(numbers, cfg, seeds)
     spread = seed_spread(rows, seeds, command)
     figs = _plot(out, numbers, cfg, seeds)
-    report = _report(out, cfg, seeds, rows, claims, spread, _rare_summary(rare, exact_summary), figs, command)
-    result = {"command": command, "seeds": seeds, "base": {k: v for k, v in base.items() if not k.startswith("time/")},
-              "runs": [{**{k: v for k, v in r.items() if k not in METRICS},
-                        **{m: (r[m].to_dict() if r[m] else None) for m in METRICS}} for r in rows],
-              "per_seed": numbers, "claims": claims, "seed_spread": spread, "exact_mu_tau": exact_summary}
+    report = _report(
+        out, cfg, seeds, rows, claims, spread, _rare_summary(rare, exact_summary), figs, command
+    )
+    result = {
+        "command": command,
+        "seeds": seeds,
+        "base": {k: v for k, v in base.items() if not k.startswith("time/")},
+        "runs": [
+            {
+                **{k: v for k, v in r.items() if k not in METRICS},
+                **{m: (r[m].to_dict() if r[m] else None) for m in METRICS},
+            }
+            for r in rows
+        ],
+        "per_seed": numbers,
+        "claims": claims,
+        "seed_spread": spread,
+        "exact_mu_tau": exact_summary,
+    }
     write_json(out / "study.json", result)
     write_json(out / "seed_spread.json", spread)
     if spread_file:
         write_json(Path(spread_file), spread)
     from fgrpo_llm.files import atomic_write_text
 
-    atomic_write_text(out / "timings.md", f"# Wall time of the last `fgrpo-llm study` invocation\n\n"
-                                          f"{(time.perf_counter() - t0) / 60:.1f} min (finished runs were kept).\n")
+    atomic_write_text(
+        out / "timings.md",
+        f"# Wall time of the last `fgrpo-llm study` invocation\n\n"
+        f"{(time.perf_counter() - t0) / 60:.1f} min (finished runs were kept).\n",
+    )
     print(f"[study] wrote {report}", file=sys.stderr)
     return result
 
@@ -412,7 +660,9 @@ def _exact_stage(out: Path, cfg: DemoConfig, rare) -> dict | None:
 
     model, tok = load_model_and_tokenizer(out / "base", device=cfg.device)
     task = task_for(out / "base")
-    summary = record_exact_mu_tau(model, tok, task, task.problems("train")[:cfg.rare_prompts], rare)
+    summary = record_exact_mu_tau(
+        model, tok, task, task.problems("train")[: cfg.rare_prompts], rare
+    )
     if summary is not None:
         save_rare_set(rare, out / "rare_set.json")
     return summary

@@ -41,13 +41,21 @@ class FocalSettings:
         if self.gamma < 0:
             raise ValueError(f"focal gamma must be >= 0, got gamma={self.gamma}")
         if not self.reward_correct > self.reward_wrong:
-            raise ValueError(f"focal reward_correct must exceed reward_wrong, got reward_correct={self.reward_correct}, "
-                             f"reward_wrong={self.reward_wrong}")
+            raise ValueError(
+                f"focal reward_correct must exceed reward_wrong, got reward_correct={self.reward_correct}, "
+                f"reward_wrong={self.reward_wrong}"
+            )
         t = self.correct_threshold
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t)
-                              or not self.reward_wrong < t <= self.reward_correct):
-            raise ValueError(f"focal correct_threshold must lie in (reward_wrong, reward_correct] = "
-                             f"({self.reward_wrong}, {self.reward_correct}], got correct_threshold={t!r}")
+        if t is not None and (
+            isinstance(t, bool)
+            or not isinstance(t, (int, float))
+            or not math.isfinite(t)
+            or not self.reward_wrong < t <= self.reward_correct
+        ):
+            raise ValueError(
+                f"focal correct_threshold must lie in (reward_wrong, reward_correct] = "
+                f"({self.reward_wrong}, {self.reward_correct}], got correct_threshold={t!r}"
+            )
 
     @property
     def threshold(self) -> float:
@@ -81,6 +89,8 @@ def group_focal_weights(scores: torch.Tensor, group_ids, settings: FocalSettings
     correct = (scores >= settings.threshold).float()  # (M,), NaN >= t is False
     G = len(keys)
     X = torch.zeros(G, device=scores.device).index_add_(0, inverse, correct)  # (G,)
-    N = torch.zeros(G, device=scores.device).index_add_(0, inverse, torch.ones_like(correct))  # (G,)
+    N = torch.zeros(G, device=scores.device).index_add_(
+        0, inverse, torch.ones_like(correct)
+    )  # (G,)
     g = focal_weight(X / N, gamma=float(settings.gamma))  # (G,)
     return g[inverse], X[inverse].long(), N[inverse].long()

@@ -54,34 +54,77 @@ class RunRecorder:
     ``resume_step``: drop lines of later steps first (a resumed run rewrites them).
     """
 
-    def __init__(self, run_dir, *, engine: str, algo: str, group_size: int, gamma: float, lr_scale: float = 1.0,
-                 lr_match_gamma: float | None = None, resume_step: int | None = None):
+    def __init__(
+        self,
+        run_dir,
+        *,
+        engine: str,
+        algo: str,
+        group_size: int,
+        gamma: float,
+        lr_scale: float = 1.0,
+        lr_match_gamma: float | None = None,
+        resume_step: int | None = None,
+    ):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_run_info(self.run_dir, engine=engine, algo=algo, group_size=int(group_size), gamma=float(gamma),
-                       lr_scale=float(lr_scale), lr_match_gamma=lr_match_gamma)
+        write_run_info(
+            self.run_dir,
+            engine=engine,
+            algo=algo,
+            group_size=int(group_size),
+            gamma=float(gamma),
+            lr_scale=float(lr_scale),
+            lr_match_gamma=lr_match_gamma,
+        )
         if resume_step is not None:
             for name in ("groups.jsonl", "metrics.jsonl"):
                 truncate_jsonl(self.run_dir / name, max_step=int(resume_step))
         self._groups = JsonlWriter(self.run_dir / "groups.jsonl")
         self._metrics = JsonlWriter(self.run_dir / "metrics.jsonl")
 
-    def log_group(self, *, step: int, prompt_id: str, num_correct: int, N: int, forms: list,
-                  trained: bool = True) -> dict:
-        record = group_record(step=step, prompt_id=prompt_id, N=N, num_correct=num_correct, forms=forms,
-                              trained=trained)
+    def log_group(
+        self,
+        *,
+        step: int,
+        prompt_id: str,
+        num_correct: int,
+        N: int,
+        forms: list,
+        trained: bool = True,
+    ) -> dict:
+        record = group_record(
+            step=step,
+            prompt_id=prompt_id,
+            N=N,
+            num_correct=num_correct,
+            forms=forms,
+            trained=trained,
+        )
         self._groups.write(record)
         return record
 
-    def log_batch(self, *, step: int, prompt_ids: list, completions: list, correct: list, group_ids=None,
-                  trained=True, task=None, problems: dict | None = None) -> list[dict]:
+    def log_batch(
+        self,
+        *,
+        step: int,
+        prompt_ids: list,
+        completions: list,
+        correct: list,
+        group_ids=None,
+        trained=True,
+        task=None,
+        problems: dict | None = None,
+    ) -> list[dict]:
         """Group the M rows of one batch by ``group_ids`` (default: the prompt ids; order of first
         appearance) and write one record per group. ``trained`` is one bool or one per row;
         ``problems`` maps prompt id -> Problem for the task's form rule."""
         M = len(prompt_ids)
         if not len(completions) == len(correct) == M:
-            raise ValueError(f"prompt_ids, completions and correct must have one entry per row, got {M}, "
-                             f"{len(completions)}, {len(correct)}")
+            raise ValueError(
+                f"prompt_ids, completions and correct must have one entry per row, got {M}, "
+                f"{len(completions)}, {len(correct)}"
+            )
         group_ids = list(prompt_ids) if group_ids is None else list(group_ids)
         trained = [trained] * M if isinstance(trained, bool) else list(trained)
         rows: dict = {}
@@ -93,8 +136,16 @@ class RunRecorder:
             ok = [bool(correct[i]) for i in idx]
             problem = problems.get(pid) if problems else None
             forms = forms_of([completions[i] for i in idx], ok, task=task, problem=problem)
-            out.append(self.log_group(step=step, prompt_id=pid, num_correct=sum(ok), N=len(idx), forms=forms,
-                                      trained=any(trained[i] for i in idx)))
+            out.append(
+                self.log_group(
+                    step=step,
+                    prompt_id=pid,
+                    num_correct=sum(ok),
+                    N=len(idx),
+                    forms=forms,
+                    trained=any(trained[i] for i in idx),
+                )
+            )
         return out
 
     def log_metrics(self, step: int, metrics: dict) -> None:
@@ -113,9 +164,13 @@ def read_verl_dump(dump_dir) -> list[dict]:
     dump_dir = Path(dump_dir)
     if not dump_dir.is_dir():
         raise FileNotFoundError(f"verl rollout dump directory not found: {dump_dir}")
-    files = sorted((p for p in dump_dir.glob("*.jsonl") if p.stem.isdigit()), key=lambda p: int(p.stem))
+    files = sorted(
+        (p for p in dump_dir.glob("*.jsonl") if p.stem.isdigit()), key=lambda p: int(p.stem)
+    )
     if not files:
-        raise ValueError(f"no <step>.jsonl file in {dump_dir}: was the run started with trainer.rollout_data_dir?")
+        raise ValueError(
+            f"no <step>.jsonl file in {dump_dir}: was the run started with trainer.rollout_data_dir?"
+        )
     rows = []
     for path in files:
         for i, row in enumerate(read_jsonl(path, what="verl rollout dump"), 1):
@@ -134,9 +189,20 @@ def _verl_group_key(row: dict):
     return uid if uid is not None else row["input"]
 
 
-def records_from_verl_dump(dump_dir, run_dir, *, algo: str, group_size: int, gamma: float, lr_scale: float = 1.0,
-                           lr_match_gamma: float | None = None, settings=None, prompt_id_of=None, task=None,
-                           problems: dict | None = None) -> Path:
+def records_from_verl_dump(
+    dump_dir,
+    run_dir,
+    *,
+    algo: str,
+    group_size: int,
+    gamma: float,
+    lr_scale: float = 1.0,
+    lr_match_gamma: float | None = None,
+    settings=None,
+    prompt_id_of=None,
+    task=None,
+    problems: dict | None = None,
+) -> Path:
     """Convert verl's rollout dump into ``run_dir`` (``run.json`` with engine "verl" and ``groups.jsonl``).
 
     Rows of one step with the same prompt uid (or, without one, the same prompt text) form a group.
@@ -150,8 +216,15 @@ def records_from_verl_dump(dump_dir, run_dir, *, algo: str, group_size: int, gam
 
     settings = settings or FocalSettings(gamma=gamma)
     rows = read_verl_dump(dump_dir)
-    rec = RunRecorder(run_dir, engine="verl", algo=algo, group_size=group_size, gamma=gamma, lr_scale=lr_scale,
-                      lr_match_gamma=lr_match_gamma)
+    rec = RunRecorder(
+        run_dir,
+        engine="verl",
+        algo=algo,
+        group_size=group_size,
+        gamma=gamma,
+        lr_scale=lr_scale,
+        lr_match_gamma=lr_match_gamma,
+    )
     try:
         by_step: dict[int, list[dict]] = {}
         for row in rows:
@@ -163,12 +236,19 @@ def records_from_verl_dump(dump_dir, run_dir, *, algo: str, group_size: int, gam
                 if pid is None and prompt_id_of is not None:
                     pid = prompt_id_of(row)
                 ids.append(str(pid) if pid is not None else text_prompt_id(row["input"]))
-            score = [float(r["score"]) if isinstance(r["score"], (int, float)) else math.nan for r in step_rows]
-            rec.log_batch(step=step, prompt_ids=ids, completions=[r["output"] for r in step_rows],
-                          correct=[s >= settings.threshold for s in score],
-                          group_ids=[(_verl_group_key(r), pid) for r, pid in zip(step_rows, ids)], task=task,
-                          problems=problems)
+            score = [
+                float(r["score"]) if isinstance(r["score"], (int, float)) else math.nan
+                for r in step_rows
+            ]
+            rec.log_batch(
+                step=step,
+                prompt_ids=ids,
+                completions=[r["output"] for r in step_rows],
+                correct=[s >= settings.threshold for s in score],
+                group_ids=[(_verl_group_key(r), pid) for r, pid in zip(step_rows, ids)],
+                task=task,
+                problems=problems,
+            )
     finally:
         rec.close()
     return Path(run_dir)
-

@@ -12,8 +12,16 @@ from typing import Callable
 
 from fgrpo_llm.tasks.base import Problem, Task, check_split, check_task, solution_form
 
-__all__ = ["Problem", "Task", "check_split", "check_task", "solution_form", "get_task", "register_task",
-           "task_names"]
+__all__ = [
+    "Problem",
+    "Task",
+    "check_split",
+    "check_task",
+    "solution_form",
+    "get_task",
+    "register_task",
+    "task_names",
+]
 
 #: name -> "module:factory" of the built-in tasks; factories take keyword arguments only.
 _BUILTIN = {
@@ -57,7 +65,9 @@ def get_task(name: str, *, model_tokenizer=None, **kwargs) -> Task:
     if params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         unknown = sorted(set(kwargs) - set(params))
         if unknown:
-            raise ValueError(f"task {name!r} has no argument(s) {unknown}; it takes {sorted(params)}")
+            raise ValueError(
+                f"task {name!r} has no argument(s) {unknown}; it takes {sorted(params)}"
+            )
     if model_tokenizer is not None and "tokenizer" in params and kwargs.get("tokenizer") is None:
         kwargs = {**kwargs, "tokenizer": model_tokenizer}
     return factory(**kwargs)

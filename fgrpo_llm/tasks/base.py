@@ -59,7 +59,9 @@ class Task(Protocol):
 def check_split(task, split: str) -> str:
     """``split`` if ``task`` has it, else a ValueError listing the splits."""
     if split not in task.splits:
-        raise ValueError(f"unknown split {split!r} for task {task.name!r}; choose from {list(task.splits)}")
+        raise ValueError(
+            f"unknown split {split!r} for task {task.name!r}; choose from {list(task.splits)}"
+        )
     return split
 
 
@@ -72,9 +74,11 @@ def check_task(task) -> None:
     missing = [m for m in REQUIRED_METHODS if not callable(getattr(task, m, None))]
     missing += [a for a in ("name", "splits") if not hasattr(task, a)]
     if missing:
-        raise TypeError(f"task {getattr(task, 'name', type(task).__name__)!r} lacks {missing}; a task needs "
-                        f"name, splits, problems(split), is_correct(problem, completion) and "
-                        f"reward(problem, completion)")
+        raise TypeError(
+            f"task {getattr(task, 'name', type(task).__name__)!r} lacks {missing}; a task needs "
+            f"name, splits, problems(split), is_correct(problem, completion) and "
+            f"reward(problem, completion)"
+        )
 
 
 def solution_form(task, problem: Problem, completion: str) -> str | None:

@@ -91,6 +91,7 @@ class DataStats:
 
 # -- answer extraction --------------------------------------------------------------------
 
+
 def last_boxed(text: str) -> str | None:
     """The content of the last ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, braces matched.
 
@@ -170,15 +171,23 @@ class _Verifier:
     def _start(self) -> None:
         VERIFIER_STATS["worker_starts"] += 1
         env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-        self._proc = subprocess.Popen([sys.executable, "-m", "fgrpo_llm.tasks.boxed_math", "--worker"],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                      text=True, bufsize=1, env=env)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "fgrpo_llm.tasks.boxed_math", "--worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+            env=env,
+        )
         self._pid = os.getpid()
         line = self._readline(WORKER_START_TIMEOUT_S)
         if not line or "ready" not in line:
             self._kill()
-            raise RuntimeError("the math-verify helper process did not start; is math-verify installed "
-                               "(pip install math-verify)?")
+            raise RuntimeError(
+                "the math-verify helper process did not start; is math-verify installed "
+                "(pip install math-verify)?"
+            )
 
     def _kill(self) -> None:
         if self._proc is not None:
@@ -233,8 +242,11 @@ def answers_equivalent(gold, pred, *, timeout: float | None = None) -> bool:
     except Exception as err:  # the helper cannot start: say so once per process, score as wrong
         VERIFIER_STATS["failures"] += 1
         if VERIFIER_STATS["failures"] == 1:
-            warnings.warn(f"boxed_math verifier failed ({err}); such completions are scored as wrong",
-                          RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"boxed_math verifier failed ({err}); such completions are scored as wrong",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return False
 
 
@@ -243,11 +255,13 @@ def check_math_verify() -> None:
     try:
         import math_verify  # noqa: F401
     except ImportError as err:
-        raise ImportError("the boxed_math task scores answers with math-verify: pip install 'math-verify>=0.9'"
-                          ) from err
+        raise ImportError(
+            "the boxed_math task scores answers with math-verify: pip install 'math-verify>=0.9'"
+        ) from err
 
 
 # -- rewards for the engines --------------------------------------------------------------
+
 
 def boxed_reward(completion, answer) -> float:
     """1.0 when the last ``\\boxed{}`` of ``completion`` is equivalent to ``answer``, else 0.0."""
@@ -274,17 +288,23 @@ def trl_reward(completions, answer, **kwargs) -> list[float]:
     return [boxed_reward(_completion_text(c), a) for c, a in zip(completions, answer, strict=True)]
 
 
-def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs) -> float:
+def compute_score(
+    data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs
+) -> float:
     """verl's ``custom_reward_function`` (``custom_reward_function.name=compute_score``)."""
     return boxed_reward(solution_str, ground_truth)
 
 
 # -- the task -----------------------------------------------------------------------------
 
+
 def format_prompt(problem: str, tokenizer=None, system_prompt: str = SYSTEM_PROMPT) -> str:
     """The model input: the tokenizer's chat template when it has one, else plain text."""
     if tokenizer is not None and getattr(tokenizer, "chat_template", None):
-        messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": problem}]
+        messages = [
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": problem},
+        ]
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return f"{system_prompt}\n\n{problem}\n\n"
 
@@ -303,8 +323,12 @@ def _parse_float(text: str):
 
 
 def _loads(raw: bytes):
-    return json.loads(raw.decode("utf-8"), parse_int=_parse_int, parse_float=_parse_float,
-                      parse_constant=lambda name: _BadValue())
+    return json.loads(
+        raw.decode("utf-8"),
+        parse_int=_parse_int,
+        parse_float=_parse_float,
+        parse_constant=lambda name: _BadValue(),
+    )
 
 
 def _read_rows(path: Path, stats: DataStats) -> list[tuple[str, str]]:
@@ -330,8 +354,13 @@ def _read_rows(path: Path, stats: DataStats) -> list[tuple[str, str]]:
             if isinstance(answer, _BadValue):
                 stats.bad_answers += 1
                 continue
-            if (not isinstance(problem, str) or not problem.strip() or isinstance(answer, bool)
-                    or not isinstance(answer, (str, int, float)) or not str(answer).strip()):
+            if (
+                not isinstance(problem, str)
+                or not problem.strip()
+                or isinstance(answer, bool)
+                or not isinstance(answer, (str, int, float))
+                or not str(answer).strip()
+            ):
                 stats.wrong_types += 1
                 continue
             answer = str(answer).strip()
@@ -348,8 +377,14 @@ def _conflicting(answers: list[str]) -> bool:
     return any(not answers_equivalent(first, other) for other in rest)
 
 
-def load_boxed_problems(path, split: str, *, tokenizer=None, max_prompt_tokens: int = MAX_PROMPT_TOKENS,
-                        system_prompt: str = SYSTEM_PROMPT) -> tuple[list[Problem], DataStats]:
+def load_boxed_problems(
+    path,
+    split: str,
+    *,
+    tokenizer=None,
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS,
+    system_prompt: str = SYSTEM_PROMPT,
+) -> tuple[list[Problem], DataStats]:
     """Read and prepare one JSONL split; returns the problems and their :class:`DataStats`.
 
     Prompt length is counted in ``tokenizer`` tokens when given, else in characters (an
@@ -365,7 +400,11 @@ def load_boxed_problems(path, split: str, *, tokenizer=None, max_prompt_tokens: 
         seen = distinct.setdefault(problem, [])
         if all(compact_answer(answer) != compact_answer(a) for a in seen):
             seen.append(answer)
-    conflict = {problem for problem, answers in distinct.items() if len(answers) > 1 and _conflicting(answers)}
+    conflict = {
+        problem
+        for problem, answers in distinct.items()
+        if len(answers) > 1 and _conflicting(answers)
+    }
     out, emitted = [], set()
     for problem, answer in rows:
         if problem in conflict:
@@ -376,12 +415,23 @@ def load_boxed_problems(path, split: str, *, tokenizer=None, max_prompt_tokens: 
             continue
         emitted.add(problem)
         prompt = format_prompt(problem, tokenizer, system_prompt)
-        length = len(tokenizer(prompt, add_special_tokens=False).input_ids) if tokenizer is not None else len(prompt)
+        length = (
+            len(tokenizer(prompt, add_special_tokens=False).input_ids)
+            if tokenizer is not None
+            else len(prompt)
+        )
         if length > max_prompt_tokens:
             stats.too_long += 1
             continue
-        out.append(Problem(id=f"{split}-{len(out)}", prompt=prompt, answer=answer, split=split,
-                           meta={"problem": problem}))
+        out.append(
+            Problem(
+                id=f"{split}-{len(out)}",
+                prompt=prompt,
+                answer=answer,
+                split=split,
+                meta={"problem": problem},
+            )
+        )
     stats.kept = len(out)
     if stats.bad_rows:
         warnings.warn(f"skipped {stats.bad_rows} bad rows in {stats.summary()}", stacklevel=2)
@@ -395,12 +445,27 @@ class BoxedMathTask:
 
     name = "boxed_math"
 
-    def __init__(self, *, path, test_path=None, tokenizer=None, max_prompt_tokens: int = MAX_PROMPT_TOKENS,
-                 system_prompt: str = SYSTEM_PROMPT):
-        if not isinstance(max_prompt_tokens, int) or isinstance(max_prompt_tokens, bool) or max_prompt_tokens < 1:
-            raise ValueError(f"max_prompt_tokens must be a positive integer, got {max_prompt_tokens!r}")
+    def __init__(
+        self,
+        *,
+        path,
+        test_path=None,
+        tokenizer=None,
+        max_prompt_tokens: int = MAX_PROMPT_TOKENS,
+        system_prompt: str = SYSTEM_PROMPT,
+    ):
+        if (
+            not isinstance(max_prompt_tokens, int)
+            or isinstance(max_prompt_tokens, bool)
+            or max_prompt_tokens < 1
+        ):
+            raise ValueError(
+                f"max_prompt_tokens must be a positive integer, got {max_prompt_tokens!r}"
+            )
         check_math_verify()
-        kwargs = dict(tokenizer=tokenizer, max_prompt_tokens=max_prompt_tokens, system_prompt=system_prompt)
+        kwargs = dict(
+            tokenizer=tokenizer, max_prompt_tokens=max_prompt_tokens, system_prompt=system_prompt
+        )
         self._problems, self.stats = {}, {}
         paths = {"train": path} if test_path is None else {"train": path, "test": test_path}
         for split, p in paths.items():

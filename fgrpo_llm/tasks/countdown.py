@@ -90,22 +90,49 @@ class CountdownTask:
     name = "countdown"
     splits = ("train", "test", "ood")
 
-    def __init__(self, *, seed: int = 0, num_numbers: int = 3, ood_num_numbers: int = 4,
-                 min_number: int = 1, max_number: int = 9, min_target: int = 0, max_target: int = 99,
-                 operators: str = "+-*", min_solutions: int = 2, num_test: int = 200, num_ood: int = 200):
-        ints = dict(seed=seed, num_numbers=num_numbers, ood_num_numbers=ood_num_numbers, min_number=min_number,
-                    max_number=max_number, min_target=min_target, max_target=max_target,
-                    min_solutions=min_solutions, num_test=num_test, num_ood=num_ood)
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        num_numbers: int = 3,
+        ood_num_numbers: int = 4,
+        min_number: int = 1,
+        max_number: int = 9,
+        min_target: int = 0,
+        max_target: int = 99,
+        operators: str = "+-*",
+        min_solutions: int = 2,
+        num_test: int = 200,
+        num_ood: int = 200,
+    ):
+        ints = dict(
+            seed=seed,
+            num_numbers=num_numbers,
+            ood_num_numbers=ood_num_numbers,
+            min_number=min_number,
+            max_number=max_number,
+            min_target=min_target,
+            max_target=max_target,
+            min_solutions=min_solutions,
+            num_test=num_test,
+            num_ood=num_ood,
+        )
         for key, value in ints.items():
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
                 raise ValueError(f"{key} must be an integer, got {key}={value!r}")
         if seed < 0 or num_test < 0 or num_ood < 0:
-            raise ValueError(f"seed, num_test and num_ood must be >= 0, got {seed}, {num_test}, {num_ood}")
+            raise ValueError(
+                f"seed, num_test and num_ood must be >= 0, got {seed}, {num_test}, {num_ood}"
+            )
         if not 2 <= num_numbers <= 5 or not 2 <= ood_num_numbers <= 5:
-            raise ValueError(f"num_numbers and ood_num_numbers must lie in [2, 5], got "
-                             f"{num_numbers}, {ood_num_numbers}")
+            raise ValueError(
+                f"num_numbers and ood_num_numbers must lie in [2, 5], got "
+                f"{num_numbers}, {ood_num_numbers}"
+            )
         if not 0 <= min_number <= max_number or max_number > 999:
-            raise ValueError(f"need 0 <= min_number <= max_number <= 999, got {min_number}, {max_number}")
+            raise ValueError(
+                f"need 0 <= min_number <= max_number <= 999, got {min_number}, {max_number}"
+            )
         if min_target > max_target:
             raise ValueError(f"need min_target <= max_target, got {min_target} > {max_target}")
         if not operators or set(operators) - set("+-*") or len(set(operators)) != len(operators):
@@ -122,9 +149,13 @@ class CountdownTask:
 
     def _problem(self, numbers, target: int, split: str, num_solutions: int) -> Problem:
         numbers = tuple(int(n) for n in numbers)
-        return Problem(id=f"{'-'.join(map(str, numbers))}_{target}", prompt=format_prompt(numbers, target),
-                       answer=CountdownAnswer(numbers, int(target)), split=split,
-                       meta={"num_solutions": num_solutions})
+        return Problem(
+            id=f"{'-'.join(map(str, numbers))}_{target}",
+            prompt=format_prompt(numbers, target),
+            answer=CountdownAnswer(numbers, int(target)),
+            split=split,
+            meta={"num_solutions": num_solutions},
+        )
 
     def _targets(self, numbers) -> dict[int, int]:
         """target -> number of distinct correct expressions, for targets in range with enough."""
@@ -142,16 +173,22 @@ class CountdownTask:
         for numbers in itertools.product(values, repeat=self.num_numbers):
             pool.extend((numbers, t, c) for t, c in self._targets(numbers).items())
         if len(pool) <= self.num_test:
-            raise ValueError(f"only {len(pool)} in-domain prompts exist, need more than num_test={self.num_test}")
+            raise ValueError(
+                f"only {len(pool)} in-domain prompts exist, need more than num_test={self.num_test}"
+            )
         order = np.random.default_rng([self.seed, 0]).permutation(len(pool))
-        split = {"test": order[:self.num_test], "train": order[self.num_test:]}
-        return {name: [self._problem(pool[i][0], pool[i][1], name, pool[i][2]) for i in idx]
-                for name, idx in split.items()}
+        split = {"test": order[: self.num_test], "train": order[self.num_test :]}
+        return {
+            name: [self._problem(pool[i][0], pool[i][1], name, pool[i][2]) for i in idx]
+            for name, idx in split.items()
+        }
 
     def _draw_ood_numbers(self, rng: np.random.Generator):
         """Random ``ood_num_numbers`` numbers and one target with enough solutions, or None."""
-        numbers = tuple(int(n) for n in rng.integers(self.min_number, self.max_number + 1,
-                                                     size=self.ood_num_numbers))
+        numbers = tuple(
+            int(n)
+            for n in rng.integers(self.min_number, self.max_number + 1, size=self.ood_num_numbers)
+        )
         targets = self._targets(numbers)
         if not targets:
             return None
@@ -218,9 +255,14 @@ class CountdownTask:
         except ExprError:
             return None
         numbers, target = problem.answer
-        if (parsed.value is None or parsed.parenthesised or parsed.unary_minus
-                or not parsed.operators <= set(self.operators)
-                or sorted(parsed.numbers) != sorted(numbers) or parsed.value != target):
+        if (
+            parsed.value is None
+            or parsed.parenthesised
+            or parsed.unary_minus
+            or not parsed.operators <= set(self.operators)
+            or sorted(parsed.numbers) != sorted(numbers)
+            or parsed.value != target
+        ):
             return None
         return parsed.canonical
 

@@ -62,7 +62,7 @@ def tokenize(text: str) -> list[str]:
     while pos < end:
         match = _TOKEN.match(text, pos)
         if match is None:
-            raise ExprError(f"unexpected character {text[pos:pos + 1]!r} at {pos} in {text!r}")
+            raise ExprError(f"unexpected character {text[pos : pos + 1]!r} at {pos} in {text!r}")
         number = match.group(1)
         if number is not None and len(number) > MAX_DIGITS:
             raise ExprError(f"number literal longer than {MAX_DIGITS} digits in {text!r}")
@@ -143,7 +143,7 @@ def parse_expression(text: str) -> ParsedExpression:
     parser = _Parser(tokens, text)
     value = parser.expr(0)
     if parser.peek() is not None:
-        raise ExprError(f"trailing text {''.join(tokens[parser.i:])!r} in {text!r}")
+        raise ExprError(f"trailing text {''.join(tokens[parser.i :])!r} in {text!r}")
     return ParsedExpression(
         value=None if parser.div_by_zero else value,
         numbers=tuple(parser.numbers),

@@ -45,8 +45,11 @@ def model_task_kwargs(model_dir, name: str) -> dict:
     for d in candidates:
         cfg = _read_json_object(d / PRETRAIN_CONFIG) if (d / PRETRAIN_CONFIG).is_file() else None
         if cfg is not None:
-            return {"seed": cfg.get("task_seed", 0), "num_test": cfg.get("num_test", 200),
-                    "num_ood": cfg.get("num_ood", 200)}
+            return {
+                "seed": cfg.get("task_seed", 0),
+                "num_test": cfg.get("num_test", 200),
+                "num_ood": cfg.get("num_ood", 200),
+            }
     return {}
 
 

@@ -69,7 +69,9 @@ def _check_grid_size(grid_size: int) -> int:
     if isinstance(grid_size, bool) or not isinstance(grid_size, (int, np.integer)):
         raise ValueError(f"grid_size must be an odd integer >= 5, got {grid_size!r}")
     if grid_size < 5 or grid_size % 2 == 0:
-        raise ValueError(f"grid_size must be an odd integer >= 5 (2 * cells + 1, at least 2x2 cells), got {grid_size}")
+        raise ValueError(
+            f"grid_size must be an odd integer >= 5 (2 * cells + 1, at least 2x2 cells), got {grid_size}"
+        )
     return int(grid_size)
 
 
@@ -89,7 +91,11 @@ def generate_maze(grid_size: int, rng: np.random.Generator) -> Maze:
     stack = [first]
     while stack:
         r, q = stack[-1]
-        fresh = [(dr, dq) for dr, dq in MOVES.values() if 0 <= r + dr < c and 0 <= q + dq < c and not visited[r + dr, q + dq]]
+        fresh = [
+            (dr, dq)
+            for dr, dq in MOVES.values()
+            if 0 <= r + dr < c and 0 <= q + dq < c and not visited[r + dr, q + dq]
+        ]
         if not fresh:
             stack.pop()
             continue
@@ -143,14 +149,18 @@ def decode_prompt(prompt: str) -> Maze:
     grid = tokens[:-1]
     side = int(round(len(grid) ** 0.5))  # G - 2: the outer ring is not in the prompt
     if side * side != len(grid) or any(t not in GRID_SYMBOLS for t in grid):
-        raise ValueError(f"a maze prompt holds a square grid of {GRID_SYMBOLS} symbols, got {len(grid)} tokens")
+        raise ValueError(
+            f"a maze prompt holds a square grid of {GRID_SYMBOLS} symbols, got {len(grid)} tokens"
+        )
     G = _check_grid_size(side + 2)
     arr = np.full((G, G), WALL, dtype=object)
     arr[1:-1, 1:-1] = np.array(grid, dtype=object).reshape(side, side)
     if (arr == START).sum() != 1 or (arr == GOAL).sum() != 1:
         raise ValueError(f"a maze prompt holds exactly one {START!r} and one {GOAL!r}")
     (si, sj), (gi, gj) = (np.argwhere(arr == START)[0], np.argwhere(arr == GOAL)[0])
-    return Maze(open_grid=arr != WALL, start=(int(si) // 2, int(sj) // 2), goal=(int(gi) // 2, int(gj) // 2))
+    return Maze(
+        open_grid=arr != WALL, start=(int(si) // 2, int(sj) // 2), goal=(int(gi) // 2, int(gj) // 2)
+    )
 
 
 def walk(maze: Maze, completion: str) -> str:
@@ -196,7 +206,9 @@ class MazeTask:
     name = "maze"
     splits = ("train", "test")
 
-    def __init__(self, *, grid_size: int = 17, num_train: int = 20000, num_test: int = 256, seed: int = 0):
+    def __init__(
+        self, *, grid_size: int = 17, num_train: int = 20000, num_test: int = 256, seed: int = 0
+    ):
         self.grid_size = _check_grid_size(grid_size)
         for arg, value in (("num_train", num_train), ("num_test", num_test)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -211,7 +223,9 @@ class MazeTask:
         if split not in self._cache:
             test = self._generate("test", self.num_test, exclude=set())
             self._cache["test"] = test
-            self._cache["train"] = self._generate("train", self.num_train, exclude={p.prompt for p in test})
+            self._cache["train"] = self._generate(
+                "train", self.num_train, exclude={p.prompt for p in test}
+            )
         return self._cache[split]
 
     def _generate(self, split: str, count: int, exclude: set[str]) -> list[Problem]:

@@ -23,10 +23,10 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return build_command_parser("fgrpo-theory", "F-GRPO theory: closed forms and simulations.", COMMAND_MODULES)
+    return build_command_parser(
+        "fgrpo-theory", "F-GRPO theory: closed forms and simulations.", COMMAND_MODULES
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     return run_command(build_parser(), argv)
-
-

@@ -41,7 +41,9 @@ def _float_list(name: str, text: str) -> np.ndarray:
     try:
         values = [float(s) for s in items]
     except ValueError as err:
-        raise ValueError(f"{name} must be a comma-separated list of numbers, got {name}={text!r}") from err
+        raise ValueError(
+            f"{name} must be a comma-separated list of numbers, got {name}={text!r}"
+        ) from err
     if any(v != v for v in values):
         raise ValueError(f"{name} must not be NaN, got {name}={text!r}")
     if len(values) > MAX_ROWS:
@@ -55,6 +57,7 @@ def _int_list(name: str, text: str, *, minimum: int) -> np.ndarray:
 
 def _strict_json(rows) -> str:
     """JSON without NaN / Infinity tokens: non-finite floats become null."""
+
     def clean(v):
         if isinstance(v, float) and not math.isfinite(v):
             return None
@@ -63,6 +66,7 @@ def _strict_json(rows) -> str:
         if isinstance(v, list):
             return [clean(x) for x in v]
         return v
+
     return json.dumps(clean(rows), allow_nan=False)
 
 
@@ -88,8 +92,9 @@ def _check_plot_path(text: str) -> Path:
     formats = Figure().canvas.get_supported_filetypes()
     suffix = path.suffix.lower().lstrip(".")
     if suffix not in formats:
-        raise ValueError(f"--plot must end in one of .{', .'.join(sorted(formats))}, "
-                         f"got --plot={text}")
+        raise ValueError(
+            f"--plot must end in one of .{', .'.join(sorted(formats))}, got --plot={text}"
+        )
     return path
 
 
@@ -110,8 +115,10 @@ def _curves(args) -> list[tuple[float, float, float | None]]:
         if bad:
             raise ValueError(f"--tau must lie in [0, 1], got --tau={bad[0]:g}")
     if len(mus) * len(others) > MAX_CURVES:
-        raise ValueError(f"--mu x --{'rho' if args.rho is not None else 'tau'} gives "
-                         f"{len(mus) * len(others)} curves, more than the {MAX_CURVES} allowed")
+        raise ValueError(
+            f"--mu x --{'rho' if args.rho is not None else 'tau'} gives "
+            f"{len(mus) * len(others)} curves, more than the {MAX_CURVES} allowed"
+        )
     curves = []
     for mu in mus:
         for v in others:
@@ -129,18 +136,22 @@ def _group_sizes(args) -> np.ndarray:
         return _int_list("--n", args.n, minimum=1)
     n_max = single("--n-max", check_integer("--n-max", args.n_max, minimum=1))
     if n_max > MAX_ROWS:
-        raise ValueError(f"--n-max must be <= {MAX_ROWS} (use --n for chosen sizes), "
-                         f"got --n-max={n_max}")
+        raise ValueError(
+            f"--n-max must be <= {MAX_ROWS} (use --n for chosen sizes), got --n-max={n_max}"
+        )
     return np.arange(1, n_max + 1)
 
 
 def _label(mu: float, tau: float, rho: float | None) -> str:
-    return f"mu={mu:g} rho={rho:g} (tau={tau:.4g})" if rho is not None else f"mu={mu:g} tau={tau:.4g}"
+    return (
+        f"mu={mu:g} rho={rho:g} (tau={tau:.4g})" if rho is not None else f"mu={mu:g} tau={tau:.4g}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # tail-miss
 # ---------------------------------------------------------------------------------------------
+
 
 def run_tail_miss(args) -> int:
     from fgrpo_theory.tail_miss import p_active, p_tail_miss, peak_group_size
@@ -148,8 +159,9 @@ def run_tail_miss(args) -> int:
     curves = _curves(args)
     N = _group_sizes(args)
     if len(curves) * len(N) > MAX_ROWS:
-        raise ValueError(f"{len(curves)} curves x {len(N)} group sizes is more than the "
-                         f"{MAX_ROWS} rows allowed")
+        raise ValueError(
+            f"{len(curves)} curves x {len(N)} group sizes is more than the {MAX_ROWS} rows allowed"
+        )
     plot = None
     if args.plot is not None:
         plot = _check_plot_path(args.plot)
@@ -159,15 +171,25 @@ def run_tail_miss(args) -> int:
     p_a = {mu: np.asarray(p_active(mu, N)) for mu, _, _ in curves}  # mu -> (len(N),)
     p_b = [np.asarray(p_tail_miss(mu, tau, N)) for mu, tau, _ in curves]  # per curve (len(N),)
     if args.json:
-        rows = [{"N": int(n), "mu": mu, "tau": tau, "p_active": float(p_a[mu][i]),
-                 "p_tail_miss": float(pb[i])}
-                for (mu, tau, _), pb in zip(curves, p_b) for i, n in enumerate(N)]
+        rows = [
+            {
+                "N": int(n),
+                "mu": mu,
+                "tau": tau,
+                "p_active": float(p_a[mu][i]),
+                "p_tail_miss": float(pb[i]),
+            }
+            for (mu, tau, _), pb in zip(curves, p_b)
+            for i, n in enumerate(N)
+        ]
         print(_strict_json(rows))
     else:
         for mu in dict.fromkeys(c[0] for c in curves):
             group = [(c, pb) for c, pb in zip(curves, p_b) if c[0] == mu]
-            header = ["N", "P(A)"] + [f"P(B) {'rho' if r is not None else 'tau'}="
-                                      f"{r if r is not None else t:g}" for (_, t, r), _ in group]
+            header = ["N", "P(A)"] + [
+                f"P(B) {'rho' if r is not None else 'tau'}={r if r is not None else t:g}"
+                for (_, t, r), _ in group
+            ]
             widths = [max(6, len(h)) for h in header]
             print(f"mu={mu:g}")
             print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
@@ -176,8 +198,10 @@ def run_tail_miss(args) -> int:
                 print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
         for mu, tau, rho in curves:
             n_star, p_star = peak_group_size(mu, tau, n_max=int(N.max()))
-            print(f"peak {_label(mu, tau, rho)}: N*={int(n_star)} P(B)={float(p_star):.6f}"
-                  f" (over N <= {int(N.max())})")
+            print(
+                f"peak {_label(mu, tau, rho)}: N*={int(n_star)} P(B)={float(p_star):.6f}"
+                f" (over N <= {int(N.max())})"
+            )
     return 0
 
 
@@ -196,7 +220,9 @@ def _plot_tail_miss(curves, N, path: Path) -> None:
         if all(r is not None for _, _, r in group):
             plot_tail_miss_curves(ax, mu=mu, rhos=[r for _, _, r in group], N=N)
         else:  # --tau: label curves by tau
-            plot_tail_miss_curves(ax, mu=mu, rhos=[t / mu if mu > 0 else 0.0 for _, t, _ in group], N=N)
+            plot_tail_miss_curves(
+                ax, mu=mu, rhos=[t / mu if mu > 0 else 0.0 for _, t, _ in group], N=N
+            )
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=110)
@@ -211,34 +237,50 @@ def _plot_tail_miss(curves, N, path: Path) -> None:
 # peak
 # ---------------------------------------------------------------------------------------------
 
+
 def run_peak(args) -> int:
     from fgrpo_theory.tail_miss import peak_group_size, stationary_group_size
 
     curves = _curves(args)
-    n_max = None if args.n_max is None else single("--n-max", check_integer("--n-max", args.n_max,
-                                                                            minimum=1))
+    n_max = (
+        None
+        if args.n_max is None
+        else single("--n-max", check_integer("--n-max", args.n_max, minimum=1))
+    )
     rows = []
     for mu, tau, rho in curves:
         if tau == 0.0 and n_max is None:
-            raise ValueError(f"--tau=0 (or --rho=0) with --mu={mu:g} has no peak in N; pass --n-max")
+            raise ValueError(
+                f"--tau=0 (or --rho=0) with --mu={mu:g} has no peak in N; pass --n-max"
+            )
         n_star, p_star = peak_group_size(mu, tau, n_max=n_max)
-        rows.append({"mu": float(mu), "tau": float(tau), "rho": None if rho is None else float(rho),
-                     "N_star": int(n_star), "P_star": float(p_star),
-                     "N_stationary": float(stationary_group_size(mu, tau))})
+        rows.append(
+            {
+                "mu": float(mu),
+                "tau": float(tau),
+                "rho": None if rho is None else float(rho),
+                "N_star": int(n_star),
+                "P_star": float(p_star),
+                "N_stationary": float(stationary_group_size(mu, tau)),
+            }
+        )
     if args.json:
         print(_strict_json(rows))
         return 0
     print(f"{'mu':>8}  {'tau':>10}  {'rho':>6}  {'N*':>8}  {'P(B) at N*':>10}  {'N_c':>10}")
     for r in rows:
         rho = "" if r["rho"] is None else f"{r['rho']:g}"
-        print(f"{r['mu']:>8g}  {r['tau']:>10.4g}  {rho:>6}  {r['N_star']:>8d}  {r['P_star']:>10.6f}  "
-              f"{r['N_stationary']:>10.3f}")
+        print(
+            f"{r['mu']:>8g}  {r['tau']:>10.4g}  {rho:>6}  {r['N_star']:>8d}  {r['P_star']:>10.6f}  "
+            f"{r['N_stationary']:>10.3f}"
+        )
     return 0
 
 
 # ---------------------------------------------------------------------------------------------
 # pass-at-k
 # ---------------------------------------------------------------------------------------------
+
 
 def run_pass_at_k(args) -> int:
     from fgrpo_theory.passk import pass_at_k_exact, pass_at_k_unbiased
@@ -270,11 +312,25 @@ def run_pass_at_k(args) -> int:
                     raise ValueError(f"--c must be <= --n={n}, got --c={int(c)}")
                 if k > n:
                     raise ValueError(f"--k must be <= --n={n}, got --k={int(k)}")
-                rows.append({"n": n, "c": int(c), "k": int(k), "pass_at_k": float(pass_at_k_unbiased(n, c, k))})
+                rows.append(
+                    {
+                        "n": n,
+                        "c": int(c),
+                        "k": int(k),
+                        "pass_at_k": float(pass_at_k_unbiased(n, c, k)),
+                    }
+                )
         for k in ks:
-            rows.append({"n": n, "c": "mean", "k": int(k),
-                         "pass_at_k": float(np.mean([r["pass_at_k"] for r in rows if r["k"] == k
-                                                     and r["c"] != "mean"]))})
+            rows.append(
+                {
+                    "n": n,
+                    "c": "mean",
+                    "k": int(k),
+                    "pass_at_k": float(
+                        np.mean([r["pass_at_k"] for r in rows if r["k"] == k and r["c"] != "mean"])
+                    ),
+                }
+            )
     if args.json:
         print(_strict_json(rows))
         return 0
@@ -289,6 +345,7 @@ def run_pass_at_k(args) -> int:
 # registration
 # ---------------------------------------------------------------------------------------------
 
+
 def _add_mu_rho_tau(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mu", required=True, help="success probability mu (comma-separated list)")
     which = parser.add_mutually_exclusive_group(required=True)
@@ -297,31 +354,48 @@ def _add_mu_rho_tau(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("tail-miss", help="P(A_N), P(B_{E,N}) against N, and the peak (Lemma 3.1)",
-                              description="Table of N, P(A), P(B) per curve (mu x rho or mu x tau) "
-                                          "and the peak N* of each curve.")
+    p = subparsers.add_parser(
+        "tail-miss",
+        help="P(A_N), P(B_{E,N}) against N, and the peak (Lemma 3.1)",
+        description="Table of N, P(A), P(B) per curve (mu x rho or mu x tau) "
+        "and the peak N* of each curve.",
+    )
     _add_mu_rho_tau(p)
     sizes = p.add_mutually_exclusive_group()
     sizes.add_argument("--n-max", type=int, default=128, help="tabulate N = 1..n_max (default 128)")
     sizes.add_argument("--n", help="tabulate these N only (comma-separated)")
     p.add_argument("--plot", help="also write the curves to this PNG file")
-    p.add_argument("--json", action="store_true",
-                   help="print a JSON list of {N, mu, tau, p_active, p_tail_miss} instead of the table")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON list of {N, mu, tau, p_active, p_tail_miss} instead of the table",
+    )
     p.set_defaults(func=run_tail_miss)
 
-    p = subparsers.add_parser("peak", help="the group size N* that maximises P(B_{E,N})",
-                              description="Integer argmax N*, P(B) at N*, and the continuous stationary "
-                                          "point N_c of dP/dN = 0, per (mu, rho) or (mu, tau).")
+    p = subparsers.add_parser(
+        "peak",
+        help="the group size N* that maximises P(B_{E,N})",
+        description="Integer argmax N*, P(B) at N*, and the continuous stationary "
+        "point N_c of dP/dN = 0, per (mu, rho) or (mu, tau).",
+    )
     _add_mu_rho_tau(p)
-    p.add_argument("--n-max", type=int, default=None, help="search N <= n_max only (needed when tau = 0)")
-    p.add_argument("--json", action="store_true",
-                   help="print JSON instead of the table (N_stationary is null where it is +inf "
-                        "(tau = 0) or undefined (P(B) = 0))")
+    p.add_argument(
+        "--n-max", type=int, default=None, help="search N <= n_max only (needed when tau = 0)"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON instead of the table (N_stationary is null where it is +inf "
+        "(tau = 0) or undefined (P(B) = 0))",
+    )
     p.set_defaults(func=run_peak)
 
-    p = subparsers.add_parser("pass-at-k", help="pass@k: exact from p, or unbiased from (n, c)",
-                              description="Exact pass@k = 1 - (1 - p)^k, or the unbiased estimator "
-                                          "1 - C(n - c, k)/C(n, k) per count c and their mean.")
+    p = subparsers.add_parser(
+        "pass-at-k",
+        help="pass@k: exact from p, or unbiased from (n, c)",
+        description="Exact pass@k = 1 - (1 - p)^k, or the unbiased estimator "
+        "1 - C(n - c, k)/C(n, k) per count c and their mean.",
+    )
     p.add_argument("--k", required=True, help="k values (comma-separated)")
     p.add_argument("--p", help="per-sample success probabilities (comma-separated)")
     p.add_argument("--n", help="samples per problem")

@@ -18,7 +18,9 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_command_parser(prog: str, description: str, modules: list[str]) -> argparse.ArgumentParser:
+def build_command_parser(
+    prog: str, description: str, modules: list[str]
+) -> argparse.ArgumentParser:
     """A parser with one subcommand per module in ``modules`` (each exposes ``register``).
 
     Shared by ``fgrpo-theory`` and ``fgrpo-llm``.
@@ -56,9 +58,13 @@ def _silence_stdout() -> None:
         pass
 
 
-def run_command(parser: argparse.ArgumentParser, argv: list[str] | None, *,
-                errors: tuple[type[BaseException], ...] = CLI_ERRORS,
-                interrupted: str = "interrupted") -> int:
+def run_command(
+    parser: argparse.ArgumentParser,
+    argv: list[str] | None,
+    *,
+    errors: tuple[type[BaseException], ...] = CLI_ERRORS,
+    interrupted: str = "interrupted",
+) -> int:
     """Parse ``argv`` and run the chosen subcommand.
 
     ``CLI_ERRORS`` (ValueError, TypeError, OSError) and any extra types in ``errors`` become one
@@ -86,8 +92,10 @@ def parse_list(flag: str, text: str, kind: Callable = float) -> tuple:
     try:
         values = tuple(kind(item) for item in items)
     except (TypeError, ValueError):
-        raise ValueError(f"{flag} must be a comma-separated list of {getattr(kind, '__name__', kind)}s, "
-                         f"got {flag}={text!r}") from None
+        raise ValueError(
+            f"{flag} must be a comma-separated list of {getattr(kind, '__name__', kind)}s, "
+            f"got {flag}={text!r}"
+        ) from None
     if not values:
         raise ValueError(f"{flag} must not be empty, got {flag}={text!r}")
     return values
@@ -108,6 +116,8 @@ def parse_key_values(items: list[str], flag: str) -> dict:
         except yaml.YAMLError:
             raise ValueError(f"{flag} {item!r}: the value is not a readable scalar") from None
         if isinstance(parsed, (dict, list)):
-            raise ValueError(f"{flag} {item!r}: the value must be a scalar, not a {type(parsed).__name__}")
+            raise ValueError(
+                f"{flag} {item!r}: the value must be a scalar, not a {type(parsed).__name__}"
+            )
         out[key.strip().replace("-", "_")] = parsed
     return out

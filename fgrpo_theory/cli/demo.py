@@ -20,8 +20,11 @@ def run_demo(args) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="tail-miss figures and tables (DIR/theory/) and a "
-                                           "reduced M_ret regime sweep (DIR/regimes/)")
+    p = subparsers.add_parser(
+        "demo",
+        help="tail-miss figures and tables (DIR/theory/) and a "
+        "reduced M_ret regime sweep (DIR/regimes/)",
+    )
     p.add_argument("--out", required=True, help="output directory, e.g. runs/demo")
     p.add_argument("--fast", action="store_true", help="small grids (seconds)")
     p.set_defaults(func=run_demo)

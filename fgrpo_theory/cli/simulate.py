@@ -32,11 +32,14 @@ def register(subparsers) -> None:
     from fgrpo_theory.sim.engines import ENGINES
 
     p = subparsers.add_parser(
-        "simulate", help="categorical policy simulation (Fig. 2: Q_pos, M_ret vs N)",
+        "simulate",
+        help="categorical policy simulation (Fig. 2: Q_pos, M_ret vs N)",
         description="Multi-step softmax-policy simulation; writes a CSV of final Q_pos, M_ret "
-                    "and entropy per (N, gamma, seed) and the Fig. 2 panels.")
-    p.add_argument("--preset", choices=sorted(PRESETS),
-                   help="start from a preset (flags below override it)")
+        "and entropy per (N, gamma, seed) and the Fig. 2 panels.",
+    )
+    p.add_argument(
+        "--preset", choices=sorted(PRESETS), help="start from a preset (flags below override it)"
+    )
     p.add_argument("--out", help="directory for fig2.png, fig2.csv and the cached records")
     p.add_argument("--csv", help="write the CSV here (default: OUT/fig2.csv)")
     p.add_argument("--actions", type=int, help="K, number of actions")
@@ -49,13 +52,22 @@ def register(subparsers) -> None:
     p.add_argument("--optimizer", choices=OPTIMIZERS)
     p.add_argument("--surrogate", choices=SURROGATES)
     p.add_argument("--advantage", choices=ADVANTAGES)
-    p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                   help="worker processes, one core each (default: min(2, CPUs))")
-    p.add_argument("--engine", choices=ENGINES, default="auto",
-                   help="simulation engine (default auto: the compiled sparse engine where it "
-                        "applies); 'torch' batches all runs on --device")
-    p.add_argument("--device", help="torch engine device, e.g. cuda or cpu (default: cuda when "
-                                    "available)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="worker processes, one core each (default: min(2, CPUs))",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="simulation engine (default auto: the compiled sparse engine where it "
+        "applies); 'torch' batches all runs on --device",
+    )
+    p.add_argument(
+        "--device", help="torch engine device, e.g. cuda or cpu (default: cuda when available)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
 
@@ -67,8 +79,9 @@ def _writable_dir(flag: str, folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise ValueError(f"{flag}: cannot create {str(folder)!r}: "
-                         f"{err.strerror or type(err).__name__}") from None
+        raise ValueError(
+            f"{flag}: cannot create {str(folder)!r}: {err.strerror or type(err).__name__}"
+        ) from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ValueError(f"{flag}: cannot write in {str(folder)!r}")
 
@@ -78,9 +91,21 @@ def _config(args):
 
     from fgrpo_theory.sim.config import PRESETS, SimConfig
 
-    overrides = {k: getattr(args, k) for k in ("actions", "correct", "group_sizes", "gammas",
-                                               "seeds", "steps", "lr", "optimizer",
-                                               "surrogate", "advantage")}
+    overrides = {
+        k: getattr(args, k)
+        for k in (
+            "actions",
+            "correct",
+            "group_sizes",
+            "gammas",
+            "seeds",
+            "steps",
+            "lr",
+            "optimizer",
+            "surrogate",
+            "advantage",
+        )
+    }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     for key, kind in (("group_sizes", int), ("gammas", float), ("seeds", int)):
         if key in overrides:
@@ -140,5 +165,7 @@ def _print_summary(res) -> None:
     head = "N".rjust(7) + "".join(f"  Q_pos(g={g:g})  M_ret(g={g:g})" for g in cfg.gammas)
     print(head)
     for i, N in enumerate(cfg.group_sizes):
-        print(f"{N:7d}" + "".join(f"  {q[i, j]:11.4f}  {m[i, j]:11.4f}"
-                                  for j in range(len(cfg.gammas))))
+        print(
+            f"{N:7d}"
+            + "".join(f"  {q[i, j]:11.4f}  {m[i, j]:11.4f}" for j in range(len(cfg.gammas)))
+        )

@@ -88,6 +88,7 @@ def _jit(fn):
 
 # ----------------------------------------------------------------------------- kernels
 
+
 @_jit
 def _block_sum(e, lo, n):
     """sum(e[lo:lo + n]) in numpy's pairwise order (8 accumulators, halves above 128)."""
@@ -147,7 +148,7 @@ def _record(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc)
     nb = s.size
     sey = 0.0
     if full:
-        s0 = s1 = s2 = s3 = 0.0                # sum e*y in four chains (a record only)
+        s0 = s1 = s2 = s3 = 0.0  # sum e*y in four chains (a record only)
         for b in range(nb):
             lo = b * B
             s[b] = _block_sum(e, lo, B)
@@ -228,7 +229,7 @@ def _block_draws(e, u, i, stop, lo, B, cb, keys, tot, base, rowf, st, mass, uniq
     land on unpredictable actions). st = [n_u, X, hit, last action], updated; returns the
     sampled correct mass, mass plus the new correct actions' masses in draw order."""
     hi_frac = 1.0 - 1e-12
-    if stop - i >= KEYS_AT:                   # the keys of the whole block, vectorised
+    if stop - i >= KEYS_AT:  # the keys of the whole block, vectorised
         kk, cc = keys[:B], cb[:B]
         for j in range(B):
             kk[j] = cc[j] / tot + rowf
@@ -238,9 +239,9 @@ def _block_draws(e, u, i, stop, lo, B, cb, keys, tot, base, rowf, st, mass, uniq
         frac = (u[k] - base) / tot
         frac = min(max(frac, 0.0), hi_frac)
         target = rowf + frac
-        j = 0                                 # branch-free bisection of [0, B - 1]: the
-        n = B - 1                             # draws' searches are independent, so overlap
-        if many and B == BLOCK:               # (a constant length: the loop unrolls)
+        j = 0  # branch-free bisection of [0, B - 1]: the
+        n = B - 1  # draws' searches are independent, so overlap
+        if many and B == BLOCK:  # (a constant length: the loop unrolls)
             n = BLOCK - 1
             while n > 1:
                 half = n >> 1
@@ -264,7 +265,7 @@ def _block_draws(e, u, i, stop, lo, B, cb, keys, tot, base, rowf, st, mass, uniq
         last = a
         n_u += 1 if new else 0
         uniq[n_u - 1] = a
-        cnt[n_u - 1] = (1 if new else cnt[n_u - 1] + 1)
+        cnt[n_u - 1] = 1 if new else cnt[n_u - 1] + 1
         mass += e[a] if (new and a < C) else 0.0
         hit |= new and 1 <= a <= E
         X += 1 if a < C else 0
@@ -296,7 +297,7 @@ def _draw_blocks(e, s, x, N, B, cs, u, blk, hb, starts, cb, cb2, keys, st, uniq,
         u[i] = x[i] * scale
     _merge_right(cs, u, N, blk)
     nh = 0
-    for i in range(N):                        # the hit blocks and where their draws start
+    for i in range(N):  # the hit blocks and where their draws start
         b = min(blk[i], nb - 1)
         if nh == 0 or hb[nh - 1] != b:
             hb[nh] = b
@@ -313,7 +314,7 @@ def _draw_blocks(e, s, x, N, B, cs, u, blk, hb, starts, cb, cb2, keys, st, uniq,
         c = 0.0
         c2 = 0.0
         if two:
-            for j in range(B):                # two cumulative sums, interleaved
+            for j in range(B):  # two cumulative sums, interleaved
                 c += e[lo + j]
                 cb[j] = c
                 c2 += e[lo2 + j]
@@ -323,13 +324,46 @@ def _draw_blocks(e, s, x, N, B, cs, u, blk, hb, starts, cb, cb2, keys, st, uniq,
                 c += e[lo + j]
                 cb[j] = c
         b = hb[h]
-        mass = _block_draws(e, u, starts[h], starts[h + 1], lo, B, cb, keys, max(c, tiny),
-                            cs[b - 1] if b > 0 else 0.0, float(h), st, mass, uniq, cnt, C, E)
+        mass = _block_draws(
+            e,
+            u,
+            starts[h],
+            starts[h + 1],
+            lo,
+            B,
+            cb,
+            keys,
+            max(c, tiny),
+            cs[b - 1] if b > 0 else 0.0,
+            float(h),
+            st,
+            mass,
+            uniq,
+            cnt,
+            C,
+            E,
+        )
         if two:
             b = hb[h + 1]
-            mass = _block_draws(e, u, starts[h + 1], starts[h + 2], lo2, B, cb2, keys,
-                                max(c2, tiny), cs[b - 1] if b > 0 else 0.0, float(h + 1), st,
-                                mass, uniq, cnt, C, E)
+            mass = _block_draws(
+                e,
+                u,
+                starts[h + 1],
+                starts[h + 2],
+                lo2,
+                B,
+                cb2,
+                keys,
+                max(c2, tiny),
+                cs[b - 1] if b > 0 else 0.0,
+                float(h + 1),
+                st,
+                mass,
+                uniq,
+                cnt,
+                C,
+                E,
+            )
     return st[0], st[1], st[2] != 0, mass
 
 
@@ -343,14 +377,13 @@ def _guide_prefix(e, rows, F0, lo, hi):
         F0[a] = e[a]
     first = max(lo, ncol)
     if hi > first:
-        prev, cur, ee = F0[first - ncol:hi - ncol], F0[first:hi], e[first:hi]
-        for i in range(hi - first):           # slices: the loop vectorises
+        prev, cur, ee = F0[first - ncol : hi - ncol], F0[first:hi], e[first:hi]
+        for i in range(hi - first):  # slices: the loop vectorises
             cur[i] = prev[i] + ee[i]
 
 
 @_jit
-def _draw_guide(e, F, u01, N, rows, M, off, g, counts, uniq, cnt, C, E, want_uniq, us, bs,
-                parts):
+def _draw_guide(e, F, u01, N, rows, M, off, g, counts, uniq, cnt, C, E, want_uniq, us, bs, parts):
     """``samplers._draw_by_guide`` for the uniforms u01 (N,): counts (Kp,) of the drawn actions
     and, when ``want_uniq``, their distinct actions uniq[:n_u] and counts cnt[:n_u].
 
@@ -362,7 +395,7 @@ def _draw_guide(e, F, u01, N, rows, M, off, g, counts, uniq, cnt, C, E, want_uni
     buckets. Returns (n_u, X, hit_rare, sampled correct mass)."""
     Kp = e.size
     ncol = Kp // rows
-    mask = rows - 1                           # rows is a power of 2: rank -> action by bits
+    mask = rows - 1  # rows is a power of 2: rank -> action by bits
     rsh = 0
     while (1 << rsh) < rows:
         rsh += 1
@@ -375,8 +408,8 @@ def _draw_guide(e, F, u01, N, rows, M, off, g, counts, uniq, cnt, C, E, want_uni
     total = acc
     scale = M / total * (1.0 - 1e-14)
     g[:] = 0
-    for i in range(rows):                     # F[i, j] += off[j - 1]; g[b + 1] counts the F
-        lo = i * ncol                         # in bucket b (in any order)
+    for i in range(rows):  # F[i, j] += off[j - 1]; g[b + 1] counts the F
+        lo = i * ncol  # in bucket b (in any order)
         g[int(F[lo] * scale) + 1] += 1
         for j in range(1, ncol):
             v = F[lo + j] + off[j - 1]
@@ -415,7 +448,7 @@ def _draw_guide(e, F, u01, N, rows, M, off, g, counts, uniq, cnt, C, E, want_uni
         while q < stop and F[(q & mask) * ncol + (q >> rsh)] <= uk and steps < 8:
             q += 1
             steps += 1
-        if q < stop and F[(q & mask) * ncol + (q >> rsh)] <= uk:   # a crowded bucket: bisect
+        if q < stop and F[(q & mask) * ncol + (q >> rsh)] <= uk:  # a crowded bucket: bisect
             lo, hi = q + 1, stop
             while lo < hi:
                 mid = (lo + hi) >> 1
@@ -446,8 +479,7 @@ def _draw_guide(e, F, u01, N, rows, M, off, g, counts, uniq, cnt, C, E, want_uni
 
 
 @_jit
-def _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un, acc, cslot,
-           nc):
+def _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un, acc, cslot, nc):
     """Touch the sampled actions not touched before (in increasing action order): new slots
     (y, e, moments 0; correct ones also listed in cslot[:nc], in slot order), out of the
     untouched sums U and s_un (numpy's bincount order). Returns (n, nc)."""
@@ -480,10 +512,10 @@ def _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un
             if 1 <= a <= E:
                 U[2] -= ea
         U[3] -= ea * y[a]
-    for j in range(first, n):               # s_un -= bincount(new // B, weights=e[new])
+    for j in range(first, n):  # s_un -= bincount(new // B, weights=e[new])
         b = act[j] // B
         s_un[b] = s_un[b] - acc[b]
-        acc[b] = 0.0                          # each block's sum is subtracted once
+        acc[b] = 0.0  # each block's sum is subtracted once
     return n, nc
 
 
@@ -546,7 +578,7 @@ def _adam_y(y, m, w, lo, hi, alpha, epsk, slack, old):
     """y[lo:hi] += (m~ / (w~ + eps_k)) alpha (``sparse._LazyAdam.step``), the old values kept
     in old[:hi - lo]. Returns (whether a y changed, whether a y exceeds slack). The loops run
     over slices of the arrays: so they vectorise."""
-    yy, mm, ww, oo = y[lo:hi], m[lo:hi], w[lo:hi], old[:hi - lo]
+    yy, mm, ww, oo = y[lo:hi], m[lo:hi], w[lo:hi], old[: hi - lo]
     for i in range(hi - lo):
         oo[i] = yy[i]
     moved = False
@@ -565,7 +597,7 @@ def _exp_moved(y, e, lo, hi, old, idx, ty, te, fast):
     moved ones gathered and exponentiated together, or the whole range when most moved
     (late in a run most logits no longer move: their Adam steps fall below half an ulp)."""
     c = 0
-    for i in range(hi - lo):                  # branch-free compaction of the moved indices
+    for i in range(hi - lo):  # branch-free compaction of the moved indices
         idx[c] = i
         c += y[lo + i] != old[i]
     if 4 * c >= 3 * (hi - lo):
@@ -599,8 +631,36 @@ def _rescale(m, w, lo, hi, fm, fw):
 
 
 @_jit
-def _move_full(y, e, m, w, counts, dense, K, C, rcw, rww, c1, c2, alpha, epsk, rebase, fm, fw,
-               fast, B, s, guide, rows, F0, slack, old, idx, ty, te):
+def _move_full(
+    y,
+    e,
+    m,
+    w,
+    counts,
+    dense,
+    K,
+    C,
+    rcw,
+    rww,
+    c1,
+    c2,
+    alpha,
+    epsk,
+    rebase,
+    fm,
+    fw,
+    fast,
+    B,
+    s,
+    guide,
+    rows,
+    F0,
+    slack,
+    old,
+    idx,
+    ty,
+    te,
+):
     """One lazy-Adam step on every action, and what the next step needs of pi_{t+1}, in one
     pass over chunks of CB = old.size actions (whole blocks of B; a chunk's y, e, m~, w~ stay
     in cache while every part of the pass runs over it):
@@ -616,7 +676,7 @@ def _move_full(y, e, m, w, counts, dense, K, C, rcw, rww, c1, c2, alpha, epsk, r
     sums. Returns (max y if it exceeds slack, else -inf; sum e*y); after a shift of the
     logits the caller redoes the sums."""
     Kp = y.size
-    CB = old.size                             # a chunk: CB // B blocks
+    CB = old.size  # a chunk: CB // B blocks
     over = False
     s0 = s1 = s2 = s3 = 0.0
     for lo in range(0, Kp, CB):
@@ -633,8 +693,8 @@ def _move_full(y, e, m, w, counts, dense, K, C, rcw, rww, c1, c2, alpha, epsk, r
             _rescale(m, w, lo, hi, fm, fw)
         for b in range(lo // B, end // B):
             s[b] = _block_sum(e, b * B, B)
-        a = lo                                # (every block but the last has B % 4 == 0
-        while a + 4 <= hi:                    # actions: the chains of the per-block loop)
+        a = lo  # (every block but the last has B % 4 == 0
+        while a + 4 <= hi:  # actions: the chains of the per-block loop)
             s0 += e[a] * y[a]
             s1 += e[a + 1] * y[a + 1]
             s2 += e[a + 2] * y[a + 2]
@@ -650,8 +710,31 @@ def _move_full(y, e, m, w, counts, dense, K, C, rcw, rww, c1, c2, alpha, epsk, r
 
 
 @_jit
-def _move_slots(y, e, ys, es, ms, ws, act, n, alpha, epsk, rebase, fm, fw, fast, B, s_un, s,
-                acc, slack, old, idx, ty, te):
+def _move_slots(
+    y,
+    e,
+    ys,
+    es,
+    ms,
+    ws,
+    act,
+    n,
+    alpha,
+    epsk,
+    rebase,
+    fm,
+    fw,
+    fast,
+    B,
+    s_un,
+    s,
+    acc,
+    slack,
+    old,
+    idx,
+    ty,
+    te,
+):
     """``_move_full`` before the run goes full: the lazy-Adam move of the touched slots
     (in chunks of old.size: exp where a slot moved, es = exp(ys) holds everywhere),
     the masses published by action, the rebase, and pi_{t+1}'s block masses
@@ -782,6 +865,7 @@ def _shift(delta, y, e, ys, es, act, n, K, full, U, s_un, fast):
 
 # ----------------------------------------------------------------------------- availability
 
+
 @functools.lru_cache(maxsize=1)
 def fast_exp_here() -> bool:
     """Whether the vectorised twin of libm's exp (``libm_exp``) is bit-identical to np.exp
@@ -814,8 +898,10 @@ def unavailable_reason() -> str | None:
 
 # ----------------------------------------------------------------------------- the engine
 
-def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
-                          progress=None) -> dict:
+
+def simulate_run_compiled(
+    cfg: SimConfig, N: int, gamma: float, seed: int, *, progress=None
+) -> dict:
     """One run of the sparse engine (``sparse.simulate_run_sparse``) in numba kernels: the same
     draws and logits bit for bit, records equal to rounding. Requires ``sparse_applies(cfg)``.
     Returns records with a leading run axis of length 1."""
@@ -826,37 +912,38 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
     B, nb, Kp = layout(K)
     rng = np.random.default_rng([seed, N])
     rec = new_records(1, T)
-    g_table = focal_table(N, gamma)[0]                                # (N + 1,) g / N
+    g_table = focal_table(N, gamma)[0]  # (N + 1,) g / N
 
     # the state of ``sparse._TouchedSet``: touched slots in touch order, masses by action
-    y = np.full(Kp, -np.inf)                                          # (Kp,) shifted logits
+    y = np.full(Kp, -np.inf)  # (Kp,) shifted logits
     y[:K] = cfg.logits0()
     y[:K] -= y[:K].max()
-    e = np.exp(y)                                                     # (Kp,) masses
-    s_un = e.reshape(nb, B).sum(axis=1)                               # (nb,) untouched masses
+    e = np.exp(y)  # (Kp,) masses
+    s_un = e.reshape(nb, B).sum(axis=1)  # (nb,) untouched masses
     S0 = float(s_un.sum())
-    p0 = e[:C] / S0                                                   # (C,) initial probs
+    p0 = e[:C] / S0  # (C,) initial probs
     Q0 = float(p0.sum())
-    U = np.array([S0, float(e[:C].sum()), float(e[1:1 + E].sum()),
-                  float(np.dot(e[:K], y[:K])), Q0])                   # untouched S, c, rare,
-    m, w = np.zeros(Kp), np.zeros(Kp)                                 # ent, p0c; moments
-    ys, es = np.empty(Kp), np.empty(Kp)                               # touched slots: y, e,
-    ms, ws = np.zeros(Kp), np.zeros(Kp)                               # moments (not full)
-    pos = np.full(Kp, -1, dtype=np.int64)                             # action -> slot
-    act = np.zeros(Kp, dtype=np.int64)                                # slot -> action
+    U = np.array(
+        [S0, float(e[:C].sum()), float(e[1 : 1 + E].sum()), float(np.dot(e[:K], y[:K])), Q0]
+    )  # untouched S, c, rare,
+    m, w = np.zeros(Kp), np.zeros(Kp)  # ent, p0c; moments
+    ys, es = np.empty(Kp), np.empty(Kp)  # touched slots: y, e,
+    ms, ws = np.zeros(Kp), np.zeros(Kp)  # moments (not full)
+    pos = np.full(Kp, -1, dtype=np.int64)  # action -> slot
+    act = np.zeros(Kp, dtype=np.int64)  # slot -> action
     n, full = 0, False
 
     guide = uses_guide(N, Kp)
     s, acc, cs = np.empty(nb), np.zeros(nb), np.empty(nb)
-    cslot, nc = np.empty(min(C, Kp), dtype=np.int64), 0                # correct slots
+    cslot, nc = np.empty(min(C, Kp), dtype=np.int64), 0  # correct slots
     n_buf = min(N, Kp) if guide else N
     uniq, cnt = np.empty(n_buf, dtype=np.int64), np.empty(n_buf, dtype=np.int64)
     if guide:
-        F0, off = np.empty(Kp), np.empty(Kp // GUIDE_ROWS)              # F0, then F
-        M = GUIDE_BUCKETS * Kp                                        # guide buckets
-        gb = np.empty(M + 2, dtype=np.int32)                          # int32: half the cache
+        F0, off = np.empty(Kp), np.empty(Kp // GUIDE_ROWS)  # F0, then F
+        M = GUIDE_BUCKETS * Kp  # guide buckets
+        gb = np.empty(M + 2, dtype=np.int32)  # int32: half the cache
         counts = np.empty(Kp, dtype=np.int32)
-        us, bs = np.empty(N), np.empty(N, dtype=np.int32)             # draws by coarse bucket
+        us, bs = np.empty(N), np.empty(N, dtype=np.int32)  # draws by coarse bucket
         parts = np.empty(257, dtype=np.int64)
     else:
         F0, counts = np.empty(1), np.zeros(1, dtype=np.int32)
@@ -867,20 +954,22 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
     adam = _LazyAdam(cfg) if cfg.optimizer == "adam" else None
     fast = fast_exp_here()
     b1, b2 = cfg.adam_betas
-    CB = B * max(1, CHUNK // B)                                       # actions per chunk
+    CB = B * max(1, CHUNK // B)  # actions per chunk
     scratch = (np.empty(CB), np.empty(CB, dtype=np.int64), np.empty(CB), np.empty(CB))
-    have = False            # s and sum e*y of pi_t done by the last move (``_move_full``)
-    ready = False           # the guide's F0 of pi_t done by the last move
+    have = False  # s and sum e*y of pi_t done by the last move (``_move_full``)
+    ready = False  # the guide's F0 of pi_t done by the last move
     sey = 0.0
 
     for t in range(T + 1):
         # --- record pi_t (and its block masses s)
         if have:
-            S, q_pos, tau, ent, m_ret = _record_rest(e, es, act, cslot, nc, full, C, E, U, p0,
-                                                     S0, Q0, s, sey)
+            S, q_pos, tau, ent, m_ret = _record_rest(
+                e, es, act, cslot, nc, full, C, E, U, p0, S0, Q0, s, sey
+            )
         else:
-            S, q_pos, tau, ent, m_ret = _record(y, e, ys, es, act, n, full, K, C, E, B, s_un,
-                                                U, p0, S0, Q0, s, acc)
+            S, q_pos, tau, ent, m_ret = _record(
+                y, e, ys, es, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc
+            )
         rec["q_pos"][0, t], rec["tau"][0, t] = q_pos, tau
         rec["entropy"][0, t], rec["m_ret"][0, t] = ent, m_ret
         if t == T:
@@ -890,21 +979,58 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
         if guide:
             if not ready:
                 _guide_prefix(e, GUIDE_ROWS, F0, 0, Kp)
-            n_u, X, hit, mass = _draw_guide(e, F0, rng.random(N), N, GUIDE_ROWS, M, off, gb,
-                                            counts, uniq, cnt, C, E, not dense_step, us, bs,
-                                            parts)
+            n_u, X, hit, mass = _draw_guide(
+                e,
+                F0,
+                rng.random(N),
+                N,
+                GUIDE_ROWS,
+                M,
+                off,
+                gb,
+                counts,
+                uniq,
+                cnt,
+                C,
+                E,
+                not dense_step,
+                us,
+                bs,
+                parts,
+            )
         else:
             x = rng.standard_exponential(N + 1)
-            n_u, X, hit, mass = _draw_blocks(e, s, x, N, B, cs, u, blk, hb, starts, cb, cb2,
-                                             keys, st, uniq, cnt, C, E)
-        record_group(rec, 0, t, X=X, N=N, hit_rare=hit, sampled_correct_mass=mass, S=S,
-                     q_pos=q_pos)
+            n_u, X, hit, mass = _draw_blocks(
+                e, s, x, N, B, cs, u, blk, hb, starts, cb, cb2, keys, st, uniq, cnt, C, E
+            )
+        record_group(rec, 0, t, X=X, N=N, hit_rare=hit, sampled_correct_mass=mass, S=S, q_pos=q_pos)
         # --- advantages and focal weight
         r_c, r_w = scalar_advantages(X, N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
         w8 = float(g_table[X])
         if not dense_step and not full:
-            n, nc = _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U,
-                           s_un, acc, cslot, nc)
+            n, nc = _touch(
+                uniq,
+                n_u,
+                y,
+                e,
+                ys,
+                es,
+                ms,
+                ws,
+                pos,
+                act,
+                n,
+                K,
+                C,
+                E,
+                B,
+                p0,
+                U,
+                s_un,
+                acc,
+                cslot,
+                nc,
+            )
             if n * FULL_FRACTION >= K:
                 _go_full(pos, act, n, K, y, e, m, w, ys, es, ms, ws)
                 n, full = K, True
@@ -915,33 +1041,91 @@ def simulate_run_compiled(cfg: SimConfig, N: int, gamma: float, seed: int, *,
         if adam is not None:
             k = t + 1
             d = k - adam.k0
-            c1 = (1.0 - b1) * b1 ** -d
-            c2 = (1.0 - b2) * b2 ** -d
+            c1 = (1.0 - b1) * b1**-d
+            c2 = (1.0 - b2) * b2**-d
             if not dense_step:
-                _adam_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, m if full else ms,
-                             w if full else ws, pos, full, c1, c2)
-            root = np.sqrt(1.0 - b2 ** k)
-            alpha = adam.lr * root / (1.0 - b1 ** k) * (b1 / np.sqrt(b2)) ** d
+                _adam_sparse(
+                    uniq,
+                    cnt,
+                    n_u,
+                    r_c,
+                    r_w,
+                    w8,
+                    C,
+                    m if full else ms,
+                    w if full else ws,
+                    pos,
+                    full,
+                    c1,
+                    c2,
+                )
+            root = np.sqrt(1.0 - b2**k)
+            alpha = adam.lr * root / (1.0 - b1**k) * (b1 / np.sqrt(b2)) ** d
             epsk = adam.eps * root / np.sqrt(b2) ** d
             rebase = d >= adam.REBASE
-            fm, fw = b1 ** d, np.sqrt(b2) ** d
+            fm, fw = b1**d, np.sqrt(b2) ** d
             if full:
-                ymax, sey = _move_full(y, e, m, w, counts, dense_step, K, C, r_c * w8,
-                                       r_w * w8, c1, c2, alpha, epsk, rebase, fm, fw, fast, B,
-                                       s, guide, GUIDE_ROWS, F0, SHIFT_SLACK, *scratch)
+                ymax, sey = _move_full(
+                    y,
+                    e,
+                    m,
+                    w,
+                    counts,
+                    dense_step,
+                    K,
+                    C,
+                    r_c * w8,
+                    r_w * w8,
+                    c1,
+                    c2,
+                    alpha,
+                    epsk,
+                    rebase,
+                    fm,
+                    fw,
+                    fast,
+                    B,
+                    s,
+                    guide,
+                    GUIDE_ROWS,
+                    F0,
+                    SHIFT_SLACK,
+                    *scratch,
+                )
                 ready = guide
             else:
-                ymax, sey = _move_slots(y, e, ys, es, ms, ws, act, n, alpha, epsk, rebase, fm,
-                                        fw, fast, B, s_un, s, acc, SHIFT_SLACK, *scratch)
+                ymax, sey = _move_slots(
+                    y,
+                    e,
+                    ys,
+                    es,
+                    ms,
+                    ws,
+                    act,
+                    n,
+                    alpha,
+                    epsk,
+                    rebase,
+                    fm,
+                    fw,
+                    fast,
+                    B,
+                    s_un,
+                    s,
+                    acc,
+                    SHIFT_SLACK,
+                    *scratch,
+                )
             have = True
             if rebase:
                 adam.k0 = k
         elif dense_step:
             ymax = _sgd_dense(counts, K, C, r_c * w8, r_w * w8, cfg.lr, y, e, fast)
         else:
-            ymax = _sgd_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, cfg.lr, y, e, ys, es, pos,
-                               full, fast)
-        if ymax > SHIFT_SLACK:                                         # move the shift (rare)
+            ymax = _sgd_sparse(
+                uniq, cnt, n_u, r_c, r_w, w8, C, cfg.lr, y, e, ys, es, pos, full, fast
+            )
+        if ymax > SHIFT_SLACK:  # move the shift (rare)
             S0 *= _shift(ymax, y, e, ys, es, act, n, K, full, U, s_un, fast)
             have = ready = False
         if progress is not None:

@@ -89,16 +89,24 @@ class SimConfig:
             raise ValueError(f"rare must be < correct={C} (action 0 is the anchor), got rare={E}")
         for name in ("actions", "correct", "rare"):
             object.__setattr__(self, name, int(getattr(self, name)))
-        for name in ("anchor_logit", "correct_logit", "incorrect_logit", "reward_correct",
-                     "reward_wrong"):
+        for name in (
+            "anchor_logit",
+            "correct_logit",
+            "incorrect_logit",
+            "reward_correct",
+            "reward_wrong",
+        ):
             x = as_float_array(name, getattr(self, name))
             if x.ndim != 0 or not np.isfinite(x):
-                raise ValueError(f"{name} must be one finite number, got "
-                                 f"{name}={getattr(self, name)!r}")
+                raise ValueError(
+                    f"{name} must be one finite number, got {name}={getattr(self, name)!r}"
+                )
             object.__setattr__(self, name, float(x))
         if not self.reward_correct > self.reward_wrong:
-            raise ValueError(f"reward_correct must exceed reward_wrong, got "
-                             f"{self.reward_correct} <= {self.reward_wrong}")
+            raise ValueError(
+                f"reward_correct must exceed reward_wrong, got "
+                f"{self.reward_correct} <= {self.reward_wrong}"
+            )
         if self.initial_logits is not None:
             z0 = as_float_array("initial_logits", self.initial_logits)
             if z0.shape != (K,) or not np.isfinite(z0).all():
@@ -116,8 +124,7 @@ class SimConfig:
         object.__setattr__(self, "seeds", tuple(int(s) for s in seeds))
         for name in ("group_sizes", "gammas", "seeds"):
             if len(set(getattr(self, name))) != len(getattr(self, name)):
-                raise ValueError(f"{name} must not repeat values, got "
-                                 f"{name}={getattr(self, name)}")
+                raise ValueError(f"{name} must not repeat values, got {name}={getattr(self, name)}")
         T = int(check_integer("steps", self.steps, minimum=1))
         if T > MAX_STEPS:
             raise ValueError(f"steps must be <= {MAX_STEPS}, got steps={T}")
@@ -126,11 +133,15 @@ class SimConfig:
         if lr.ndim != 0 or not (np.isfinite(lr) and lr > 0):
             raise ValueError(f"lr must be one finite number > 0, got lr={self.lr!r}")
         object.__setattr__(self, "lr", float(lr))
-        for name, allowed in (("optimizer", OPTIMIZERS), ("surrogate", SURROGATES),
-                              ("advantage", ADVANTAGES)):
+        for name, allowed in (
+            ("optimizer", OPTIMIZERS),
+            ("surrogate", SURROGATES),
+            ("advantage", ADVANTAGES),
+        ):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got "
-                                 f"{name}={getattr(self, name)!r}")
+                raise ValueError(
+                    f"{name} must be one of {allowed}, got {name}={getattr(self, name)!r}"
+                )
         betas = as_float_array("adam_betas", self.adam_betas)
         if betas.shape != (2,) or not (np.all(betas >= 0) and np.all(betas < 1)):
             raise ValueError(f"adam_betas must be two values in [0, 1), got {self.adam_betas}")
@@ -165,24 +176,48 @@ PRESETS: dict[str, SimConfig] = {
     # App. J / Fig. 2: Adam on the ratio surrogate reproduces the paper's description
     # (Section 5.1: K = 128,000, |P| = 10,000, logits 5 / 3 / 0, N = 2 ... 2^17, 1000 steps).
     "paper-fig2": SimConfig(
-        actions=128_000, correct=10_000, group_sizes=_FIG2_SIZES,
-        gammas=(0.0, 1.0), seeds=(0, 1, 2, 3), steps=1000, lr=1e-2,
-        optimizer="adam", surrogate="ratio", advantage="centered",
+        actions=128_000,
+        correct=10_000,
+        group_sizes=_FIG2_SIZES,
+        gammas=(0.0, 1.0),
+        seeds=(0, 1, 2, 3),
+        steps=1000,
+        lr=1e-2,
+        optimizer="adam",
+        surrogate="ratio",
+        advantage="centered",
     ),
     # The same with plain SGD: the logits barely move (updates scale with p_i ~ 6e-5).
     "paper-fig2-sgd": SimConfig(
-        actions=128_000, correct=10_000, group_sizes=_FIG2_SIZES,
-        gammas=(0.0, 1.0), seeds=(0, 1, 2, 3), steps=1000, lr=1e-2,
-        optimizer="sgd", surrogate="ratio", advantage="centered",
+        actions=128_000,
+        correct=10_000,
+        group_sizes=_FIG2_SIZES,
+        gammas=(0.0, 1.0),
+        seeds=(0, 1, 2, 3),
+        steps=1000,
+        lr=1e-2,
+        optimizer="sgd",
+        surrogate="ratio",
+        advantage="centered",
     ),
     # A reduced sweep (K / 10, fewer steps, a larger lr) that shows the three regimes in seconds.
     "small": SimConfig(
-        actions=12_800, correct=1_000, group_sizes=tuple(2**k for k in range(1, 15)),
-        gammas=(0.0, 1.0), seeds=(0, 1), steps=300, lr=3e-2,
+        actions=12_800,
+        correct=1_000,
+        group_sizes=tuple(2**k for k in range(1, 15)),
+        gammas=(0.0, 1.0),
+        seeds=(0, 1),
+        steps=300,
+        lr=3e-2,
     ),
     "tiny": SimConfig(
-        actions=1_280, correct=100, group_sizes=(2, 16, 128, 4096),
-        gammas=(0.0, 1.0), seeds=(0,), steps=100, lr=3e-2,
+        actions=1_280,
+        correct=100,
+        group_sizes=(2, 16, 128, 4096),
+        gammas=(0.0, 1.0),
+        seeds=(0,),
+        steps=100,
+        lr=3e-2,
     ),
 }
 

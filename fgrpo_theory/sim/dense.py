@@ -60,8 +60,7 @@ def _adam_step(z, G, m, v, tmp, t: int, cfg: SimConfig) -> None:
     z += tmp
 
 
-def simulate_batch(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *,
-                   progress=None) -> dict:
+def simulate_batch(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *, progress=None) -> dict:
     """Simulate the runs [(gamma, seed), ...] that share the group size N, all at once, on dense
     (R, Kp) arrays (every option; the reference engine).
 
@@ -71,19 +70,19 @@ def simulate_batch(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *,
     R_c, R_w = cfg.reward_correct, cfg.reward_wrong
     R = len(runs)
     B, nb, Kp = layout(K)
-    gamma = np.array([g for g, _ in runs], dtype=np.float64)          # (R,)
+    gamma = np.array([g for g, _ in runs], dtype=np.float64)  # (R,)
     rngs = [np.random.default_rng([seed, N]) for _, seed in runs]
 
-    z = np.full((R, Kp), -1e30)                                       # padding: mass exactly 0
+    z = np.full((R, Kp), -1e30)  # padding: mass exactly 0
     z[:, :K] = cfg.logits0()
-    c = z.max(axis=1, keepdims=True)                                  # (R, 1) shift
+    c = z.max(axis=1, keepdims=True)  # (R, 1) shift
     zs, e, G, tmp = (np.empty((R, Kp)) for _ in range(4))
     adam = cfg.optimizer == "adam"
     if adam:
         m, v = np.zeros((R, Kp)), np.zeros((R, Kp))
     rec = new_records(R, T)
-    g_table = focal_table(N, gamma)                                  # (R, N + 1)
-    p0 = np.exp(z[0, :C] - c[0]) / np.exp(z[0, :K] - c[0]).sum()      # (C,) initial correct probs
+    g_table = focal_table(N, gamma)  # (R, N + 1)
+    p0 = np.exp(z[0, :C] - c[0]) / np.exp(z[0, :K] - c[0]).sum()  # (C,) initial correct probs
 
     def softmax_and_record(t: int):
         """Fills zs = z - c, e = exp(zs); records pi_t; returns (block masses (R, nb), S (R,))."""
@@ -91,14 +90,14 @@ def simulate_batch(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *,
         np.copyto(c, zmax, where=zmax > c + SHIFT_SLACK)
         np.subtract(z, c, out=zs)
         np.exp(zs, out=e)
-        s = e.reshape(R, nb, B).sum(axis=2)                            # (R, nb)
-        S = s.sum(axis=1)                                              # (R,)
-        pc = e[:, :C] / S[:, None]                                     # (R, C) correct probs
+        s = e.reshape(R, nb, B).sum(axis=2)  # (R, nb)
+        S = s.sum(axis=1)  # (R,)
+        pc = e[:, :C] / S[:, None]  # (R, C) correct probs
         rec["q_pos"][:, t] = pc.sum(axis=1)
-        rec["tau"][:, t] = pc[:, 1:1 + E].sum(axis=1)
+        rec["tau"][:, t] = pc[:, 1 : 1 + E].sum(axis=1)
         np.subtract(p0, pc, out=pc)
         np.maximum(pc, 0.0, out=pc)
-        rec["m_ret"][:, t] = 1.0 - pc.sum(axis=1) / p0.sum()          # Eq. 26
+        rec["m_ret"][:, t] = 1.0 - pc.sum(axis=1) / p0.sum()  # Eq. 26
         rec["entropy"][:, t] = np.log(S) - np.einsum("rk,rk->r", e[:, :K], zs[:, :K]) / S
         return s, S
 
@@ -109,29 +108,38 @@ def simulate_batch(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *,
         for r in range(R):
             uniq, cnt = sample_group(e[r], s[r], N, rngs[r], B)
             counts[r, uniq] = cnt
-        np.divide(e, S[:, None], out=e)                                # e is now p (R, Kp)
+        np.divide(e, S[:, None], out=e)  # e is now p (R, Kp)
         # --- score: X correct draws, tail miss of the rare subset (Lemma 3.1)
         X = counts[:, :C].sum(axis=1)
         sampled_c = counts[:, :C] > 0
-        record_group(rec, slice(None), t, X=X, N=N, hit_rare=counts[:, 1:1 + E].any(axis=1),
-                      sampled_correct_mass=(e[:, :C] * sampled_c).sum(axis=1), S=1.0,
-                      q_pos=rec["q_pos"][:, t])
+        record_group(
+            rec,
+            slice(None),
+            t,
+            X=X,
+            N=N,
+            hit_rare=counts[:, 1 : 1 + E].any(axis=1),
+            sampled_correct_mass=(e[:, :C] * sampled_c).sum(axis=1),
+            S=1.0,
+            q_pos=rec["q_pos"][:, t],
+        )
         # --- advantages and focal weight g = (1 - mu_hat)^gamma
         r_c, r_w = group_advantages(X, N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
-        w = g_table[np.arange(R), X]                                   # (R,) g / N
+        w = g_table[np.arange(R), X]  # (R,) g / N
         # --- ascent direction G (R, Kp)
         if cfg.surrogate == "ratio":
             # sum_j r_j (onehot(a_j) - p): counts times the action's advantage ...
             np.multiply(counts[:, :C], r_c[:, None], out=G[:, :C])
             np.multiply(counts[:, C:], r_w[:, None], out=G[:, C:])
-            if cfg.advantage == "raw":                                 # ... minus p sum_j r_j
+            if cfg.advantage == "raw":  # ... minus p sum_j r_j
                 np.multiply(e, (X * r_c + (N - X) * r_w)[:, None], out=tmp)
-                G -= tmp                                               # (sum_j r_j = 0 otherwise)
+                G -= tmp  # (sum_j r_j = 0 otherwise)
         else:
             # Eq. 5 over distinct sampled actions: p_i (r_i 1{i sampled} - S_r)
             sampled = counts > 0
-            S_r = (r_c * (e[:, :C] * sampled_c).sum(axis=1)
-                   + r_w * (e[:, C:] * sampled[:, C:]).sum(axis=1))
+            S_r = r_c * (e[:, :C] * sampled_c).sum(axis=1) + r_w * (e[:, C:] * sampled[:, C:]).sum(
+                axis=1
+            )
             np.multiply(sampled[:, :C], r_c[:, None], out=G[:, :C])
             np.multiply(sampled[:, C:], r_w[:, None], out=G[:, C:])
             G -= S_r[:, None]

@@ -39,9 +39,11 @@ def choose_engine(cfg: SimConfig, engine: str) -> str:
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got engine={engine!r}")
     if engine in ("sparse", "compiled") and not sparse_applies(cfg):
-        raise ValueError(f"engine={engine!r} needs surrogate='ratio' and advantage 'centered' "
-                         f"or 'grpo', got surrogate={cfg.surrogate!r}, "
-                         f"advantage={cfg.advantage!r}")
+        raise ValueError(
+            f"engine={engine!r} needs surrogate='ratio' and advantage 'centered' "
+            f"or 'grpo', got surrogate={cfg.surrogate!r}, "
+            f"advantage={cfg.advantage!r}"
+        )
     if engine == "torch":
         import importlib.util
 
@@ -62,8 +64,9 @@ def choose_engine(cfg: SimConfig, engine: str) -> str:
     return "compiled" if compiled.unavailable_reason() is None else "sparse"
 
 
-def simulate_runs(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *,
-                  engine: str = "auto", progress=None) -> dict:
+def simulate_runs(
+    cfg: SimConfig, N: int, runs: list[tuple[float, int]], *, engine: str = "auto", progress=None
+) -> dict:
     """Records (R, ...) of the runs [(gamma, seed), ...] at group size N, by a numpy-draws
     engine (``dense``, ``sparse``, ``compiled`` or ``auto``)."""
     engine = choose_engine(cfg, engine)
@@ -76,8 +79,10 @@ def simulate_runs(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *,
     elif engine == "compiled":
         from fgrpo_theory.sim.compiled import simulate_run_compiled as run_one
     else:
-        raise ValueError(f"simulate_runs takes a numpy-draws engine {NUMPY_DRAWS}, "
-                         f"got engine={engine!r} (the torch engine runs whole sweeps)")
+        raise ValueError(
+            f"simulate_runs takes a numpy-draws engine {NUMPY_DRAWS}, "
+            f"got engine={engine!r} (the torch engine runs whole sweeps)"
+        )
     parts = [run_one(cfg, N, g, s, progress=progress) for g, s in runs]
     return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
 
@@ -90,5 +95,5 @@ def work_items(cfg: SimConfig, engine: str, runs) -> list[tuple[int, list[tuple[
     items = []
     for N in sorted({n for n, _, _ in runs}, reverse=True):
         mine = [(g, s) for n, g, s in runs if n == N]
-        items += [(N, mine[i:i + size]) for i in range(0, len(mine), size)]
+        items += [(N, mine[i : i + size]) for i in range(0, len(mine), size)]
     return items

@@ -43,24 +43,25 @@ def layout(K: int) -> tuple[int, int, int]:
     return B, nb, nb * B
 
 
-def _draw_by_blocks(e_r: np.ndarray, s_r: np.ndarray, N: int, rng: np.random.Generator,
-                    B: int) -> np.ndarray:
+def _draw_by_blocks(
+    e_r: np.ndarray, s_r: np.ndarray, N: int, rng: np.random.Generator, B: int
+) -> np.ndarray:
     """N i.i.d. action indices (sorted) from the unnormalised masses e_r (Kp,) (zero on the
     padding), block masses s_r (nb,), for few draws: sorted uniforms (normalised cumulative sums
     of exponentials, O(N)) search the block masses, then only the hit blocks."""
     nb = s_r.size
-    cs = np.cumsum(s_r)                                    # (nb,)
+    cs = np.cumsum(s_r)  # (nb,)
     x = rng.standard_exponential(N + 1)
     np.cumsum(x, out=x)
-    u = x[:N] * (cs[-1] / x[N])                            # (N,) sorted uniforms on [0, total)
+    u = x[:N] * (cs[-1] / x[N])  # (N,) sorted uniforms on [0, total)
     blk = np.searchsorted(cs, u, side="right")
     np.minimum(blk, nb - 1, out=blk)
     new = np.empty(N, dtype=bool)
     new[0] = True
     np.not_equal(blk[1:], blk[:-1], out=new[1:])
-    row = np.cumsum(new) - 1                               # (N,) row of each draw among hit blocks
-    ub = blk[new]                                          # (n_u,) hit blocks, increasing
-    c = np.cumsum(e_r.reshape(nb, B)[ub], axis=1)          # (n_u, B) local cumulative masses
+    row = np.cumsum(new) - 1  # (N,) row of each draw among hit blocks
+    ub = blk[new]  # (n_u,) hit blocks, increasing
+    c = np.cumsum(e_r.reshape(nb, B)[ub], axis=1)  # (n_u, B) local cumulative masses
     tot = np.maximum(c[:, -1], np.finfo(np.float64).tiny)
     base = np.where(ub > 0, cs[ub - 1], 0.0)
     frac = (u - base[row]) / tot[row]
@@ -84,34 +85,34 @@ def _draw_by_guide(e_r: np.ndarray, N: int, rng: np.random.Generator) -> np.ndar
     so the answer for a uniform u in bucket b lies in [g[b], g[b + 1]]; a vectorised bisection
     finds it (usually zero or one step: a bucket holds about one F on average)."""
     rows = GUIDE_ROWS
-    E = e_r.reshape(rows, -1)                              # (rows, ncol)
+    E = e_r.reshape(rows, -1)  # (rows, ncol)
     ncol = E.shape[1]
     F = np.empty_like(E)
     F[0] = E[0]
-    for i in range(1, rows):                               # cumulative sums down each column
+    for i in range(1, rows):  # cumulative sums down each column
         np.add(F[i - 1], E[i], out=F[i])
-    off = np.cumsum(F[-1])                                 # (ncol,) column ends
-    F[:, 1:] += off[:-1]                                   # F[i, j] = mass of ranks <= j*rows + i
+    off = np.cumsum(F[-1])  # (ncol,) column ends
+    F[:, 1:] += off[:-1]  # F[i, j] = mass of ranks <= j*rows + i
     F = F.ravel()
     total = off[-1]
 
-    def action(q):                                         # rank -> action (rows is a power of 2)
+    def action(q):  # rank -> action (rows is a power of 2)
         return (q & (rows - 1)) * ncol + (q >> _GUIDE_SHIFT)
 
     M = GUIDE_BUCKETS * e_r.size
-    scale = M / total * (1.0 - 1e-14)                      # F * scale < M even after rounding
-    bk = (F * scale).astype(np.intp)                       # (Kp,) bucket of each F, monotone in F
+    scale = M / total * (1.0 - 1e-14)  # F * scale < M even after rounding
+    bk = (F * scale).astype(np.intp)  # (Kp,) bucket of each F, monotone in F
     g = np.zeros(M + 1, dtype=np.intp)
-    np.cumsum(np.bincount(bk, minlength=M), out=g[1:])     # g[b]: ranks with bucket < b
+    np.cumsum(np.bincount(bk, minlength=M), out=g[1:])  # g[b]: ranks with bucket < b
     u = rng.random(N)
     u *= total
-    np.minimum(u, np.nextafter(total, 0.0), out=u)         # u < total, so never a zero-mass rank
+    np.minimum(u, np.nextafter(total, 0.0), out=u)  # u < total, so never a zero-mass rank
     b = (u * scale).astype(np.intp)
-    q = g[b]                                               # answer (first rank with F > u) is
-    todo = np.flatnonzero(F[action(q)] <= u)               # in [g[b], g[b + 1]]; mostly g[b]
+    q = g[b]  # answer (first rank with F > u) is
+    todo = np.flatnonzero(F[action(q)] <= u)  # in [g[b], g[b + 1]]; mostly g[b]
     q[todo] += 1
     lo, hi = q[todo], g[b[todo] + 1]
-    while True:                                            # bisection on the few others
+    while True:  # bisection on the few others
         open_ = lo < hi
         if not open_.any():
             break
@@ -135,8 +136,9 @@ def sample_counts(e_r: np.ndarray, N: int, rng: np.random.Generator) -> np.ndarr
     return np.bincount(_draw_by_guide(e_r, N, rng), minlength=e_r.size)
 
 
-def sample_group(e_r: np.ndarray, s_r: np.ndarray, N: int, rng: np.random.Generator,
-                 B: int) -> tuple[np.ndarray, np.ndarray]:
+def sample_group(
+    e_r: np.ndarray, s_r: np.ndarray, N: int, rng: np.random.Generator, B: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Draw N actions i.i.d. from p = e_r / sum(e_r) and return them as (uniq, cnt): the distinct
     actions drawn (increasing) and how often each was drawn (the Multinomial(N, p) counts).
 

@@ -68,24 +68,24 @@ class _LazyAdam:
         b1, b2 = self.b1, self.b2
         d = k - self.k0
         if sl is None:
-            np.multiply(g, (1.0 - b1) * b1 ** -d, out=tmp)
+            np.multiply(g, (1.0 - b1) * b1**-d, out=tmp)
             m += tmp
             np.multiply(g, g, out=tmp)
-            tmp *= (1.0 - b2) * b2 ** -d
+            tmp *= (1.0 - b2) * b2**-d
             w *= w
             w += tmp
             np.sqrt(w, out=w)
         else:
-            m[sl] += ((1.0 - b1) * b1 ** -d) * g
-            w[sl] = np.sqrt(w[sl] ** 2 + ((1.0 - b2) * b2 ** -d) * g ** 2)
-        root = np.sqrt(1.0 - b2 ** k)
-        alpha = self.lr * root / (1.0 - b1 ** k) * (b1 / np.sqrt(b2)) ** d
+            m[sl] += ((1.0 - b1) * b1**-d) * g
+            w[sl] = np.sqrt(w[sl] ** 2 + ((1.0 - b2) * b2**-d) * g**2)
+        root = np.sqrt(1.0 - b2**k)
+        alpha = self.lr * root / (1.0 - b1**k) * (b1 / np.sqrt(b2)) ** d
         np.add(w, self.eps * root / np.sqrt(b2) ** d, out=tmp)
         np.divide(m, tmp, out=tmp)
         tmp *= alpha
         y += tmp
         if d >= self.REBASE:
-            m *= b1 ** d
+            m *= b1**d
             w *= np.sqrt(b2) ** d
             self.k0 = k
 
@@ -108,25 +108,30 @@ class _TouchedSet:
         K, C, E = cfg.actions, cfg.correct, cfg.rare
         self.K, self.C = K, C
         self.B, self.nb, self.Kp = layout(K)
-        self.y = np.full(self.Kp, -np.inf)                             # (Kp,) shifted logits z - c
+        self.y = np.full(self.Kp, -np.inf)  # (Kp,) shifted logits z - c
         self.y[:K] = cfg.logits0()
         self.y[:K] -= self.y[:K].max()
-        self.e = np.exp(self.y)                                        # (Kp,) masses, 0 on padding
-        self.s_un = self.e.reshape(self.nb, self.B).sum(axis=1)        # (nb,) untouched masses
-        self.S0 = float(self.s_un.sum())                               # S_0 in current shift units
-        self.p0 = self.e[:C] / self.S0                                 # (C,) initial correct probs
+        self.e = np.exp(self.y)  # (Kp,) masses, 0 on padding
+        self.s_un = self.e.reshape(self.nb, self.B).sum(axis=1)  # (nb,) untouched masses
+        self.S0 = float(self.s_un.sum())  # S_0 in current shift units
+        self.p0 = self.e[:C] / self.S0  # (C,) initial correct probs
         self.Q0 = float(self.p0.sum())
         self.is_rare = np.zeros(self.Kp, dtype=bool)
-        self.is_rare[1:1 + E] = True
-        self.U = {"S": self.S0, "c": float(self.e[:C].sum()), "rare": float(self.e[1:1 + E].sum()),
-                  "ent": float(np.dot(self.e[:K], self.y[:K])), "p0c": self.Q0}
-        self.pos = np.full(self.Kp, -1, dtype=np.int64)                # action -> slot
-        self.St = np.zeros((4, 1024))                                  # (4, capacity) slot arrays
-        self.c_slots = np.zeros(0, dtype=np.int64)                     # (nc,) correct slots
-        self.p0c = np.zeros(0)                                         # (nc,) their p_0
-        self.r_slots = np.zeros(0, dtype=np.int64)                     # slots of rare actions
-        self.blk = np.zeros(1024, dtype=np.int64)                      # (capacity,) slot -> block
-        self.act = np.zeros(1024, dtype=np.int64)                      # (capacity,) slot -> action
+        self.is_rare[1 : 1 + E] = True
+        self.U = {
+            "S": self.S0,
+            "c": float(self.e[:C].sum()),
+            "rare": float(self.e[1 : 1 + E].sum()),
+            "ent": float(np.dot(self.e[:K], self.y[:K])),
+            "p0c": self.Q0,
+        }
+        self.pos = np.full(self.Kp, -1, dtype=np.int64)  # action -> slot
+        self.St = np.zeros((4, 1024))  # (4, capacity) slot arrays
+        self.c_slots = np.zeros(0, dtype=np.int64)  # (nc,) correct slots
+        self.p0c = np.zeros(0)  # (nc,) their p_0
+        self.r_slots = np.zeros(0, dtype=np.int64)  # slots of rare actions
+        self.blk = np.zeros(1024, dtype=np.int64)  # (capacity,) slot -> block
+        self.act = np.zeros(1024, dtype=np.int64)  # (capacity,) slot -> action
         self.n = 0
         self.full = False
 
@@ -152,19 +157,19 @@ class _TouchedSet:
         self.U["p0c"] -= p0N.sum()
         self.s_un -= np.bincount(new // self.B, weights=eN, minlength=self.nb)
         n, k = self.n, new.size
-        if n + k > self.St.shape[1]:                                   # grow the capacity
+        if n + k > self.St.shape[1]:  # grow the capacity
             cap = max(2 * self.St.shape[1], n + k)
             self.St = np.concatenate([self.St, np.zeros((4, cap - self.St.shape[1]))], axis=1)
             self.blk = np.concatenate([self.blk, np.zeros(cap - self.blk.size, dtype=np.int64)])
             self.act = np.concatenate([self.act, np.zeros(cap - self.act.size, dtype=np.int64)])
-        cols = self.St[:, n:n + k]
+        cols = self.St[:, n : n + k]
         cols[self.Y], cols[self.E], cols[self.M], cols[self.W] = yN, eN, 0.0, 0.0
         fresh = np.arange(n, n + k)
         self.c_slots = np.concatenate([self.c_slots, fresh[isc]])
         self.p0c = np.concatenate([self.p0c, p0N])
         self.r_slots = np.concatenate([self.r_slots, fresh[isr]])
-        self.blk[n:n + k] = new // self.B
-        self.act[n:n + k] = new
+        self.blk[n : n + k] = new // self.B
+        self.act[n : n + k] = new
         self.pos[new] = fresh
         self.n = n + k
 
@@ -192,25 +197,25 @@ class _TouchedSet:
         views of the full arrays (so e stays the sampling array), else rows of St."""
         if self.full:
             return self._y_view, self._e_view
-        return self.St[self.Y, :self.n], self.St[self.E, :self.n]
+        return self.St[self.Y, : self.n], self.St[self.E, : self.n]
 
     def block_masses(self, eA: np.ndarray) -> np.ndarray:
         """(nb,) block sums of the masses."""
         if self.full:
             return self.e.reshape(self.nb, self.B).sum(axis=1)
-        return self.s_un + np.bincount(self.blk[:self.n], weights=eA, minlength=self.nb)
+        return self.s_un + np.bincount(self.blk[: self.n], weights=eA, minlength=self.nb)
 
     def publish(self, eA: np.ndarray) -> None:
         """Copy the touched masses into the sampling array (nothing to do in full mode)."""
         if not self.full:
-            self.e[self.act[:self.n]] = eA
+            self.e[self.act[: self.n]] = eA
 
     def shift(self, delta: float, yA: np.ndarray) -> None:
         """Lower every shifted logit by delta (c += delta) and rescale the running sums."""
         f = np.exp(-delta)
         yA -= delta
         if not self.full:
-            self.y[:self.K] -= delta                                   # untouched (touched: stale)
+            self.y[: self.K] -= delta  # untouched (touched: stale)
             np.exp(self.y, out=self.e)
             self.U["ent"] = f * (self.U["ent"] - delta * self.U["S"])
             for key in ("S", "c", "rare"):
@@ -236,7 +241,7 @@ def simulate_run_sparse(cfg: SimConfig, N: int, gamma: float, seed: int, *, prog
     R_c, R_w = cfg.reward_correct, cfg.reward_wrong
     rng = np.random.default_rng([seed, N])
     rec = new_records(1, T)
-    g_table = focal_table(N, gamma)[0]                                # (N + 1,) g / N
+    g_table = focal_table(N, gamma)[0]  # (N + 1,) g / N
     run = _TouchedSet(cfg)
     adam = _LazyAdam(cfg) if cfg.optimizer == "adam" else None
     tmp = np.empty(0)
@@ -244,26 +249,34 @@ def simulate_run_sparse(cfg: SimConfig, N: int, gamma: float, seed: int, *, prog
     for t in range(T + 1):
         # --- record pi_t
         yA, eA = run.masses()
-        s = run.block_masses(eA)                                       # (nb,)
+        s = run.block_masses(eA)  # (nb,)
         S = float(s.sum())
         U = run.U
-        eC = eA[run.c_slots]                                           # (nc,) touched correct
+        eC = eA[run.c_slots]  # (nc,) touched correct
         rec["q_pos"][0, t] = (U["c"] + eC.sum()) / S
         rec["tau"][0, t] = (U["rare"] + eA[run.r_slots].sum()) / S
         rec["entropy"][0, t] = np.log(S) - (U["ent"] + np.dot(eA, yA)) / S
-        lost_t = run.p0c - eC / S                                      # p_0 - p_t, correct slots
+        lost_t = run.p0c - eC / S  # p_0 - p_t, correct slots
         np.maximum(lost_t, 0.0, out=lost_t)
         lost = U["p0c"] * max(0.0, 1.0 - run.S0 / S) + lost_t.sum()
-        rec["m_ret"][0, t] = 1.0 - lost / run.Q0                       # Eq. 26
+        rec["m_ret"][0, t] = 1.0 - lost / run.Q0  # Eq. 26
         if t == T:
             break
         if run.full and uses_guide(N, run.Kp):
             # --- many draws on whole arrays: counts c (K,), ascent direction (g/N) c_a r_a
-            c = sample_counts(run.e, N, rng)[:run.K]
+            c = sample_counts(run.e, N, rng)[: run.K]
             X = int(c[:C].sum())
-            record_group(rec, 0, t, X=X, N=N, hit_rare=bool(c[run.r_slots].any()),
-                          sampled_correct_mass=eA[:C][c[:C] > 0].sum(), S=S,
-                          q_pos=rec["q_pos"][0, t])
+            record_group(
+                rec,
+                0,
+                t,
+                X=X,
+                N=N,
+                hit_rare=bool(c[run.r_slots].any()),
+                sampled_correct_mass=eA[:C][c[:C] > 0].sum(),
+                S=S,
+                q_pos=rec["q_pos"][0, t],
+            )
             r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
             g_u = np.multiply(c, r_w[0] * g_table[X])
             np.multiply(c[:C], r_c[0] * g_table[X], out=g_u[:C])
@@ -274,8 +287,17 @@ def simulate_run_sparse(cfg: SimConfig, N: int, gamma: float, seed: int, *, prog
             # --- score
             uc = uniq < C
             X = int(cnt[uc].sum())
-            record_group(rec, 0, t, X=X, N=N, hit_rare=bool(run.is_rare[uniq].any()),
-                          sampled_correct_mass=run.e[uniq[uc]].sum(), S=S, q_pos=rec["q_pos"][0, t])
+            record_group(
+                rec,
+                0,
+                t,
+                X=X,
+                N=N,
+                hit_rare=bool(run.is_rare[uniq].any()),
+                sampled_correct_mass=run.e[uniq[uc]].sum(),
+                S=S,
+                q_pos=rec["q_pos"][0, t],
+            )
             # --- advantages and focal weight: ascent direction (g/N) c_a r_a on the sampled actions
             r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
             g_u = cnt * np.where(uc, r_c[0], r_w[0]) * g_table[X]
@@ -285,7 +307,9 @@ def simulate_run_sparse(cfg: SimConfig, N: int, gamma: float, seed: int, *, prog
         if adam is not None:
             if tmp.size < run.n:
                 tmp = np.empty(run.Kp)
-            adam.step(yA, run.St[run.M, :run.n], run.St[run.W, :run.n], sl, g_u, t + 1, tmp[:run.n])
+            adam.step(
+                yA, run.St[run.M, : run.n], run.St[run.W, : run.n], sl, g_u, t + 1, tmp[: run.n]
+            )
             ymax = float(yA.max())
         elif sl is None:
             g_u *= cfg.lr
@@ -294,7 +318,7 @@ def simulate_run_sparse(cfg: SimConfig, N: int, gamma: float, seed: int, *, prog
         else:
             yA[sl] += cfg.lr * g_u
             ymax = float(yA[sl].max())
-        if ymax > SHIFT_SLACK:                                         # move the shift (rare)
+        if ymax > SHIFT_SLACK:  # move the shift (rare)
             run.shift(ymax, yA)
             np.exp(yA, out=eA)
         elif adam is not None or sl is None:

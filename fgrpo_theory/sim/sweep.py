@@ -67,16 +67,27 @@ class SweepResult:
         for i, N in enumerate(self.config.group_sizes):
             for j, gamma in enumerate(self.config.gammas):
                 for k, seed in enumerate(self.config.seeds):
-                    rows.append({"N": N, "gamma": gamma, "seed": seed,
-                                 **{key: float(self.records[key][i, j, k, -1])
-                                    for key in ("q_pos", "m_ret", "entropy")}})
+                    rows.append(
+                        {
+                            "N": N,
+                            "gamma": gamma,
+                            "seed": seed,
+                            **{
+                                key: float(self.records[key][i, j, k, -1])
+                                for key in ("q_pos", "m_ret", "entropy")
+                            },
+                        }
+                    )
         return rows
 
     def csv_text(self) -> str:
         """The CSV: one row per (N, gamma, seed): N, gamma, seed, q_pos, m_ret, entropy."""
         lines = ["N,gamma,seed,q_pos,m_ret,entropy"]
-        lines += [f"{r['N']},{r['gamma']:g},{r['seed']},{r['q_pos']:.6g},{r['m_ret']:.6g},"
-                  f"{r['entropy']:.6g}" for r in self.final_rows()]
+        lines += [
+            f"{r['N']},{r['gamma']:g},{r['seed']},{r['q_pos']:.6g},{r['m_ret']:.6g},"
+            f"{r['entropy']:.6g}"
+            for r in self.final_rows()
+        ]
         return "\n".join(lines) + "\n"
 
     def write_csv(self, path) -> Path:
@@ -107,6 +118,7 @@ class SweepResult:
 
 
 # ----------------------------------------------------------------------------- files
+
 
 def _write_text(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (a temporary file in the same folder, renamed)."""
@@ -153,8 +165,9 @@ def _saved_config_json(cfg: SimConfig, engine_family: str = "numpy") -> str:
     """The resolved config as saved next to the results, with the simulator version (and the
     engine family when its draws are not numpy's)."""
     extra = {} if engine_family == "numpy" else {"engine": engine_family}
-    return json.dumps({**asdict(cfg), "simulator_version": SIMULATOR_VERSION, **extra},
-                      indent=2, sort_keys=True)
+    return json.dumps(
+        {**asdict(cfg), "simulator_version": SIMULATOR_VERSION, **extra}, indent=2, sort_keys=True
+    )
 
 
 def _family(engine: str) -> str:
@@ -162,6 +175,7 @@ def _family(engine: str) -> str:
 
 
 # ----------------------------------------------------------------------------- checkpoints
+
 
 class _Checkpoint:
     """Finished runs of one sweep as ``DIR/N{N}-g{j}-s{k}.npz`` (j, k: indices of gamma and
@@ -205,6 +219,7 @@ def _same_json(a: str, b: str) -> bool:
 
 # ----------------------------------------------------------------------------- sweeps
 
+
 def _task(args):
     cfg, N, runs, engine = args
     return N, runs, simulate_runs(cfg, N, runs, engine=engine)
@@ -214,12 +229,25 @@ def _bar(total_steps: int, runs: int, progress: bool):
     """A tqdm bar over run-steps whose label counts the runs done (its ETA: time left)."""
     from tqdm.auto import tqdm
 
-    return tqdm(total=total_steps, unit="run-step", unit_scale=True, disable=not progress,
-                file=sys.stderr, desc=f"simulate: runs 0/{runs}")
+    return tqdm(
+        total=total_steps,
+        unit="run-step",
+        unit_scale=True,
+        disable=not progress,
+        file=sys.stderr,
+        desc=f"simulate: runs 0/{runs}",
+    )
 
 
-def run_sweep(cfg: SimConfig, *, workers: int = 1, progress: bool = True, engine: str = "auto",
-              checkpoint=None, device: str | None = None) -> SweepResult:
+def run_sweep(
+    cfg: SimConfig,
+    *,
+    workers: int = 1,
+    progress: bool = True,
+    engine: str = "auto",
+    checkpoint=None,
+    device: str | None = None,
+) -> SweepResult:
     """All (N, gamma, seed) runs of ``cfg``, largest N first, over ``workers`` processes
     (1 = in this process), each with its native thread pools pinned to one thread.
 
@@ -235,7 +263,7 @@ def run_sweep(cfg: SimConfig, *, workers: int = 1, progress: bool = True, engine
     if engine == "torch":
         from fgrpo_theory.sim.torch_engine import check_device
 
-        check_device(device)                          # a bad device fails before any file
+        check_device(device)  # a bad device fails before any file
     ckpt = _Checkpoint(checkpoint, cfg, _family(engine)) if checkpoint is not None else None
     every = [(N, g, s) for N in cfg.group_sizes for g in cfg.gammas for s in cfg.seeds]
     done: dict[tuple[int, float, int], dict] = {}
@@ -254,8 +282,9 @@ def run_sweep(cfg: SimConfig, *, workers: int = 1, progress: bool = True, engine
             done[N, g, s] = one
             if ckpt is not None:
                 ckpt.save(N, g, s, one)
-        bar.set_description_str(f"simulate: runs {len(done) - (len(every) - len(todo))}"
-                                f"/{len(todo)}", refresh=False)
+        bar.set_description_str(
+            f"simulate: runs {len(done) - (len(every) - len(todo))}/{len(todo)}", refresh=False
+        )
 
     try:
         if not todo:
@@ -264,32 +293,45 @@ def run_sweep(cfg: SimConfig, *, workers: int = 1, progress: bool = True, engine
             from fgrpo_theory.sim.torch_engine import simulate_runs_torch
 
             with pinned(workers):
-                simulate_runs_torch(cfg, todo, device=device, progress=bar.update,
-                                    on_run=lambda key, rec: collect(key[0], [key[1:]],
-                                                                    {k: a[None] for k, a
-                                                                     in rec.items()}))
+                simulate_runs_torch(
+                    cfg,
+                    todo,
+                    device=device,
+                    progress=bar.update,
+                    on_run=lambda key, rec: collect(
+                        key[0], [key[1:]], {k: a[None] for k, a in rec.items()}
+                    ),
+                )
         else:
             items = work_items(cfg, engine, todo)
             if workers == 1 or len(items) == 1:
                 with pinned(1):
                     for N, runs in items:
-                        collect(N, runs, simulate_runs(cfg, N, runs, engine=engine,
-                                                       progress=bar.update))
+                        collect(
+                            N, runs, simulate_runs(cfg, N, runs, engine=engine, progress=bar.update)
+                        )
             else:
                 _run_pool(cfg, engine, items, workers, collect, bar)
     finally:
         bar.close()
-    records = {k: np.stack([np.stack([np.stack([done[N, g, s][k] for s in cfg.seeds])
-                                      for g in cfg.gammas]) for N in cfg.group_sizes])
-               for k in RECORD_KEYS}                                   # (nN, nG, nS, ...)
+    records = {
+        k: np.stack(
+            [
+                np.stack([np.stack([done[N, g, s][k] for s in cfg.seeds]) for g in cfg.gammas])
+                for N in cfg.group_sizes
+            ]
+        )
+        for k in RECORD_KEYS
+    }  # (nN, nG, nS, ...)
     return SweepResult(config=cfg, records=records)
 
 
 def _run_pool(cfg, engine, items, workers, collect, bar) -> None:
     """The work items over ``workers`` processes, collected as they finish."""
     T = cfg.steps
-    with ProcessPoolExecutor(max_workers=min(workers, len(items)), initializer=pin_worker,
-                             initargs=(1,)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=min(workers, len(items)), initializer=pin_worker, initargs=(1,)
+    ) as pool:
         pending = {pool.submit(_task, (cfg, N, runs, engine)) for N, runs in items}
         try:
             while pending:
@@ -306,6 +348,7 @@ def _run_pool(cfg, engine, items, workers, collect, bar) -> None:
 
 
 # ----------------------------------------------------------------------------- cache
+
 
 def load_cached(cfg: SimConfig, out_dir, *, engine: str = "auto") -> SweepResult | None:
     """The saved sweep in ``out_dir`` when its config (and simulator version) equals ``cfg``'s,
@@ -324,19 +367,33 @@ def load_cached(cfg: SimConfig, out_dir, *, engine: str = "auto") -> SweepResult
     return None if records is None else SweepResult(config=cfg, records=records)
 
 
-def run_cached(cfg: SimConfig, out_dir, *, workers: int = 1, progress: bool = True,
-               engine: str = "auto", device: str | None = None) -> SweepResult:
+def run_cached(
+    cfg: SimConfig,
+    out_dir,
+    *,
+    workers: int = 1,
+    progress: bool = True,
+    engine: str = "auto",
+    device: str | None = None,
+) -> SweepResult:
     """``run_sweep`` unless ``out_dir`` already holds this exact config's results; saves them.
     Finished runs go to ``out_dir/partial/`` as they finish, so an interrupted sweep resumes."""
     cached = load_cached(cfg, out_dir, engine=engine)
     if cached is not None:
         return cached
     out = Path(out_dir)
-    res = run_sweep(cfg, workers=workers, progress=progress, engine=engine,
-                    checkpoint=out / "partial", device=device)
+    res = run_sweep(
+        cfg,
+        workers=workers,
+        progress=progress,
+        engine=engine,
+        checkpoint=out / "partial",
+        device=device,
+    )
     out.mkdir(parents=True, exist_ok=True)
     _save_npz(out / "simulation.npz", res.records)
-    _write_text(out / "simulation_config.json",
-                _saved_config_json(cfg, _family(choose_engine(cfg, engine))))
+    _write_text(
+        out / "simulation_config.json", _saved_config_json(cfg, _family(choose_engine(cfg, engine)))
+    )
     shutil.rmtree(out / "partial", ignore_errors=True)
     return res

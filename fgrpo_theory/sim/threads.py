@@ -20,10 +20,16 @@ import contextlib
 import os
 
 #: The environment variables that native libraries read for their thread count at load time.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                    "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 
-_WORKER_LIMITS = []   # keeps a worker's limits alive for the life of the process
+_WORKER_LIMITS = []  # keeps a worker's limits alive for the life of the process
 
 
 @contextlib.contextmanager
@@ -56,5 +62,7 @@ def thread_counts() -> dict[str, int]:
     """{library: threads} for every native thread pool loaded in this process."""
     from threadpoolctl import threadpool_info
 
-    return {f"{info['internal_api']}:{info['prefix']}": int(info["num_threads"])
-            for info in threadpool_info()}
+    return {
+        f"{info['internal_api']}:{info['prefix']}": int(info["num_threads"])
+        for info in threadpool_info()
+    }

@@ -40,8 +40,9 @@ def _device(torch, device):
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
-        raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', "
-                         f"got device={device!r}") from None
+        raise ValueError(
+            f"device must be a torch device such as 'cpu' or 'cuda', got device={device!r}"
+        ) from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r}: torch sees no CUDA device here")
     if dev.type not in ("cpu", "cuda"):
@@ -70,16 +71,16 @@ def _batch(cfg: SimConfig, runs, torch, dev, progress) -> dict:
     R_c, R_w = cfg.reward_correct, cfg.reward_wrong
     R = len(runs)
     f64 = dict(dtype=torch.float64, device=dev)
-    Ns = torch.tensor([n for n, _, _ in runs], **f64)                  # (R,)
-    gamma = torch.tensor([g for _, g, _ in runs], **f64)               # (R,)
+    Ns = torch.tensor([n for n, _, _ in runs], **f64)  # (R,)
+    gamma = torch.tensor([g for _, g, _ in runs], **f64)  # (R,)
     Nmax = max(n for n, _, _ in runs)
     gens = []
     for n, _, s in runs:
         gen = torch.Generator(device=dev)
         gen.manual_seed(_seed(s, n))
         gens.append(gen)
-    z = torch.tensor(cfg.logits0(), **f64).expand(R, K).clone()        # (R, K) logits
-    p0 = torch.softmax(z[0], dim=0)[:C]                                # (C,)
+    z = torch.tensor(cfg.logits0(), **f64).expand(R, K).clone()  # (R, K) logits
+    p0 = torch.softmax(z[0], dim=0)[:C]  # (C,)
     Q0 = p0.sum()
     adam = cfg.optimizer == "adam"
     m, v = torch.zeros_like(z), torch.zeros_like(z)
@@ -87,36 +88,36 @@ def _batch(cfg: SimConfig, runs, torch, dev, progress) -> dict:
     rec = {k: torch.empty((R, T + 1), **f64) for k in POLICY_RECORDS}
     rec.update({k: torch.empty((R, T), **f64) for k in ("q_u_pos", "mu_hat")})
     rec["tail_miss"] = torch.empty((R, T), dtype=torch.bool, device=dev)
-    u = torch.full((R, Nmax), 2.0, **f64)                              # (R, M) uniforms, pad 2
-    rows = torch.arange(R, device=dev)[:, None] * (K + 1)              # (R, 1) row offsets
-    valid = torch.arange(Nmax, device=dev)[None, :] < Ns[:, None]      # (R, M)
+    u = torch.full((R, Nmax), 2.0, **f64)  # (R, M) uniforms, pad 2
+    rows = torch.arange(R, device=dev)[:, None] * (K + 1)  # (R, 1) row offsets
+    valid = torch.arange(Nmax, device=dev)[None, :] < Ns[:, None]  # (R, M)
 
     def record(t):
-        logp = torch.log_softmax(z, dim=1)                             # (R, K)
+        logp = torch.log_softmax(z, dim=1)  # (R, K)
         p = logp.exp()
         pc = p[:, :C]
         rec["q_pos"][:, t] = pc.sum(dim=1)
-        rec["tau"][:, t] = pc[:, 1:1 + E].sum(dim=1)
-        rec["m_ret"][:, t] = 1.0 - (p0 - pc).clamp_min(0.0).sum(dim=1) / Q0      # Eq. 26
+        rec["tau"][:, t] = pc[:, 1 : 1 + E].sum(dim=1)
+        rec["m_ret"][:, t] = 1.0 - (p0 - pc).clamp_min(0.0).sum(dim=1) / Q0  # Eq. 26
         rec["entropy"][:, t] = -(p * logp).sum(dim=1)
         return p
 
     for t in range(T):
         p = record(t)
         # --- sample: N_r draws per run by inverting its cumulative probabilities
-        cdf = p.cumsum(dim=1)                                          # (R, K)
+        cdf = p.cumsum(dim=1)  # (R, K)
         for r, (n, _, _) in enumerate(runs):
             u[r, :n] = torch.rand(n, generator=gens[r], **f64) * cdf[r, -1]
         idx = torch.searchsorted(cdf, u, right=True).clamp_max_(K - 1)
-        idx = torch.where(valid, idx, K)                               # padding -> column K
+        idx = torch.where(valid, idx, K)  # padding -> column K
         counts = torch.zeros(R * (K + 1), **f64)
         counts.index_add_(0, (idx + rows).reshape(-1), torch.ones(R * Nmax, **f64))
-        counts = counts.view(R, K + 1)[:, :K]                          # (R, K)
+        counts = counts.view(R, K + 1)[:, :K]  # (R, K)
         # --- score and record the group
-        X = counts[:, :C].sum(dim=1)                                   # (R,)
+        X = counts[:, :C].sum(dim=1)  # (R,)
         sampled = counts > 0
         rec["mu_hat"][:, t] = X / Ns
-        rec["tail_miss"][:, t] = (X > 0) & (X < Ns) & ~sampled[:, 1:1 + E].any(dim=1)
+        rec["tail_miss"][:, t] = (X > 0) & (X < Ns) & ~sampled[:, 1 : 1 + E].any(dim=1)
         rec["q_u_pos"][:, t] = rec["q_pos"][:, t] - (p[:, :C] * sampled[:, :C]).sum(dim=1)
         # --- advantages (closed form, as group.group_advantages) and focal weight g / N
         if cfg.advantage == "raw":
@@ -128,8 +129,8 @@ def _batch(cfg: SimConfig, runs, torch, dev, progress) -> dict:
                 var = (R_c - R_w) ** 2 * X * (Ns - X) / (Ns * (Ns - 1).clamp_min(1.0))
                 scale = 1.0 / (var.sqrt() + GRPO_EPS)
                 r_c, r_w = r_c * scale, r_w * scale
-        w = torch.pow(1.0 - X / Ns, gamma) / Ns                        # (R,) g / N
-        r_a = torch.empty_like(p)                                      # (R, K) r of each action
+        w = torch.pow(1.0 - X / Ns, gamma) / Ns  # (R,) g / N
+        r_a = torch.empty_like(p)  # (R, K) r of each action
         r_a[:, :C] = r_c[:, None]
         r_a[:, C:] = r_w[:, None]
         # --- ascent direction G (R, K)
@@ -137,7 +138,7 @@ def _batch(cfg: SimConfig, runs, torch, dev, progress) -> dict:
             G = counts * r_a
             if cfg.advantage == "raw":
                 G -= p * (X * r_c + (Ns - X) * r_w)[:, None]
-        else:                                                          # Eq. 5, distinct actions
+        else:  # Eq. 5, distinct actions
             S_r = (p * sampled * r_a).sum(dim=1, keepdim=True)
             G = p * (sampled * r_a - S_r)
         G *= w[:, None]
@@ -156,13 +157,12 @@ def _batch(cfg: SimConfig, runs, torch, dev, progress) -> dict:
     out["p_tail_miss"] = np.empty((R, T))
     finished = {}
     for r, (n, g, s) in enumerate(runs):
-        one = finish_records({k: out[k][r:r + 1] for k in out}, n)
+        one = finish_records({k: out[k][r : r + 1] for k in out}, n)
         finished[n, g, s] = {k: one[k][0] for k in POLICY_RECORDS + GROUP_RECORDS}
     return finished
 
 
-def simulate_runs_torch(cfg: SimConfig, runs, *, device=None, progress=None,
-                        on_run=None) -> dict:
+def simulate_runs_torch(cfg: SimConfig, runs, *, device=None, progress=None, on_run=None) -> dict:
     """Records {(N, gamma, seed): {key: (T + 1,) or (T,)}} of the ``runs``, simulated in
     batches of as many runs as fit ``BATCH_ELEMENTS``; ``on_run(key, records)`` is called as
     each batch finishes, ``progress(R)`` after every step of a batch of R runs."""
@@ -171,7 +171,7 @@ def simulate_runs_torch(cfg: SimConfig, runs, *, device=None, progress=None,
     except ImportError:
         raise ValueError("engine='torch' needs torch (pip install 'fgrpo[llm]')") from None
     dev = _device(torch, device)
-    runs = sorted(runs, key=lambda r: -r[0])                           # similar N together
+    runs = sorted(runs, key=lambda r: -r[0])  # similar N together
     limit = BATCH_ELEMENTS[dev.type]
     out, batch = {}, []
     for i, run in enumerate(runs):

@@ -19,7 +19,12 @@ from fgrpo_llm.integrations.records import RunRecorder, records_from_verl_dump, 
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 5), st.integers(2, 6), st.sampled_from([0.0, 0.5, 1.0, 2.0]), st.integers(0, 2**31 - 1))
+@given(
+    st.integers(1, 5),
+    st.integers(2, 6),
+    st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+    st.integers(0, 2**31 - 1),
+)
 def test_flat_weights_times_grpo_equal_focal_advantages(B, N, gamma, seed):
     rng = np.random.default_rng(seed)
     R = torch.tensor(rng.integers(0, 2, size=(B, N)), dtype=torch.float32)  # (B, N)
@@ -36,8 +41,11 @@ def test_ragged_groups_interleaved_ids_and_thresholds():
     g, X, N = group_focal_weights(scores, ids, FocalSettings(gamma=1.0, reward_wrong=-1.0))
     assert X.tolist() == [2, 0, 2, 0, 0, 1] and N.tolist() == [2, 3, 2, 3, 3, 1]
     assert g.tolist() == [0.0, 1.0, 0.0, 1.0, 1.0, 0.0]
-    g2, X2, _ = group_focal_weights(torch.tensor([0.3, 0.8, float("nan")]), ["a"] * 3,
-                                    FocalSettings(gamma=2.0, correct_threshold=0.5))
+    g2, X2, _ = group_focal_weights(
+        torch.tensor([0.3, 0.8, float("nan")]),
+        ["a"] * 3,
+        FocalSettings(gamma=2.0, correct_threshold=0.5),
+    )
     assert X2.tolist() == [1, 1, 1] and torch.allclose(g2, torch.full((3,), (2 / 3) ** 2))
     with pytest.raises(ValueError, match="reward_correct"):
         FocalSettings(reward_correct=0.0, reward_wrong=0.0)
@@ -53,14 +61,22 @@ def test_recorder_writes_what_the_cross_check_reads(tmp_path, countdown_task):
     (a, pa), (b, pb) = problems.items()
     rec = RunRecorder(run_dir, engine="trl", algo="grpo", group_size=3, gamma=0.5)
     texts = ["nonsense", " nonsense ", "x", "y", "z"]
-    recs = rec.log_batch(step=1, prompt_ids=[a, a, a, b, b], completions=texts,
-                         correct=[True, True, False, False, True], task=countdown_task, problems=problems)
+    recs = rec.log_batch(
+        step=1,
+        prompt_ids=[a, a, a, b, b],
+        completions=texts,
+        correct=[True, True, False, False, True],
+        task=countdown_task,
+        problems=problems,
+    )
     rec.log_metrics(1, {"rare/delta_nll": 0.25})
     rec.close()
     run = load_run(run_dir)
     assert run.engine == "trl" and run.label == "F-GRPO N=3" and run.delta_nll_rare == 0.25
-    assert [(g["prompt_id"], g["N"], g["num_correct"], g["trained"]) for g in run.groups] == [(a, 3, 2, True),
-                                                                                               (b, 2, 1, True)]
+    assert [(g["prompt_id"], g["N"], g["num_correct"], g["trained"]) for g in run.groups] == [
+        (a, 3, 2, True),
+        (b, 2, 1, True),
+    ]
     assert run.groups == [json.loads(json.dumps(r)) for r in recs]
     # a resumed run drops the lines of later steps
     RunRecorder(run_dir, engine="trl", algo="grpo", group_size=3, gamma=0.5, resume_step=0).close()
@@ -70,14 +86,18 @@ def test_recorder_writes_what_the_cross_check_reads(tmp_path, countdown_task):
 def test_verl_dump_without_uids_groups_by_prompt_text(tmp_path):
     dump = tmp_path / "dump"
     dump.mkdir()
-    rows = [{"input": "Q1", "output": "a", "gts": "1", "score": 1.0, "step": 3},
-            {"input": "Q1", "output": "b", "gts": "1", "score": 0.0, "step": 3},
-            {"input": "Q2", "output": "c", "gts": "2", "score": 0.0, "step": 3, "prompt_id": "train-9"}]
+    rows = [
+        {"input": "Q1", "output": "a", "gts": "1", "score": 1.0, "step": 3},
+        {"input": "Q1", "output": "b", "gts": "1", "score": 0.0, "step": 3},
+        {"input": "Q2", "output": "c", "gts": "2", "score": 0.0, "step": 3, "prompt_id": "train-9"},
+    ]
     (dump / "3.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     records_from_verl_dump(dump, tmp_path / "run", algo="dapo", group_size=2, gamma=0.0)
     groups = load_run(tmp_path / "run").groups
     assert [(g["prompt_id"], g["N"], g["num_correct"], g["forms"]) for g in groups] == [
-        (text_prompt_id("Q1"), 2, 1, ["a"]), ("train-9", 1, 0, [])]
+        (text_prompt_id("Q1"), 2, 1, ["a"]),
+        ("train-9", 1, 0, []),
+    ]
     with pytest.raises(ValueError, match="rollout_data_dir"):
         records_from_verl_dump(tmp_path, tmp_path / "r2", algo="grpo", group_size=2, gamma=0.0)
 

@@ -13,8 +13,13 @@ import trl.trainer.grpo_trainer as grpo_module  # noqa: E402
 from datasets import Dataset  # noqa: E402
 
 from fgrpo_llm.advantages import focal_weight, grpo_advantages  # noqa: E402
-from fgrpo_llm.integrations.trl import (FocalGRPOConfig, FocalGRPOTrainer, check_trl_version,  # noqa: E402
-                                        local_focal_weights, method_args)
+from fgrpo_llm.integrations.trl import (  # noqa: E402
+    FocalGRPOConfig,
+    FocalGRPOTrainer,
+    check_trl_version,
+    local_focal_weights,
+    method_args,
+)
 from fgrpo_llm.integrations.focal import FocalSettings  # noqa: E402
 from fgrpo_llm.losses import policy_loss  # noqa: E402
 from fgrpo_llm.model import build_tiny_model  # noqa: E402
@@ -30,21 +35,41 @@ def target_reward(completions, target, **kwargs):
 
 
 def _trainer(tmp_path, *, algo="grpo", gamma=1.0, G=4, **overrides):
-    model = build_tiny_model(TOK, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=64, seed=0)
-    ds = Dataset.from_dict({"prompt": ["1 2=3:"] * 4, "prompt_id": [f"p{i}" for i in range(4)], "target": [1] * 4})
-    kwargs = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=G, num_generations=G,
-                  max_completion_length=4, max_steps=1, report_to="none", use_cpu=True, logging_steps=1,
-                  save_strategy="no", focal_gamma=gamma, focal_algo=algo, seed=0, **method_args(algo))
+    model = build_tiny_model(
+        TOK, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=64, seed=0
+    )
+    ds = Dataset.from_dict(
+        {"prompt": ["1 2=3:"] * 4, "prompt_id": [f"p{i}" for i in range(4)], "target": [1] * 4}
+    )
+    kwargs = dict(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=G,
+        num_generations=G,
+        max_completion_length=4,
+        max_steps=1,
+        report_to="none",
+        use_cpu=True,
+        logging_steps=1,
+        save_strategy="no",
+        focal_gamma=gamma,
+        focal_algo=algo,
+        seed=0,
+        **method_args(algo),
+    )
     kwargs.update(overrides)
     args = FocalGRPOConfig(**kwargs)
-    trainer = FocalGRPOTrainer(model=model, reward_funcs=[target_reward], args=args, train_dataset=ds,
-                               processing_class=TOK)
+    trainer = FocalGRPOTrainer(
+        model=model, reward_funcs=[target_reward], args=args, train_dataset=ds, processing_class=TOK
+    )
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer's loop; _compute_loss reads it
     return trainer
 
 
 def _rows(targets, start=0):
-    return [{"prompt": "1 2=3:", "prompt_id": f"q{(start + i) // 4}", "target": t} for i, t in enumerate(targets)]
+    return [
+        {"prompt": "1 2=3:", "prompt_id": f"q{(start + i) // 4}", "target": t}
+        for i, t in enumerate(targets)
+    ]
 
 
 def test_version_pin_is_enforced():
@@ -61,8 +86,12 @@ def test_split_group_weight_comes_from_rewards_of_both_processes(tmp_path, monke
     other = [1, 0, 0, 0, 1, 1]  # process 0's rewards (rows 0..5)
     local = [1, 0, 0, 1, 1, 1]  # ours (rows 6..11)
     other_t = torch.tensor(other, dtype=torch.float32)[:, None]
-    monkeypatch.setattr(grpo_module, "gather", lambda t: torch.cat([other_t.to(t), t]) if t.shape[0] == 6 else t)
-    monkeypatch.setattr(grpo_module, "gather_object", lambda x: [None] * 6 + list(x) if len(x) == 6 else list(x))
+    monkeypatch.setattr(
+        grpo_module, "gather", lambda t: torch.cat([other_t.to(t), t]) if t.shape[0] == 6 else t
+    )
+    monkeypatch.setattr(
+        grpo_module, "gather_object", lambda x: [None] * 6 + list(x) if len(x) == 6 else list(x)
+    )
     monkeypatch.setattr(type(trainer.accelerator), "process_index", property(lambda self: 1))
     trainer.model.train()
     out = trainer._generate_and_score_completions(_rows(local, start=6))
@@ -72,9 +101,14 @@ def test_split_group_weight_comes_from_rewards_of_both_processes(tmp_path, monke
     torch.testing.assert_close(out["advantages"], expected, rtol=1e-5, atol=1e-6)
     # what a per-process weight would have given for the straddling group: 1 - 2/2 = 0 instead of 1 - 3/4
     assert out["advantages"][:2].abs().min() > 0.1
-    g_local, X, N = local_focal_weights(torch.cat([other_t, torch.tensor(local, dtype=torch.float32)[:, None]]),
-                                        torch.ones(1), num_generations=4, process_index=1, local_size=6,
-                                        settings=FocalSettings(gamma=1.0))
+    g_local, X, N = local_focal_weights(
+        torch.cat([other_t, torch.tensor(local, dtype=torch.float32)[:, None]]),
+        torch.ones(1),
+        num_generations=4,
+        process_index=1,
+        local_size=6,
+        settings=FocalSettings(gamma=1.0),
+    )
     assert X.tolist() == [3, 3, 3, 3, 3, 3] and N.tolist() == [4] * 6
     assert torch.allclose(g_local, torch.full((6,), 0.25))
 
@@ -112,13 +146,24 @@ def test_trl_loss_equals_ours_on_identical_tensors(tmp_path, algo):
     g_trl = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
     trainer.model.zero_grad()
     new, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, att, T)
-    kwargs = {"grpo": dict(clip_eps=0.2), "dapo": dict(clip_eps_low=0.2, clip_eps_high=0.28),
-              "cispo": dict(is_eps_low=1.0, is_eps_high=5.0)}[algo]
-    loss_ours, _ = policy_loss(algo, new, old, inputs["advantages"], inputs["completion_mask"].bool(), **kwargs)
+    kwargs = {
+        "grpo": dict(clip_eps=0.2),
+        "dapo": dict(clip_eps_low=0.2, clip_eps_high=0.28),
+        "cispo": dict(is_eps_low=1.0, is_eps_high=5.0),
+    }[algo]
+    loss_ours, _ = policy_loss(
+        algo, new, old, inputs["advantages"], inputs["completion_mask"].bool(), **kwargs
+    )
     loss_ours.backward()
     d_loss = abs(loss_trl.item() - loss_ours.item())
-    d_grad = max((p.grad - g_trl[n]).abs().max().item() for n, p in trainer.model.named_parameters() if n in g_trl)
-    print(f"TRL {algo} ({method_args(algo)['loss_type']}): |loss diff| {d_loss:.3g}, max |grad diff| {d_grad:.3g}")
+    d_grad = max(
+        (p.grad - g_trl[n]).abs().max().item()
+        for n, p in trainer.model.named_parameters()
+        if n in g_trl
+    )
+    print(
+        f"TRL {algo} ({method_args(algo)['loss_type']}): |loss diff| {d_loss:.3g}, max |grad diff| {d_grad:.3g}"
+    )
     assert d_loss < 1e-6 and d_grad < 1e-6
 
 
@@ -131,9 +176,15 @@ def test_trl_cispo_default_cap_scales_the_gradient(tmp_path):
     loss_trl = trainer._compute_loss(trainer.model, inputs)  # on-policy: ratio 1, clamped to 0.2
     ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
     att = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-    logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, att, inputs["completion_ids"].shape[1])
-    ours, _ = policy_loss("cispo", logps, logps.detach(), inputs["advantages"], inputs["completion_mask"].bool())
-    print(f"TRL cispo with default epsilon_high: loss ratio TRL / ours = {loss_trl.item() / ours.item():.4f}")
+    logps, _, _ = trainer._get_per_token_logps_and_entropies(
+        trainer.model, ids, att, inputs["completion_ids"].shape[1]
+    )
+    ours, _ = policy_loss(
+        "cispo", logps, logps.detach(), inputs["advantages"], inputs["completion_mask"].bool()
+    )
+    print(
+        f"TRL cispo with default epsilon_high: loss ratio TRL / ours = {loss_trl.item() / ours.item():.4f}"
+    )
     assert loss_trl.item() == pytest.approx(0.2 * ours.item(), rel=1e-5)
 
 
@@ -161,11 +212,18 @@ def test_cpu_example_end_to_end(tmp_path):
     from fgrpo_llm.tasks.countdown import CountdownTask
 
     example = Path(__file__).resolve().parents[2] / "examples" / "trl_countdown_cpu.py"
-    proc = subprocess.run([sys.executable, str(example), "--out", str(tmp_path), "--steps", "4", "--gamma", "1.0"],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(example), "--out", str(tmp_path), "--steps", "4", "--gamma", "1.0"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads(proc.stdout[proc.stdout.index("{\n"):])
-    assert summary["steps"] == 4 and set(summary["pass@k"]) >= {"eval_pass@1/test", "eval_pass@8/test"}
+    summary = json.loads(proc.stdout[proc.stdout.index("{\n") :])
+    assert summary["steps"] == 4 and set(summary["pass@k"]) >= {
+        "eval_pass@1/test",
+        "eval_pass@8/test",
+    }
     run = load_run(tmp_path / "run")
     assert run.engine == "trl" and run.label == "F-GRPO N=8"
     assert len(run.groups) == 4 * 4 and all(g["N"] == 8 for g in run.groups)
@@ -174,10 +232,20 @@ def test_cpu_example_end_to_end(tmp_path):
     # the saved checkpoint goes through fgrpo-llm eval's and rare-set's code path
     model, tok = load_model_and_tokenizer(tmp_path / "final", device="cpu")
     task = CountdownTask(seed=0, num_test=16, num_ood=8)
-    results, _ = passk.evaluate_model(model, tok, task, splits=["test"], n=4, ks=[1, 4], max_problems=4,
-                                      max_new_tokens=12, generator=torch.Generator().manual_seed(0))
+    results, _ = passk.evaluate_model(
+        model,
+        tok,
+        task,
+        splits=["test"],
+        n=4,
+        ks=[1, 4],
+        max_problems=4,
+        max_new_tokens=12,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert 0.0 <= results["splits"]["test"]["pass@1"] <= 1.0
     rare = load_rare_set(tmp_path / "rare_set.json")
     # the last in-training value is the saved checkpoint's (both in float32: the example sets bf16=False)
     assert delta_nll_rare(model, rare, pad_token_id=tok.pad_token_id) == pytest.approx(
-        summary["rare"]["rare/delta_nll"], abs=1e-6)
+        summary["rare"]["rare/delta_nll"], abs=1e-6
+    )

@@ -35,8 +35,10 @@ def _batch(scores, uids, T=5, seed=0):
     mask = torch.tensor([[1.0] * n + [0.0] * (T - n) for n in lengths])  # (M, T)
     rewards = torch.zeros(M, T)
     rewards[torch.arange(M), torch.tensor(lengths) - 1] = torch.tensor(scores, dtype=torch.float32)
-    return DataProto.from_dict(tensors={"token_level_rewards": rewards, "response_mask": mask},
-                               non_tensors={"uid": np.array(uids, dtype=object)})
+    return DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": mask},
+        non_tensors={"uid": np.array(uids, dtype=object)},
+    )
 
 
 def _reference(scores, uids, gamma, eps=1e-6):
@@ -45,7 +47,9 @@ def _reference(scores, uids, gamma, eps=1e-6):
     for u in dict.fromkeys(uids):
         idx = [i for i, v in enumerate(uids) if v == u]
         R = torch.tensor([[scores[i] for i in idx]], dtype=torch.float32)  # (1, N)
-        A = grpo_advantages(R, std="bessel", eps=eps) if len(idx) > 1 else R.clone()  # verl: mean 0, std 1 for N=1
+        A = (
+            grpo_advantages(R, std="bessel", eps=eps) if len(idx) > 1 else R.clone()
+        )  # verl: mean 0, std 1 for N=1
         if len(idx) == 1:
             A = R / (1 + eps)
         mu = (R >= 0.5).float().mean(dim=1)
@@ -53,30 +57,54 @@ def _reference(scores, uids, gamma, eps=1e-6):
     return out
 
 
-RAGGED = dict(scores=[1, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 1, 1], uids=["a7f3-x", "a7f3-x", "a7f3-x", "q-2", "q-2", "q-2",
-                                                                     "q-2", "lone", "zz", "zz", "zz", "zz", "zz"])
+RAGGED = dict(
+    scores=[1, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 1, 1],
+    uids=[
+        "a7f3-x",
+        "a7f3-x",
+        "a7f3-x",
+        "q-2",
+        "q-2",
+        "q-2",
+        "q-2",
+        "lone",
+        "zz",
+        "zz",
+        "zz",
+        "zz",
+        "zz",
+    ],
+)
 
 
 def _algo_config(**extra):
     from omegaconf import OmegaConf
 
-    return OmegaConf.create({"adv_estimator": "focal_grpo", "norm_adv_by_std_in_grpo": True, **extra})
+    return OmegaConf.create(
+        {"adv_estimator": "focal_grpo", "norm_adv_by_std_in_grpo": True, **extra}
+    )
 
 
 def test_plugin_registered_by_import_verl_alone():
     assert "focal_grpo" in core_algos.ADV_ESTIMATOR_REGISTRY
-    assert core_algos.get_adv_estimator_fn("focal_grpo").__module__ == "fgrpo_llm.integrations.verl.estimator"
+    assert (
+        core_algos.get_adv_estimator_fn("focal_grpo").__module__
+        == "fgrpo_llm.integrations.verl.estimator"
+    )
 
 
 @pytest.mark.parametrize("gamma", [0.5, 1.0, 2.0])
 def test_real_advantage_path_ragged_string_uids(gamma):
-    data = compute_advantage(_batch(**RAGGED), adv_estimator="focal_grpo", config=_algo_config(focal_gamma=gamma))
+    data = compute_advantage(
+        _batch(**RAGGED), adv_estimator="focal_grpo", config=_algo_config(focal_gamma=gamma)
+    )
     A = data.batch["advantages"]  # (M, T)
     mask = data.batch["response_mask"]
     assert torch.equal(A * (1 - mask), torch.zeros_like(A))  # nothing off the response
     per_row = (A * mask).sum(1) / mask.sum(1)
-    np.testing.assert_allclose(per_row.numpy(), _reference(RAGGED["scores"], RAGGED["uids"], gamma), rtol=1e-6,
-                               atol=1e-7)
+    np.testing.assert_allclose(
+        per_row.numpy(), _reference(RAGGED["scores"], RAGGED["uids"], gamma), rtol=1e-6, atol=1e-7
+    )
     assert torch.equal(data.batch["returns"], A)
     # an all-correct group has g = 0 and an all-wrong one has A = 0: only mixed groups move
     assert torch.all(A[[7]] == 0) and torch.all(A[8:13][:, :1] != 0)
@@ -84,11 +112,18 @@ def test_real_advantage_path_ragged_string_uids(gamma):
 
 def test_gamma_zero_is_verls_grpo_exactly():
     base = compute_advantage(_batch(**RAGGED), adv_estimator="grpo")  # verl's own branch
-    ours = compute_advantage(_batch(**RAGGED), adv_estimator="focal_grpo", config=_algo_config(focal_gamma=0.0))
+    ours = compute_advantage(
+        _batch(**RAGGED), adv_estimator="focal_grpo", config=_algo_config(focal_gamma=0.0)
+    )
     assert torch.equal(base.batch["advantages"], ours.batch["advantages"])
-    no_std = compute_advantage(_batch(**RAGGED), adv_estimator="grpo", norm_adv_by_std_in_grpo=False)
-    ours = compute_advantage(_batch(**RAGGED), adv_estimator="focal_grpo",
-                             config=_algo_config(focal_gamma=0.0, norm_adv_by_std_in_grpo=False))
+    no_std = compute_advantage(
+        _batch(**RAGGED), adv_estimator="grpo", norm_adv_by_std_in_grpo=False
+    )
+    ours = compute_advantage(
+        _batch(**RAGGED),
+        adv_estimator="focal_grpo",
+        config=_algo_config(focal_gamma=0.0, norm_adv_by_std_in_grpo=False),
+    )
     assert torch.equal(no_std.batch["advantages"], ours.batch["advantages"])
 
 
@@ -96,23 +131,34 @@ def test_focal_is_grpo_times_weight_and_integer_uids():
     scores = [1, 1, 1, 0, 0, 1, 0, 0]
     uids = np.array([5, 5, 5, 5, 9, 9, 9, 9])
     base = compute_advantage(_batch(scores, uids), adv_estimator="grpo").batch["advantages"]
-    ours = compute_advantage(_batch(scores, uids), adv_estimator="focal_grpo",
-                             config=_algo_config(focal_gamma=1.0)).batch["advantages"]
+    ours = compute_advantage(
+        _batch(scores, uids), adv_estimator="focal_grpo", config=_algo_config(focal_gamma=1.0)
+    ).batch["advantages"]
     g = torch.tensor([0.25] * 4 + [0.75] * 4)[:, None]
     torch.testing.assert_close(ours, base * g, rtol=0, atol=0)
 
 
 def test_dapo_style_rewards_and_threshold_settings():
     scores = [1.0, -1.0, -1.0, -1.0]  # verl's DAPO reward: +1 / -1
-    out = compute_advantage(_batch(scores, ["p"] * 4), adv_estimator="focal_grpo",
-                            config=_algo_config(focal_gamma=1.0, focal_reward_wrong=-1.0)).batch["advantages"]
+    out = compute_advantage(
+        _batch(scores, ["p"] * 4),
+        adv_estimator="focal_grpo",
+        config=_algo_config(focal_gamma=1.0, focal_reward_wrong=-1.0),
+    ).batch["advantages"]
     base = compute_advantage(_batch(scores, ["p"] * 4), adv_estimator="grpo").batch["advantages"]
     torch.testing.assert_close(out, 0.75 * base)
     with pytest.raises(ValueError, match="correct_threshold"):
-        compute_advantage(_batch(scores, ["p"] * 4), adv_estimator="focal_grpo",
-                          config=_algo_config(focal_gamma=1.0, focal_correct_threshold=2.0))
+        compute_advantage(
+            _batch(scores, ["p"] * 4),
+            adv_estimator="focal_grpo",
+            config=_algo_config(focal_gamma=1.0, focal_correct_threshold=2.0),
+        )
     with pytest.raises(ValueError, match="gamma"):
-        compute_advantage(_batch(scores, ["p"] * 4), adv_estimator="focal_grpo", config=_algo_config(focal_gamma=-1))
+        compute_advantage(
+            _batch(scores, ["p"] * 4),
+            adv_estimator="focal_grpo",
+            config=_algo_config(focal_gamma=-1),
+        )
 
 
 def test_registration_is_idempotent_and_survives_reload():
@@ -144,9 +190,13 @@ def _compose(overrides):
 
 
 #: The per-GPU sizes of the example launch script (8 GPUs of one node).
-LAUNCH = ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
-          "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
-          "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8", "trainer.n_gpus_per_node=8", "trainer.nnodes=1"]
+LAUNCH = [
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
+    "trainer.n_gpus_per_node=8",
+    "trainer.nnodes=1",
+]
 
 
 def _loss_tensors(seed, extreme=False):
@@ -171,26 +221,35 @@ def test_composed_config_and_policy_loss_match_ours(algo):
 
     from fgrpo_llm.losses import policy_loss
 
-    cfg = _compose(method_overrides(algo, gamma=1.0, group_size=8) + table5_overrides()
-                   + LAUNCH)
+    cfg = _compose(method_overrides(algo, gamma=1.0, group_size=8) + table5_overrides() + LAUNCH)
     assert cfg.algorithm.adv_estimator == "focal_grpo" and cfg.algorithm.focal_gamma == 1.0
     assert cfg.actor_rollout_ref.rollout.n == 8 and cfg.actor_rollout_ref.actor.optim.lr == 1e-6
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    validate_config(
+        cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg)
+    )
     assert not need_critic(cfg) and not need_reference_policy(cfg)
     # the advantage path with the composed algorithm section (a DictConfig, as in verl's trainer)
-    data = compute_advantage(_batch(**RAGGED), adv_estimator=cfg.algorithm.adv_estimator, config=cfg.algorithm)
-    per_row = (data.batch["advantages"] * data.batch["response_mask"]).sum(1) / data.batch["response_mask"].sum(1)
-    np.testing.assert_allclose(per_row.numpy(), _reference(RAGGED["scores"], RAGGED["uids"], 1.0), rtol=1e-6,
-                               atol=1e-7)
+    data = compute_advantage(
+        _batch(**RAGGED), adv_estimator=cfg.algorithm.adv_estimator, config=cfg.algorithm
+    )
+    per_row = (data.batch["advantages"] * data.batch["response_mask"]).sum(1) / data.batch[
+        "response_mask"
+    ].sum(1)
+    np.testing.assert_allclose(
+        per_row.numpy(), _reference(RAGGED["scores"], RAGGED["uids"], 1.0), rtol=1e-6, atol=1e-7
+    )
     # the policy loss verl would run, on identical tensors, against ours
     OmegaConf.resolve(cfg)
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
     loss_fn = core_algos.get_policy_loss_fn(actor.policy_loss.loss_mode)
-    kwargs = {"grpo": dict(clip_eps=0.2), "dapo": dict(clip_eps_low=0.2, clip_eps_high=0.28),
-              "cispo": dict(is_eps_low=1.0, is_eps_high=5.0)}[algo]
+    kwargs = {
+        "grpo": dict(clip_eps=0.2),
+        "dapo": dict(clip_eps_low=0.2, clip_eps_high=0.28),
+        "cispo": dict(is_eps_low=1.0, is_eps_high=5.0),
+    }[algo]
     for extreme in (False, True):
         old, new, A, mask = _loss_tensors(1, extreme)
         lp_v = new.clone().requires_grad_()
@@ -202,11 +261,15 @@ def test_composed_config_and_policy_loss_match_ours(algo):
         d_loss = abs(lv.item() - lo.item())
         d_grad = (lp_v.grad - lp_o.grad).abs().max().item()
         LOSS_DIFFS[(algo, "extreme" if extreme else "moderate")] = (d_loss, d_grad)
-        print(f"verl {algo} ratios {'e^[-3,3]' if extreme else 'e^[-0.5,0.5]'}: |loss diff| {d_loss:.3g}, "
-              f"max |grad diff| {d_grad:.3g}")
-        dual_clip_active = extreme and algo != "cispo" and bool(((new - old).exp() > 3.0)[(A[:, None] < 0)
-                                                                                          .expand_as(new)
-                                                                                          & mask.bool()].any())
+        print(
+            f"verl {algo} ratios {'e^[-3,3]' if extreme else 'e^[-0.5,0.5]'}: |loss diff| {d_loss:.3g}, "
+            f"max |grad diff| {d_grad:.3g}"
+        )
+        dual_clip_active = (
+            extreme
+            and algo != "cispo"
+            and bool(((new - old).exp() > 3.0)[(A[:, None] < 0).expand_as(new) & mask.bool()].any())
+        )
         if dual_clip_active:  # verl's dual clip (clip_ratio_c = 3) caps these tokens; ours does not
             assert d_loss > 1e-4
         else:
@@ -219,12 +282,17 @@ def test_dual_clip_off_makes_vanilla_equal_ours():
 
     from fgrpo_llm.losses import grpo_loss
 
-    cfg = _compose(method_overrides("grpo", gamma=1.0, group_size=8)
-                   + LAUNCH + ["actor_rollout_ref.actor.clip_ratio_c=1e9"])
+    cfg = _compose(
+        method_overrides("grpo", gamma=1.0, group_size=8)
+        + LAUNCH
+        + ["actor_rollout_ref.actor.clip_ratio_c=1e9"]
+    )
     OmegaConf.resolve(cfg)
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
     old, new, A, mask = _loss_tensors(1, extreme=True)
-    lv, _ = core_algos.get_policy_loss_fn("vanilla")(old, new, A[:, None].expand_as(new), mask, "token-mean", actor)
+    lv, _ = core_algos.get_policy_loss_fn("vanilla")(
+        old, new, A[:, None].expand_as(new), mask, "token-mean", actor
+    )
     lo, _ = grpo_loss(new, old, A, mask.bool())
     assert abs(lv.item() - lo.item()) < 1e-6
 
@@ -270,8 +338,14 @@ def test_ray_actor_finds_the_plugin_without_the_driver_importing_it(tmp_path):
     script = tmp_path / "ray_check.py"
     script.write_text(RAY_SCRIPT)
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_DEDUP_LOGS="0")
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
-                          cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["driver_modules"] == []  # the driver imported neither verl nor fgrpo
@@ -291,17 +365,34 @@ def test_verl_rollout_dump_becomes_run_records(tmp_path):
 
     dump = tmp_path / "dump"
     for step in (1, 2):
-        keys = [f"uidA_0_{j}" for j in range(4)] + [f"uidB_0_{j}" for j in range(3)]  # ragged: 4 and 3
+        keys = [f"uidA_0_{j}" for j in range(4)] + [
+            f"uidB_0_{j}" for j in range(3)
+        ]  # ragged: 4 and 3
         inputs = ["system\nQ one\nassistant\n"] * 4 + ["system\nQ two\nassistant\n"] * 3
         outputs = [" \\boxed{2}", "\\boxed{3}", "\\boxed{2} ", "x", "\\boxed{5}", "y", "z"]
         scores = [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0]
-        RayPPOTrainer._write_generations(inputs, outputs, [None] * 7, scores, {"uid": keys}, str(dump), step)
+        RayPPOTrainer._write_generations(
+            inputs, outputs, [None] * 7, scores, {"uid": keys}, str(dump), step
+        )
     index = {"system\nQ one\nassistant\n": "train-0", "system\nQ two\nassistant\n": "train-1"}
-    records_from_verl_dump(dump, tmp_path / "run", algo="grpo", group_size=4, gamma=1.0,
-                           prompt_id_of=lambda row: index.get(row["input"]))
+    records_from_verl_dump(
+        dump,
+        tmp_path / "run",
+        algo="grpo",
+        group_size=4,
+        gamma=1.0,
+        prompt_id_of=lambda row: index.get(row["input"]),
+    )
     run = load_run(tmp_path / "run")
     assert run.engine == "verl" and run.label == "F-GRPO N=4" and len(run.groups) == 4
     g = run.groups[0]
-    assert (g["step"], g["prompt_id"], g["N"], g["num_correct"], g["forms"]) == (1, "train-0", 4, 2,
-                                                                                 ["\\boxed{2}", "\\boxed{2}"])
-    assert [(r["prompt_id"], r["N"], r["num_correct"]) for r in run.groups[1:2]] == [("train-1", 3, 1)]
+    assert (g["step"], g["prompt_id"], g["N"], g["num_correct"], g["forms"]) == (
+        1,
+        "train-0",
+        4,
+        2,
+        ["\\boxed{2}", "\\boxed{2}"],
+    )
+    assert [(r["prompt_id"], r["N"], r["num_correct"]) for r in run.groups[1:2]] == [
+        ("train-1", 3, 1)
+    ]

@@ -13,8 +13,10 @@ class ToyTask:
     splits = ("train", "test")
 
     def __init__(self, num_problems: int = 12):
-        self._problems = [Problem(id=f"toy-{k}", prompt=f"{k}=:", answer="1", split="train")
-                          for k in range(num_problems)]
+        self._problems = [
+            Problem(id=f"toy-{k}", prompt=f"{k}=:", answer="1", split="train")
+            for k in range(num_problems)
+        ]
 
     def problems(self, split: str) -> list[Problem]:
         return list(self._problems)

@@ -14,11 +14,19 @@ from fgrpo_theory.focal import focal_weight as ref_focal_weight
 
 binary_groups = st.integers(min_value=1, max_value=6).flatmap(
     lambda B: st.integers(min_value=2, max_value=9).flatmap(
-        lambda N: st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=N, max_size=N), min_size=B, max_size=B)))
+        lambda N: st.lists(
+            st.lists(st.sampled_from([0.0, 1.0]), min_size=N, max_size=N), min_size=B, max_size=B
+        )
+    )
+)
 
 
 @settings(max_examples=60, deadline=None)
-@given(R=binary_groups, std=st.sampled_from(["bessel", "population"]), eps=st.sampled_from([0.0, 1e-6, 1e-4]))
+@given(
+    R=binary_groups,
+    std=st.sampled_from(["bessel", "population"]),
+    eps=st.sampled_from([0.0, 1e-6, 1e-4]),
+)
 def test_grpo_advantages_match_numpy_reference(R, std, eps):
     expected = ref.grpo_advantages(np.array(R), std=std, eps=eps)
     got = adv.grpo_advantages(torch.tensor(R, dtype=torch.float64), std=std, eps=eps)
@@ -26,7 +34,11 @@ def test_grpo_advantages_match_numpy_reference(R, std, eps):
 
 
 @settings(max_examples=60, deadline=None)
-@given(R=binary_groups, gamma=st.sampled_from([0.0, 0.5, 1.0, 2.0]), std=st.sampled_from(["bessel", "population"]))
+@given(
+    R=binary_groups,
+    gamma=st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+    std=st.sampled_from(["bessel", "population"]),
+)
 def test_focal_advantages_match_numpy_reference(R, gamma, std):
     expected = ref.focal_advantages(np.array(R), gamma=gamma, std=std, eps=1e-6)
     got = adv.focal_advantages(torch.tensor(R, dtype=torch.float64), gamma=gamma, std=std, eps=1e-6)
@@ -37,17 +49,22 @@ def test_focal_advantages_match_numpy_reference(R, gamma, std):
 @given(R=binary_groups)
 def test_mean_centred_and_success_rate_match_reference(R):
     R_np, R_t = np.array(R), torch.tensor(R, dtype=torch.float64)
-    np.testing.assert_allclose(adv.mean_centred_advantages(R_t).numpy(), ref.mean_centred_advantages(R_np))
+    np.testing.assert_allclose(
+        adv.mean_centred_advantages(R_t).numpy(), ref.mean_centred_advantages(R_np)
+    )
     mu_hat = adv.group_success_rate(R_t)
     np.testing.assert_allclose(mu_hat.numpy(), ref.group_success_rate(R_np))
     for gamma in (0.0, 0.5, 1.0):
-        np.testing.assert_allclose(adv.focal_weight(mu_hat, gamma=gamma).numpy(),
-                                   ref_focal_weight(mu_hat.numpy(), gamma))
+        np.testing.assert_allclose(
+            adv.focal_weight(mu_hat, gamma=gamma).numpy(), ref_focal_weight(mu_hat.numpy(), gamma)
+        )
 
 
 def test_focal_weight_with_plus_minus_one_rewards():
     R = torch.tensor([[1.0, -1.0, -1.0, -1.0]], dtype=torch.float64)  # X/N = 1/4
-    g = adv.focal_weight(adv.group_success_rate(R, reward_correct=1.0, reward_wrong=-1.0), gamma=1.0)
+    g = adv.focal_weight(
+        adv.group_success_rate(R, reward_correct=1.0, reward_wrong=-1.0), gamma=1.0
+    )
     assert g.item() == pytest.approx(0.75)
 
 
@@ -70,14 +87,17 @@ def test_focal_weight_shrinks_easy_groups_more():
     assert g.tolist() == [0.75, 0.25]
 
 
-@pytest.mark.parametrize("call", [
-    lambda: adv.grpo_advantages(torch.zeros(3)),
-    lambda: adv.grpo_advantages(torch.zeros(2, 3), std="sample"),
-    lambda: adv.grpo_advantages(torch.zeros(2, 1), std="bessel"),
-    lambda: adv.focal_weight(torch.zeros(2), gamma=-1.0),
-    lambda: adv.group_success_rate(torch.zeros(2, 3), reward_correct=0.0, reward_wrong=0.0),
-    lambda: adv.grpo_advantages(torch.tensor([[float("nan"), 1.0]])),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: adv.grpo_advantages(torch.zeros(3)),
+        lambda: adv.grpo_advantages(torch.zeros(2, 3), std="sample"),
+        lambda: adv.grpo_advantages(torch.zeros(2, 1), std="bessel"),
+        lambda: adv.focal_weight(torch.zeros(2), gamma=-1.0),
+        lambda: adv.group_success_rate(torch.zeros(2, 3), reward_correct=0.0, reward_wrong=0.0),
+        lambda: adv.grpo_advantages(torch.tensor([[float("nan"), 1.0]])),
+    ],
+)
 def test_bad_input_raises_value_error(call):
     with pytest.raises(ValueError):
         call()
@@ -98,21 +118,27 @@ def test_constant_group_of_non_dyadic_rewards_gets_exactly_zero(dtype, value):
     assert (adv.focal_advantages(R, gamma=1.0, reward_correct=hi, reward_wrong=lo)[0] == 0).all()
 
 
-@pytest.mark.parametrize("call, error, name", [
-    (lambda: adv.grpo_advantages([[1.0, 0.0]]), TypeError, "rewards"),
-    (lambda: adv.grpo_advantages(torch.tensor([[True, False]])), TypeError, "rewards"),
-    (lambda: adv.grpo_advantages(torch.tensor([[1.0, float("inf")]])), ValueError, "rewards"),
-    (lambda: adv.grpo_advantages(torch.zeros(2, 3), eps=float("nan")), ValueError, "eps"),
-    (lambda: adv.grpo_advantages(torch.zeros(2, 3), eps=True), TypeError, "eps"),
-    (lambda: adv.grpo_advantages(torch.zeros(2, 3), std=["bessel"]), ValueError, "std"),
-    (lambda: adv.focal_weight(torch.tensor([0.5]), gamma=float("nan")), ValueError, "gamma"),
-    (lambda: adv.focal_weight(torch.tensor([0.5]), gamma="1"), TypeError, "gamma"),
-    (lambda: adv.focal_weight(torch.tensor([1.5]), gamma=1.0), ValueError, "mu_hat"),
-    (lambda: adv.focal_weight(torch.tensor([float("nan")]), gamma=1.0), ValueError, "mu_hat"),
-    (lambda: adv.focal_weight([0.5], gamma=1.0), TypeError, "mu_hat"),
-    (lambda: adv.group_success_rate(torch.zeros(2, 3), reward_correct=float("inf")), ValueError,
-     "reward_correct"),
-])
+@pytest.mark.parametrize(
+    "call, error, name",
+    [
+        (lambda: adv.grpo_advantages([[1.0, 0.0]]), TypeError, "rewards"),
+        (lambda: adv.grpo_advantages(torch.tensor([[True, False]])), TypeError, "rewards"),
+        (lambda: adv.grpo_advantages(torch.tensor([[1.0, float("inf")]])), ValueError, "rewards"),
+        (lambda: adv.grpo_advantages(torch.zeros(2, 3), eps=float("nan")), ValueError, "eps"),
+        (lambda: adv.grpo_advantages(torch.zeros(2, 3), eps=True), TypeError, "eps"),
+        (lambda: adv.grpo_advantages(torch.zeros(2, 3), std=["bessel"]), ValueError, "std"),
+        (lambda: adv.focal_weight(torch.tensor([0.5]), gamma=float("nan")), ValueError, "gamma"),
+        (lambda: adv.focal_weight(torch.tensor([0.5]), gamma="1"), TypeError, "gamma"),
+        (lambda: adv.focal_weight(torch.tensor([1.5]), gamma=1.0), ValueError, "mu_hat"),
+        (lambda: adv.focal_weight(torch.tensor([float("nan")]), gamma=1.0), ValueError, "mu_hat"),
+        (lambda: adv.focal_weight([0.5], gamma=1.0), TypeError, "mu_hat"),
+        (
+            lambda: adv.group_success_rate(torch.zeros(2, 3), reward_correct=float("inf")),
+            ValueError,
+            "reward_correct",
+        ),
+    ],
+)
 def test_bad_input_names_the_argument(call, error, name):
     with pytest.raises(error, match=name):
         call()
@@ -121,8 +147,11 @@ def test_bad_input_names_the_argument(call, error, name):
 def test_scalars_may_be_numpy_or_one_element_tensors():
     R = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
     want = adv.focal_advantages(R, gamma=1.0, eps=1e-6)
-    for gamma, eps in ((np.float32(1.0), np.float64(1e-6)), (torch.tensor(1.0), torch.tensor(1e-6)),
-                       (1, 1e-6)):
+    for gamma, eps in (
+        (np.float32(1.0), np.float64(1e-6)),
+        (torch.tensor(1.0), torch.tensor(1e-6)),
+        (1, 1e-6),
+    ):
         torch.testing.assert_close(adv.focal_advantages(R, gamma=gamma, eps=eps), want)
     with pytest.raises(TypeError, match="gamma"):
         adv.focal_weight(torch.tensor([0.5]), gamma=np.bool_(True))
@@ -133,49 +162,109 @@ def test_scalars_may_be_numpy_or_one_element_tensors():
 def test_focal_advantages_pass_eps_and_rewards_through():
     """Non-default eps and reward scale reach both the z-score and the success rate."""
     R = torch.tensor([[2.0, -1.0, -1.0, -1.0], [2.0, 2.0, -1.0, 0.5]], dtype=torch.float64)
-    got = adv.focal_advantages(R, gamma=1.0, reward_correct=2.0, reward_wrong=-1.0, std="population",
-                               eps=0.5)
-    want = ref.focal_advantages(R.numpy(), gamma=1.0, reward_correct=2.0, reward_wrong=-1.0,
-                                std="population", eps=0.5)
+    got = adv.focal_advantages(
+        R, gamma=1.0, reward_correct=2.0, reward_wrong=-1.0, std="population", eps=0.5
+    )
+    want = ref.focal_advantages(
+        R.numpy(), gamma=1.0, reward_correct=2.0, reward_wrong=-1.0, std="population", eps=0.5
+    )
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
     mu_hat = (R.mean(dim=1) + 1.0) / 3.0
-    torch.testing.assert_close(got, (1 - mu_hat)[:, None] * adv.grpo_advantages(R, std="population",
-                                                                                eps=0.5))
+    torch.testing.assert_close(
+        got, (1 - mu_hat)[:, None] * adv.grpo_advantages(R, std="population", eps=0.5)
+    )
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda: adv.focal_weight([0.5], gamma=1.0), TypeError, r"^mu_hat must be a torch\.Tensor, got list$"),
-    (lambda: adv.focal_weight(torch.tensor([True]), gamma=1.0), TypeError,
-     r"^mu_hat must be real numbers, got dtype torch\.bool$"),
-    (lambda: adv.focal_weight(torch.tensor([0.5 + 0j]), gamma=1.0), TypeError,
-     r"^mu_hat must be real numbers, got dtype torch\.complex64$"),
-    (lambda: adv.focal_weight(torch.tensor([0.2, 1.5]), gamma=1.0), ValueError,
-     r"^mu_hat must lie in \[0, 1\], got mu_hat=1\.5$"),
-    (lambda: adv.focal_weight(torch.tensor([0.5]), gamma="1"), TypeError,
-     r"^gamma must be a real number, got str gamma='1'$"),
-    (lambda: adv.focal_weight(torch.tensor([0.5]), gamma=-0.5), ValueError,
-     r"^gamma must be >= 0, got gamma=-0\.5$"),
-    (lambda: adv.focal_weight(torch.tensor([0.5]), gamma=float("inf")), ValueError,
-     r"^gamma must be finite, got gamma=inf$"),
-    (lambda: adv.group_success_rate(torch.zeros(1, 2), reward_correct=None), TypeError,
-     r"^reward_correct must be a real number, got NoneType reward_correct=None$"),
-    (lambda: adv.group_success_rate(torch.zeros(1, 2), reward_wrong="0"), TypeError,
-     r"^reward_wrong must be a real number, got str reward_wrong='0'$"),
-    (lambda: adv.group_success_rate(torch.zeros(1, 2), reward_correct=0.0, reward_wrong=1.0),
-     ValueError, r"^reward_correct must exceed reward_wrong, got reward_correct=0\.0 <= reward_wrong=1\.0$"),
-    (lambda: adv.grpo_advantages(torch.zeros(3)), ValueError,
-     r"^rewards must have shape \(B, N\) with B, N >= 1, got shape \(3,\)$"),
-    (lambda: adv.grpo_advantages(torch.zeros(0, 3)), ValueError, r"^rewards must have shape \(B, N\)"),
-    (lambda: adv.grpo_advantages(torch.zeros(2, 0)), ValueError, r"^rewards must have shape \(B, N\)"),
-    (lambda: adv.grpo_advantages(torch.tensor([[1.0, float("-inf")]])), ValueError,
-     r"^rewards must be finite, got rewards=-inf$"),
-    (lambda: adv.grpo_advantages(torch.tensor([[1 + 1j, 0j]])), TypeError,
-     r"^rewards must be real numbers, got dtype torch\.complex64$"),
-    (lambda: adv.grpo_advantages(torch.zeros(2, 2), std="sample"), ValueError,
-     r"^std must be one of \('bessel', 'population', 'none'\), got std='sample'$"),
-    (lambda: adv.grpo_advantages(torch.zeros(2, 1), std="bessel"), ValueError,
-     r"^the Bessel std needs a group of N >= 2, got N=1$"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (
+            lambda: adv.focal_weight([0.5], gamma=1.0),
+            TypeError,
+            r"^mu_hat must be a torch\.Tensor, got list$",
+        ),
+        (
+            lambda: adv.focal_weight(torch.tensor([True]), gamma=1.0),
+            TypeError,
+            r"^mu_hat must be real numbers, got dtype torch\.bool$",
+        ),
+        (
+            lambda: adv.focal_weight(torch.tensor([0.5 + 0j]), gamma=1.0),
+            TypeError,
+            r"^mu_hat must be real numbers, got dtype torch\.complex64$",
+        ),
+        (
+            lambda: adv.focal_weight(torch.tensor([0.2, 1.5]), gamma=1.0),
+            ValueError,
+            r"^mu_hat must lie in \[0, 1\], got mu_hat=1\.5$",
+        ),
+        (
+            lambda: adv.focal_weight(torch.tensor([0.5]), gamma="1"),
+            TypeError,
+            r"^gamma must be a real number, got str gamma='1'$",
+        ),
+        (
+            lambda: adv.focal_weight(torch.tensor([0.5]), gamma=-0.5),
+            ValueError,
+            r"^gamma must be >= 0, got gamma=-0\.5$",
+        ),
+        (
+            lambda: adv.focal_weight(torch.tensor([0.5]), gamma=float("inf")),
+            ValueError,
+            r"^gamma must be finite, got gamma=inf$",
+        ),
+        (
+            lambda: adv.group_success_rate(torch.zeros(1, 2), reward_correct=None),
+            TypeError,
+            r"^reward_correct must be a real number, got NoneType reward_correct=None$",
+        ),
+        (
+            lambda: adv.group_success_rate(torch.zeros(1, 2), reward_wrong="0"),
+            TypeError,
+            r"^reward_wrong must be a real number, got str reward_wrong='0'$",
+        ),
+        (
+            lambda: adv.group_success_rate(torch.zeros(1, 2), reward_correct=0.0, reward_wrong=1.0),
+            ValueError,
+            r"^reward_correct must exceed reward_wrong, got reward_correct=0\.0 <= reward_wrong=1\.0$",
+        ),
+        (
+            lambda: adv.grpo_advantages(torch.zeros(3)),
+            ValueError,
+            r"^rewards must have shape \(B, N\) with B, N >= 1, got shape \(3,\)$",
+        ),
+        (
+            lambda: adv.grpo_advantages(torch.zeros(0, 3)),
+            ValueError,
+            r"^rewards must have shape \(B, N\)",
+        ),
+        (
+            lambda: adv.grpo_advantages(torch.zeros(2, 0)),
+            ValueError,
+            r"^rewards must have shape \(B, N\)",
+        ),
+        (
+            lambda: adv.grpo_advantages(torch.tensor([[1.0, float("-inf")]])),
+            ValueError,
+            r"^rewards must be finite, got rewards=-inf$",
+        ),
+        (
+            lambda: adv.grpo_advantages(torch.tensor([[1 + 1j, 0j]])),
+            TypeError,
+            r"^rewards must be real numbers, got dtype torch\.complex64$",
+        ),
+        (
+            lambda: adv.grpo_advantages(torch.zeros(2, 2), std="sample"),
+            ValueError,
+            r"^std must be one of \('bessel', 'population', 'none'\), got std='sample'$",
+        ),
+        (
+            lambda: adv.grpo_advantages(torch.zeros(2, 1), std="bessel"),
+            ValueError,
+            r"^the Bessel std needs a group of N >= 2, got N=1$",
+        ),
+    ],
+)
 def test_error_messages_in_full(call, error, message):
     with pytest.raises(error, match=message):
         call()
@@ -192,13 +281,17 @@ def test_success_rate_is_clipped_for_rewards_outside_the_range_and_int_rewards_w
 def test_std_none_is_mean_centred_only():
     R = torch.tensor([[2.0, 0.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0]], dtype=torch.float64)
     torch.testing.assert_close(adv.grpo_advantages(R, std="none"), R - R.mean(dim=1, keepdim=True))
-    torch.testing.assert_close(adv.focal_advantages(R, gamma=0.0, std="none", reward_correct=2.0),
-                               adv.mean_centred_advantages(R))
+    torch.testing.assert_close(
+        adv.focal_advantages(R, gamma=0.0, std="none", reward_correct=2.0),
+        adv.mean_centred_advantages(R),
+    )
 
 
 def test_groups_of_one_and_the_tensor_type_message():
     """N = 1 is a valid group for the population std and for mean-centring (A = 0)."""
     for std in ("population", "none"):
         assert (adv.grpo_advantages(torch.tensor([[3.0], [0.5]]), std=std) == 0).all()
-    with pytest.raises(TypeError, match=r"^rewards must be a torch\.Tensor of shape \(B, N\), got list$"):
+    with pytest.raises(
+        TypeError, match=r"^rewards must be a torch\.Tensor of shape \(B, N\), got list$"
+    ):
         adv.grpo_advantages([[1.0, 0.0]])

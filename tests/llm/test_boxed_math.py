@@ -10,33 +10,62 @@ import pytest
 
 from fgrpo_llm.tasks import get_task
 from fgrpo_llm.tasks.base import Problem
-from fgrpo_llm.tasks.boxed_math import (MAX_ANSWER_CHARS, SYSTEM_PROMPT, VERIFIER_STATS, BoxedMathTask,
-                                        answers_equivalent, compute_score, last_boxed, load_boxed_problems,
-                                        trl_reward)
+from fgrpo_llm.tasks.boxed_math import (
+    MAX_ANSWER_CHARS,
+    SYSTEM_PROMPT,
+    VERIFIER_STATS,
+    BoxedMathTask,
+    answers_equivalent,
+    compute_score,
+    last_boxed,
+    load_boxed_problems,
+    trl_reward,
+)
 from fgrpo_llm.tokenizer import PRINTABLE_ALPHABET, build_char_tokenizer
 
 
-@pytest.mark.parametrize("text, boxed", [
-    ("so \\boxed{42}", "42"),
-    ("\\boxed{1} then \\boxed{2}", "2"),  # the last one counts
-    ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
-    ("\\boxed{\\{1, \\frac{2}{\\sqrt{3}}\\}} done", "\\{1, \\frac{2}{\\sqrt{3}}\\}"),  # nested braces
-    ("\\fbox{7}", "7"),
-    ("no box here", None), ("", None), ("\\boxed{unclosed {x}", None), (None, None),
-])
+@pytest.mark.parametrize(
+    "text, boxed",
+    [
+        ("so \\boxed{42}", "42"),
+        ("\\boxed{1} then \\boxed{2}", "2"),  # the last one counts
+        ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+        (
+            "\\boxed{\\{1, \\frac{2}{\\sqrt{3}}\\}} done",
+            "\\{1, \\frac{2}{\\sqrt{3}}\\}",
+        ),  # nested braces
+        ("\\fbox{7}", "7"),
+        ("no box here", None),
+        ("", None),
+        ("\\boxed{unclosed {x}", None),
+        (None, None),
+    ],
+)
 def test_last_boxed(text, boxed):
     assert last_boxed(text) == boxed
 
 
-@pytest.mark.parametrize("a, b", [("\\dfrac{1}{2}", "0.5"), ("1/2", "\\frac{1}{2}"), ("1,000", "1000"),
-                                  (" $ 3 $ ", "3"), ("\\left( 1, 2 \\right)", "(1,2)"), ("2.50", "5/2"),
-                                  ("\\text{east}", "east"), ("90^\\circ", "90"), ("\\sqrt{2}", "2^{1/2}")])
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ("\\dfrac{1}{2}", "0.5"),
+        ("1/2", "\\frac{1}{2}"),
+        ("1,000", "1000"),
+        (" $ 3 $ ", "3"),
+        ("\\left( 1, 2 \\right)", "(1,2)"),
+        ("2.50", "5/2"),
+        ("\\text{east}", "east"),
+        ("90^\\circ", "90"),
+        ("\\sqrt{2}", "2^{1/2}"),
+    ],
+)
 def test_math_verify_makes_equal(a, b):
     assert answers_equivalent(a, b) and answers_equivalent(b, a)
 
 
-@pytest.mark.parametrize("a, b", [("1/2", "1/3"), ("12", "1,2"), ("x+1", "x-1"), ("-3", "3"), ("2", ""),
-                                  ("2", None)])
+@pytest.mark.parametrize(
+    "a, b", [("1/2", "1/3"), ("12", "1,2"), ("x+1", "x-1"), ("-3", "3"), ("2", ""), ("2", None)]
+)
 def test_math_verify_keeps_different_answers_apart(a, b):
     assert not answers_equivalent(a, b)
 
@@ -44,8 +73,11 @@ def test_math_verify_keeps_different_answers_apart(a, b):
 def _task(llm_data_dir, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return BoxedMathTask(path=llm_data_dir / "boxed_train.jsonl", test_path=llm_data_dir / "boxed_test.jsonl",
-                             **kwargs)
+        return BoxedMathTask(
+            path=llm_data_dir / "boxed_train.jsonl",
+            test_path=llm_data_dir / "boxed_test.jsonl",
+            **kwargs,
+        )
 
 
 def test_bad_rows_are_counted_and_reported_not_raised(llm_data_dir):
@@ -54,9 +86,18 @@ def test_bad_rows_are_counted_and_reported_not_raised(llm_data_dir):
     assert (stats.rows, stats.invalid_json, stats.missing_keys, stats.wrong_types) == (15, 3, 2, 3)
     assert (stats.duplicates, stats.conflicting, stats.kept) == (1, 2, 4) and stats.bad_rows == 8
     assert "invalid_json=3" in stats.summary() and "boxed_train.jsonl" in stats.summary()
-    assert [p.meta["problem"] for p in problems] == ["What is 1+1?", "Compute 3/6 as a fraction.",
-                                                     "What is 10*100?", "Name the set {1,2}."]
-    assert [p.answer for p in problems] == ["2", "\\frac{1}{2}", "1000", "\\{1,2\\}"]  # numbers become strings
+    assert [p.meta["problem"] for p in problems] == [
+        "What is 1+1?",
+        "Compute 3/6 as a fraction.",
+        "What is 10*100?",
+        "Name the set {1,2}.",
+    ]
+    assert [p.answer for p in problems] == [
+        "2",
+        "\\frac{1}{2}",
+        "1000",
+        "\\{1,2\\}",
+    ]  # numbers become strings
 
 
 def test_preparation_prepends_system_prompt_and_drops_long_prompts(llm_data_dir):
@@ -68,7 +109,10 @@ def test_preparation_prepends_system_prompt_and_drops_long_prompts(llm_data_dir)
     # with a tokenizer the limit counts its tokens: a tighter limit drops more
     tok = build_char_tokenizer(PRINTABLE_ALPHABET)
     short = _task(llm_data_dir, tokenizer=tok, max_prompt_tokens=len(SYSTEM_PROMPT) + 4 + 15)
-    assert [p.meta["problem"] for p in short.problems("train")] == ["What is 1+1?", "What is 10*100?"]
+    assert [p.meta["problem"] for p in short.problems("train")] == [
+        "What is 1+1?",
+        "What is 10*100?",
+    ]
 
 
 def test_reward_matches_last_boxed_answer(llm_data_dir):
@@ -115,16 +159,21 @@ def _write_rows(path, lines):
 
 
 def test_hostile_answers_are_bad_rows_not_a_rejected_file(tmp_path):
-    path = _write_rows(tmp_path / "hostile.jsonl", [
-        json.dumps({"problem": "fine", "answer": "7"}),
-        '{"problem": "huge integer", "answer": ' + "9" * 5000 + "}",  # json.loads alone raises on this
-        json.dumps({"problem": "huge string", "answer": "9" * 5000}),
-        '{"problem": "nan", "answer": NaN}',
-        '{"problem": "inf", "answer": Infinity}',
-        '{"problem": "minus inf", "answer": -Infinity}',
-        '{"problem": "overflowing float", "answer": 1e999}',
-        '[' * 100_000,  # nested too deeply for the JSON parser
-    ])
+    path = _write_rows(
+        tmp_path / "hostile.jsonl",
+        [
+            json.dumps({"problem": "fine", "answer": "7"}),
+            '{"problem": "huge integer", "answer": '
+            + "9" * 5000
+            + "}",  # json.loads alone raises on this
+            json.dumps({"problem": "huge string", "answer": "9" * 5000}),
+            '{"problem": "nan", "answer": NaN}',
+            '{"problem": "inf", "answer": Infinity}',
+            '{"problem": "minus inf", "answer": -Infinity}',
+            '{"problem": "overflowing float", "answer": 1e999}',
+            "[" * 100_000,  # nested too deeply for the JSON parser
+        ],
+    )
     with pytest.warns(UserWarning, match="7 bad rows"):
         problems, stats = load_boxed_problems(path, "train")
     assert [p.meta["problem"] for p in problems] == ["fine"]
@@ -133,10 +182,15 @@ def test_hostile_answers_are_bad_rows_not_a_rejected_file(tmp_path):
 
 
 def test_equivalent_duplicates_are_not_conflicts(tmp_path):
-    path = _write_rows(tmp_path / "dups.jsonl", [json.dumps({"problem": "half", "answer": "\\frac{1}{2}"}),
-                                                 json.dumps({"problem": "half", "answer": "0.5"}),
-                                                 json.dumps({"problem": "two", "answer": "2"}),
-                                                 json.dumps({"problem": "two", "answer": "3"})])
+    path = _write_rows(
+        tmp_path / "dups.jsonl",
+        [
+            json.dumps({"problem": "half", "answer": "\\frac{1}{2}"}),
+            json.dumps({"problem": "half", "answer": "0.5"}),
+            json.dumps({"problem": "two", "answer": "2"}),
+            json.dumps({"problem": "two", "answer": "3"}),
+        ],
+    )
     problems, stats = load_boxed_problems(path, "train")
     assert [p.meta["problem"] for p in problems] == ["half"]
     assert (stats.duplicates, stats.conflicting) == (1, 2)
@@ -147,7 +201,12 @@ HOSTILE_COMPLETIONS = [
     "\\boxed{" + "(" * 3000 + "}",
     "\\boxed{" + "\\frac{" * 200 + "1" + "}{2}" * 200 + "}",
     "\\boxed{" + "x" * (MAX_ANSWER_CHARS + 1) + "}",
-    "\\boxed{\\\\\\}", "\\boxed{\x00\ud800}", "\\boxed{" * 500, 12345, b"\\boxed{1}", ["\\boxed{1}"],
+    "\\boxed{\\\\\\}",
+    "\\boxed{\x00\ud800}",
+    "\\boxed{" * 500,
+    12345,
+    b"\\boxed{1}",
+    ["\\boxed{1}"],
 ]
 
 
@@ -186,8 +245,13 @@ def test_verifier_works_in_worker_threads():
 
 
 def test_trl_reward_and_verl_compute_score_are_the_task_reward():
-    completions = ["\\boxed{0.5}", [{"role": "assistant", "content": "so \\boxed{\\frac{1}{2}}"}], "\\boxed{2}",
-                   "no box", None]
+    completions = [
+        "\\boxed{0.5}",
+        [{"role": "assistant", "content": "so \\boxed{\\frac{1}{2}}"}],
+        "\\boxed{2}",
+        "no box",
+        None,
+    ]
     assert trl_reward(completions, answer=["1/2"] * 5, prompts=None) == [1.0, 1.0, 0.0, 0.0, 0.0]
     assert compute_score("math", "we get \\boxed{1,000}", "1000", extra_info={"index": 3}) == 1.0
     assert compute_score("math", "\\boxed{999}", "1000") == 0.0

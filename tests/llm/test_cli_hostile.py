@@ -31,46 +31,95 @@ def hostile(tmp_path_factory, tiny_checkpoint):
     (d / "ev").mkdir()
     (d / "ev" / "eval.json").write_text("[1]")
     (d / "ev2").mkdir()
-    (d / "ev2" / "eval.json").write_text(json.dumps({"n": 4, "ks": [1], "splits": {"test": {
-        "role": "in_domain", "num_problems": 1, "problem_ids": ["a"], "counts": [1], "pass@1": 0.25}}}))
+    (d / "ev2" / "eval.json").write_text(
+        json.dumps(
+            {
+                "n": 4,
+                "ks": [1],
+                "splits": {
+                    "test": {
+                        "role": "in_domain",
+                        "num_problems": 1,
+                        "problem_ids": ["a"],
+                        "counts": [1],
+                        "pass@1": 0.25,
+                    }
+                },
+            }
+        )
+    )
     (d / "norun").mkdir()
     (d / "norun" / "groups.jsonl").write_text("{}\n")
     (d / "run").mkdir()
-    (d / "run" / "run.json").write_text(json.dumps({"engine": "fgrpo", "algo": "grpo", "group_size": 4, "gamma": 0}))
+    (d / "run" / "run.json").write_text(
+        json.dumps({"engine": "fgrpo", "algo": "grpo", "group_size": 4, "gamma": 0})
+    )
     (d / "run" / "groups.jsonl").write_text(DEEP[:100_000] + DEEP[-100_000:] + "\n")
     (d / "rare.json").write_text("[]")
     return {"D": str(d), "B": str(tiny_checkpoint)}
 
 
 CASES = [
-    "pretrain --out {D}/afile", "pretrain --out /proc/nope/x --steps 1", "pretrain --out {D}/p --steps -1",
-    "pretrain --out {D}/p --seconds nan", "pretrain --out {D}/p --config {D}/list.json",
-    "pretrain --out {D}/p --config {D}/deep.json", "pretrain --out {D}/p --dtype bogus",
+    "pretrain --out {D}/afile",
+    "pretrain --out /proc/nope/x --steps 1",
+    "pretrain --out {D}/p --steps -1",
+    "pretrain --out {D}/p --seconds nan",
+    "pretrain --out {D}/p --config {D}/list.json",
+    "pretrain --out {D}/p --config {D}/deep.json",
+    "pretrain --out {D}/p --dtype bogus",
     "pretrain --out {D}/p --device bogus",
-    "train --base {B} --out {D}/afile", "train --base {B} --out /proc/nope/x", "train --base {B} --out {D}/t --config {D}/list.json",
-    "train --base {B} --out {D}/t --config {D}/deep.json", "train --base {B} --out {D}/t --config {D}/nan.json",
-    "train --base {B} --out {D}/t --set lr=abc", "train --base {B} --out {D}/t --set x",
-    "train --base {B} --out {D}/t --task-arg num_test=abc", "train --base {B} --out {D}/t --task bogus",
-    "train --base {B} --out {D}/t --rare-set {D}/rare.json --eval-every 1", "train --base {D}/notok --out {D}/t",
-    "train --base {D}/afile --out {D}/t", "train --base {B} --out {D}/t --set task_kwargs={{a:1}}",
-    "eval --model {D}/missing", "eval --model {D}/afile", "eval --model {B} --n 0", "eval --model {B} --k 0",
-    "eval --model {B} --k abc", "eval --model {B} --splits bogus", "eval --model {B} --max-problems -1",
-    "eval --model {B} --out /proc/nope/x --n 2 --max-problems 1", "eval --model {B} --task-arg zz=1",
-    "eval --model {B} --batch-size 0 --n 2", "eval --model {B} --max-new-tokens 0", "eval --model {D}/notok",
-    "compare {D}/x {D}/y", "compare {D}/ev {D}/ev", "compare {D}/ev2 {D}/ev2", "compare {D}/ev2 {D}/ev2 --m 0",
-    "compare {D}/ev2 {D}/ev2 --iterations 0", "compare {D}/ev2 {D}/ev2 --k abc",
-    "rare-set --base {B} --out {D}/r.json --prompts 0", "rare-set --base {B} --out {D}/r.json --rollouts 0",
-    "rare-set --base {B} --out {D}/r.json --top 2", "rare-set --base {B} --out {D}/r.json --top nan",
+    "train --base {B} --out {D}/afile",
+    "train --base {B} --out /proc/nope/x",
+    "train --base {B} --out {D}/t --config {D}/list.json",
+    "train --base {B} --out {D}/t --config {D}/deep.json",
+    "train --base {B} --out {D}/t --config {D}/nan.json",
+    "train --base {B} --out {D}/t --set lr=abc",
+    "train --base {B} --out {D}/t --set x",
+    "train --base {B} --out {D}/t --task-arg num_test=abc",
+    "train --base {B} --out {D}/t --task bogus",
+    "train --base {B} --out {D}/t --rare-set {D}/rare.json --eval-every 1",
+    "train --base {D}/notok --out {D}/t",
+    "train --base {D}/afile --out {D}/t",
+    "train --base {B} --out {D}/t --set task_kwargs={{a:1}}",
+    "eval --model {D}/missing",
+    "eval --model {D}/afile",
+    "eval --model {B} --n 0",
+    "eval --model {B} --k 0",
+    "eval --model {B} --k abc",
+    "eval --model {B} --splits bogus",
+    "eval --model {B} --max-problems -1",
+    "eval --model {B} --out /proc/nope/x --n 2 --max-problems 1",
+    "eval --model {B} --task-arg zz=1",
+    "eval --model {B} --batch-size 0 --n 2",
+    "eval --model {B} --max-new-tokens 0",
+    "eval --model {D}/notok",
+    "compare {D}/x {D}/y",
+    "compare {D}/ev {D}/ev",
+    "compare {D}/ev2 {D}/ev2",
+    "compare {D}/ev2 {D}/ev2 --m 0",
+    "compare {D}/ev2 {D}/ev2 --iterations 0",
+    "compare {D}/ev2 {D}/ev2 --k abc",
+    "rare-set --base {B} --out {D}/r.json --prompts 0",
+    "rare-set --base {B} --out {D}/r.json --rollouts 0",
+    "rare-set --base {B} --out {D}/r.json --top 2",
+    "rare-set --base {B} --out {D}/r.json --top nan",
     "rare-set --base {B} --out /proc/nope/r.json --prompts 1 --rollouts 2",
     "rare-set --base {B} --out {D}/r.json --split bogus",
-    "validate --rare-set {D}/rare.json --run {D}/run --out {D}/v", "validate --rare-set {D}/deep.json --run {D}/run --out {D}/v",
-    "validate --rare-set {D}/missing.json --run {D}/run --out {D}/v", "validate --rare-set {D}/rare.json --out {D}/v",
+    "validate --rare-set {D}/rare.json --run {D}/run --out {D}/v",
+    "validate --rare-set {D}/deep.json --run {D}/run --out {D}/v",
+    "validate --rare-set {D}/missing.json --run {D}/run --out {D}/v",
+    "validate --rare-set {D}/rare.json --out {D}/v",
     "validate --rare-set {D}/rare.json --run {D}/norun --out {D}/v",
     "validate --rare-set {D}/rare.json --run {D}/run --out {D}/v --early-steps -1",
     "validate --rare-set {D}/rare.json --run {D}/run --out {D}/v --paper-results {D}/list.json",
-    "maze --out {D}/m --preset bogus", "maze --out {D}/m --group-sizes abc", "maze --out {D}/afile",
-    "maze --out {D}/m --config {D}/list.json", "maze --out {D}/m --gammas x,y",
-    "demo --out {D}/afile", "demo --out {D}/d --config {D}/list.json", "demo --out {D}/d --workers 0",
+    "maze --out {D}/m --preset bogus",
+    "maze --out {D}/m --group-sizes abc",
+    "maze --out {D}/afile",
+    "maze --out {D}/m --config {D}/list.json",
+    "maze --out {D}/m --gammas x,y",
+    "demo --out {D}/afile",
+    "demo --out {D}/d --config {D}/list.json",
+    "demo --out {D}/d --workers 0",
     "demo --out {D}/d --config {D}/deep.json",
 ]
 

@@ -8,8 +8,23 @@ import pytest
 
 from fgrpo_llm.cli import main
 
-SMALL = ["--task", "countdown", "--task-arg", "num_test=20", "--task-arg", "num_ood=10", "--group-size", "2",
-         "--prompts-per-step", "2", "--max-new-tokens", "4", "--no-progress", "--checkpoint-every", "1"]
+SMALL = [
+    "--task",
+    "countdown",
+    "--task-arg",
+    "num_test=20",
+    "--task-arg",
+    "num_ood=10",
+    "--group-size",
+    "2",
+    "--prompts-per-step",
+    "2",
+    "--max-new-tokens",
+    "4",
+    "--no-progress",
+    "--checkpoint-every",
+    "1",
+]
 
 
 def _steps(out):
@@ -18,13 +33,31 @@ def _steps(out):
 
 def test_train_smoke_then_resume(tiny_checkpoint, tmp_path, capsys):
     out = tmp_path / "run"
-    rc = main(["train", "--base", str(tiny_checkpoint), "--algo", "cispo", "--gamma", "0.5", "--steps", "2",
-               "--out", str(out), *SMALL])
+    rc = main(
+        [
+            "train",
+            "--base",
+            str(tiny_checkpoint),
+            "--algo",
+            "cispo",
+            "--gamma",
+            "0.5",
+            "--steps",
+            "2",
+            "--out",
+            str(out),
+            *SMALL,
+        ]
+    )
     assert rc == 0
     assert "trained cispo" in capsys.readouterr().out
     assert _steps(out) == [1, 2]
     saved = json.loads((out / "config.json").read_text())
-    assert saved["algo"] == "cispo" and saved["gamma"] == 0.5 and saved["task_kwargs"]["num_test"] == 20
+    assert (
+        saved["algo"] == "cispo"
+        and saved["gamma"] == 0.5
+        and saved["task_kwargs"]["num_test"] == 20
+    )
     assert (out / "model" / "config.json").is_file() and (out / "groups.jsonl").is_file()
     assert main(["train", "--out", str(out), "--resume", "--steps", "3", "--no-progress"]) == 0
     assert _steps(out) == [1, 2, 3]
@@ -33,28 +66,51 @@ def test_train_smoke_then_resume(tiny_checkpoint, tmp_path, capsys):
 def test_config_file_sets_fields_and_flags_override_it(tiny_checkpoint, tmp_path):
     cfg = tmp_path / "c.yaml"
     # `lr: 3e-4` is the string "3e-4" to PyYAML (YAML 1.1 wants a dot); it must still be read as a number
-    cfg.write_text(f"base: {tiny_checkpoint}\nalgo: dapo\ngamma: 1.0\nsteps: 1\nmax_sampling_rounds: 0\nlr: 3e-4\n")
+    cfg.write_text(
+        f"base: {tiny_checkpoint}\nalgo: dapo\ngamma: 1.0\nsteps: 1\nmax_sampling_rounds: 0\nlr: 3e-4\n"
+    )
     out = tmp_path / "run"
-    assert main(["train", "--config", str(cfg), "--gamma", "0.25", "--out", str(out), *SMALL,
-                 "--set", "adam_eps=1e-7"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                str(cfg),
+                "--gamma",
+                "0.25",
+                "--out",
+                str(out),
+                *SMALL,
+                "--set",
+                "adam_eps=1e-7",
+            ]
+        )
+        == 0
+    )
     saved = json.loads((out / "config.json").read_text())
     assert saved["algo"] == "dapo" and saved["gamma"] == 0.25 and saved["clip_eps_high"] == 0.28
     assert saved["lr"] == 3e-4 and saved["adam_eps"] == 1e-7
     assert saved["dynamic_sampling"] is True and saved["max_sampling_rounds"] == 0
 
 
-@pytest.mark.parametrize("extra,needle", [
-    (["--base", "/nonexistent/base"], "/nonexistent/base"),
-    (["--algo", "ppo"], "algo"),
-    (["--gamma", "-1"], "gamma"),
-    (["--gamma", "nan"], "gamma"),
-    (["--group-size", "0"], "group_size"),
-    (["--set", "no_such_field=1"], "no_such_field"),
-    (["--set", "adam_beta1=x"], "adam_beta1"),  # a wrong type: a ValueError, not a TypeError traceback
-    (["--resume"], "resume"),
-    (["--config", "/nonexistent.yaml"], "nonexistent.yaml"),
-    (["--task-arg", "oops"], "KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--base", "/nonexistent/base"], "/nonexistent/base"),
+        (["--algo", "ppo"], "algo"),
+        (["--gamma", "-1"], "gamma"),
+        (["--gamma", "nan"], "gamma"),
+        (["--group-size", "0"], "group_size"),
+        (["--set", "no_such_field=1"], "no_such_field"),
+        (
+            ["--set", "adam_beta1=x"],
+            "adam_beta1",
+        ),  # a wrong type: a ValueError, not a TypeError traceback
+        (["--resume"], "resume"),
+        (["--config", "/nonexistent.yaml"], "nonexistent.yaml"),
+        (["--task-arg", "oops"], "KEY=VALUE"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tiny_checkpoint, tmp_path, capsys, extra, needle):
     args = ["train", "--out", str(tmp_path / "bad"), "--steps", "1", "--no-progress"]
     if "--base" not in extra and "--resume" not in extra:

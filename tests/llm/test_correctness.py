@@ -30,7 +30,9 @@ class ShapedTask:
     splits = ("train",)
 
     def __init__(self, n=6):
-        self._problems = [Problem(id=f"s{k}", prompt=f"{k}=:", answer=None, split="train") for k in range(n)]
+        self._problems = [
+            Problem(id=f"s{k}", prompt=f"{k}=:", answer=None, split="train") for k in range(n)
+        ]
 
     def problems(self, split):
         return list(self._problems)
@@ -54,10 +56,22 @@ def test_solution_form_rule_is_the_stripped_text_when_the_task_has_none():
     assert solution_form(task, p, "12 \n") == "12" and solution_form(task, p, "x") is None
 
 
-def test_trainer_counts_the_verdicts_not_the_reward_values(tiny_checkpoint, tmp_path, char_tokenizer):
+def test_trainer_counts_the_verdicts_not_the_reward_values(
+    tiny_checkpoint, tmp_path, char_tokenizer
+):
     out = tmp_path / "run"
-    cfg = TrainConfig(base=str(tiny_checkpoint), out=str(out), steps=2, prompts_per_step=3, group_size=4,
-                      max_new_tokens=4, lr=1e-3, progress=False, gamma=1.0, checkpoint_every=0)
+    cfg = TrainConfig(
+        base=str(tiny_checkpoint),
+        out=str(out),
+        steps=2,
+        prompts_per_step=3,
+        group_size=4,
+        max_new_tokens=4,
+        lr=1e-3,
+        progress=False,
+        gamma=1.0,
+        checkpoint_every=0,
+    )
     train(cfg, task=ShapedTask())
     groups = [json.loads(line) for line in (out / "groups.jsonl").read_text().splitlines()]
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -68,13 +82,21 @@ def test_trainer_counts_the_verdicts_not_the_reward_values(tiny_checkpoint, tmp_
     model, tok = load_model_and_tokenizer(tiny_checkpoint)
     task = ShapedTask()
     idx = PromptStream(len(task.problems("train")), seed=0).take(3)
-    batch = sample_completions(model, tok, [task.problems("train")[i].prompt for i in idx], num_samples=4,
-                               max_new_tokens=4, generator=torch.Generator().manual_seed(0))
+    batch = sample_completions(
+        model,
+        tok,
+        [task.problems("train")[i].prompt for i in idx],
+        num_samples=4,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(0),
+    )
     correct = np.array([task.is_correct(None, c) for c in batch.completions]).reshape(3, 4)
     step1 = [g for g in groups if g["step"] == 1]
     assert [g["num_correct"] for g in step1] == correct.sum(1).tolist()
-    assert [g["forms"] for g in step1] == [[c.strip() for c, ok in zip(batch.completions[4 * b:4 * b + 4], correct[b]) if ok]
-                                           for b in range(3)]
+    assert [g["forms"] for g in step1] == [
+        [c.strip() for c, ok in zip(batch.completions[4 * b : 4 * b + 4], correct[b]) if ok]
+        for b in range(3)
+    ]
     assert metrics[0]["reward/pass_rate"] == pytest.approx(correct.mean())
     assert [g["focal_weight"] for g in step1] == pytest.approx((1 - correct.sum(1) / 4).tolist())
 
@@ -82,29 +104,76 @@ def test_trainer_counts_the_verdicts_not_the_reward_values(tiny_checkpoint, tmp_
 def test_pass_at_k_and_the_rare_set_ask_the_verdict(tiny_model, char_tokenizer):
     task = ShapedTask(4)
     problems = task.problems("train")
-    outcomes = sample_outcomes(tiny_model, char_tokenizer, task, problems, n=8, max_new_tokens=4,
-                               generator=torch.Generator().manual_seed(1))
-    batch = sample_completions(tiny_model, char_tokenizer, [p.prompt for p in problems], num_samples=8,
-                               max_new_tokens=4, generator=torch.Generator().manual_seed(1), batch_size=512)
-    assert outcomes.tolist() == np.array([task.is_correct(None, c) for c in batch.completions]).reshape(4, 8).tolist()
-    rare = build_rare_set(tiny_model, char_tokenizer, task, problems, num_rollouts=8, top_fraction=0.5,
-                          max_new_tokens=4, generator=torch.Generator().manual_seed(1))
+    outcomes = sample_outcomes(
+        tiny_model,
+        char_tokenizer,
+        task,
+        problems,
+        n=8,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(1),
+    )
+    batch = sample_completions(
+        tiny_model,
+        char_tokenizer,
+        [p.prompt for p in problems],
+        num_samples=8,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(1),
+        batch_size=512,
+    )
+    assert (
+        outcomes.tolist()
+        == np.array([task.is_correct(None, c) for c in batch.completions]).reshape(4, 8).tolist()
+    )
+    rare = build_rare_set(
+        tiny_model,
+        char_tokenizer,
+        task,
+        problems,
+        num_rollouts=8,
+        top_fraction=0.5,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(1),
+    )
     assert rare.meta["num_correct_pool"] == int(outcomes.sum())
     assert all(task.is_correct(None, t) for t in rare.texts)
 
 
-def test_a_task_without_forms_gets_one_rule_in_training_logs_and_the_rare_set(tiny_checkpoint, tmp_path):
+def test_a_task_without_forms_gets_one_rule_in_training_logs_and_the_rare_set(
+    tiny_checkpoint, tmp_path
+):
     from fgrpo_llm.model import load_model_and_tokenizer
 
     model, tok = load_model_and_tokenizer(tiny_checkpoint)
     task = NoFormTask(3)
     # one-token completions: ten possible correct forms, so training groups meet the rare ones
-    rare = build_rare_set(model, tok, task, task.problems("train"), num_rollouts=64, top_fraction=0.5,
-                          max_new_tokens=1, generator=torch.Generator().manual_seed(0))
+    rare = build_rare_set(
+        model,
+        tok,
+        task,
+        task.problems("train"),
+        num_rollouts=64,
+        top_fraction=0.5,
+        max_new_tokens=1,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert rare.forms == [t.strip() for t in rare.texts]
     out = tmp_path / "run"
-    train(TrainConfig(base=str(tiny_checkpoint), out=str(out), steps=3, prompts_per_step=3, group_size=8,
-                      max_new_tokens=1, lr=1e-4, progress=False, checkpoint_every=0), task=task)
+    train(
+        TrainConfig(
+            base=str(tiny_checkpoint),
+            out=str(out),
+            steps=3,
+            prompts_per_step=3,
+            group_size=8,
+            max_new_tokens=1,
+            lr=1e-4,
+            progress=False,
+            checkpoint_every=0,
+        ),
+        task=task,
+    )
     groups = [json.loads(line) for line in (out / "groups.jsonl").read_text().splitlines()]
     assert all(f is not None for g in groups for f in g["forms"])
     rec = tail_miss_records(groups, rare)

@@ -18,9 +18,16 @@ def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["demo", "--out", str(out), "--fast"]) == 0
     report = (out / "report.md").read_text()
-    for heading in ("## Theory", "## Base model", "## Rare-correct set", "## Training", "## pass@k",
-                    "## Cross-check: tail miss", "## Cross-check: group-size sweep",
-                    "## Learning-rate-matched control"):
+    for heading in (
+        "## Theory",
+        "## Base model",
+        "## Rare-correct set",
+        "## Training",
+        "## pass@k",
+        "## Cross-check: tail miss",
+        "## Cross-check: group-size sweep",
+        "## Learning-rate-matched control",
+    ):
         assert heading in report
     for target in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report):
         assert (out / target).is_file(), target
@@ -30,7 +37,9 @@ def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
     config = json.loads((out / "fgrpo_n4" / "config.json").read_text())
     assert config["gamma"] == 1.0 and config["group_size"] == 4
     control = json.loads((out / "grpo_n4_lrmatched" / "config.json").read_text())
-    assert control["gamma"] == 0.0 and control["group_size"] == 4 and control["lr_match_gamma"] == 1.0
+    assert (
+        control["gamma"] == 0.0 and control["group_size"] == 4 and control["lr_match_gamma"] == 1.0
+    )
     assert control["steps"] == config["steps"] and control["seed"] == config["seed"]
     # the control is compared with F-GRPO and GRPO, but is not a point of the group-size sweep
     validation = json.loads((out / "validate" / "validation.json").read_text())
@@ -38,22 +47,37 @@ def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
     assert "GRPO N=4 (lr x0.50)" not in [r["label"] for r in validation["sweep"]]
     control_text = report.split("## Learning-rate-matched control")[1]
     assert "GRPO N=4 (lr x0.50)" in control_text and control_text.count("\n- ") == 3
-    metrics = [json.loads(line) for line in (out / "grpo_n4" / "metrics.jsonl").read_text().splitlines()]
+    metrics = [
+        json.loads(line) for line in (out / "grpo_n4" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert any("rare/delta_nll" in m for m in metrics)  # the evaluator hook ran inside training
     assert "report:" in capsys.readouterr().out
-    assert (out / "timings.md").is_file() and not re.search(r"\b\d+(\.\d+)? ?(s|min)\b", report)  # no wall times
+    assert (out / "timings.md").is_file() and not re.search(
+        r"\b\d+(\.\d+)? ?(s|min)\b", report
+    )  # no wall times
 
-    stamp = {p: p.stat().st_mtime_ns for p in [out / "base" / "config.json", out / "rare_set.json",
-                                                out / "grpo_n4" / "metrics.jsonl", out / "base_eval" / "eval.json"]}
+    stamp = {
+        p: p.stat().st_mtime_ns
+        for p in [
+            out / "base" / "config.json",
+            out / "rare_set.json",
+            out / "grpo_n4" / "metrics.jsonl",
+            out / "base_eval" / "eval.json",
+        ]
+    }
     assert main(["demo", "--out", str(out), "--fast"]) == 0  # resumes: nothing is recomputed
     assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
 
 
 def test_run_specs_lr_matched_control():
     specs = run_specs(DemoConfig(group_size=8, gamma=0.5, sweep_group_sizes=(2, 8, 16)))
-    assert specs == [RunSpec("grpo_n8", 8, 0.0), RunSpec("fgrpo_n8", 8, 0.5),
-                     RunSpec("grpo_n8_lrmatched", 8, 0.0, lr_match_gamma=0.5),
-                     RunSpec("grpo_n2", 2, 0.0), RunSpec("grpo_n16", 16, 0.0)]
+    assert specs == [
+        RunSpec("grpo_n8", 8, 0.0),
+        RunSpec("fgrpo_n8", 8, 0.5),
+        RunSpec("grpo_n8_lrmatched", 8, 0.0, lr_match_gamma=0.5),
+        RunSpec("grpo_n2", 2, 0.0),
+        RunSpec("grpo_n16", 16, 0.0),
+    ]
     assert all(s.lr_match_gamma is None for s in run_specs(DemoConfig(lr_matched_control=False)))
     # gamma = 0: m_0 = 1, so the control would repeat the GRPO run
     assert all(s.lr_match_gamma is None for s in run_specs(DemoConfig(gamma=0.0)))
@@ -78,13 +102,18 @@ def test_the_plan_gives_the_same_numbers_with_one_worker_and_with_two(tmp_path):
     from fgrpo_llm.experiments.demo import run_demo
 
     for workers in (1, 2):
-        run_demo(tmp_path / f"w{workers}", load_demo_config(fast=True, theory=False, workers=workers))
+        run_demo(
+            tmp_path / f"w{workers}", load_demo_config(fast=True, theory=False, workers=workers)
+        )
     a, b = tmp_path / "w1", tmp_path / "w2"
     compared = 0
     for f in sorted(a.rglob("*")):
         rel = f.relative_to(a)
-        if f.suffix not in (".jsonl", ".json", ".md", ".npy") or rel.name in ("timings.md", "demo_summary.json",
-                                                                                "demo_config.json"):
+        if f.suffix not in (".jsonl", ".json", ".md", ".npy") or rel.name in (
+            "timings.md",
+            "demo_summary.json",
+            "demo_config.json",
+        ):
             continue
         if f.name.startswith(("trainer_state", "manifest")):
             continue
@@ -92,8 +121,10 @@ def test_the_plan_gives_the_same_numbers_with_one_worker_and_with_two(tmp_path):
         if rel.suffix == ".jsonl":  # timings aside
             text_a, text_b = (_untimed(x) for x in (text_a, text_b))
         elif rel.name == "eval.json" or rel.name == "rare_set.json":
-            text_a, text_b = (x.replace(str(a).encode(), b"OUT").replace(str(b).encode(), b"OUT")
-                              for x in (text_a, text_b))
+            text_a, text_b = (
+                x.replace(str(a).encode(), b"OUT").replace(str(b).encode(), b"OUT")
+                for x in (text_a, text_b)
+            )
         elif rel.name in ("config.json", "base_summary.json"):
             text_a, text_b = (_untimed_json(x, a, b) for x in (text_a, text_b))
         assert text_a == text_b, rel
@@ -102,10 +133,16 @@ def test_the_plan_gives_the_same_numbers_with_one_worker_and_with_two(tmp_path):
 
 
 def _untimed(raw: bytes) -> list:
-    return [{k: v for k, v in json.loads(line).items() if not k.startswith(("time/", "perf/"))}
-            for line in raw.splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if not k.startswith(("time/", "perf/"))}
+        for line in raw.splitlines()
+    ]
 
 
 def _untimed_json(raw: bytes, a, b):
     data = json.loads(raw.decode().replace(str(a), "OUT").replace(str(b), "OUT"))
-    return {k: v for k, v in data.items() if not k.startswith(("time/", "perf/"))} if isinstance(data, dict) else data
+    return (
+        {k: v for k, v in data.items() if not k.startswith(("time/", "perf/"))}
+        if isinstance(data, dict)
+        else data
+    )

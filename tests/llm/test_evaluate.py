@@ -15,8 +15,16 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from fgrpo_llm.cli import main  # noqa: E402
-from fgrpo_llm.evaluation.passk import (compare_evals, default_ks, evaluate_model, load_eval, parse_ks,  # noqa: E402
-                                pass_at_k_table, sample_correct_counts, write_eval_outputs)
+from fgrpo_llm.evaluation.passk import (  # noqa: E402
+    compare_evals,
+    default_ks,
+    evaluate_model,
+    load_eval,
+    parse_ks,
+    pass_at_k_table,
+    sample_correct_counts,
+    write_eval_outputs,
+)
 from fgrpo_llm.rollout import sample_completions  # noqa: E402
 
 
@@ -69,29 +77,63 @@ class PrefixTask:
 
 @pytest.fixture
 def prefix_task(countdown_task):
-    return PrefixTask({"train": countdown_task.problems("train")[:3], "test": countdown_task.problems("test")[:3],
-                       "ood": countdown_task.problems("ood")[:2]})
+    return PrefixTask(
+        {
+            "train": countdown_task.problems("train")[:3],
+            "test": countdown_task.problems("test")[:3],
+            "ood": countdown_task.problems("ood")[:2],
+        }
+    )
 
 
 def test_counts_are_the_verified_samples_of_the_sampler(tiny_model, char_tokenizer, prefix_task):
     problems = prefix_task.problems("test")
-    counts, outcomes = sample_correct_counts(tiny_model, char_tokenizer, prefix_task, problems, n=6,
-                                             max_new_tokens=4, generator=torch.Generator().manual_seed(3),
-                                             batch_size=64, return_outcomes=True)
-    batch = sample_completions(tiny_model, char_tokenizer, [p.prompt for p in problems], num_samples=6,
-                               max_new_tokens=4, generator=torch.Generator().manual_seed(3), batch_size=64)
-    expected = np.array([[prefix_task.reward(p, batch.completions[b * 6 + j]) for j in range(6)]
-                         for b, p in enumerate(problems)])
+    counts, outcomes = sample_correct_counts(
+        tiny_model,
+        char_tokenizer,
+        prefix_task,
+        problems,
+        n=6,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(3),
+        batch_size=64,
+        return_outcomes=True,
+    )
+    batch = sample_completions(
+        tiny_model,
+        char_tokenizer,
+        [p.prompt for p in problems],
+        num_samples=6,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(3),
+        batch_size=64,
+    )
+    expected = np.array(
+        [
+            [prefix_task.reward(p, batch.completions[b * 6 + j]) for j in range(6)]
+            for b, p in enumerate(problems)
+        ]
+    )
     assert outcomes.shape == (3, 6)
     np.testing.assert_array_equal(outcomes, expected)
     np.testing.assert_array_equal(counts, expected.sum(axis=1))
 
 
 def test_eval_outputs_round_trip(tiny_model, char_tokenizer, prefix_task, tmp_path):
-    results, outcomes = evaluate_model(tiny_model, char_tokenizer, prefix_task, n=4, ks=[1, 2, 4], max_new_tokens=3,
-                                       generator=torch.Generator().manual_seed(0))
+    results, outcomes = evaluate_model(
+        tiny_model,
+        char_tokenizer,
+        prefix_task,
+        n=4,
+        ks=[1, 2, 4],
+        max_new_tokens=3,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert set(results["splits"]) == {"test", "ood"}
-    assert results["splits"]["ood"]["role"] == "ood" and results["splits"]["test"]["role"] == "in_domain"
+    assert (
+        results["splits"]["ood"]["role"] == "ood"
+        and results["splits"]["test"]["role"] == "in_domain"
+    )
     for split, entry in results["splits"].items():
         assert entry["pass@1"] == pytest.approx(outcomes[split].mean())
         assert entry["pass@1"] <= entry["pass@2"] <= entry["pass@4"]
@@ -106,9 +148,19 @@ def test_eval_outputs_round_trip(tiny_model, char_tokenizer, prefix_task, tmp_pa
 
 def _fake_eval(tmp_path, name, matrix, ids=("a", "b", "c")):
     n = matrix.shape[1]
-    res = {"n": n, "ks": [1], "splits": {"test": {"role": "in_domain", "num_problems": len(ids),
-                                                  "problem_ids": list(ids), "counts": matrix.sum(1).tolist(),
-                                                  **pass_at_k_table(matrix.sum(1), n, [1])}}}
+    res = {
+        "n": n,
+        "ks": [1],
+        "splits": {
+            "test": {
+                "role": "in_domain",
+                "num_problems": len(ids),
+                "problem_ids": list(ids),
+                "counts": matrix.sum(1).tolist(),
+                **pass_at_k_table(matrix.sum(1), n, [1]),
+            }
+        },
+    }
     write_eval_outputs(res, {"test": matrix}, tmp_path / name)
     return tmp_path / name
 
@@ -118,8 +170,12 @@ def test_compare_detects_a_large_difference_and_not_an_identical_one(tmp_path):
     good = (rng.random((3, 40)) < 0.9).astype(np.int8)
     bad = (rng.random((3, 40)) < 0.1).astype(np.int8)
     a, b = _fake_eval(tmp_path, "a", good), _fake_eval(tmp_path, "b", bad)
-    diff = compare_evals(a, b, m=20, iterations=500, ks=(1,), rng=np.random.default_rng(1))["test"]["pass@1"]
-    same = compare_evals(a, a, m=20, iterations=500, ks=(1,), rng=np.random.default_rng(1))["test"]["pass@1"]
+    diff = compare_evals(a, b, m=20, iterations=500, ks=(1,), rng=np.random.default_rng(1))["test"][
+        "pass@1"
+    ]
+    same = compare_evals(a, a, m=20, iterations=500, ks=(1,), rng=np.random.default_rng(1))["test"][
+        "pass@1"
+    ]
     assert diff["p_value"] < 0.05 < same["p_value"]
     assert diff["statistic"] == pytest.approx(good.mean() - bad.mean())
     c = _fake_eval(tmp_path, "c", good, ids=("x", "y", "z"))
@@ -130,7 +186,9 @@ def test_compare_detects_a_large_difference_and_not_an_identical_one(tmp_path):
 def test_compare_defaults_m_to_a_quarter_of_n_and_rejects_m_not_below_n(tmp_path):
     rng = np.random.default_rng(0)
     a = _fake_eval(tmp_path, "a", (rng.random((3, 40)) < 0.5).astype(np.int8))
-    default = compare_evals(a, a, iterations=10, ks=(1,), rng=np.random.default_rng(1))["test"]["pass@1"]
+    default = compare_evals(a, a, iterations=10, ks=(1,), rng=np.random.default_rng(1))["test"][
+        "pass@1"
+    ]
     assert default["m"] == 10 and default["n"] == 40
     with pytest.raises(ValueError, match="m=40"):
         compare_evals(a, a, m=40, iterations=10, ks=(1,), rng=np.random.default_rng(1))
@@ -138,13 +196,34 @@ def test_compare_defaults_m_to_a_quarter_of_n_and_rejects_m_not_below_n(tmp_path
 
 def test_eval_and_compare_cli(tiny_checkpoint, tmp_path, capsys):
     out = tmp_path / "ev"
-    assert main(["eval", "--model", str(tiny_checkpoint), "--n", "4", "--k", "1,2", "--max-problems", "2",
-                 "--max-new-tokens", "3", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(tiny_checkpoint),
+                "--n",
+                "4",
+                "--k",
+                "1,2",
+                "--max-problems",
+                "2",
+                "--max-new-tokens",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     results, outcomes = load_eval(out)
     assert set(results["splits"]) == {"test", "ood"} and outcomes["test"].shape == (2, 4)
     assert main(["compare", str(out), str(out), "--m", "2", "--iterations", "50", "--k", "1"]) == 0
     assert "p_value" in capsys.readouterr().out
-    assert main(["eval", "--model", str(tiny_checkpoint), "--n", "2", "--k", "4", "--out", str(out)]) == 2
+    assert (
+        main(["eval", "--model", str(tiny_checkpoint), "--n", "2", "--k", "4", "--out", str(out)])
+        == 2
+    )
     assert main(["eval", "--model", str(tmp_path / "missing"), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "k must be <= n" in err or "k=4" in err

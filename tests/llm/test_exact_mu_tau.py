@@ -20,8 +20,15 @@ import pytest
 torch = pytest.importorskip("torch")
 scipy_stats = pytest.importorskip("scipy.stats")
 
-from fgrpo_llm.evaluation.exact import (RECORDED_KEYS, check_character_vocabulary, completion_logprobs,  # noqa: E402
-                                        exact_mu_tau, exact_rare_set, sampling_error_summary, supports_exact)
+from fgrpo_llm.evaluation.exact import (  # noqa: E402
+    RECORDED_KEYS,
+    check_character_vocabulary,
+    completion_logprobs,
+    exact_mu_tau,
+    exact_rare_set,
+    sampling_error_summary,
+    supports_exact,
+)
 from fgrpo_llm.evaluation.rare import build_rare_set, load_rare_set, save_rare_set  # noqa: E402
 from fgrpo_llm.model import build_tiny_model  # noqa: E402
 from fgrpo_llm.rollout import sample_completions  # noqa: E402
@@ -47,22 +54,29 @@ def train_toward_mixture(tokenizer, task, problems, *, steps: int = 80, seed: in
     rows, weights = [], []
     for pr in problems:
         for text, w in mixture(task, pr):
-            rows.append((tokenizer(pr.prompt)["input_ids"], tokenizer(text, add_special_tokens=False)["input_ids"]
-                         + [tokenizer.eos_token_id]))
+            rows.append(
+                (
+                    tokenizer(pr.prompt)["input_ids"],
+                    tokenizer(text, add_special_tokens=False)["input_ids"]
+                    + [tokenizer.eos_token_id],
+                )
+            )
             weights.append(w)
     L = max(len(p) + len(c) for p, c in rows)
     seq = torch.zeros((len(rows), L), dtype=torch.long)  # (R, L) right-padded with <pad>
     att = torch.zeros((len(rows), L), dtype=torch.bool)
     comp = torch.zeros((len(rows), L), dtype=torch.bool)
     for i, (p, c) in enumerate(rows):
-        seq[i, :len(p) + len(c)] = torch.tensor(p + c)
-        att[i, :len(p) + len(c)] = True
-        comp[i, len(p):len(p) + len(c)] = True
+        seq[i, : len(p) + len(c)] = torch.tensor(p + c)
+        att[i, : len(p) + len(c)] = True
+        comp[i, len(p) : len(p) + len(c)] = True
     w = torch.tensor(weights)
     opt = torch.optim.Adam(model.parameters(), lr=2e-2)
     model.train()
     for _ in range(steps):
-        logits = model(input_ids=seq, attention_mask=att.long())["logits"][:, :-1].float()  # (R, L-1, V)
+        logits = model(input_ids=seq, attention_mask=att.long())["logits"][
+            :, :-1
+        ].float()  # (R, L-1, V)
         logp = torch.log_softmax(logits, -1).gather(-1, seq[:, 1:, None]).squeeze(-1)  # (R, L-1)
         loss = -(w * (logp * comp[:, 1:]).sum(1)).sum()
         opt.zero_grad()
@@ -103,7 +117,14 @@ class PositionTable(torch.nn.Module):
         super().__init__()
         self.table = torch.nn.Parameter(table.float(), requires_grad=False)
 
-    def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=False, past_key_values=None):
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        position_ids=None,
+        use_cache=False,
+        past_key_values=None,
+    ):
         if position_ids is None:
             position_ids = torch.arange(input_ids.shape[1]).expand_as(input_ids)
         return {"logits": self.table[position_ids], "past_key_values": None}  # (M, L, V)
@@ -115,21 +136,36 @@ def binom_p(k: int, n: int, p: float) -> float:
 
 # -- against sampling ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("max_new_tokens, temperature", [(8, 1.0), (5, 1.6)])
-def test_exact_agrees_with_sampling(trained, char_tokenizer, countdown_task, problems, max_new_tokens,
-                                    temperature):
+def test_exact_agrees_with_sampling(
+    trained, char_tokenizer, countdown_task, problems, max_new_tokens, temperature
+):
     """mu and tau against 2000 samples per prompt: two-sided exact binomial tests. At max_new_tokens
     = 5 the answers (5 characters) have no room for EOS: the sampler cuts the row and its text is
     still correct, so mu there also holds the continuations; the policy there is softmax(logits / 1.6)."""
     n = 2000
     events = {p.id: rare_event(countdown_task, p) for p in problems}
-    exact = exact_mu_tau(trained, char_tokenizer, countdown_task, problems, events=events,
-                         max_new_tokens=max_new_tokens, temperature=temperature)
-    batch = sample_completions(trained, char_tokenizer, [p.prompt for p in problems], num_samples=n,
-                               max_new_tokens=max_new_tokens, temperature=temperature,
-                               generator=torch.Generator().manual_seed(1))
+    exact = exact_mu_tau(
+        trained,
+        char_tokenizer,
+        countdown_task,
+        problems,
+        events=events,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+    )
+    batch = sample_completions(
+        trained,
+        char_tokenizer,
+        [p.prompt for p in problems],
+        num_samples=n,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        generator=torch.Generator().manual_seed(1),
+    )
     for b, p in enumerate(problems):
-        texts = batch.completions[b * n:(b + 1) * n]
+        texts = batch.completions[b * n : (b + 1) * n]
         correct = [t for t in texts if countdown_task.is_correct(p, t)]
         assert set(correct) <= set(countdown_task.solutions(p))
         hits = sum(t in events[p.id] for t in correct)
@@ -137,28 +173,51 @@ def test_exact_agrees_with_sampling(trained, char_tokenizer, countdown_task, pro
         assert 0.05 < m.mu < 0.95 and 0.005 < m.tau < m.mu  # the test has power
         assert binom_p(len(correct), n, m.mu) > ALPHA, (p.id, len(correct) / n, m.mu)
         assert binom_p(hits, n, m.tau) > ALPHA, (p.id, hits / n, m.tau)
-        assert m.slack < 0.02  # the trained model rarely emits <pad>/<bos>/<unk> (more often when hotter)
+        assert (
+            m.slack < 0.02
+        )  # the trained model rarely emits <pad>/<bos>/<unk> (more often when hotter)
         if max_new_tokens == 8 and temperature == 1.0 and b == 0:
             # the same counts reject a mu that forgets the EOS factor: the test can fail
-            no_eos = math.log(sum(math.exp(v) for v in completion_logprobs(
-                trained, char_tokenizer, p.prompt,
-                [char_tokenizer(y, add_special_tokens=False)["input_ids"] for y in countdown_task.solutions(p)],
-                max_new_tokens=len(countdown_task.solutions(p)[0]))))
+            no_eos = math.log(
+                sum(
+                    math.exp(v)
+                    for v in completion_logprobs(
+                        trained,
+                        char_tokenizer,
+                        p.prompt,
+                        [
+                            char_tokenizer(y, add_special_tokens=False)["input_ids"]
+                            for y in countdown_task.solutions(p)
+                        ],
+                        max_new_tokens=len(countdown_task.solutions(p)[0]),
+                    )
+                )
+            )
             assert binom_p(len(correct), n, math.exp(no_eos)) < 1e-6
 
 
 def test_scores_match_the_samplers_logprobs(trained, char_tokenizer, problems):
     """completion_logprobs of sampled rows = the sum of the sampler's own old_logprobs."""
     T = 6
-    batch = sample_completions(trained, char_tokenizer, [problems[0].prompt], num_samples=64, max_new_tokens=T,
-                               temperature=1.3, generator=torch.Generator().manual_seed(3))
+    batch = sample_completions(
+        trained,
+        char_tokenizer,
+        [problems[0].prompt],
+        num_samples=64,
+        max_new_tokens=T,
+        temperature=1.3,
+        generator=torch.Generator().manual_seed(3),
+    )
     rows = [batch.sequences[i][batch.completion_mask[i]].tolist() for i in range(64)]
-    mine = completion_logprobs(trained, char_tokenizer, problems[0].prompt, rows, max_new_tokens=T,
-                               temperature=1.3)
+    mine = completion_logprobs(
+        trained, char_tokenizer, problems[0].prompt, rows, max_new_tokens=T, temperature=1.3
+    )
     theirs = (batch.old_logprobs * batch.completion_mask).sum(1).double().numpy()
     assert np.all(np.isfinite(mine))
     np.testing.assert_allclose(mine, theirs, atol=1e-4)
-    assert any(len(r) == T and r[-1] != char_tokenizer.eos_token_id for r in rows)  # cut rows covered too
+    assert any(
+        len(r) == T and r[-1] != char_tokenizer.eos_token_id for r in rows
+    )  # cut rows covered too
 
 
 @pytest.mark.parametrize("which", ["random", "trained"])
@@ -170,21 +229,29 @@ def test_all_outcomes_sum_to_one(which, tiny_model, trained, char_tokenizer, pro
     other = [i for i in range(V) if i != eos]
     outcomes = [list(w) + [eos] for n in range(T) for w in itertools.product(other, repeat=n)]
     outcomes += [list(w) for w in itertools.product(other, repeat=T)]
-    lp = completion_logprobs(model, char_tokenizer, problems[0].prompt, outcomes, max_new_tokens=T,
-                             batch_size=512)
+    lp = completion_logprobs(
+        model, char_tokenizer, problems[0].prompt, outcomes, max_new_tokens=T, batch_size=512
+    )
     assert len(outcomes) == 1 + 22 + 22**2 and np.all(np.isfinite(lp))
     assert math.isclose(float(np.exp(lp).sum()), 1.0, abs_tol=1e-4)
     impossible = [[5], [eos, 5], [5, 6, eos], [], [5, 6, 7]]
-    assert np.all(completion_logprobs(model, char_tokenizer, problems[0].prompt, impossible,
-                                      max_new_tokens=T) == -np.inf)
+    assert np.all(
+        completion_logprobs(model, char_tokenizer, problems[0].prompt, impossible, max_new_tokens=T)
+        == -np.inf
+    )
 
 
-def test_every_expression_together_is_at_most_one(trained, char_tokenizer, countdown_task, problems):
+def test_every_expression_together_is_at_most_one(
+    trained, char_tokenizer, countdown_task, problems
+):
     """All Countdown expressions of the prompt's numbers (correct or not) carry mass <= 1, and mu is
     the part of it on the correct ones."""
     p = problems[0]
     texts = [t for t, _ in all_expressions(p.answer.numbers, "+-*/")]
-    ids = [char_tokenizer(t, add_special_tokens=False)["input_ids"] + [char_tokenizer.eos_token_id] for t in texts]
+    ids = [
+        char_tokenizer(t, add_special_tokens=False)["input_ids"] + [char_tokenizer.eos_token_id]
+        for t in texts
+    ]
     mass = np.exp(completion_logprobs(trained, char_tokenizer, p.prompt, ids, max_new_tokens=8))
     mu = exact_mu_tau(trained, char_tokenizer, countdown_task, [p], max_new_tokens=8)[p.id].mu
     correct = sum(m for t, m in zip(texts, mass) if countdown_task.is_correct(p, t))
@@ -194,12 +261,15 @@ def test_every_expression_together_is_at_most_one(trained, char_tokenizer, count
 
 # -- references and limits -------------------------------------------------------------------------
 
+
 def _table(char_tokenizer, rng, rows=40):
     return torch.tensor(rng.normal(0, 2, size=(rows, len(char_tokenizer))))
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_against_hand_formula_on_a_position_model(char_tokenizer, countdown_task, problems, temperature):
+def test_against_hand_formula_on_a_position_model(
+    char_tokenizer, countdown_task, problems, temperature
+):
     """With logits W[pos]: log pi(y) = sum_t log softmax(W[P-1+t] / temp)[c_t] + log softmax(W[P-1+n] / temp)[EOS]."""
     W = _table(char_tokenizer, np.random.default_rng(0))
     model = PositionTable(W)
@@ -211,7 +281,9 @@ def test_against_hand_formula_on_a_position_model(char_tokenizer, countdown_task
     for y in countdown_task.solutions(p):
         c = char_tokenizer(y, add_special_tokens=False)["input_ids"]
         want[y] = sum(logq[P - 1 + t, c[t]] for t in range(len(c))) + logq[P - 1 + len(c), eos]
-    got = exact_mu_tau(model, char_tokenizer, countdown_task, [p], max_new_tokens=8, temperature=temperature)[p.id]
+    got = exact_mu_tau(
+        model, char_tokenizer, countdown_task, [p], max_new_tokens=8, temperature=temperature
+    )[p.id]
     for y, v in want.items():
         assert math.isclose(got.answer_logprobs[y], v, rel_tol=1e-5)
     assert math.isclose(got.log_mu, float(np.logaddexp.reduce(list(want.values()))), rel_tol=1e-5)
@@ -222,18 +294,35 @@ def test_limiting_cases(trained, char_tokenizer, countdown_task, problems):
     sols = countdown_task.solutions(p)
     forms = lambda E: {p.id: E}  # noqa: E731
     empty = exact_mu_tau(trained, char_tokenizer, countdown_task, [p], max_new_tokens=8)[p.id]
-    assert empty.tau == 0.0 and empty.log_tau == -math.inf and empty.tau_slack == 0.0 and empty.event == ()
-    everything = exact_mu_tau(trained, char_tokenizer, countdown_task, [p], events=forms(sols), max_new_tokens=8)[p.id]
+    assert (
+        empty.tau == 0.0
+        and empty.log_tau == -math.inf
+        and empty.tau_slack == 0.0
+        and empty.event == ()
+    )
+    everything = exact_mu_tau(
+        trained, char_tokenizer, countdown_task, [p], events=forms(sols), max_new_tokens=8
+    )[p.id]
     assert everything.tau == everything.mu and everything.tau_slack == everything.slack
     for r in (1, 2, len(sols) - 1):
         for E in itertools.combinations(sols, r):
-            m = exact_mu_tau(trained, char_tokenizer, countdown_task, [p], events=forms(list(E)),
-                             max_new_tokens=8)[p.id]
+            m = exact_mu_tau(
+                trained,
+                char_tokenizer,
+                countdown_task,
+                [p],
+                events=forms(list(E)),
+                max_new_tokens=8,
+            )[p.id]
             assert 0 < m.tau < m.mu == empty.mu and m.tau_slack <= m.slack
             assert math.isclose(m.tau, sum(math.exp(m.answer_logprobs[y]) for y in E), rel_tol=1e-9)
     # answers of 5 characters cannot appear within 4 tokens
     short = exact_mu_tau(trained, char_tokenizer, countdown_task, [p], max_new_tokens=4)[p.id]
-    assert short.mu == 0.0 and short.slack == 0.0 and all(v == -math.inf for v in short.answer_logprobs.values())
+    assert (
+        short.mu == 0.0
+        and short.slack == 0.0
+        and all(v == -math.inf for v in short.answer_logprobs.values())
+    )
 
 
 def test_a_model_with_all_mass_on_one_answer(char_tokenizer, countdown_task, problems):
@@ -245,14 +334,28 @@ def test_a_model_with_all_mass_on_one_answer(char_tokenizer, countdown_task, pro
     for t, tok in enumerate(path):
         W[P - 1 + t] = -math.inf
         W[P - 1 + t, tok] = 0.0
-    m = exact_mu_tau(PositionTable(W), char_tokenizer, countdown_task, [p], events={p.id: [y]}, max_new_tokens=8)[p.id]
+    m = exact_mu_tau(
+        PositionTable(W), char_tokenizer, countdown_task, [p], events={p.id: [y]}, max_new_tokens=8
+    )[p.id]
     assert m.log_mu == 0.0 and m.mu == 1.0 and m.tau == 1.0 and m.slack == 0.0
     assert all(m.answer_logprobs[o] == -math.inf for o in others)
-    other = exact_mu_tau(PositionTable(W), char_tokenizer, countdown_task, [p], events={p.id: others},
-                         max_new_tokens=8)[p.id]
+    other = exact_mu_tau(
+        PositionTable(W),
+        char_tokenizer,
+        countdown_task,
+        [p],
+        events={p.id: others},
+        max_new_tokens=8,
+    )[p.id]
     assert other.mu == 1.0 and other.tau == 0.0
-    batch = sample_completions(PositionTable(W), char_tokenizer, [p.prompt], num_samples=20, max_new_tokens=8,
-                               generator=torch.Generator().manual_seed(0))
+    batch = sample_completions(
+        PositionTable(W),
+        char_tokenizer,
+        [p.prompt],
+        num_samples=20,
+        max_new_tokens=8,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert set(batch.completions) == {y}
 
 
@@ -267,22 +370,34 @@ def test_skipped_special_tokens_stay_inside_the_slack(char_tokenizer, countdown_
     W = torch.zeros(40, len(char_tokenizer))
     for t, tok in enumerate(c):
         W[P - 1 + t, tok] = 5.0
-    W[P - 1 + len(c):, eos] = 4.0
-    W[P - 1 + len(c):, unk] = 3.4
+    W[P - 1 + len(c) :, eos] = 4.0
+    W[P - 1 + len(c) :, unk] = 3.4
     model = PositionTable(W)
     m = exact_mu_tau(model, char_tokenizer, countdown_task, [p], max_new_tokens=8)[p.id]
     n = 4000
-    batch = sample_completions(model, char_tokenizer, [p.prompt], num_samples=n, max_new_tokens=8,
-                               generator=torch.Generator().manual_seed(2))
+    batch = sample_completions(
+        model,
+        char_tokenizer,
+        [p.prompt],
+        num_samples=n,
+        max_new_tokens=8,
+        generator=torch.Generator().manual_seed(2),
+    )
     k = sum(countdown_task.is_correct(p, t) for t in batch.completions)
     assert binom_p(k, n, m.mu) < 1e-6 and k / n > m.mu  # the canonical spelling misses mass
-    assert scipy_stats.binomtest(k, n, m.mu_upper, alternative="greater").pvalue > ALPHA  # within the bound
+    assert (
+        scipy_stats.binomtest(k, n, m.mu_upper, alternative="greater").pvalue > ALPHA
+    )  # within the bound
     assert m.slack > 0.05 and m.mu_upper > m.mu
 
 
 def test_check_character_vocabulary(char_tokenizer):
     S = check_character_vocabulary(char_tokenizer)
-    assert S == {char_tokenizer.pad_token_id, char_tokenizer.bos_token_id, char_tokenizer.unk_token_id}
+    assert S == {
+        char_tokenizer.pad_token_id,
+        char_tokenizer.bos_token_id,
+        char_tokenizer.unk_token_id,
+    }
     multi = build_word_tokenizer(list("0123456789+-*") + ["3*"])
     with pytest.raises(ValueError, match=r"'3\*'.*more than one character.*allow_lower_bound"):
         check_character_vocabulary(multi)
@@ -290,19 +405,26 @@ def test_check_character_vocabulary(char_tokenizer):
 
 # -- argument errors and the lower-bound mode ---------------------------------------------------------
 
+
 def test_refuses_what_it_cannot_compute_exactly(trained, char_tokenizer, countdown_task, problems):
     p = problems[0]
     assert supports_exact(countdown_task) and not supports_exact(ToyTask())
     with pytest.raises(TypeError, match="toy.*no solutions"):
-        exact_mu_tau(trained, char_tokenizer, ToyTask(), ToyTask().problems("train"), max_new_tokens=8)
-    for kwargs, pattern in [({"temperature": 0.0}, "temperature must be > 0"),
-                            ({"max_new_tokens": 0}, "max_new_tokens must be an integer >= 1"),
-                            ({"top_p": 0.0}, r"top_p must lie in \(0, 1\]"),
-                            ({"batch_size": 0}, "batch_size must be an integer >= 1"),
-                            ({"events": {p.id: ["1+2+3"]}}, "'1\\+2\\+3', the form of none"),
-                            ({"events": {"nope": []}}, "not in problems: \\['nope'\\]")]:
+        exact_mu_tau(
+            trained, char_tokenizer, ToyTask(), ToyTask().problems("train"), max_new_tokens=8
+        )
+    for kwargs, pattern in [
+        ({"temperature": 0.0}, "temperature must be > 0"),
+        ({"max_new_tokens": 0}, "max_new_tokens must be an integer >= 1"),
+        ({"top_p": 0.0}, r"top_p must lie in \(0, 1\]"),
+        ({"batch_size": 0}, "batch_size must be an integer >= 1"),
+        ({"events": {p.id: ["1+2+3"]}}, "'1\\+2\\+3', the form of none"),
+        ({"events": {"nope": []}}, "not in problems: \\['nope'\\]"),
+    ]:
         with pytest.raises(ValueError, match=pattern):
-            exact_mu_tau(trained, char_tokenizer, countdown_task, [p], **{"max_new_tokens": 8, **kwargs})
+            exact_mu_tau(
+                trained, char_tokenizer, countdown_task, [p], **{"max_new_tokens": 8, **kwargs}
+            )
     with pytest.raises(ValueError, match="distinct ids"):
         exact_mu_tau(trained, char_tokenizer, countdown_task, [p, p], max_new_tokens=8)
 
@@ -325,26 +447,48 @@ def test_lower_bound_mode_for_a_tokenizer_with_several_spellings(countdown_task,
     p = problems[0]
     with pytest.raises(ValueError, match="more than one character"):
         exact_mu_tau(model, tok, SpacedCountdown(), [p], max_new_tokens=12)
-    m = exact_mu_tau(model, tok, SpacedCountdown(), [p], max_new_tokens=12, allow_lower_bound=True)[p.id]
+    m = exact_mu_tau(model, tok, SpacedCountdown(), [p], max_new_tokens=12, allow_lower_bound=True)[
+        p.id
+    ]
     assert not m.exact and math.isnan(m.slack) and math.isnan(m.mu_upper) and 0 < m.mu < 1
 
 
 # -- the rare set ---------------------------------------------------------------------------------------
 
-def test_exact_rare_set_records_and_summarises(tmp_path, trained, char_tokenizer, countdown_task, problems):
-    rs = build_rare_set(trained, char_tokenizer, countdown_task, problems, num_rollouts=300, top_fraction=0.05,
-                        max_new_tokens=8, generator=torch.Generator().manual_seed(4))
-    cmp_ = exact_rare_set(trained, char_tokenizer, countdown_task, problems + [countdown_task.problems("test")[-1]],
-                          rs)
+
+def test_exact_rare_set_records_and_summarises(
+    tmp_path, trained, char_tokenizer, countdown_task, problems
+):
+    rs = build_rare_set(
+        trained,
+        char_tokenizer,
+        countdown_task,
+        problems,
+        num_rollouts=300,
+        top_fraction=0.05,
+        max_new_tokens=8,
+        generator=torch.Generator().manual_seed(4),
+    )
+    cmp_ = exact_rare_set(
+        trained,
+        char_tokenizer,
+        countdown_task,
+        problems + [countdown_task.problems("test")[-1]],
+        rs,
+    )
     s = cmp_.summary
     for pid, info in rs.prompts.items():
         assert set(RECORDED_KEYS) <= set(info)
         m = cmp_.per_prompt[pid]
         assert m.event == tuple(sorted(info["rare_forms"])) and info["mu_exact"] == m.mu
-        assert binom_p(info["num_correct"], 300, m.mu) > ALPHA  # the set's own mu agrees within MC error
+        assert (
+            binom_p(info["num_correct"], 300, m.mu) > ALPHA
+        )  # the set's own mu agrees within MC error
     mu_s = np.array([rs.prompts[i]["mu"] for i in rs.prompts])
     mu_e = np.array([rs.prompts[i]["mu_exact"] for i in rs.prompts])
-    assert s["num_prompts"] == 2 and math.isclose(s["mu_abs_error_max"], float(np.max(np.abs(mu_s - mu_e))))
+    assert s["num_prompts"] == 2 and math.isclose(
+        s["mu_abs_error_max"], float(np.max(np.abs(mu_s - mu_e)))
+    )
     assert s["exact"] and s["max_new_tokens"] == 8 and s["slack_max"] < 1e-3
     assert rs.meta["exact"] is s
     json.dumps(rs.prompts, allow_nan=False)  # plain JSON: no inf or nan recorded
@@ -356,15 +500,26 @@ def test_exact_rare_set_records_and_summarises(tmp_path, trained, char_tokenizer
 
 
 def test_sampling_error_summary_by_hand():
-    s = sampling_error_summary(mu_sampled=[0.5, 0.2, 0.9], mu_exact=[0.4, 0.25, 0.9],
-                               tau_sampled=[0.01, 0.05, 0.0], tau_exact=[0.02, 0.04, 0.3],
-                               has_event=[True, True, False], num_rollouts=100)
+    s = sampling_error_summary(
+        mu_sampled=[0.5, 0.2, 0.9],
+        mu_exact=[0.4, 0.25, 0.9],
+        tau_sampled=[0.01, 0.05, 0.0],
+        tau_exact=[0.02, 0.04, 0.3],
+        has_event=[True, True, False],
+        num_rollouts=100,
+    )
     assert s["num_prompts"] == 3 and s["num_with_event"] == 2
     assert math.isclose(s["mu_abs_error_mean"], (0.1 + 0.05 + 0) / 3)
-    assert math.isclose(s["mu_abs_error_max"], 0.1) and math.isclose(s["mu_error_mean"], (0.1 - 0.05) / 3)
+    assert math.isclose(s["mu_abs_error_max"], 0.1) and math.isclose(
+        s["mu_error_mean"], (0.1 - 0.05) / 3
+    )
     assert math.isclose(s["tau_error_mean"], (-0.01 + 0.01) / 2, abs_tol=1e-15)
-    assert math.isclose(s["tau_ratio_mean"], (0.5 + 1.25) / 2) and math.isclose(s["tau_ratio_median"], 0.875)
-    assert s["tau_below_frac"] == 0.5 and s["tau_above_frac"] == 0.5 and s["num_tau_exact_zero"] == 0
+    assert math.isclose(s["tau_ratio_mean"], (0.5 + 1.25) / 2) and math.isclose(
+        s["tau_ratio_median"], 0.875
+    )
+    assert (
+        s["tau_below_frac"] == 0.5 and s["tau_above_frac"] == 0.5 and s["num_tau_exact_zero"] == 0
+    )
     # Wilson 95% intervals: 50/100 -> [0.404, 0.596] (misses 0.4), 20/100 -> [0.133, 0.289], 90/100 -> [0.826, 0.945]
     assert math.isclose(s["mu_in_ci95_frac"], 2 / 3)
     empty = sampling_error_summary([0.5], [0.5], [0.0], [0.0], [False])

@@ -18,19 +18,37 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 MUTATIONS = {
-    "gamma ignored": ("fgrpo_llm/trainer.py", "g = focal_weight(mu_hat, gamma=cfg.gamma)",
-                      "g = focal_weight(mu_hat, gamma=0.0)"),
-    "advantages reversed across rows": ("fgrpo_llm/trainer.py", "A = g[:, None] * A_grpo",
-                                        "A = (g[:, None] * A_grpo).flip(0)"),
-    "weight applied to another group": ("fgrpo_llm/trainer.py", "A = g[:, None] * A_grpo",
-                                        "A = g.roll(1)[:, None] * A_grpo"),
+    "gamma ignored": (
+        "fgrpo_llm/trainer.py",
+        "g = focal_weight(mu_hat, gamma=cfg.gamma)",
+        "g = focal_weight(mu_hat, gamma=0.0)",
+    ),
+    "advantages reversed across rows": (
+        "fgrpo_llm/trainer.py",
+        "A = g[:, None] * A_grpo",
+        "A = (g[:, None] * A_grpo).flip(0)",
+    ),
+    "weight applied to another group": (
+        "fgrpo_llm/trainer.py",
+        "A = g[:, None] * A_grpo",
+        "A = g.roll(1)[:, None] * A_grpo",
+    ),
     "sign flip": ("fgrpo_llm/trainer.py", "A = g[:, None] * A_grpo", "A = -g[:, None] * A_grpo"),
-    "clip bounds swapped": ("fgrpo_llm/losses.py", "torch.clamp(r, 1.0 - eps_low, 1.0 + eps_high)",
-                            "torch.clamp(r, 1.0 - eps_high, 1.0 + eps_low)"),
-    "token-mean over sequences": ("fgrpo_llm/losses.py", ".sum() / mask.sum().clamp(min=1)",
-                                  ".sum() / mask.shape[0]"),
-    "accumulation denominator": ("fgrpo_llm/trainer.py", "(loss * (n_tok / max(mb_tokens, 1))).backward()",
-                                 "(loss * (n_tok / max(mb_tokens, 1) / 2)).backward()"),
+    "clip bounds swapped": (
+        "fgrpo_llm/losses.py",
+        "torch.clamp(r, 1.0 - eps_low, 1.0 + eps_high)",
+        "torch.clamp(r, 1.0 - eps_high, 1.0 + eps_low)",
+    ),
+    "token-mean over sequences": (
+        "fgrpo_llm/losses.py",
+        ".sum() / mask.sum().clamp(min=1)",
+        ".sum() / mask.shape[0]",
+    ),
+    "accumulation denominator": (
+        "fgrpo_llm/trainer.py",
+        "(loss * (n_tok / max(mb_tokens, 1))).backward()",
+        "(loss * (n_tok / max(mb_tokens, 1) / 2)).backward()",
+    ),
 }
 
 
@@ -39,15 +57,30 @@ MUTATIONS = {
 def test_golden_test_fails_under_mutation(tmp_path, name):
     for pkg in ("fgrpo_llm", "fgrpo_theory"):
         shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "tests", tmp_path / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "tests", tmp_path / "tests", ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     path, old, new = MUTATIONS[name]
     source = (tmp_path / path).read_text()
     assert source.count(old) >= 1, f"the code this mutation targets changed: {old!r} not in {path}"
     (tmp_path / path).write_text(source.replace(old, new, 1))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                           "tests/llm/test_golden_update.py"], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
-                          timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-x",
+            "tests/llm/test_golden_update.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        timeout=600,
+    )
     assert proc.returncode == 1, f"{name}: the golden test did not fail\n{proc.stdout[-2000:]}"
     assert "failed" in proc.stdout

@@ -48,7 +48,10 @@ class FixedTask:
     splits = ("train",)
 
     def problems(self, split):
-        return [Problem(id=f"p{i}", prompt=p, answer="1", split="train") for i, p in enumerate(COMPLETIONS)]
+        return [
+            Problem(id=f"p{i}", prompt=p, answer="1", split="train")
+            for i, p in enumerate(COMPLETIONS)
+        ]
 
     def is_correct(self, problem, completion):
         return completion.startswith("1")
@@ -61,8 +64,11 @@ def _fixed_batch(model, tok, prompts: list[str]) -> RolloutBatch:
     """The rollouts of ``prompts`` (rows grouped by prompt), with old log-probs = the policy's
     log-probs at temperature 1 plus a fixed shift per token."""
     vocab = tok.get_vocab()
-    rows = [(tok(p)["input_ids"], [vocab[c] for c in comp] + [tok.eos_token_id])
-            for p in prompts for comp in COMPLETIONS[p]]
+    rows = [
+        (tok(p)["input_ids"], [vocab[c] for c in comp] + [tok.eos_token_id])
+        for p in prompts
+        for comp in COMPLETIONS[p]
+    ]
     P = len(rows[0][0])
     assert all(len(r[0]) == P for r in rows)  # equal prompt lengths: no left padding
     T = max(len(r[1]) for r in rows)
@@ -71,17 +77,26 @@ def _fixed_batch(model, tok, prompts: list[str]) -> RolloutBatch:
     attn = torch.zeros((M, P + T), dtype=torch.bool)
     comp = torch.zeros((M, P + T), dtype=torch.bool)
     for m, (p_ids, c_ids) in enumerate(rows):
-        seq[m, :P + len(c_ids)] = torch.tensor(p_ids + c_ids)
-        attn[m, :P + len(c_ids)] = True
-        comp[m, P:P + len(c_ids)] = True
+        seq[m, : P + len(c_ids)] = torch.tensor(p_ids + c_ids)
+        attn[m, : P + len(c_ids)] = True
+        comp[m, P : P + len(c_ids)] = True
     with torch.no_grad():
         logp = _token_logprobs(model, seq, attn)
     shift = torch.empty(M, P + T).uniform_(-2.2, 1.2, generator=torch.Generator().manual_seed(7))
-    old = torch.where(comp, logp + shift, torch.zeros_like(logp))  # r = exp(-shift) on the completion
-    return RolloutBatch(sequences=seq, attention_mask=attn, completion_mask=comp, old_logprobs=old,
-                        prompt_index=torch.arange(len(prompts)).repeat_interleave(N),
-                        completions=[c for p in prompts for c in COMPLETIONS[p]], prompt_length=P, num_samples=N,
-                        finished=torch.ones(M, dtype=torch.bool))
+    old = torch.where(
+        comp, logp + shift, torch.zeros_like(logp)
+    )  # r = exp(-shift) on the completion
+    return RolloutBatch(
+        sequences=seq,
+        attention_mask=attn,
+        completion_mask=comp,
+        old_logprobs=old,
+        prompt_index=torch.arange(len(prompts)).repeat_interleave(N),
+        completions=[c for p in prompts for c in COMPLETIONS[p]],
+        prompt_length=P,
+        num_samples=N,
+        finished=torch.ones(M, dtype=torch.bool),
+    )
 
 
 def _token_logprobs(model, seq, attn):
@@ -91,12 +106,18 @@ def _token_logprobs(model, seq, attn):
     return torch.cat([torch.zeros_like(logp[:, :1]), logp], dim=1)
 
 
-def _expected_parameters(base_dir, batch: RolloutBatch, prompts: list[str], *, algo: str, gamma: float):
+def _expected_parameters(
+    base_dir, batch: RolloutBatch, prompts: list[str], *, algo: str, gamma: float
+):
     model, _ = load_model_and_tokenizer(base_dir)
     model.train()
     task = FixedTask()
     R = torch.tensor([[task.reward(None, c) for c in COMPLETIONS[p]] for p in prompts])  # (B, N)
-    X = torch.tensor([[task.is_correct(None, c) for c in COMPLETIONS[p]] for p in prompts]).sum(1).double()
+    X = (
+        torch.tensor([[task.is_correct(None, c) for c in COMPLETIONS[p]] for p in prompts])
+        .sum(1)
+        .double()
+    )
     mean = R.mean(1, keepdim=True)
     std = ((R - mean) ** 2).sum(1, keepdim=True).div(N - 1).sqrt()
     A = ((1 - X / N) ** gamma)[:, None] * (R - mean) / (std + 1e-6)  # (B, N)
@@ -122,8 +143,12 @@ def _expected_parameters(base_dir, batch: RolloutBatch, prompts: list[str], *, a
     return expected, A.flatten(), X
 
 
-@pytest.mark.parametrize("algo,gamma", [("grpo", 0.0), ("grpo", 1.0), ("dapo", 0.5), ("cispo", 2.0), ("cispo", 0.0)])
-def test_one_step_update_equals_the_hand_computed_one(tiny_checkpoint, tmp_path, monkeypatch, algo, gamma):
+@pytest.mark.parametrize(
+    "algo,gamma", [("grpo", 0.0), ("grpo", 1.0), ("dapo", 0.5), ("cispo", 2.0), ("cispo", 0.0)]
+)
+def test_one_step_update_equals_the_hand_computed_one(
+    tiny_checkpoint, tmp_path, monkeypatch, algo, gamma
+):
     import fgrpo_llm.trainer as trainer
 
     base_model, tok = load_model_and_tokenizer(tiny_checkpoint)
@@ -135,9 +160,22 @@ def test_one_step_update_equals_the_hand_computed_one(tiny_checkpoint, tmp_path,
 
     monkeypatch.setattr(trainer, "sample_completions", fixed_sampler)
     out = tmp_path / "run"
-    cfg = TrainConfig(base=str(tiny_checkpoint), out=str(out), algo=algo, gamma=gamma, steps=1,
-                      prompts_per_step=3, group_size=N, lr=LR, warmup_steps=0, weight_decay=WD, adam_eps=ADAM_EPS,
-                      grad_clip=0.0, max_new_tokens=8, progress=False)
+    cfg = TrainConfig(
+        base=str(tiny_checkpoint),
+        out=str(out),
+        algo=algo,
+        gamma=gamma,
+        steps=1,
+        prompts_per_step=3,
+        group_size=N,
+        lr=LR,
+        warmup_steps=0,
+        weight_decay=WD,
+        adam_eps=ADAM_EPS,
+        grad_clip=0.0,
+        max_new_tokens=8,
+        progress=False,
+    )
     trainer.train(cfg, task=FixedTask())
 
     prompts = seen["prompts"]
@@ -159,6 +197,8 @@ def test_one_step_update_equals_the_hand_computed_one(tiny_checkpoint, tmp_path,
     line = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert line["focal/weight_mean"] == pytest.approx(float(((1 - X / N) ** gamma).mean()))
     if algo != "cispo":
-        assert line["clip/low_frac"] > 0 and line["clip/high_frac"] > 0  # both clip sides were active
+        assert (
+            line["clip/low_frac"] > 0 and line["clip/high_frac"] > 0
+        )  # both clip sides were active
     else:
         assert line["cap/high_frac"] > 0  # some weights were capped at 6

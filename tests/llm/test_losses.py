@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fgrpo_llm.advantages import focal_advantages, grpo_advantages
-from fgrpo_llm.losses import LOSSES, cispo_loss, dapo_loss, grpo_loss, k3_kl, policy_loss, token_mean
+from fgrpo_llm.losses import (
+    LOSSES,
+    cispo_loss,
+    dapo_loss,
+    grpo_loss,
+    k3_kl,
+    policy_loss,
+    token_mean,
+)
 
 M, L, V = 6, 7, 5
 
@@ -52,9 +60,16 @@ def test_on_policy_ratio_one_all_three_losses_give_the_same_gradient():
 
 def test_on_policy_same_gradient_through_a_model(char_tokenizer, tiny_model):
     from fgrpo_llm.rollout import sample_completions, token_logprobs
+
     tok, model = char_tokenizer, tiny_model
-    batch = sample_completions(model, tok, ["1:", "22:"], num_samples=3, max_new_tokens=6,
-                               generator=torch.Generator().manual_seed(0))
+    batch = sample_completions(
+        model,
+        tok,
+        ["1:", "22:"],
+        num_samples=3,
+        max_new_tokens=6,
+        generator=torch.Generator().manual_seed(0),
+    )
     A = torch.tensor([1.0, -0.5, 0.3, -1.0, 0.2, 0.9])
     grads = []
     for fn in LOSSES.values():
@@ -73,20 +88,29 @@ def test_gamma_zero_equals_the_base_method(name):
     R = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]], dtype=torch.float64)
     base = grpo_advantages(R).flatten()
     focal0 = focal_advantages(R, gamma=0.0).flatten()
-    old = _logprobs(logits, tokens).detach() + 0.3 * torch.randn(M, L, dtype=torch.float64)  # off-policy
+    old = _logprobs(logits, tokens).detach() + 0.3 * torch.randn(
+        M, L, dtype=torch.float64
+    )  # off-policy
     l0, g0, _ = _grad(LOSSES[name], logits, tokens, mask, base, old=old)
     l1, g1, _ = _grad(LOSSES[name], logits, tokens, mask, focal0, old=old)
     assert torch.equal(l0, l1) and torch.equal(g0, g1)
-    l2, g2, _ = _grad(LOSSES[name], logits, tokens, mask, focal_advantages(R, gamma=1.0).flatten(), old=old)
+    l2, g2, _ = _grad(
+        LOSSES[name], logits, tokens, mask, focal_advantages(R, gamma=1.0).flatten(), old=old
+    )
     assert not torch.allclose(g0, g2)  # gamma > 0 does change the update
 
 
 @settings(max_examples=15, deadline=None)
-@given(name=st.sampled_from(sorted(LOSSES)), seed=st.integers(0, 10_000), junk=st.sampled_from([50.0, -50.0]))
+@given(
+    name=st.sampled_from(sorted(LOSSES)),
+    seed=st.integers(0, 10_000),
+    junk=st.sampled_from([50.0, -50.0]),
+)
 def test_masked_tokens_contribute_nothing(name, seed, junk):
     logits, tokens, mask, A = _setup(seed % 7)
-    old = _logprobs(logits, tokens).detach() + 0.2 * torch.randn(M, L, dtype=torch.float64,
-                                                                 generator=torch.Generator().manual_seed(seed))
+    old = _logprobs(logits, tokens).detach() + 0.2 * torch.randn(
+        M, L, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)
+    )
     l0, g0, m0 = _grad(LOSSES[name], logits, tokens, mask, A, old=old)
     # Change everything under ~mask: the logits there, the old log-probs (even to -inf) and the tokens.
     with torch.no_grad():
@@ -114,8 +138,12 @@ def test_equal_reward_group_has_zero_gradient(name):
 
 def _one_token(ratio: float, A: float, fn, **kw):
     lp = torch.tensor([[0.0]], dtype=torch.float64, requires_grad=True)
-    old = torch.tensor([[-torch.log(torch.tensor(ratio, dtype=torch.float64)).item()]], dtype=torch.float64)
-    loss, metrics = fn(lp, old, torch.tensor([A], dtype=torch.float64), torch.ones(1, 1, dtype=torch.bool), **kw)
+    old = torch.tensor(
+        [[-torch.log(torch.tensor(ratio, dtype=torch.float64)).item()]], dtype=torch.float64
+    )
+    loss, metrics = fn(
+        lp, old, torch.tensor([A], dtype=torch.float64), torch.ones(1, 1, dtype=torch.bool), **kw
+    )
     loss.backward()
     return loss.item(), lp.grad.item(), metrics
 
@@ -165,11 +193,22 @@ def test_policy_loss_adds_entropy_bonus_and_kl():
     H = torch.full((M, L), 0.5, dtype=torch.float64)
     ref = lp.detach() - 0.1
     base, _ = policy_loss("grpo", lp, lp.detach(), A, mask)
-    full, m = policy_loss("grpo", lp, lp.detach(), A, mask, entropy=H, entropy_coef=0.01,
-                          ref_logprobs=ref, kl_coef=0.1)
+    full, m = policy_loss(
+        "grpo",
+        lp,
+        lp.detach(),
+        A,
+        mask,
+        entropy=H,
+        entropy_coef=0.01,
+        ref_logprobs=ref,
+        kl_coef=0.1,
+    )
     kl = token_mean(k3_kl(lp, ref), mask)
     assert full.item() == pytest.approx(base.item() - 0.01 * 0.5 + 0.1 * kl.item())
-    assert m["policy/entropy"] == pytest.approx(0.5) and m["policy/kl_ref"] == pytest.approx(kl.item())
+    assert m["policy/entropy"] == pytest.approx(0.5) and m["policy/kl_ref"] == pytest.approx(
+        kl.item()
+    )
     with pytest.raises(ValueError, match="ref_logprobs"):
         policy_loss("grpo", lp, lp.detach(), A, mask, kl_coef=0.1)
     with pytest.raises(ValueError, match="algo"):
@@ -196,8 +235,17 @@ def test_masked_tokens_contribute_nothing_to_the_full_objective_with_kl_and_entr
 
     def objective(ref_lp):
         logits.grad = None
-        loss, _ = policy_loss(name, _logprobs(logits, tokens), old, A, mask, entropy=H, entropy_coef=0.01,
-                              ref_logprobs=ref_lp, kl_coef=0.1)
+        loss, _ = policy_loss(
+            name,
+            _logprobs(logits, tokens),
+            old,
+            A,
+            mask,
+            entropy=H,
+            entropy_coef=0.01,
+            ref_logprobs=ref_lp,
+            kl_coef=0.1,
+        )
         loss.backward()
         return loss.detach(), logits.grad.clone()
 
@@ -219,12 +267,17 @@ def test_token_mean_of_one_token_and_of_no_token():
 def test_metrics_of_an_empty_mask_and_their_names(name):
     lp = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
     old = torch.full((2, 3), -0.5, dtype=torch.float64)
-    loss, m = LOSSES[name](lp, old, torch.tensor([1.0, -1.0], dtype=torch.float64),
-                           torch.zeros(2, 3, dtype=torch.bool))
+    loss, m = LOSSES[name](
+        lp, old, torch.tensor([1.0, -1.0], dtype=torch.float64), torch.zeros(2, 3, dtype=torch.bool)
+    )
     assert loss.item() == 0.0 and m["policy/ratio_max"] == 1.0 and m["policy/ratio_mean"] == 0.0
     prefix = "cap" if name == "cispo" else "clip"
-    assert set(m) == {f"{prefix}/low_frac", f"{prefix}/high_frac", "policy/ratio_mean",
-                      "policy/ratio_max"}
+    assert set(m) == {
+        f"{prefix}/low_frac",
+        f"{prefix}/high_frac",
+        "policy/ratio_mean",
+        "policy/ratio_max",
+    }
 
 
 @pytest.mark.parametrize("name", sorted(LOSSES))
@@ -235,11 +288,15 @@ def test_ratio_metrics_and_clip_fractions(name):
     mask = torch.tensor([[True, False], [True, False], [True, False]])
     A = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64)
     _, m = LOSSES[name](lp, old, A, mask)
-    assert m["policy/ratio_max"] == pytest.approx(1.5) and m["policy/ratio_mean"] == pytest.approx(1.0)
+    assert m["policy/ratio_max"] == pytest.approx(1.5) and m["policy/ratio_mean"] == pytest.approx(
+        1.0
+    )
     if name == "cispo":
         assert m["cap/high_frac"] == 0.0 and m["cap/low_frac"] == 0.0  # the weight lies in [0, 6]
     else:
-        assert m["clip/high_frac"] == pytest.approx(1 / 3) and m["clip/low_frac"] == pytest.approx(1 / 3)
+        assert m["clip/high_frac"] == pytest.approx(1 / 3) and m["clip/low_frac"] == pytest.approx(
+            1 / 3
+        )
 
 
 def test_policy_loss_metrics_and_a_disabled_entropy_term():
@@ -251,7 +308,10 @@ def test_policy_loss_metrics_and_a_disabled_entropy_term():
     assert same.item() == base.item() and m1["policy/entropy"] == pytest.approx(0.5)
     assert m0["loss/policy"] == m0["loss/total"] == pytest.approx(base.item())
     full, m2 = policy_loss("dapo", lp, lp.detach(), A, mask, entropy=H, entropy_coef=0.1)
-    assert m2["loss/total"] == pytest.approx(base.item() - 0.05) and m2["loss/policy"] == m0["loss/policy"]
+    assert (
+        m2["loss/total"] == pytest.approx(base.item() - 0.05)
+        and m2["loss/policy"] == m0["loss/policy"]
+    )
     assert "policy/kl_ref" not in m2
 
 
@@ -284,8 +344,13 @@ def _metrics(fn, ratios, advantages, **kw):
     """Metrics of ``fn`` on one token per row with the given ratios r and advantages A."""
     r = torch.tensor(ratios, dtype=torch.float64)[:, None]
     lp = torch.zeros_like(r)
-    _, m = fn(lp, -torch.log(r), torch.tensor(advantages, dtype=torch.float64),
-              torch.ones_like(r, dtype=torch.bool), **kw)
+    _, m = fn(
+        lp,
+        -torch.log(r),
+        torch.tensor(advantages, dtype=torch.float64),
+        torch.ones_like(r, dtype=torch.bool),
+        **kw,
+    )
     return m
 
 
@@ -296,7 +361,9 @@ def test_clip_fractions_count_only_the_active_side_of_the_clip():
     advantages = [-1.0, 0.0, -1.0, 0.0, 1.0, 1.0]
     for fn in (grpo_loss, dapo_loss):
         m = _metrics(fn, ratios, advantages)
-        assert m["clip/low_frac"] == pytest.approx(1 / 6) and m["clip/high_frac"] == pytest.approx(1 / 6)
+        assert m["clip/low_frac"] == pytest.approx(1 / 6) and m["clip/high_frac"] == pytest.approx(
+            1 / 6
+        )
     m = _metrics(grpo_loss, [1.0, 1.0], [1.0, -1.0], clip_eps=0.0)  # r = 1 + eps exactly
     assert m["clip/low_frac"] == 0.0 and m["clip/high_frac"] == 0.0
     m = _metrics(cispo_loss, [1.0, 6.5, 10.0], [1.0, 1.0, -1.0])
@@ -307,5 +374,7 @@ def test_clip_fractions_count_only_the_active_side_of_the_clip():
 
 def test_advantage_shape_message():
     lp = torch.zeros(2, 3)
-    with pytest.raises(ValueError, match=r"^advantages must have shape \(M,\) = \(2,\), got \(2, 1\)$"):
+    with pytest.raises(
+        ValueError, match=r"^advantages must have shape \(M,\) = \(2,\), got \(2, 1\)$"
+    ):
         grpo_loss(lp, lp, torch.zeros(2, 1), torch.ones(2, 3, dtype=torch.bool))

@@ -13,11 +13,29 @@ from fgrpo_llm.model import load_model_and_tokenizer
 from fgrpo_llm.tasks.base import Problem
 from fgrpo_llm.tasks.countdown import CountdownAnswer
 from fgrpo_llm.config import read_config_file
-from fgrpo_llm.experiments.countdown_base import (CONFIG_NAME, METRICS_NAME, DemonstrationStream, PretrainConfig,
-                                                  lr_multiplier, pretrain, sample_demonstration, skewed_weights)
+from fgrpo_llm.experiments.countdown_base import (
+    CONFIG_NAME,
+    METRICS_NAME,
+    DemonstrationStream,
+    PretrainConfig,
+    lr_multiplier,
+    pretrain,
+    sample_demonstration,
+    skewed_weights,
+)
 
-TINY = dict(hidden_size=32, num_layers=1, num_heads=2, batch_size=16, num_test=20, num_ood=4, eval_prompts=4,
-            eval_samples=2, log_every=1, warmup_steps=2)
+TINY = dict(
+    hidden_size=32,
+    num_layers=1,
+    num_heads=2,
+    batch_size=16,
+    num_test=20,
+    num_ood=4,
+    eval_prompts=4,
+    eval_samples=2,
+    log_every=1,
+    warmup_steps=2,
+)
 
 
 def test_skewed_weights_follow_the_power_law():
@@ -40,8 +58,12 @@ def test_demonstrations_are_skewed_with_reversed_and_wrong_fractions():
     solutions, wrong = ["a", "b", "c", "d"], ["x", "y"]
     rng = np.random.default_rng(0)
     n = 20000
-    counts = Counter(sample_demonstration(solutions, wrong, rng, rank_exponent=1.5, reverse_fraction=0.1,
-                                          wrong_fraction=0.15) for _ in range(n))
+    counts = Counter(
+        sample_demonstration(
+            solutions, wrong, rng, rank_exponent=1.5, reverse_fraction=0.1, wrong_fraction=0.15
+        )
+        for _ in range(n)
+    )
     w = skewed_weights(4, 1.5)
     expected = {s: 0.85 * (0.9 * w[k] + 0.1 * w[3 - k]) for k, s in enumerate(solutions)}
     expected.update(x=0.075, y=0.075)
@@ -51,8 +73,12 @@ def test_demonstrations_are_skewed_with_reversed_and_wrong_fractions():
 
 
 def test_demonstration_batches_are_correct_and_match_the_tokenizer(countdown_task, char_tokenizer):
-    cfg = PretrainConfig(batch_size=64, wrong_fraction=0.0, ood_fraction=0.0,
-                         **{k: v for k, v in TINY.items() if k != "batch_size"})
+    cfg = PretrainConfig(
+        batch_size=64,
+        wrong_fraction=0.0,
+        ood_fraction=0.0,
+        **{k: v for k, v in TINY.items() if k != "batch_size"},
+    )
     stream = DemonstrationStream(countdown_task, char_tokenizer, cfg, np.random.default_rng(0))
     input_ids, mask, labels = stream.batch()
     assert input_ids.shape[0] == 64 and input_ids.shape == mask.shape == labels.shape
@@ -64,13 +90,21 @@ def test_demonstration_batches_are_correct_and_match_the_tokenizer(countdown_tas
         assert countdown_task.reward(problem, completion) == 1.0  # wrong_fraction = 0
         assert seq == char_tokenizer(text).input_ids + [char_tokenizer.eos_token_id]
         target = lab[lab != -100].tolist()
-        assert char_tokenizer.decode(target, skip_special_tokens=True) == completion and target[-1] == 2
+        assert (
+            char_tokenizer.decode(target, skip_special_tokens=True) == completion
+            and target[-1] == 2
+        )
 
 
-def test_ood_fraction_adds_correct_four_number_demonstrations_outside_the_ood_split(countdown_task,
-                                                                                    char_tokenizer):
-    cfg = PretrainConfig(batch_size=200, wrong_fraction=0.0, ood_fraction=0.5,
-                         **{k: v for k, v in TINY.items() if k != "batch_size"})
+def test_ood_fraction_adds_correct_four_number_demonstrations_outside_the_ood_split(
+    countdown_task, char_tokenizer
+):
+    cfg = PretrainConfig(
+        batch_size=200,
+        wrong_fraction=0.0,
+        ood_fraction=0.5,
+        **{k: v for k, v in TINY.items() if k != "batch_size"},
+    )
     stream = DemonstrationStream(countdown_task, char_tokenizer, cfg, np.random.default_rng(0))
     input_ids, mask, _ = stream.batch()
     ood_prompts = {p.prompt for p in countdown_task.problems("ood")}
@@ -88,10 +122,23 @@ def test_ood_fraction_adds_correct_four_number_demonstrations_outside_the_ood_sp
     assert 60 <= four <= 140  # about half of 200
 
 
-@pytest.mark.parametrize("kwargs", [dict(lr=0), dict(batch_size=0), dict(wrong_fraction=1.5), dict(ood_fraction=-0.1),
-                                    dict(max_steps=0), dict(dtype="int8"), dict(seed=-1),
-                                    dict(eval_prompts=300), dict(device="tpu"), dict(seconds=float("nan")),
-                                    dict(lr_schedule="linear"), dict(min_lr_ratio=2.0)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(lr=0),
+        dict(batch_size=0),
+        dict(wrong_fraction=1.5),
+        dict(ood_fraction=-0.1),
+        dict(max_steps=0),
+        dict(dtype="int8"),
+        dict(seed=-1),
+        dict(eval_prompts=300),
+        dict(device="tpu"),
+        dict(seconds=float("nan")),
+        dict(lr_schedule="linear"),
+        dict(min_lr_ratio=2.0),
+    ],
+)
 def test_bad_config_is_value_error(kwargs):
     with pytest.raises(ValueError):
         PretrainConfig(**kwargs)
@@ -115,7 +162,9 @@ def test_pretrain_smoke_run_lowers_loss_and_writes_a_loadable_checkpoint(tmp_pat
     losses = [x["train/loss"] for x in lines if "train/grad_norm" in x]
     assert len(losses) == 30 and np.mean(losses[-5:]) < 0.7 * losses[0]
     assert summary["step"] == 30 and 0.0 <= summary["eval/test/pass@1"] <= 1.0
-    assert json.loads((tmp_path / "base" / CONFIG_NAME).read_text()) == json.loads(json.dumps(cfg.__dict__))
+    assert json.loads((tmp_path / "base" / CONFIG_NAME).read_text()) == json.loads(
+        json.dumps(cfg.__dict__)
+    )
     model, tok = load_model_and_tokenizer(tmp_path / "base")
     assert model.config.hidden_size == 32 and tok("1 2=3:").input_ids[0] == tok.bos_token_id
 
@@ -127,7 +176,9 @@ def test_pretrain_is_deterministic_for_a_step_budget(tmp_path):
     assert a["train/loss"] == b["train/loss"] and a["stopped_by"] == "step budget"
 
 
-def test_the_default_pretraining_has_no_time_cap_and_a_slow_machine_gets_the_same_base(tmp_path, monkeypatch):
+def test_the_default_pretraining_has_no_time_cap_and_a_slow_machine_gets_the_same_base(
+    tmp_path, monkeypatch
+):
     """The default config sets no wall-clock cap, and the learning-rate schedule counts steps: a run on
     a machine whose clock runs 1000 times faster than its work (every step "takes" 100 s) still
     makes every step and ends with the same weights."""
@@ -154,8 +205,11 @@ def test_the_default_pretraining_has_no_time_cap_and_a_slow_machine_gets_the_sam
 
 
 def test_a_time_cap_a_user_asks_for_is_reported_when_hit(tmp_path, capsys):
-    summary = pretrain(PretrainConfig(max_steps=10_000, seconds=0.5, **{**TINY, "eval_prompts": 0}),
-                       tmp_path / "capped", progress=False)
+    summary = pretrain(
+        PretrainConfig(max_steps=10_000, seconds=0.5, **{**TINY, "eval_prompts": 0}),
+        tmp_path / "capped",
+        progress=False,
+    )
     assert summary["step"] < 10_000 and summary["stopped_by"].startswith("time cap (0.5 s)")
     assert "stopped by the time cap" in capsys.readouterr().err
 
@@ -163,14 +217,33 @@ def test_a_time_cap_a_user_asks_for_is_reported_when_hit(tmp_path, capsys):
 def test_cli_pretrain_and_errors(tmp_path, capsys):
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps({**TINY, "eval_prompts": 0}))
-    assert main(["pretrain", "--out", str(tmp_path / "run"), "--config", str(cfg), "--steps", "2",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "pretrain",
+                "--out",
+                str(tmp_path / "run"),
+                "--config",
+                str(cfg),
+                "--steps",
+                "2",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "saved to" in capsys.readouterr().out
     assert json.loads((tmp_path / "run" / CONFIG_NAME).read_text())["max_steps"] == 2
-    assert main(["pretrain", "--out", str(tmp_path / "x"), "--config", str(tmp_path / "none.yaml")]) == 2
+    assert (
+        main(["pretrain", "--out", str(tmp_path / "x"), "--config", str(tmp_path / "none.yaml")])
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "none.yaml" in err
-    assert main(["pretrain", "--out", str(tmp_path / "x"), "--config", str(cfg), "--seconds", "-1"]) == 2
+    assert (
+        main(["pretrain", "--out", str(tmp_path / "x"), "--config", str(cfg), "--seconds", "-1"])
+        == 2
+    )
     assert "seconds" in capsys.readouterr().err
     (tmp_path / "afile").write_text("")
     assert main(["pretrain", "--out", str(tmp_path / "afile"), "--steps", "1"]) == 2

@@ -13,8 +13,16 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from fgrpo_llm.cli import main  # noqa: E402
-from fgrpo_llm.evaluation.rare import (_assign_rare_events, _top_fraction_indices, build_rare_set, delta_nll_rare,  # noqa: E402
-                            length_normalised_nll, load_rare_set, make_rare_evaluator, save_rare_set)
+from fgrpo_llm.evaluation.rare import (  # noqa: E402
+    _assign_rare_events,
+    _top_fraction_indices,
+    build_rare_set,
+    delta_nll_rare,
+    length_normalised_nll,
+    load_rare_set,
+    make_rare_evaluator,
+    save_rare_set,
+)
 
 
 class FirstCharTask:
@@ -42,9 +50,17 @@ class FirstCharTask:
 @pytest.fixture
 def rare_setup(tiny_model, char_tokenizer, countdown_task):
     task = FirstCharTask(countdown_task.problems("train")[:4])
-    rare = build_rare_set(tiny_model, char_tokenizer, task, task.problems("train"), num_rollouts=40,
-                          top_fraction=0.1, max_new_tokens=4, generator=torch.Generator().manual_seed(0),
-                          batch_size=64)
+    rare = build_rare_set(
+        tiny_model,
+        char_tokenizer,
+        task,
+        task.problems("train"),
+        num_rollouts=40,
+        top_fraction=0.1,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(0),
+        batch_size=64,
+    )
     return tiny_model, char_tokenizer, task, rare
 
 
@@ -78,7 +94,9 @@ def test_stored_nll_is_the_length_normalised_nll_of_each_sequence(rare_setup):
         x = torch.tensor([ids])
         with torch.no_grad():
             logp = torch.log_softmax(model(input_ids=x).logits[0, :-1].float(), dim=-1)  # (L-1, V)
-        token_logp = logp.gather(1, x[0, 1:, None]).squeeze(1)[plen - 1:]  # the completion's tokens
+        token_logp = logp.gather(1, x[0, 1:, None]).squeeze(1)[
+            plen - 1 :
+        ]  # the completion's tokens
         assert nll == pytest.approx(float(-token_logp.mean()), abs=1e-5)
         assert ids[-1] == tok.eos_token_id or len(ids) - plen == 4  # EOS kept, or the token limit
 
@@ -87,18 +105,26 @@ def test_delta_nll_is_zero_at_the_base_and_moves_with_the_weights(rare_setup):
     model, tok, task, rare = rare_setup
     assert delta_nll_rare(model, rare) == pytest.approx(0.0, abs=1e-6)
     with torch.no_grad():
-        model.lm_head.weight.add_(0.5 * torch.randn(model.lm_head.weight.shape, generator=torch.Generator().manual_seed(1)))
+        model.lm_head.weight.add_(
+            0.5
+            * torch.randn(model.lm_head.weight.shape, generator=torch.Generator().manual_seed(1))
+        )
     moved = delta_nll_rare(model, rare)
-    expected = length_normalised_nll(model, rare.token_ids, rare.prompt_lengths).mean() - rare.base_nll.mean()
+    expected = (
+        length_normalised_nll(model, rare.token_ids, rare.prompt_lengths).mean()
+        - rare.base_nll.mean()
+    )
     assert moved != pytest.approx(0.0, abs=1e-3) and moved == pytest.approx(expected)
     metrics = make_rare_evaluator(rare)(model, 5)
     assert metrics["rare/delta_nll"] == pytest.approx(moved) and metrics["rare/size"] == len(rare)
 
 
 def test_designated_rare_mode_for_prompts_without_a_rare_trajectory():
-    prompts = {"a": {"num_rollouts": 10, "form_counts": {"x": 6, "y": 1, "z": 1}},
-               "b": {"num_rollouts": 10, "form_counts": {"x": 3}},
-               "c": {"num_rollouts": 10, "form_counts": {"x": 2, "w": 1}}}
+    prompts = {
+        "a": {"num_rollouts": 10, "form_counts": {"x": 6, "y": 1, "z": 1}},
+        "b": {"num_rollouts": 10, "form_counts": {"x": 3}},
+        "c": {"num_rollouts": 10, "form_counts": {"x": 2, "w": 1}},
+    }
     _assign_rare_events(prompts, [("c", [], 0, "x", "x")])
     assert prompts["a"]["rare_forms"] == ["y"] and prompts["a"]["tau"] == pytest.approx(0.1)
     assert prompts["a"]["rare_source"] == "designated"
@@ -109,7 +135,11 @@ def test_designated_rare_mode_for_prompts_without_a_rare_trajectory():
 def test_save_load_round_trip(rare_setup, tmp_path):
     model, tok, task, rare = rare_setup
     back = load_rare_set(save_rare_set(rare, tmp_path / "r.json"))
-    assert back.token_ids == rare.token_ids and back.prompts == rare.prompts and back.texts == rare.texts
+    assert (
+        back.token_ids == rare.token_ids
+        and back.prompts == rare.prompts
+        and back.texts == rare.texts
+    )
     np.testing.assert_allclose(back.base_nll, rare.base_nll)
     assert delta_nll_rare(model, back) == pytest.approx(0.0, abs=1e-6)
     (tmp_path / "bad.json").write_text("{}")
@@ -119,8 +149,24 @@ def test_save_load_round_trip(rare_setup, tmp_path):
 
 def test_rare_set_cli(tiny_checkpoint, tmp_path, capsys):
     out = tmp_path / "rare.json"
-    assert main(["rare-set", "--base", str(tiny_checkpoint), "--out", str(out), "--prompts", "2", "--rollouts", "8",
-                 "--max-new-tokens", "4"]) == 0
+    assert (
+        main(
+            [
+                "rare-set",
+                "--base",
+                str(tiny_checkpoint),
+                "--out",
+                str(out),
+                "--prompts",
+                "2",
+                "--rollouts",
+                "8",
+                "--max-new-tokens",
+                "4",
+            ]
+        )
+        == 0
+    )
     rare = load_rare_set(out)
     assert len(rare.prompts) == 2 and rare.meta["num_rollouts"] == 8
     assert main(["rare-set", "--base", str(tiny_checkpoint), "--out", str(out), "--top", "2"]) == 2

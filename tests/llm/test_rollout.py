@@ -6,7 +6,12 @@ import pytest
 import torch
 
 from fgrpo_llm.model import build_tiny_model
-from fgrpo_llm.rollout import filter_logits, sample_completions, token_logprobs, token_logprobs_and_entropy
+from fgrpo_llm.rollout import (
+    filter_logits,
+    sample_completions,
+    token_logprobs,
+    token_logprobs_and_entropy,
+)
 
 TINY = dict(hidden_size=32, num_layers=2, num_heads=2, max_position_embeddings=64)
 
@@ -47,7 +52,7 @@ def test_prompts_are_left_padded(model, tok):
     for row, prompt in zip(b.sequences.tolist(), [p for p in PROMPTS for _ in range(4)]):
         ids = tok(prompt)["input_ids"]
         P = b.prompt_length
-        assert row[P - len(ids): P] == ids
+        assert row[P - len(ids) : P] == ids
         assert all(t == tok.pad_token_id for t in row[: P - len(ids)])
 
 
@@ -86,7 +91,9 @@ def test_old_logprobs_equal_recomputed_token_logprobs(model, tok):
         lp1 = token_logprobs(model, b.sequences, b.attention_mask)
     m = b.completion_mask
     assert torch.allclose(b.old_logprobs[m], lp[m], atol=1e-5)  # pi_old = softmax(logits / 0.7)
-    assert not torch.allclose(b.old_logprobs[m], lp1[m], atol=1e-3)  # ... not the temperature-1 model
+    assert not torch.allclose(
+        b.old_logprobs[m], lp1[m], atol=1e-3
+    )  # ... not the temperature-1 model
     assert (b.old_logprobs[~m] == 0).all()
     assert (lp[:, 0] == 0).all()
 
@@ -105,9 +112,19 @@ def _gpt2(tok):
     (Qwen2's rotary embeddings are shift-invariant and would hide them)."""
     import transformers
 
-    cfg = transformers.GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=32, n_layer=2, n_head=2,
-                                  bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                                  pad_token_id=tok.pad_token_id, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    cfg = transformers.GPT2Config(
+        vocab_size=len(tok),
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     torch.manual_seed(0)
     m = transformers.GPT2LMHeadModel(cfg).eval()
     with torch.no_grad():
@@ -119,9 +136,17 @@ def _gpt2(tok):
 @pytest.mark.parametrize("arch", ["qwen2", "gpt2"])
 def test_left_padding_gives_the_unpadded_distribution(model, tok, arch):
     net = model if arch == "qwen2" else _gpt2(tok)
-    b = sample_completions(net, tok, ["7=:", "12 34 5=60:"], num_samples=3, max_new_tokens=10,
-                           generator=torch.Generator().manual_seed(0))
-    assert b.attention_mask[:3, : b.prompt_length].sum(dim=1).lt(b.prompt_length).all()  # really left-padded
+    b = sample_completions(
+        net,
+        tok,
+        ["7=:", "12 34 5=60:"],
+        num_samples=3,
+        max_new_tokens=10,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert (
+        b.attention_mask[:3, : b.prompt_length].sum(dim=1).lt(b.prompt_length).all()
+    )  # really left-padded
     for i in range(b.sequences.shape[0]):  # each row alone, no padding at all
         ids = b.sequences[i][b.attention_mask[i]][None]  # (1, l)
         n = int(b.completion_mask[i].sum())
@@ -133,9 +158,14 @@ def test_left_padding_gives_the_unpadded_distribution(model, tok, arch):
         padded = b.sequences[i : i + 1, : b.prompt_length]
         mask = b.attention_mask[i : i + 1, : b.prompt_length]
         with torch.no_grad():
-            logits_padded = net(input_ids=padded, attention_mask=mask.long(),
-                                position_ids=(mask.long().cumsum(-1) - 1).clamp(min=0))["logits"][0, -1]
-        assert torch.allclose(torch.log_softmax(logits_padded, -1), torch.log_softmax(logits_alone, -1), atol=1e-5)
+            logits_padded = net(
+                input_ids=padded,
+                attention_mask=mask.long(),
+                position_ids=(mask.long().cumsum(-1) - 1).clamp(min=0),
+            )["logits"][0, -1]
+        assert torch.allclose(
+            torch.log_softmax(logits_padded, -1), torch.log_softmax(logits_alone, -1), atol=1e-5
+        )
 
 
 def test_entropy_without_grad_has_the_same_values(model, tok):
@@ -163,7 +193,7 @@ def test_same_generator_seed_same_samples(model, tok):
 def test_chunked_decoding_keeps_the_layout(model, tok):
     b = _sample(model, tok, batch_size=5)
     for seq, m, amask in zip(b.sequences, b.completion_mask, b.attention_mask):
-        assert torch.equal(amask[b.prompt_length:], m[b.prompt_length:])
+        assert torch.equal(amask[b.prompt_length :], m[b.prompt_length :])
     model.eval()
     with torch.no_grad():
         lp = token_logprobs(model, b.sequences, b.attention_mask)
@@ -193,14 +223,27 @@ def test_sampled_tokens_stay_in_top_k_support(model, tok):
     b = _sample(model, tok, top_k=3, num_samples=6)
     model.eval()
     with torch.no_grad():
-        logits = model(input_ids=b.sequences, attention_mask=b.attention_mask.long(),
-                       position_ids=(b.attention_mask.long().cumsum(-1) - 1).clamp(min=0))["logits"]
-    rank = (logits[:, :-1] > logits[:, :-1].gather(-1, b.sequences[:, 1:, None])).sum(-1)  # (M, L-1)
+        logits = model(
+            input_ids=b.sequences,
+            attention_mask=b.attention_mask.long(),
+            position_ids=(b.attention_mask.long().cumsum(-1) - 1).clamp(min=0),
+        )["logits"]
+    rank = (logits[:, :-1] > logits[:, :-1].gather(-1, b.sequences[:, 1:, None])).sum(
+        -1
+    )  # (M, L-1)
     assert (rank[b.completion_mask[:, 1:]] < 3).all()
 
 
-@pytest.mark.parametrize("bad", [dict(num_samples=0), dict(max_new_tokens=0), dict(top_p=0.0),
-                                 dict(top_k=-1), dict(temperature=-1.0)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(num_samples=0),
+        dict(max_new_tokens=0),
+        dict(top_p=0.0),
+        dict(top_k=-1),
+        dict(temperature=-1.0),
+    ],
+)
 def test_bad_arguments_raise_value_error(model, tok, bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         _sample(model, tok, **bad)
@@ -211,15 +254,21 @@ def test_concat_rollouts_relayouts_batches_with_different_prompt_lengths(model, 
 
     g = torch.Generator().manual_seed(0)
     a = sample_completions(model, tok, ["7=:"], num_samples=2, max_new_tokens=5, generator=g)
-    b = sample_completions(model, tok, ["12 34 5=60:", "1=:"], num_samples=2, max_new_tokens=9, generator=g)
+    b = sample_completions(
+        model, tok, ["12 34 5=60:", "1=:"], num_samples=2, max_new_tokens=9, generator=g
+    )
     c = concat_rollouts([a, b], pad_id=tok.pad_token_id)
     assert c.prompt_index.tolist() == [0, 0, 1, 1, 2, 2]
     assert c.completions == a.completions + b.completions
     for src, rows in ((a, [0, 1]), (b, [2, 3, 4, 5])):
         for r_src, r in enumerate(rows):
-            assert torch.equal(c.sequences[r][c.attention_mask[r]], src.sequences[r_src][src.attention_mask[r_src]])
-            assert torch.equal(c.old_logprobs[r][c.completion_mask[r]],
-                               src.old_logprobs[r_src][src.completion_mask[r_src]])
+            assert torch.equal(
+                c.sequences[r][c.attention_mask[r]], src.sequences[r_src][src.attention_mask[r_src]]
+            )
+            assert torch.equal(
+                c.old_logprobs[r][c.completion_mask[r]],
+                src.old_logprobs[r_src][src.completion_mask[r_src]],
+            )
     model.eval()
     with torch.no_grad():
         lp = token_logprobs(model, c.sequences, c.attention_mask)

@@ -10,9 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fgrpo_llm.evaluation.stats import (CONTRADICTED, HOLDS, NOT_RESOLVED, Interval, format_interval,
-                                        paired_difference, t_interval, verdict_above, verdict_below,
-                                        verdict_not_below)
+from fgrpo_llm.evaluation.stats import (
+    CONTRADICTED,
+    HOLDS,
+    NOT_RESOLVED,
+    Interval,
+    format_interval,
+    paired_difference,
+    t_interval,
+    verdict_above,
+    verdict_below,
+    verdict_not_below,
+)
 
 
 def test_t_interval_by_hand():
@@ -26,7 +35,10 @@ def test_t_interval_by_hand():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(-10, 10, allow_nan=False), min_size=2, max_size=12), st.sampled_from([0.8, 0.9, 0.95, 0.99]))
+@given(
+    st.lists(st.floats(-10, 10, allow_nan=False), min_size=2, max_size=12),
+    st.sampled_from([0.8, 0.9, 0.95, 0.99]),
+)
 def test_t_interval_matches_scipy(x, confidence):
     x = np.array(x)
     iv = t_interval(x, confidence=confidence)
@@ -62,10 +74,21 @@ def test_one_seed_has_no_interval_and_bad_input_is_named():
 
 
 def test_verdicts():
-    up, down, across = Interval(0.1, 0.05, 0.15, 3, 0.02), Interval(-0.1, -0.15, -0.05, 3, 0.02), \
-        Interval(0.0, -0.05, 0.05, 3, 0.02)
-    assert (verdict_above(up), verdict_above(down), verdict_above(across)) == (HOLDS, CONTRADICTED, NOT_RESOLVED)
-    assert (verdict_below(down), verdict_below(up), verdict_below(across)) == (HOLDS, CONTRADICTED, NOT_RESOLVED)
+    up, down, across = (
+        Interval(0.1, 0.05, 0.15, 3, 0.02),
+        Interval(-0.1, -0.15, -0.05, 3, 0.02),
+        Interval(0.0, -0.05, 0.05, 3, 0.02),
+    )
+    assert (verdict_above(up), verdict_above(down), verdict_above(across)) == (
+        HOLDS,
+        CONTRADICTED,
+        NOT_RESOLVED,
+    )
+    assert (verdict_below(down), verdict_below(up), verdict_below(across)) == (
+        HOLDS,
+        CONTRADICTED,
+        NOT_RESOLVED,
+    )
     assert verdict_not_below(across) == HOLDS and verdict_not_below(down) == CONTRADICTED
     assert verdict_above(up, 0.2) == CONTRADICTED and verdict_below(up, 0.2) == HOLDS
     assert format_interval(down, signed=True) == "-0.100 [-0.150, -0.050]"

@@ -9,8 +9,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgrpo_llm.model import (autocast, build_tiny_model, count_parameters, load_model_and_tokenizer,
-                             resolve_autocast_dtype, resolve_device, save_model_and_tokenizer)
+from fgrpo_llm.model import (
+    autocast,
+    build_tiny_model,
+    count_parameters,
+    load_model_and_tokenizer,
+    resolve_autocast_dtype,
+    resolve_device,
+    save_model_and_tokenizer,
+)
 from fgrpo_llm.tasks.countdown import ALPHABET
 from fgrpo_llm.tokenizer import PRINTABLE_ALPHABET, build_char_tokenizer, build_word_tokenizer
 
@@ -19,7 +26,12 @@ _CHAR = build_char_tokenizer(ALPHABET)  # module level: hypothesis examples shar
 
 def test_special_token_ids_are_fixed_and_pad_is_not_eos(char_tokenizer, word_tokenizer):
     for tok in (char_tokenizer, word_tokenizer):
-        assert (tok.pad_token_id, tok.bos_token_id, tok.eos_token_id, tok.unk_token_id) == (0, 1, 2, 3)
+        assert (tok.pad_token_id, tok.bos_token_id, tok.eos_token_id, tok.unk_token_id) == (
+            0,
+            1,
+            2,
+            3,
+        )
         assert tok.pad_token_id != tok.eos_token_id
     assert len(char_tokenizer) == 4 + len(ALPHABET)
 
@@ -34,7 +46,9 @@ def test_char_round_trip_one_token_per_character(text):
 
 
 def test_char_unknown_character_maps_to_unk(char_tokenizer):
-    assert char_tokenizer("3x", add_special_tokens=False).input_ids[1] == char_tokenizer.unk_token_id
+    assert (
+        char_tokenizer("3x", add_special_tokens=False).input_ids[1] == char_tokenizer.unk_token_id
+    )
 
 
 def test_printable_alphabet_round_trip():
@@ -48,7 +62,9 @@ def test_word_tokenizer_round_trip(word_tokenizer):
     ids = word_tokenizer(text).input_ids
     assert len(ids) == 1 + 6 and word_tokenizer.unk_token_id not in ids
     assert word_tokenizer.decode(ids, skip_special_tokens=True) == "# . S G U L"
-    assert word_tokenizer("# X", add_special_tokens=False).input_ids[1] == word_tokenizer.unk_token_id
+    assert (
+        word_tokenizer("# X", add_special_tokens=False).input_ids[1] == word_tokenizer.unk_token_id
+    )
 
 
 @pytest.mark.parametrize("bad", ["", None])
@@ -173,8 +189,10 @@ def test_autocast_context(tiny_model, char_tokenizer):
 
 # -- a checkpoint as verl or TRL saves it: a BPE tokenizer with a chat template ----------------------
 
-CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def _bpe_chat_tokenizer():
@@ -185,12 +203,23 @@ def _bpe_chat_tokenizer():
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    corpus = ["Please reason step by step, and put your final answer within \\boxed{}.",
-              "What is 1+1? The answer is \\boxed{2}.", "Compute 3/6 as a fraction: \\boxed{\\frac{1}{2}}"] * 20
+    corpus = [
+        "Please reason step by step, and put your final answer within \\boxed{}.",
+        "What is 1+1? The answer is \\boxed{2}.",
+        "Compute 3/6 as a fraction: \\boxed{\\frac{1}{2}}",
+    ] * 20
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    core.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
-                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    core.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=400,
+            special_tokens=specials,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
     tok.chat_template = CHAT_TEMPLATE
     return tok
 
@@ -203,7 +232,9 @@ def test_engine_style_checkpoint_with_bpe_and_chat_template(tmp_path, llm_data_d
     from fgrpo_llm.tasks.boxed_math import SYSTEM_PROMPT, BoxedMathTask
 
     tok = _bpe_chat_tokenizer()
-    model = build_tiny_model(tok, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=256, seed=0)
+    model = build_tiny_model(
+        tok, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=256, seed=0
+    )
     ck = tmp_path / "engine_ckpt"
     model.save_pretrained(ck)  # what verl's HF export and TRL's save_model write
     tok.save_pretrained(ck)
@@ -216,13 +247,33 @@ def test_engine_style_checkpoint_with_bpe_and_chat_template(tmp_path, llm_data_d
         torch.testing.assert_close(loaded(x).logits, model(x).logits, rtol=0, atol=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        task = BoxedMathTask(path=llm_data_dir / "boxed_train.jsonl", test_path=llm_data_dir / "boxed_test.jsonl",
-                             tokenizer=tok2)
+        task = BoxedMathTask(
+            path=llm_data_dir / "boxed_train.jsonl",
+            test_path=llm_data_dir / "boxed_test.jsonl",
+            tokenizer=tok2,
+        )
     p = task.problems("test")[0]
-    assert p.prompt.startswith("<|im_start|>system\n" + SYSTEM_PROMPT) and p.prompt.endswith("<|im_start|>assistant\n")
-    results, outcomes = evaluate_model(loaded, tok2, task, splits=["test"], n=2, ks=[1, 2], max_new_tokens=4,
-                                       generator=torch.Generator().manual_seed(0))
+    assert p.prompt.startswith("<|im_start|>system\n" + SYSTEM_PROMPT) and p.prompt.endswith(
+        "<|im_start|>assistant\n"
+    )
+    results, outcomes = evaluate_model(
+        loaded,
+        tok2,
+        task,
+        splits=["test"],
+        n=2,
+        ks=[1, 2],
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert outcomes["test"].shape == (2, 2) and 0 <= results["splits"]["test"]["pass@2"] <= 1
-    rare = build_rare_set(loaded, tok2, task, task.problems("train")[:2], num_rollouts=4, max_new_tokens=4,
-                          generator=torch.Generator().manual_seed(0))
+    rare = build_rare_set(
+        loaded,
+        tok2,
+        task,
+        task.problems("train")[:2],
+        num_rollouts=4,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert set(rare.prompts) == {q.id for q in task.problems("train")[:2]}

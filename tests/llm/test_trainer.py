@@ -22,8 +22,18 @@ def base_dir(tiny_checkpoint):
 
 
 def _cfg(base_dir, out, **kw):
-    args = dict(base=str(base_dir), out=str(out), steps=3, prompts_per_step=4, group_size=4, max_new_tokens=6,
-                lr=1e-2, warmup_steps=2, checkpoint_every=2, progress=False)
+    args = dict(
+        base=str(base_dir),
+        out=str(out),
+        steps=3,
+        prompts_per_step=4,
+        group_size=4,
+        max_new_tokens=6,
+        lr=1e-2,
+        warmup_steps=2,
+        checkpoint_every=2,
+        progress=False,
+    )
     args.update(kw)
     return TrainConfig(**args)
 
@@ -38,19 +48,39 @@ def _strip_timing(lines):
 
 @pytest.mark.parametrize("algo,gamma", [("grpo", 0.0), ("dapo", 0.5), ("cispo", 1.0)])
 def test_smoke_run_writes_every_output(base_dir, tmp_path, algo, gamma):
-    cfg = _cfg(base_dir, tmp_path / algo, algo=algo, gamma=gamma, num_mini_batches=2, entropy_coef=0.01,
-               kl_coef=0.01 if algo == "grpo" else 0.0)
+    cfg = _cfg(
+        base_dir,
+        tmp_path / algo,
+        algo=algo,
+        gamma=gamma,
+        num_mini_batches=2,
+        entropy_coef=0.01,
+        kl_coef=0.01 if algo == "grpo" else 0.0,
+    )
     last = train(cfg, task=ToyTask())
     out = tmp_path / algo
     lines = _lines(out / "metrics.jsonl")
     assert [line["step"] for line in lines] == [1, 2, 3] and last["step"] == 3
-    for key in ("reward/mean", "reward/pass_rate", "groups/active_frac", "groups/all_correct_frac",
-                "groups/all_wrong_frac", "focal/weight_mean", "policy/entropy", "completion/length_mean",
-                "time/rollout_tokens_per_s", "loss/total", "optim/grad_norm", "optim/lr"):
+    for key in (
+        "reward/mean",
+        "reward/pass_rate",
+        "groups/active_frac",
+        "groups/all_correct_frac",
+        "groups/all_wrong_frac",
+        "focal/weight_mean",
+        "policy/entropy",
+        "completion/length_mean",
+        "time/rollout_tokens_per_s",
+        "loss/total",
+        "optim/grad_norm",
+        "optim/lr",
+    ):
         assert key in lines[-1], key
     clip_key = "cap/high_frac" if algo == "cispo" else "clip/high_frac"
     assert clip_key in lines[-1]
-    assert lines[0]["optim/lr"] == pytest.approx(1e-2 / 2) and lines[1]["optim/lr"] == pytest.approx(1e-2)
+    assert lines[0]["optim/lr"] == pytest.approx(1e-2 / 2) and lines[1][
+        "optim/lr"
+    ] == pytest.approx(1e-2)
     assert json.loads((out / "config.json").read_text())["algo"] == algo
     groups = _lines(out / "groups.jsonl")
     assert {g["step"] for g in groups} == {1, 2, 3}
@@ -86,6 +116,7 @@ def _crash_at(step_to_crash):
             raise _Crash
         with torch.no_grad():
             return {"eval/probe": float(sum(p.double().sum() for p in model.parameters()))}
+
     return hook
 
 
@@ -111,11 +142,18 @@ def test_resume_drops_lines_logged_after_the_checkpoint(base_dir, tmp_path):
     train(_cfg(base_dir, out, steps=3, checkpoint_every=2, keep_checkpoints=2), task=ToyTask())
     # Pretend the run died after logging step 3 but before its checkpoint.
     import shutil
+
     shutil.rmtree(out / "checkpoints" / "step_000003")
-    fresh = tmp_path / "none"  # --resume of a run with no checkpoint (or no run at all) starts from step 0
+    fresh = (
+        tmp_path / "none"
+    )  # --resume of a run with no checkpoint (or no run at all) starts from step 0
     train(_cfg(base_dir, fresh, steps=3), task=ToyTask(), resume=True)
     assert [line["step"] for line in _lines(fresh / "metrics.jsonl")] == [1, 2, 3]
-    train(_cfg(base_dir, out, steps=3, checkpoint_every=2, keep_checkpoints=2), task=ToyTask(), resume=True)
+    train(
+        _cfg(base_dir, out, steps=3, checkpoint_every=2, keep_checkpoints=2),
+        task=ToyTask(),
+        resume=True,
+    )
     assert [line["step"] for line in _lines(out / "metrics.jsonl")] == [1, 2, 3]
 
 
@@ -145,23 +183,35 @@ def test_saved_config_round_trips_and_bad_values_are_rejected(base_dir, tmp_path
     train(cfg, task=ToyTask())
     assert load_config(tmp_path / "c" / "config.json") == cfg
     assert (cfg.clip_eps_low, cfg.clip_eps_high, cfg.dynamic_sampling) == (0.2, 0.28, True)
-    for bad in (dict(group_size=1), dict(top_p=0.0), dict(lr=0.0), dict(algo="grpo", clip_eps_high=0.3),
-                dict(steps=0), dict(adv_std="sample")):
-        with pytest.raises(ValueError, match=next(iter(bad.keys())) if "clip" not in str(bad) else "symmetric"):
+    for bad in (
+        dict(group_size=1),
+        dict(top_p=0.0),
+        dict(lr=0.0),
+        dict(algo="grpo", clip_eps_high=0.3),
+        dict(steps=0),
+        dict(adv_std="sample"),
+    ):
+        with pytest.raises(
+            ValueError, match=next(iter(bad.keys())) if "clip" not in str(bad) else "symmetric"
+        ):
             _cfg(base_dir, tmp_path / "z", **bad)
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_first_update_is_on_policy_with_ratio_one(base_dir, tmp_path, temperature):
     """One mini-batch, one epoch: pi_theta is scored at the sampling temperature, so r = 1 and nothing is clipped."""
-    line = _lines(_run(base_dir, tmp_path / "a", steps=1, temperature=temperature) / "metrics.jsonl")[0]
+    line = _lines(
+        _run(base_dir, tmp_path / "a", steps=1, temperature=temperature) / "metrics.jsonl"
+    )[0]
     assert line["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4)
     assert line["policy/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
     assert line["clip/low_frac"] == 0 and line["clip/high_frac"] == 0 and line["optim/updates"] == 1
 
 
 def test_mini_batches_and_epochs_set_the_number_of_updates_and_go_off_policy(base_dir, tmp_path):
-    line = _lines(_run(base_dir, tmp_path / "a", steps=1, num_mini_batches=2, ppo_epochs=2) / "metrics.jsonl")[0]
+    line = _lines(
+        _run(base_dir, tmp_path / "a", steps=1, num_mini_batches=2, ppo_epochs=2) / "metrics.jsonl"
+    )[0]
     assert line["optim/updates"] == 4
     assert line["policy/ratio_max"] > 1.0 + 1e-3  # later mini-batches see an updated policy
 
@@ -170,7 +220,10 @@ def test_micro_batches_accumulate_to_the_whole_mini_batch_gradient(base_dir, tmp
     """Gradient accumulation: micro-batches of 3 rows (cutting across groups and ragged in tokens) give the
     token-mean gradient of the whole mini-batch: same pre-clip grad norm, loss and updated weights."""
     kw = dict(steps=1, kl_coef=0.05, entropy_coef=0.01, lr=1e-3)
-    whole, micro = _run(base_dir, tmp_path / "w", **kw), _run(base_dir, tmp_path / "m", micro_batch_size=3, **kw)
+    whole, micro = (
+        _run(base_dir, tmp_path / "w", **kw),
+        _run(base_dir, tmp_path / "m", micro_batch_size=3, **kw),
+    )
     a, b = _lines(whole / "metrics.jsonl")[0], _lines(micro / "metrics.jsonl")[0]
     assert a["optim/grad_norm"] > 0
     for key in ("optim/grad_norm", "loss/total", "loss/policy", "policy/kl_ref", "policy/entropy"):
@@ -194,9 +247,19 @@ def test_config_reads_numbers_written_as_strings_and_rejects_wrong_types(tmp_pat
     f.write_text("lr: 1e-4\ngamma: 1\nadam_beta2: 9.5e-1\nsteps: 3\n")
     cfg = load_config(f)
     assert (cfg.lr, cfg.gamma, cfg.adam_beta2, cfg.steps) == (1e-4, 1.0, 0.95, 3)
-    for bad in (dict(adam_beta1="x"), dict(clip_eps_low="x"), dict(adv_eps="x"), dict(lr=True),
-                dict(dynamic_sampling="yes"), dict(steps=2.5), dict(gamma=float("nan")), dict(gamma="nan"),
-                dict(lr_match_gamma=float("inf")), dict(adv_eps=float("-inf")), dict(task_kwargs=[1])):
+    for bad in (
+        dict(adam_beta1="x"),
+        dict(clip_eps_low="x"),
+        dict(adv_eps="x"),
+        dict(lr=True),
+        dict(dynamic_sampling="yes"),
+        dict(steps=2.5),
+        dict(gamma=float("nan")),
+        dict(gamma="nan"),
+        dict(lr_match_gamma=float("inf")),
+        dict(adv_eps=float("-inf")),
+        dict(task_kwargs=[1]),
+    ):
         with pytest.raises(ValueError, match=next(iter(bad))):
             TrainConfig(**bad)
 
@@ -223,7 +286,10 @@ def test_groups_with_equal_rewards_leave_the_weights_unchanged(base_dir, tmp_pat
     train(_cfg(base_dir, out, algo=algo, steps=2, weight_decay=0.0), task=_AlwaysRight())
     line = _lines(out / "metrics.jsonl")[-1]
     assert line["groups/all_correct_frac"] == 1.0 and line["optim/grad_norm"] == 0.0
-    trained, base = load_model_and_tokenizer(out / "model")[0], load_model_and_tokenizer(base_dir)[0]
+    trained, base = (
+        load_model_and_tokenizer(out / "model")[0],
+        load_model_and_tokenizer(base_dir)[0],
+    )
     assert all(torch.equal(p, q) for p, q in zip(trained.parameters(), base.parameters()))
 
 
@@ -246,8 +312,18 @@ def test_optimizer_is_adamw_with_the_configured_betas_decay_and_multiplied_lr(ba
 
     from fgrpo_llm.checkpoint import load_trainer_state
 
-    m_half = beta(1.5, 2.0) / beta(1.5, 1.5)  # m_gamma = B(3/2, gamma + 3/2) / B(3/2, 3/2) at gamma = 1/2
-    out = _run(base_dir, tmp_path / "o", steps=1, lr=1e-3, lr_multiplier=0.5, lr_match_gamma=0.5, warmup_steps=0)
+    m_half = beta(1.5, 2.0) / beta(
+        1.5, 1.5
+    )  # m_gamma = B(3/2, gamma + 3/2) / B(3/2, 3/2) at gamma = 1/2
+    out = _run(
+        base_dir,
+        tmp_path / "o",
+        steps=1,
+        lr=1e-3,
+        lr_multiplier=0.5,
+        lr_match_gamma=0.5,
+        warmup_steps=0,
+    )
     line = _lines(out / "metrics.jsonl")[0]
     assert line["optim/lr"] == pytest.approx(1e-3 * 0.5 * m_half)  # no warm-up: the full lr at once
     group = load_trainer_state(latest_checkpoint(out))["optimizer"]["param_groups"][0]

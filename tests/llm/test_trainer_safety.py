@@ -39,15 +39,28 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cfg(base, out, **kw):
-    args = dict(base=str(base), out=str(out), steps=4, prompts_per_step=4, group_size=4, max_new_tokens=6,
-                lr=1e-2, warmup_steps=1, checkpoint_every=2, progress=False, gamma=0.5)
+    args = dict(
+        base=str(base),
+        out=str(out),
+        steps=4,
+        prompts_per_step=4,
+        group_size=4,
+        max_new_tokens=6,
+        lr=1e-2,
+        warmup_steps=1,
+        checkpoint_every=2,
+        progress=False,
+        gamma=0.5,
+    )
     args.update(kw)
     return TrainConfig(**args)
 
 
 def _metrics(out):
-    return [{k: v for k, v in json.loads(line).items() if not k.startswith("time/")}
-            for line in (Path(out) / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if not k.startswith("time/")}
+        for line in (Path(out) / "metrics.jsonl").read_text().splitlines()
+    ]
 
 
 def _weights(path):
@@ -66,7 +79,9 @@ def _all_finite(path) -> bool:
     return all(torch.isfinite(p).all() for p in load_model_and_tokenizer(path)[0].parameters())
 
 
-def test_nan_loss_stops_the_run_at_that_step_and_saves_nothing_non_finite(tiny_checkpoint, tmp_path, monkeypatch):
+def test_nan_loss_stops_the_run_at_that_step_and_saves_nothing_non_finite(
+    tiny_checkpoint, tmp_path, monkeypatch
+):
     import fgrpo_llm.trainer as trainer
 
     real = trainer.policy_loss
@@ -86,19 +101,49 @@ def test_nan_loss_stops_the_run_at_that_step_and_saves_nothing_non_finite(tiny_c
     assert [line["step"] for line in _metrics(out)] == [1]
 
 
-def test_non_finite_gradient_stops_before_the_optimizer_step(tiny_checkpoint, tmp_path, monkeypatch):
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, max_norm: torch.tensor(float("inf")))
+def test_non_finite_gradient_stops_before_the_optimizer_step(
+    tiny_checkpoint, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(
+        torch.nn.utils, "clip_grad_norm_", lambda params, max_norm: torch.tensor(float("inf"))
+    )
     with pytest.raises(TrainingDiverged, match="step 1: the gradient"):
         train(_cfg(tiny_checkpoint, tmp_path / "g"), task=ToyTask())
     assert not (tmp_path / "g" / "model").exists() and not list_checkpoints(tmp_path / "g")
 
 
-def test_a_learning_rate_that_overflows_the_weights_is_caught_and_the_cli_says_so(tiny_checkpoint, tmp_path,
-                                                                                  capsys):
+def test_a_learning_rate_that_overflows_the_weights_is_caught_and_the_cli_says_so(
+    tiny_checkpoint, tmp_path, capsys
+):
     out = tmp_path / "inf"
-    rc = main(["train", "--base", str(tiny_checkpoint), "--out", str(out), "--lr", "3e37", "--set", "grad_clip=0",
-               "--set", "warmup_steps=0", "--steps", "3", "--group-size", "4", "--prompts-per-step", "2",
-               "--max-new-tokens", "4", "--no-progress", "--task-arg", "num_test=20", "--task-arg", "num_ood=10"])
+    rc = main(
+        [
+            "train",
+            "--base",
+            str(tiny_checkpoint),
+            "--out",
+            str(out),
+            "--lr",
+            "3e37",
+            "--set",
+            "grad_clip=0",
+            "--set",
+            "warmup_steps=0",
+            "--steps",
+            "3",
+            "--group-size",
+            "4",
+            "--prompts-per-step",
+            "2",
+            "--max-new-tokens",
+            "4",
+            "--no-progress",
+            "--task-arg",
+            "num_test=20",
+            "--task-arg",
+            "num_ood=10",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "became NaN or inf" in err
     assert not (out / "model").exists() and not list_checkpoints(out)
@@ -146,8 +191,12 @@ DRIVER = textwrap.dedent("""
 
 def _drive(cfg: dict, kill_at: dict, *, timeout: float | None = None) -> int:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER.format(root=str(ROOT)), json.dumps(cfg),
-                             json.dumps(kill_at)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER.format(root=str(ROOT)), json.dumps(cfg), json.dumps(kill_at)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -159,8 +208,21 @@ def _drive(cfg: dict, kill_at: dict, *, timeout: float | None = None) -> int:
 
 
 def _kill_cfg(base, out):
-    return dict(base=str(base), out=str(out), steps=5, prompts_per_step=4, group_size=4, max_new_tokens=6, lr=1e-2,
-                warmup_steps=1, checkpoint_every=2, keep_checkpoints=1, progress=False, gamma=0.5, seed=3)
+    return dict(
+        base=str(base),
+        out=str(out),
+        steps=5,
+        prompts_per_step=4,
+        group_size=4,
+        max_new_tokens=6,
+        lr=1e-2,
+        warmup_steps=1,
+        checkpoint_every=2,
+        keep_checkpoints=1,
+        progress=False,
+        gamma=0.5,
+        seed=3,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -170,25 +232,41 @@ def straight_run(tiny_checkpoint, tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("kill_at", [
-    {"hook": "log", "call": 1},  # before the first checkpoint
-    {"hook": "manifest", "call": 2},  # during a later checkpoint write
-    pytest.param({"hook": "manifest", "call": 1}, marks=pytest.mark.slow),  # during the first checkpoint write
-    # the final model save: the renames of 3 checkpoints (steps 2, 4, 5) come first, then model/'s
-    pytest.param({"hook": "rename", "call": 4}, marks=pytest.mark.slow),
-], ids=["before-first-checkpoint", "second-checkpoint-write", "first-checkpoint-write", "final-model-save"])
-def test_a_kill_at_a_chosen_moment_then_resume_equals_an_uninterrupted_run(tiny_checkpoint, tmp_path, straight_run,
-                                                                            kill_at):
+@pytest.mark.parametrize(
+    "kill_at",
+    [
+        {"hook": "log", "call": 1},  # before the first checkpoint
+        {"hook": "manifest", "call": 2},  # during a later checkpoint write
+        pytest.param(
+            {"hook": "manifest", "call": 1}, marks=pytest.mark.slow
+        ),  # during the first checkpoint write
+        # the final model save: the renames of 3 checkpoints (steps 2, 4, 5) come first, then model/'s
+        pytest.param({"hook": "rename", "call": 4}, marks=pytest.mark.slow),
+    ],
+    ids=[
+        "before-first-checkpoint",
+        "second-checkpoint-write",
+        "first-checkpoint-write",
+        "final-model-save",
+    ],
+)
+def test_a_kill_at_a_chosen_moment_then_resume_equals_an_uninterrupted_run(
+    tiny_checkpoint, tmp_path, straight_run, kill_at
+):
     out = tmp_path / "run"
     cfg = _kill_cfg(tiny_checkpoint, out)
     assert _drive(cfg, kill_at) == -signal.SIGKILL
     assert _drive(cfg, {}) == 0
     _same_run(straight_run, out)
-    assert not [p for p in out.rglob("*") if ".tmp" in p.name]  # leftovers of the kill were cleaned up
+    assert not [
+        p for p in out.rglob("*") if ".tmp" in p.name
+    ]  # leftovers of the kill were cleaned up
 
 
 @pytest.mark.slow
-def test_kills_at_random_moments_then_resume_equal_an_uninterrupted_run(tiny_checkpoint, tmp_path, straight_run):
+def test_kills_at_random_moments_then_resume_equal_an_uninterrupted_run(
+    tiny_checkpoint, tmp_path, straight_run
+):
     rng = np.random.default_rng(0)
     for trial in range(6):
         out = tmp_path / f"run{trial}"
@@ -200,9 +278,17 @@ def test_kills_at_random_moments_then_resume_equal_an_uninterrupted_run(tiny_che
 
 
 # ----------------------------------------------------------------------------- damaged checkpoints, pickle
-@pytest.mark.parametrize("damage", ["model.safetensors", pytest.param("trainer_state.safetensors", marks=pytest.mark.slow),
-                                    pytest.param("config.json", marks=pytest.mark.slow)])
-def test_a_damaged_latest_checkpoint_falls_back_to_the_previous_one(tiny_checkpoint, tmp_path, capsys, damage):
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "model.safetensors",
+        pytest.param("trainer_state.safetensors", marks=pytest.mark.slow),
+        pytest.param("config.json", marks=pytest.mark.slow),
+    ],
+)
+def test_a_damaged_latest_checkpoint_falls_back_to_the_previous_one(
+    tiny_checkpoint, tmp_path, capsys, damage
+):
     straight = tmp_path / "straight"
     train(_cfg(tiny_checkpoint, straight, steps=6), task=ToyTask())
     out = tmp_path / "damaged"
@@ -271,34 +357,80 @@ def test_a_moved_run_directory_resumes(tiny_checkpoint, tmp_path):
     assert json.loads((moved / "config.json").read_text())["out"] == str(moved)
 
 
-SMALL = ["--task-arg", "num_test=20", "--task-arg", "num_ood=10", "--group-size", "2", "--prompts-per-step", "2",
-         "--max-new-tokens", "4", "--no-progress", "--checkpoint-every", "1"]
+SMALL = [
+    "--task-arg",
+    "num_test=20",
+    "--task-arg",
+    "num_ood=10",
+    "--group-size",
+    "2",
+    "--prompts-per-step",
+    "2",
+    "--max-new-tokens",
+    "4",
+    "--no-progress",
+    "--checkpoint-every",
+    "1",
+]
 
 
-def test_resume_with_a_config_file_applies_resumable_fields_and_refuses_others(tiny_checkpoint, tmp_path, capsys):
+def test_resume_with_a_config_file_applies_resumable_fields_and_refuses_others(
+    tiny_checkpoint, tmp_path, capsys
+):
     out = tmp_path / "r"
-    assert main(["train", "--base", str(tiny_checkpoint), "--out", str(out), "--steps", "2", *SMALL]) == 0
+    assert (
+        main(["train", "--base", str(tiny_checkpoint), "--out", str(out), "--steps", "2", *SMALL])
+        == 0
+    )
     more = tmp_path / "more.yaml"
     more.write_text("steps: 3\ncheckpoint_every: 3\n")
-    assert main(["train", "--out", str(out), "--resume", "--config", str(more), "--no-progress"]) == 0
+    assert (
+        main(["train", "--out", str(out), "--resume", "--config", str(more), "--no-progress"]) == 0
+    )
     saved = json.loads((out / "config.json").read_text())
     assert saved["steps"] == 3 and saved["checkpoint_every"] == 3
     other = tmp_path / "other.yaml"
     other.write_text("steps: 4\ngamma: 0.7\n")
     capsys.readouterr()
-    assert main(["train", "--out", str(out), "--resume", "--config", str(other), "--no-progress"]) == 2
+    assert (
+        main(["train", "--out", str(out), "--resume", "--config", str(other), "--no-progress"]) == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "gamma" in err and "0.7" in err
 
 
 def test_unknown_task_argument_is_one_line_naming_it(tiny_checkpoint, tmp_path, capsys):
-    assert main(["train", "--base", str(tiny_checkpoint), "--out", str(tmp_path / "x"), "--steps", "1",
-                 "--task-arg", "no_such_arg=3", "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--base",
+                str(tiny_checkpoint),
+                "--out",
+                str(tmp_path / "x"),
+                "--steps",
+                "1",
+                "--task-arg",
+                "no_such_arg=3",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no_such_arg" in err
 
 
 def test_python_dash_m_runs_the_cli():
-    proc = subprocess.run([sys.executable, "-m", "fgrpo_llm.cli", "eval", "--model", "/nonexistent"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "fgrpo_llm.cli", "eval", "--model", "/nonexistent"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert (
+        proc.returncode == 2
+        and len(proc.stderr.strip().splitlines()) == 1
+        and "Traceback" not in proc.stderr
+    )

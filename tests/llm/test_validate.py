@@ -19,8 +19,13 @@ from fgrpo_llm.evaluation.rare import RareSet, save_rare_set  # noqa: E402
 from fgrpo_llm.experiments.report import lr_control_section  # noqa: E402
 from fgrpo_llm.evaluation.runs import RunInfo, load_run  # noqa: E402
 from fgrpo_llm.tracking import write_run_info  # noqa: E402
-from fgrpo_llm.evaluation.sweep import (control_rows, lr_control_comparisons, ordering_sentences,  # noqa: E402
-                                        plot_delta_nll, sweep_rows)
+from fgrpo_llm.evaluation.sweep import (
+    control_rows,
+    lr_control_comparisons,
+    ordering_sentences,  # noqa: E402
+    plot_delta_nll,
+    sweep_rows,
+)
 from fgrpo_llm.evaluation.tail_miss import summarise_tail_miss, tail_miss_records, wilson_interval  # noqa: E402
 from fgrpo_llm.experiments.cross_check import cross_check  # noqa: E402
 from fgrpo_theory.tail_miss import p_tail_miss  # noqa: E402
@@ -28,14 +33,32 @@ from fgrpo_theory.tail_miss import p_tail_miss  # noqa: E402
 
 def make_rare_set(prompts: dict[str, tuple[float, float]]) -> RareSet:
     """A rare set with no trajectories: prompt id -> (mu, tau) with rare form "r", common form "c"."""
-    info = {pid: {"mu": mu, "tau": tau, "num_rollouts": 1000, "num_correct": int(mu * 1000),
-                  "form_counts": {"r": int(tau * 1000), "c": int((mu - tau) * 1000)}, "rare_forms": ["r"],
-                  "rare_source": "designated"} for pid, (mu, tau) in prompts.items()}
-    return RareSet(prompt_ids=[], token_ids=[], prompt_lengths=[], texts=[], forms=[], base_nll=np.zeros(0),
-                   prompts=info)
+    info = {
+        pid: {
+            "mu": mu,
+            "tau": tau,
+            "num_rollouts": 1000,
+            "num_correct": int(mu * 1000),
+            "form_counts": {"r": int(tau * 1000), "c": int((mu - tau) * 1000)},
+            "rare_forms": ["r"],
+            "rare_source": "designated",
+        }
+        for pid, (mu, tau) in prompts.items()
+    }
+    return RareSet(
+        prompt_ids=[],
+        token_ids=[],
+        prompt_lengths=[],
+        texts=[],
+        forms=[],
+        base_nll=np.zeros(0),
+        prompts=info,
+    )
 
 
-def simulate_groups(rare: RareSet, N: int, groups_per_prompt: int, rng, *, step0: int = 0) -> list[dict]:
+def simulate_groups(
+    rare: RareSet, N: int, groups_per_prompt: int, rng, *, step0: int = 0
+) -> list[dict]:
     """Groups of N i.i.d. rollouts: each lands in E (tau), C minus E (mu - tau) or wrong (1 - mu)."""
     out = []
     for pid, p in rare.prompts.items():
@@ -43,22 +66,38 @@ def simulate_groups(rare: RareSet, N: int, groups_per_prompt: int, rng, *, step0
         for g in range(groups_per_prompt):
             kinds = rng.choice(3, size=N, p=probs)
             forms = ["r" if k == 0 else "c" for k in kinds if k < 2]
-            out.append({"step": step0 + g, "prompt_id": pid, "N": N, "num_correct": len(forms), "forms": forms})
+            out.append(
+                {
+                    "step": step0 + g,
+                    "prompt_id": pid,
+                    "N": N,
+                    "num_correct": len(forms),
+                    "forms": forms,
+                }
+            )
     return out
 
 
 def test_group_flags_by_hand():
     rare = make_rare_set({"p": (0.5, 0.1)})
-    groups = [{"step": 1, "prompt_id": "p", "N": 4, "num_correct": 2, "forms": ["c", "c"]},  # active, miss
-              {"step": 1, "prompt_id": "p", "N": 4, "num_correct": 2, "forms": ["r", "c"]},  # active, hit
-              {"step": 2, "prompt_id": "p", "N": 4, "num_correct": 4, "forms": ["c"] * 4},  # all correct
-              {"step": 2, "prompt_id": "p", "N": 4, "num_correct": 0, "forms": []},  # all wrong
-              {"step": 3, "prompt_id": "other", "N": 4, "num_correct": 1, "forms": ["c"]}]  # unknown prompt
+    groups = [
+        {
+            "step": 1,
+            "prompt_id": "p",
+            "N": 4,
+            "num_correct": 2,
+            "forms": ["c", "c"],
+        },  # active, miss
+        {"step": 1, "prompt_id": "p", "N": 4, "num_correct": 2, "forms": ["r", "c"]},  # active, hit
+        {"step": 2, "prompt_id": "p", "N": 4, "num_correct": 4, "forms": ["c"] * 4},  # all correct
+        {"step": 2, "prompt_id": "p", "N": 4, "num_correct": 0, "forms": []},  # all wrong
+        {"step": 3, "prompt_id": "other", "N": 4, "num_correct": 1, "forms": ["c"]},
+    ]  # unknown prompt
     rec = tail_miss_records(groups, rare)
     assert rec["active"].tolist() == [True, True, False, False]
     assert rec["hit"].tolist() == [False, True, False, False]
     assert rec["tail_miss"].tolist() == [True, False, False, False]
-    assert rec["p_tail_miss"][0] == pytest.approx(0.9 ** 4 - 0.4 ** 4 - 0.5 ** 4)
+    assert rec["p_tail_miss"][0] == pytest.approx(0.9**4 - 0.4**4 - 0.5**4)
     assert len(tail_miss_records(groups, rare, max_step=1)["step"]) == 2
 
 
@@ -68,7 +107,9 @@ def test_observed_tail_miss_matches_lemma_on_simulated_groups(N):
     rare = make_rare_set({"a": (0.3, 0.03), "b": (0.6, 0.12), "c": (0.8, 0.04)})
     rec = tail_miss_records(simulate_groups(rare, N, 400, rng), rare)
     (row,) = summarise_tail_miss(rec)
-    expected = np.mean([p_tail_miss(0.3, 0.03, N), p_tail_miss(0.6, 0.12, N), p_tail_miss(0.8, 0.04, N)])
+    expected = np.mean(
+        [p_tail_miss(0.3, 0.03, N), p_tail_miss(0.6, 0.12, N), p_tail_miss(0.8, 0.04, N)]
+    )
     assert row["groups"] == 1200 and row["predicted"] == pytest.approx(expected)
     assert row["observed_lo"] <= row["predicted"] <= row["observed_hi"] and row["agrees"]
 
@@ -90,30 +131,59 @@ def test_wilson_interval():
 
 
 def _run(label, N, gamma, pass1, delta):
-    ev = {"n": 4, "ks": [1, 4], "splits": {"test": {"role": "in_domain", "pass@1": pass1, "pass@4": pass1 + 0.1},
-                                          "ood": {"role": "ood", "pass@1": pass1 / 2, "pass@4": pass1}}}
-    return RunInfo(path=None, label=label, algo="grpo", N=N, gamma=gamma, delta_nll_rare=delta, eval=ev)
+    ev = {
+        "n": 4,
+        "ks": [1, 4],
+        "splits": {
+            "test": {"role": "in_domain", "pass@1": pass1, "pass@4": pass1 + 0.1},
+            "ood": {"role": "ood", "pass@1": pass1 / 2, "pass@4": pass1},
+        },
+    }
+    return RunInfo(
+        path=None, label=label, algo="grpo", N=N, gamma=gamma, delta_nll_rare=delta, eval=ev
+    )
 
 
-PAPER = {"table2_group_size_sweep_qwen2.5_7b": {"rows": {
-    name: {"avg_math": {"pass@1": p1, "pass@256": p1 + 30}, "avg_ood": {"pass@1": p1 / 2, "pass@256": 60},
-           "delta_nll_rare": d}
-    for name, p1, d in [("GRPO N=2", 36, 0.19), ("GRPO N=4", 37, 0.44), ("GRPO N=8", 38, 0.68),
-                        ("F-GRPO N=8", 39, 0.46)]}}}
+PAPER = {
+    "table2_group_size_sweep_qwen2.5_7b": {
+        "rows": {
+            name: {
+                "avg_math": {"pass@1": p1, "pass@256": p1 + 30},
+                "avg_ood": {"pass@1": p1 / 2, "pass@256": 60},
+                "delta_nll_rare": d,
+            }
+            for name, p1, d in [
+                ("GRPO N=2", 36, 0.19),
+                ("GRPO N=4", 37, 0.44),
+                ("GRPO N=8", 38, 0.68),
+                ("F-GRPO N=8", 39, 0.46),
+            ]
+        }
+    }
+}
 
 
 def test_sweep_rows_and_ordering_sentences():
-    runs = [_run("GRPO N=2", 2, 0, 0.3, 0.1), _run("GRPO N=4", 4, 0, 0.4, 0.2), _run("GRPO N=8", 8, 0, 0.5, 0.3),
-            _run("F-GRPO N=8", 8, 1, 0.45, 0.4)]
+    runs = [
+        _run("GRPO N=2", 2, 0, 0.3, 0.1),
+        _run("GRPO N=4", 4, 0, 0.4, 0.2),
+        _run("GRPO N=8", 8, 0, 0.5, 0.3),
+        _run("F-GRPO N=8", 8, 1, 0.45, 0.4),
+    ]
     rows = sweep_rows(runs, PAPER)
-    assert rows[0]["paper"]["id_pass1"] == pytest.approx(0.36) and rows[0]["id_passk"] == pytest.approx(0.4)
+    assert rows[0]["paper"]["id_pass1"] == pytest.approx(0.36) and rows[0][
+        "id_passk"
+    ] == pytest.approx(0.4)
     assert rows[3]["kmax"] == 4 and rows[3]["ood_pass1"] == pytest.approx(0.225)
     text = "\n".join(ordering_sentences(rows))
     # F-GRPO has higher Delta NLL here but lower in the paper; lower pass@1 here, higher in the paper
     assert "Delta NLL_rare: F-GRPO N=8 is higher than GRPO N=8 here" in text
     assert "lower than it in the paper (0.460 vs 0.680): the ordering disagrees" in text
     # GRPO across N: same increasing order in both -> agrees
-    assert "in-domain pass@1 across GRPO N = 2, 4, 8: Kendall tau between our values and the paper's = +1.00" in text
+    assert (
+        "in-domain pass@1 across GRPO N = 2, 4, 8: Kendall tau between our values and the paper's = +1.00"
+        in text
+    )
     assert sweep_rows(runs, None)[0].get("paper") is None
 
 
@@ -125,26 +195,66 @@ def test_cross_check_and_cli(tmp_path, capsys):
         d = tmp_path / name
         d.mkdir()
         write_run_info(d, engine="fgrpo", algo="grpo", group_size=N, gamma=gamma)
-        (d / "groups.jsonl").write_text("\n".join(json.dumps(g) for g in simulate_groups(rare, N, 30, rng)))
+        (d / "groups.jsonl").write_text(
+            "\n".join(json.dumps(g) for g in simulate_groups(rare, N, 30, rng))
+        )
         (d / "metrics.jsonl").write_text(json.dumps({"step": 1, "rare/delta_nll": 0.1 * N}) + "\n")
     runs = [load_run(tmp_path / n) for n in ("g2", "g8", "f8")]
     assert [r.label for r in runs] == ["GRPO N=2", "GRPO N=8", "F-GRPO N=8"]
-    res = cross_check(runs, rare, tmp_path / "out", early_steps=10, paper=None,
-                      rng=np.random.default_rng(0))
-    assert not res["paper_available"] and (tmp_path / "out" / "tail_miss_check.png").stat().st_size > 0
+    res = cross_check(
+        runs, rare, tmp_path / "out", early_steps=10, paper=None, rng=np.random.default_rng(0)
+    )
+    assert (
+        not res["paper_available"] and (tmp_path / "out" / "tail_miss_check.png").stat().st_size > 0
+    )
     assert set(res["tail_miss"]["all steps"]) == {"GRPO N=2", "GRPO N=8", "F-GRPO N=8"}
     curve = res["curve"]
-    assert curve["lo"][curve["N"].index(8)] <= curve["mean"][curve["N"].index(8)] <= curve["hi"][curve["N"].index(8)]
+    assert (
+        curve["lo"][curve["N"].index(8)]
+        <= curve["mean"][curve["N"].index(8)]
+        <= curve["hi"][curve["N"].index(8)]
+    )
     paper = tmp_path / "paper.json"
     paper.write_text(json.dumps(PAPER))
     out = tmp_path / "v"
-    assert main(["validate", "--rare-set", str(rare_path), "--run", str(tmp_path / "g2"), "--run",
-                 str(tmp_path / "g8"), "--run", str(tmp_path / "f8"), "--out", str(out), "--paper-results",
-                 str(paper)]) == 0
+    assert (
+        main(
+            [
+                "validate",
+                "--rare-set",
+                str(rare_path),
+                "--run",
+                str(tmp_path / "g2"),
+                "--run",
+                str(tmp_path / "g8"),
+                "--run",
+                str(tmp_path / "f8"),
+                "--out",
+                str(out),
+                "--paper-results",
+                str(paper),
+            ]
+        )
+        == 0
+    )
     report = (out / "report.md").read_text()
-    assert "Tail-miss check" in report and "The paper (Qwen2.5-7B" in report and "ordering" in report
-    assert main(["validate", "--rare-set", str(tmp_path / "nope.json"), "--run", str(tmp_path / "g2"),
-                 "--out", str(out)]) == 2
+    assert (
+        "Tail-miss check" in report and "The paper (Qwen2.5-7B" in report and "ordering" in report
+    )
+    assert (
+        main(
+            [
+                "validate",
+                "--rare-set",
+                str(tmp_path / "nope.json"),
+                "--run",
+                str(tmp_path / "g2"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "not found" in capsys.readouterr().err
 
 
@@ -153,9 +263,18 @@ def _fake_run_dir(path, rare, rng, *, N, gamma, delta, lr_multiplier=1.0, lr_mat
 
     path.mkdir()
     scale = lr_multiplier * (1.0 if lr_match_gamma is None else float(m_gamma(lr_match_gamma)))
-    write_run_info(path, engine="fgrpo", algo="grpo", group_size=N, gamma=gamma, lr_scale=scale,
-                   lr_match_gamma=lr_match_gamma)
-    (path / "groups.jsonl").write_text("\n".join(json.dumps(g) for g in simulate_groups(rare, N, 20, rng)))
+    write_run_info(
+        path,
+        engine="fgrpo",
+        algo="grpo",
+        group_size=N,
+        gamma=gamma,
+        lr_scale=scale,
+        lr_match_gamma=lr_match_gamma,
+    )
+    (path / "groups.jsonl").write_text(
+        "\n".join(json.dumps(g) for g in simulate_groups(rare, N, 20, rng))
+    )
     (path / "metrics.jsonl").write_text(json.dumps({"step": 1, "rare/delta_nll": delta}) + "\n")
     return path
 
@@ -163,39 +282,74 @@ def _fake_run_dir(path, rare, rng, *, N, gamma, delta, lr_multiplier=1.0, lr_mat
 def test_lr_matched_run_is_labelled_apart_and_left_out_of_the_sweep(tmp_path):
     rng = np.random.default_rng(1)
     rare = make_rare_set({"a": (0.4, 0.05)})
-    dirs = [_fake_run_dir(tmp_path / "g2", rare, rng, N=2, gamma=0.0, delta=0.1),
-            _fake_run_dir(tmp_path / "g4", rare, rng, N=4, gamma=0.0, delta=0.2),
-            _fake_run_dir(tmp_path / "g8", rare, rng, N=8, gamma=0.0, delta=0.3),
-            _fake_run_dir(tmp_path / "f8", rare, rng, N=8, gamma=1.0, delta=0.9),
-            _fake_run_dir(tmp_path / "g8lr", rare, rng, N=8, gamma=0.0, delta=0.8, lr_match_gamma=1.0,
-                          lr_multiplier=1.0),
-            _fake_run_dir(tmp_path / "g8half", rare, rng, N=8, gamma=0.0, delta=0.0, lr_match_gamma=0.5,
-                          lr_multiplier=0.5)]
+    dirs = [
+        _fake_run_dir(tmp_path / "g2", rare, rng, N=2, gamma=0.0, delta=0.1),
+        _fake_run_dir(tmp_path / "g4", rare, rng, N=4, gamma=0.0, delta=0.2),
+        _fake_run_dir(tmp_path / "g8", rare, rng, N=8, gamma=0.0, delta=0.3),
+        _fake_run_dir(tmp_path / "f8", rare, rng, N=8, gamma=1.0, delta=0.9),
+        _fake_run_dir(
+            tmp_path / "g8lr",
+            rare,
+            rng,
+            N=8,
+            gamma=0.0,
+            delta=0.8,
+            lr_match_gamma=1.0,
+            lr_multiplier=1.0,
+        ),
+        _fake_run_dir(
+            tmp_path / "g8half",
+            rare,
+            rng,
+            N=8,
+            gamma=0.0,
+            delta=0.0,
+            lr_match_gamma=0.5,
+            lr_multiplier=0.5,
+        ),
+    ]
     runs = [load_run(d) for d in dirs]
     assert runs[4].label == "GRPO N=8 (lr x0.50)" and runs[4].lr_scale == pytest.approx(0.5)
-    assert runs[5].lr_scale == pytest.approx(0.5 * 0.679, abs=1e-3) and runs[5].label == "GRPO N=8 (lr x0.34)"
-    assert runs[2].label == "GRPO N=8" and runs[2].lr_scale == 1.0 and runs[2].lr_match_gamma is None
+    assert (
+        runs[5].lr_scale == pytest.approx(0.5 * 0.679, abs=1e-3)
+        and runs[5].label == "GRPO N=8 (lr x0.34)"
+    )
+    assert (
+        runs[2].label == "GRPO N=8" and runs[2].lr_scale == 1.0 and runs[2].lr_match_gamma is None
+    )
     # the sweep rows (and so the orderings and Kendall tau) hold only the runs at the configured lr
     rows = sweep_rows(runs, PAPER)
     assert [r["label"] for r in rows] == ["GRPO N=2", "GRPO N=4", "GRPO N=8", "F-GRPO N=8"]
-    assert [r["label"] for r in control_rows(runs)] == ["GRPO N=8 (lr x0.50)", "GRPO N=8 (lr x0.34)"]
+    assert [r["label"] for r in control_rows(runs)] == [
+        "GRPO N=8 (lr x0.50)",
+        "GRPO N=8 (lr x0.34)",
+    ]
     assert all("lr x" not in s for s in ordering_sentences(rows + control_rows(runs)))
     fig, ax = plt.subplots()
     plot_delta_nll(ax, rows, control_rows(runs))
     (grpo_line,) = [line for line in ax.lines if line.get_label() == "GRPO (ours)"]
-    assert list(grpo_line.get_xdata()) == [2, 4, 8] and list(grpo_line.get_ydata()) == [0.1, 0.2, 0.3]
+    assert list(grpo_line.get_xdata()) == [2, 4, 8] and list(grpo_line.get_ydata()) == [
+        0.1,
+        0.2,
+        0.3,
+    ]
     assert any(line.get_label() == "GRPO N=8 (lr x0.50) (ours)" for line in ax.lines)
     plt.close(fig)
     # ...but every run takes part in the tail-miss check, and the control is set between F-GRPO and GRPO
-    res = cross_check(runs, rare, tmp_path / "out", early_steps=10, paper=None,
-                      rng=np.random.default_rng(0))
+    res = cross_check(
+        runs, rare, tmp_path / "out", early_steps=10, paper=None, rng=np.random.default_rng(0)
+    )
     for window in res["tail_miss"].values():
         assert set(window) == {r.label for r in runs}
     assert [r["label"] for r in res["sweep"]] == ["GRPO N=2", "GRPO N=4", "GRPO N=8", "F-GRPO N=8"]
     (comp,) = res["lr_control"]  # only the control matched to the F-GRPO run's gamma = 1
-    assert comp["control"]["label"] == "GRPO N=8 (lr x0.50)" and comp["focal"]["label"] == "F-GRPO N=8"
+    assert (
+        comp["control"]["label"] == "GRPO N=8 (lr x0.50)" and comp["focal"]["label"] == "F-GRPO N=8"
+    )
     (delta_sentence,) = [s for s in comp["sentences"] if s.startswith("Delta NLL_rare")]
-    assert "reproduces 83% of F-GRPO's +0.600" in delta_sentence and "nearer F-GRPO" in delta_sentence
+    assert (
+        "reproduces 83% of F-GRPO's +0.600" in delta_sentence and "nearer F-GRPO" in delta_sentence
+    )
     text = lr_control_section(res)
     assert "GRPO N=8 (lr x0.50)" in text and "0.500" in text
 
@@ -210,6 +364,9 @@ def test_lr_control_sentences_follow_the_numbers():
     assert "nearer GRPO" in passk
     assert "nearer F-GRPO" in delta and "reproduces 100%" in delta
     same = sweep_rows([_run("GRPO N=8", 8, 0, 0.5, 0.3), _run("F-GRPO N=8", 8, 1, 0.5, 0.3)], None)
-    assert "does not differ" in lr_control_comparisons(same, control_rows([control]))[0]["sentences"][0]
+    assert (
+        "does not differ"
+        in lr_control_comparisons(same, control_rows([control]))[0]["sentences"][0]
+    )
     control.lr_match_gamma = 0.5  # no F-GRPO run at gamma = 0.5: nothing to compare with
     assert lr_control_comparisons(rows, control_rows([control])) == []

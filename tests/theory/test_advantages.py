@@ -16,8 +16,11 @@ from fgrpo_theory.advantages import (
     mean_centred_advantages,
 )
 
-binary_groups = arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(2, 12)),
-                       elements=st.sampled_from([0.0, 1.0]))
+binary_groups = arrays(
+    np.float64,
+    st.tuples(st.integers(1, 4), st.integers(2, 12)),
+    elements=st.sampled_from([0.0, 1.0]),
+)
 
 
 def loop_reference(R, ddof, eps):
@@ -34,10 +37,15 @@ def loop_reference(R, ddof, eps):
 @settings(max_examples=60, deadline=None)
 @given(R=binary_groups)
 def test_grpo_matches_loop_reference(R):
-    np.testing.assert_allclose(grpo_advantages(R, **TRL_CONVENTION), loop_reference(R, 1, 1e-4), rtol=1e-12,
-                               atol=1e-15)
-    np.testing.assert_allclose(grpo_advantages(R, std="population", eps=1e-6), loop_reference(R, 0, 1e-6),
-                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        grpo_advantages(R, **TRL_CONVENTION), loop_reference(R, 1, 1e-4), rtol=1e-12, atol=1e-15
+    )
+    np.testing.assert_allclose(
+        grpo_advantages(R, std="population", eps=1e-6),
+        loop_reference(R, 0, 1e-6),
+        rtol=1e-12,
+        atol=1e-15,
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -104,8 +112,17 @@ def test_constant_group_of_any_reward_gets_exactly_zero(value, N):
             A = grpo_advantages(R, std=std, eps=eps)
             assert (A[0] == 0.0).all() and (A[1] != 0.0).all()
     assert (mean_centred_advantages(R)[0] == 0.0).all()
-    assert (focal_advantages(R, gamma=0.5, std="bessel", eps=1e-6, reward_wrong=min(0.0, value),
-                             reward_correct=max(1.0, value))[0] == 0.0).all()
+    assert (
+        focal_advantages(
+            R,
+            gamma=0.5,
+            std="bessel",
+            eps=1e-6,
+            reward_wrong=min(0.0, value),
+            reward_correct=max(1.0, value),
+        )[0]
+        == 0.0
+    ).all()
 
 
 def test_huge_finite_rewards_do_not_overflow():
@@ -115,18 +132,24 @@ def test_huge_finite_rewards_do_not_overflow():
     assert mu_hat == pytest.approx([0.5])
 
 
-@pytest.mark.parametrize("call, error, name", [
-    (lambda: grpo_advantages([[1.0, 0.0]], std=["bessel"], eps=1e-4), ValueError, "std"),
-    (lambda: grpo_advantages([[1.0, 0.0]], std="bessel", eps=True), TypeError, "eps"),
-    (lambda: grpo_advantages([[True, False]], std="bessel", eps=1e-4), TypeError, "rewards"),
-    (lambda: grpo_advantages([["a", "b"]], std="bessel", eps=1e-4), TypeError, "rewards"),
-    (lambda: grpo_advantages([[1.0, np.inf]], std="bessel", eps=1e-4), ValueError, "rewards"),
-    (lambda: grpo_advantages(0.7, std="bessel", eps=1e-4), ValueError, "rewards"),
-    (lambda: group_success_rate([[1.0, 0.0]], reward_correct="1"), TypeError, "reward_correct"),
-    (lambda: group_success_rate([[1.0, 0.0]], reward_wrong=np.nan), ValueError, "reward_wrong"),
-    (lambda: group_success_rate([[1.0, 0.0]], reward_correct=0.0, reward_wrong=1.0), ValueError,
-     "reward_correct must exceed reward_wrong"),
-])
+@pytest.mark.parametrize(
+    "call, error, name",
+    [
+        (lambda: grpo_advantages([[1.0, 0.0]], std=["bessel"], eps=1e-4), ValueError, "std"),
+        (lambda: grpo_advantages([[1.0, 0.0]], std="bessel", eps=True), TypeError, "eps"),
+        (lambda: grpo_advantages([[True, False]], std="bessel", eps=1e-4), TypeError, "rewards"),
+        (lambda: grpo_advantages([["a", "b"]], std="bessel", eps=1e-4), TypeError, "rewards"),
+        (lambda: grpo_advantages([[1.0, np.inf]], std="bessel", eps=1e-4), ValueError, "rewards"),
+        (lambda: grpo_advantages(0.7, std="bessel", eps=1e-4), ValueError, "rewards"),
+        (lambda: group_success_rate([[1.0, 0.0]], reward_correct="1"), TypeError, "reward_correct"),
+        (lambda: group_success_rate([[1.0, 0.0]], reward_wrong=np.nan), ValueError, "reward_wrong"),
+        (
+            lambda: group_success_rate([[1.0, 0.0]], reward_correct=0.0, reward_wrong=1.0),
+            ValueError,
+            "reward_correct must exceed reward_wrong",
+        ),
+    ],
+)
 def test_wrong_types_and_values_name_the_argument(call, error, name):
     with pytest.raises(error, match=name):
         call()
@@ -138,8 +161,14 @@ def test_constant_groups_with_eps_zero_come_without_runtime_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         A = grpo_advantages([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]], std="bessel", eps=0.0)
-        F = focal_advantages([[0.0, 0.0], [1e308, -1e308]], gamma=1.0, std="population", eps=0.0,
-                             reward_correct=1e308, reward_wrong=-1e308)
+        F = focal_advantages(
+            [[0.0, 0.0], [1e308, -1e308]],
+            gamma=1.0,
+            std="population",
+            eps=0.0,
+            reward_correct=1e308,
+            reward_wrong=-1e308,
+        )
     assert (A[0] == 0).all() and np.isfinite(F).all() and (F[0] == 0).all()
 
 
@@ -147,28 +176,45 @@ def test_groups_of_very_different_scales_and_leading_axes():
     """Each group is normalised on its own (the overflow guard rescales per group, never by the
     largest reward of the batch), over the last axis of any leading shape."""
     R = np.array([[1e-300, 3e-300, 2e-300], [1e300, -1e300, 0.0]])
-    np.testing.assert_allclose(mean_centred_advantages(R)[0], [-1e-300, 1e-300, 0.0], rtol=1e-12,
-                               atol=1e-312)
-    np.testing.assert_allclose(grpo_advantages(R, std="population", eps=0.0)[0],
-                               [-np.sqrt(1.5), np.sqrt(1.5), 0.0], rtol=1e-12)
+    np.testing.assert_allclose(
+        mean_centred_advantages(R)[0], [-1e-300, 1e-300, 0.0], rtol=1e-12, atol=1e-312
+    )
+    np.testing.assert_allclose(
+        grpo_advantages(R, std="population", eps=0.0)[0],
+        [-np.sqrt(1.5), np.sqrt(1.5), 0.0],
+        rtol=1e-12,
+    )
     rng = np.random.default_rng(0)
     R3 = rng.choice([0.0, 0.5, 2.0], size=(2, 3, 5))  # (..., N) with two leading axes
     flat = R3.reshape(6, 5)
-    np.testing.assert_allclose(mean_centred_advantages(R3).reshape(6, 5),
-                               flat - flat.mean(axis=1, keepdims=True), rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(grpo_advantages(R3, std="bessel", eps=1e-4).reshape(6, 5),
-                               loop_reference(flat, 1, 1e-4), rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(focal_group_weights(R3, gamma=1.0, reward_correct=2.0).reshape(6),
-                               1 - flat.mean(axis=1) / 2, rtol=1e-12)
+    np.testing.assert_allclose(
+        mean_centred_advantages(R3).reshape(6, 5),
+        flat - flat.mean(axis=1, keepdims=True),
+        rtol=1e-12,
+        atol=1e-15,
+    )
+    np.testing.assert_allclose(
+        grpo_advantages(R3, std="bessel", eps=1e-4).reshape(6, 5),
+        loop_reference(flat, 1, 1e-4),
+        rtol=1e-12,
+        atol=1e-15,
+    )
+    np.testing.assert_allclose(
+        focal_group_weights(R3, gamma=1.0, reward_correct=2.0).reshape(6),
+        1 - flat.mean(axis=1) / 2,
+        rtol=1e-12,
+    )
 
 
 def test_default_rewards_are_one_and_zero():
     R = np.array([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0]])
     np.testing.assert_allclose(focal_group_weights(R, gamma=1.0), [0.75, 0.25], rtol=1e-15)
     np.testing.assert_allclose(group_success_rate(R), [0.25, 0.75], rtol=1e-15)
-    np.testing.assert_allclose(focal_advantages(R, gamma=2.0, std="bessel", eps=0.0),
-                               np.array([[0.5625], [0.0625]]) * grpo_advantages(R, std="bessel", eps=0.0),
-                               rtol=1e-15)
+    np.testing.assert_allclose(
+        focal_advantages(R, gamma=2.0, std="bessel", eps=0.0),
+        np.array([[0.5625], [0.0625]]) * grpo_advantages(R, std="bessel", eps=0.0),
+        rtol=1e-15,
+    )
 
 
 def test_subnormal_rewards_and_equal_reward_bounds():

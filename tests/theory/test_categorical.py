@@ -52,8 +52,9 @@ def test_unsampled_actions_move_by_minus_eta_over_N_S_R_p(prob, eta):
     dz = logit_update(p, correct, actions, eta=eta, R_c=R_c, R_w=R_w)
     s = group_stats(p, correct, actions, R_c=R_c, R_w=R_w)
     unsampled = ~sampled_mask(actions, p.size)
-    np.testing.assert_allclose(dz[unsampled], -(eta / len(actions)) * s.S_R * p[unsampled],
-                               rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(
+        dz[unsampled], -(eta / len(actions)) * s.S_R * p[unsampled], rtol=1e-12, atol=1e-300
+    )
 
 
 @given(problems())
@@ -70,9 +71,13 @@ def _first_order_errors(prob, eta):
     z, p, correct, actions, R_c, R_w = prob
     s = group_stats(p, correct, actions, R_c=R_c, R_w=R_w)
     q0, qu0 = _masses(z, correct, actions)
-    q1, qu1 = _masses(z + logit_update(p, correct, actions, eta=eta, R_c=R_c, R_w=R_w), correct, actions)
-    return (abs((q1 - q0) - predicted_delta_q_pos(s, eta=eta, R_c=R_c, R_w=R_w)),
-            abs((qu1 - qu0) - predicted_delta_q_u_pos(s, eta=eta, R_c=R_c, R_w=R_w)))
+    q1, qu1 = _masses(
+        z + logit_update(p, correct, actions, eta=eta, R_c=R_c, R_w=R_w), correct, actions
+    )
+    return (
+        abs((q1 - q0) - predicted_delta_q_pos(s, eta=eta, R_c=R_c, R_w=R_w)),
+        abs((qu1 - qu0) - predicted_delta_q_u_pos(s, eta=eta, R_c=R_c, R_w=R_w)),
+    )
 
 
 @given(problems())
@@ -84,7 +89,7 @@ def test_eq17_and_prop32_hold_to_second_order_in_eta(prob):
     e_small = _first_order_errors(prob, eta / 8)
     for big, small in zip(e_big, e_small):
         assert small <= big / 25 + 1e-15
-        assert big <= 10 * eta**2          # the error itself is small, not just shrinking
+        assert big <= 10 * eta**2  # the error itself is small, not just shrinking
 
 
 def test_first_order_prediction_is_not_trivially_zero():
@@ -120,10 +125,16 @@ def test_prop32_total_correct_mass_rises_while_unsampled_correct_mass_falls():
 def test_gamma_zero_reproduces_the_unweighted_update(prob, eta):
     z, p, correct, actions, R_c, R_w = prob
     base = logit_update(p, correct, actions, eta=eta, R_c=R_c, R_w=R_w)
-    np.testing.assert_array_equal(logit_update(p, correct, actions, eta=eta, R_c=R_c, R_w=R_w, gamma=0.0), base)
+    np.testing.assert_array_equal(
+        logit_update(p, correct, actions, eta=eta, R_c=R_c, R_w=R_w, gamma=0.0), base
+    )
     mu_hat = correct[actions].mean()
-    np.testing.assert_allclose(logit_update(p, correct, actions, eta=eta, R_c=R_c, R_w=R_w, gamma=1.0),
-                               (1 - mu_hat) * base, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(
+        logit_update(p, correct, actions, eta=eta, R_c=R_c, R_w=R_w, gamma=1.0),
+        (1 - mu_hat) * base,
+        rtol=1e-12,
+        atol=1e-300,
+    )
 
 
 def _monte_carlo_given_k(p, correct, k, N, rng, draws=4000):
@@ -133,7 +144,9 @@ def _monte_carlo_given_k(p, correct, k, N, rng, draws=4000):
     P_pos = np.empty(draws)
     P_neg = np.empty(draws)
     for d in range(draws):
-        a = np.concatenate([ic[rng.choice(ic.size, k, p=pc)], inn[rng.choice(inn.size, N - k, p=pn)]])
+        a = np.concatenate(
+            [ic[rng.choice(ic.size, k, p=pc)], inn[rng.choice(inn.size, N - k, p=pn)]]
+        )
         s = group_stats(p, correct, a)
         P_pos[d], P_neg[d] = s.P_pos, s.P_neg
     return P_pos, P_neg
@@ -152,8 +165,13 @@ def test_lemma_h1_exact_expectations_match_monte_carlo():
         assert abs(P_neg.mean() - expected_p_neg_given_k(p, correct, k, N)) < 5 * se_neg + 1e-12
 
 
-@given(st.integers(0, 2**31 - 1), st.integers(3, 30), st.integers(1, 16),
-       st.floats(-3.0, 0.0), st.floats(0.0, 3.0))
+@given(
+    st.integers(0, 2**31 - 1),
+    st.integers(3, 30),
+    st.integers(1, 16),
+    st.floats(-3.0, 0.0),
+    st.floats(0.0, 3.0),
+)
 @settings(max_examples=60, deadline=None)
 def test_cor_h2_expected_S_R_is_nondecreasing_in_k_when_R_w_le_0(seed, K, N, R_w, R_c):
     """Needs R_c >= 0 as well (see the next test): both terms then move the same way."""
@@ -193,10 +211,13 @@ def test_cor_h2_monte_carlo_agrees_with_the_exact_curve():
     assert np.all(np.diff(exact) > 0)
 
 
-@pytest.mark.parametrize("bad", [
-    dict(R_c=0.0, R_w=0.0),
-    dict(R_c=-1.0, R_w=1.0),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(R_c=0.0, R_w=0.0),
+        dict(R_c=-1.0, R_w=1.0),
+    ],
+)
 def test_rewards_must_be_ordered(bad):
     p = softmax(np.zeros(4))
     with pytest.raises(ValueError, match="R_c"):
@@ -228,24 +249,29 @@ def test_softmax_of_infinite_logits():
         softmax(np.zeros((2, 2)))
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(eta=np.nan), "eta must not be NaN"),
-    (dict(eta=np.inf), "eta must be finite"),
-    (dict(eta=-0.1), "eta must be >= 0, got eta=-0.1"),
-    (dict(eta=0.1, R_c=np.nan), "R_c must not be NaN"),
-    (dict(eta=0.1, R_w=np.inf), "R_w must be finite"),
-    (dict(eta=0.1, R_c=-1.0, R_w=1.0), "need R_c > R_w, got R_c=-1.0, R_w=1.0"),
-    (dict(eta=True), "eta must be a number, not a bool"),
-    (dict(eta="0.1"), "eta must be a number or an array of numbers"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(eta=np.nan), "eta must not be NaN"),
+        (dict(eta=np.inf), "eta must be finite"),
+        (dict(eta=-0.1), "eta must be >= 0, got eta=-0.1"),
+        (dict(eta=0.1, R_c=np.nan), "R_c must not be NaN"),
+        (dict(eta=0.1, R_w=np.inf), "R_w must be finite"),
+        (dict(eta=0.1, R_c=-1.0, R_w=1.0), "need R_c > R_w, got R_c=-1.0, R_w=1.0"),
+        (dict(eta=True), "eta must be a number, not a bool"),
+        (dict(eta="0.1"), "eta must be a number or an array of numbers"),
+    ],
+)
 def test_eta_and_rewards_are_checked_everywhere(kw, message):
     p = softmax(np.zeros(4))
     correct = np.array([1, 0, 1, 0], bool)
     s = group_stats(p, correct, [0, 1])
     error = TypeError if isinstance(kw["eta"], (bool, str)) else ValueError
-    for call in (lambda: logit_update(p, correct, [0, 1], **kw),
-                 lambda: predicted_delta_q_pos(s, **kw),
-                 lambda: predicted_delta_q_u_pos(s, **kw)):
+    for call in (
+        lambda: logit_update(p, correct, [0, 1], **kw),
+        lambda: predicted_delta_q_pos(s, **kw),
+        lambda: predicted_delta_q_u_pos(s, **kw),
+    ):
         with pytest.raises(error, match=message):
             call()
 

@@ -20,8 +20,18 @@ def run(capsys, *argv):
 
 def test_tail_miss_table_and_peaks(capsys, tmp_path):
     plot = tmp_path / "out.png"
-    code, out, _ = run(capsys, "tail-miss", "--mu", "0.3", "--rho", "0.05,0.1,0.2", "--n-max", "128",
-                       "--plot", str(plot))
+    code, out, _ = run(
+        capsys,
+        "tail-miss",
+        "--mu",
+        "0.3",
+        "--rho",
+        "0.05,0.1,0.2",
+        "--n-max",
+        "128",
+        "--plot",
+        str(plot),
+    )
     assert code == 0 and plot.stat().st_size > 1000
     lines = out.splitlines()
     row8 = next(line for line in lines if line.split() and line.split()[0] == "8")
@@ -34,7 +44,9 @@ def test_tail_miss_table_and_peaks(capsys, tmp_path):
 
 
 def test_tail_miss_json(capsys):
-    code, out, _ = run(capsys, "tail-miss", "--mu", "0.3", "--tau", "0.015,0.03", "--n", "1,2,8", "--json")
+    code, out, _ = run(
+        capsys, "tail-miss", "--mu", "0.3", "--tau", "0.015,0.03", "--n", "1,2,8", "--json"
+    )
     rows = json.loads(out)
     assert code == 0 and len(rows) == 6
     assert set(rows[0]) == {"N", "mu", "tau", "p_active", "p_tail_miss"}
@@ -79,8 +91,12 @@ def test_bad_input_one_line_exit_2(capsys, argv, word):
 
 
 def test_console_script_exit_status():
-    proc = subprocess.run([sys.executable, "-m", "fgrpo_theory.cli", "tail-miss", "--mu", "0.3", "--tau", "0.9"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fgrpo_theory.cli", "tail-miss", "--mu", "0.3", "--tau", "0.9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "tau" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -88,14 +104,22 @@ def test_demo_fast_writes_figures_and_tables(capsys, tmp_path):
     code, out, _ = run(capsys, "demo", "--out", str(tmp_path), "--fast")
     assert code == 0
     theory = tmp_path / "theory"
-    for name in ("fig1a_tail_miss.png", "fig3_tail_miss_grid.png", "fig4_focal_magnitudes.png",
-                 "fig5_large_group.png", "peaks.csv", "peaks.md"):
+    for name in (
+        "fig1a_tail_miss.png",
+        "fig3_tail_miss_grid.png",
+        "fig4_focal_magnitudes.png",
+        "fig5_large_group.png",
+        "peaks.csv",
+        "peaks.md",
+    ):
         assert (theory / name).stat().st_size > 0, name
     assert "N_star" in (theory / "peaks.csv").read_text().splitlines()[0]
 
 
 def test_json_is_strict_with_null_for_non_finite_values(capsys):
-    code, out, _ = run(capsys, "peak", "--mu", "0.3", "--tau", "0,0.3,0.015", "--n-max", "64", "--json")
+    code, out, _ = run(
+        capsys, "peak", "--mu", "0.3", "--tau", "0,0.3,0.015", "--n-max", "64", "--json"
+    )
     assert code == 0 and "Infinity" not in out and "NaN" not in out
 
     def refuse(token):
@@ -107,34 +131,56 @@ def test_json_is_strict_with_null_for_non_finite_values(capsys):
     assert rows[2]["N_stationary"] > 1
 
 
-@pytest.mark.parametrize("path, words", [
-    ("{tmp}", "--plot must be a file"),
-    ("{tmp}/no/such/dir/x.png", "--plot directory does not exist"),
-    ("{tmp}/x.unknown", "--plot must end in one of"),
-    ("{tmp}/noext", "--plot must end in one of"),
-    ("/etc/passwd/x.png", "--plot directory is not a directory"),
-    ("/proc/x.png", "cannot write --plot"),
-    ("{tmp}/nul\0.png", "--plot must be a file path"),
-    ("", "--plot must be a file path"),
-])
+@pytest.mark.parametrize(
+    "path, words",
+    [
+        ("{tmp}", "--plot must be a file"),
+        ("{tmp}/no/such/dir/x.png", "--plot directory does not exist"),
+        ("{tmp}/x.unknown", "--plot must end in one of"),
+        ("{tmp}/noext", "--plot must end in one of"),
+        ("/etc/passwd/x.png", "--plot directory is not a directory"),
+        ("/proc/x.png", "cannot write --plot"),
+        ("{tmp}/nul\0.png", "--plot must be a file path"),
+        ("", "--plot must be a file path"),
+    ],
+)
 def test_odd_plot_paths_one_line_exit_2_before_any_output(capsys, tmp_path, path, words):
-    code, out, err = run(capsys, "tail-miss", "--mu", "0.3", "--rho", "0.1", "--n-max", "8",
-                         "--plot", path.format(tmp=tmp_path))
+    code, out, err = run(
+        capsys,
+        "tail-miss",
+        "--mu",
+        "0.3",
+        "--rho",
+        "0.1",
+        "--n-max",
+        "8",
+        "--plot",
+        path.format(tmp=tmp_path),
+    )
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and words in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv, word", [
-    (["pass-at-k", "--n", "1e20", "--c", "1", "--k", "1"], "--n must be an integer below 2**63"),
-    (["pass-at-k", "--n", "abc", "--c", "1", "--k", "1"], "--n must be a comma-separated list"),
-    (["pass-at-k", "--n", "10", "--c", "9223372036854775808", "--k", "1"], "--c"),
-    (["pass-at-k", "--p", "1.5", "--k", "1"], "--p must lie in [0, 1]"),
-    (["tail-miss", "--mu", "0.3", "--rho", "0.1", "--n-max", "100000000"], "--n-max must be <="),
-    (["tail-miss", "--mu", "0.3", "--tau", "0.1", "--n", "1e19"], "--n"),
-    (["tail-miss", "--mu", "0.3", "--tau", "0.4"], "--tau must be <= --mu"),
-    (["peak", "--mu", "-1", "--rho", "0.1"], "--mu"),
-    (["peak", "--mu", "0.3", "--tau", "1e-31", "--n-max", "100"], None),
-])
+@pytest.mark.parametrize(
+    "argv, word",
+    [
+        (
+            ["pass-at-k", "--n", "1e20", "--c", "1", "--k", "1"],
+            "--n must be an integer below 2**63",
+        ),
+        (["pass-at-k", "--n", "abc", "--c", "1", "--k", "1"], "--n must be a comma-separated list"),
+        (["pass-at-k", "--n", "10", "--c", "9223372036854775808", "--k", "1"], "--c"),
+        (["pass-at-k", "--p", "1.5", "--k", "1"], "--p must lie in [0, 1]"),
+        (
+            ["tail-miss", "--mu", "0.3", "--rho", "0.1", "--n-max", "100000000"],
+            "--n-max must be <=",
+        ),
+        (["tail-miss", "--mu", "0.3", "--tau", "0.1", "--n", "1e19"], "--n"),
+        (["tail-miss", "--mu", "0.3", "--tau", "0.4"], "--tau must be <= --mu"),
+        (["peak", "--mu", "-1", "--rho", "0.1"], "--mu"),
+        (["peak", "--mu", "0.3", "--tau", "1e-31", "--n-max", "100"], None),
+    ],
+)
 def test_cli_values_are_checked_with_the_flag_named(capsys, argv, word):
     code, _, err = run(capsys, *argv)
     if word is None:
@@ -144,8 +190,9 @@ def test_cli_values_are_checked_with_the_flag_named(capsys, argv, word):
 
 
 def test_pass_at_k_cli_with_large_counts_is_instant(capsys):
-    code, out, _ = run(capsys, "pass-at-k", "--n", "1000000000", "--c", "500000000", "--k", "256",
-                       "--json")
+    code, out, _ = run(
+        capsys, "pass-at-k", "--n", "1000000000", "--c", "500000000", "--k", "256", "--json"
+    )
     assert code == 0 and json.loads(out)[0]["pass_at_k"] == 1.0
 
 
@@ -165,15 +212,24 @@ def _runner(exc):
     return parser
 
 
-@pytest.mark.parametrize("exc, words", [
-    (PermissionError(13, "Permission denied", "/root/x"), "Permission denied: /root/x"),
-    (IsADirectoryError(21, "Is a directory", "/tmp"), "Is a directory: /tmp"),
-    (NotADirectoryError(20, "Not a directory", "/etc/passwd/x"), "Not a directory: /etc/passwd/x"),
-    (FileNotFoundError(2, "No such file or directory", "a.json"), "No such file or directory: a.json"),
-    (OSError(28, "No space left on device"), "No space left on device"),
-    (TypeError("gamma must be a number, not a bool"), "gamma must be a number, not a bool"),
-    (ValueError("line one\nline two"), "line one line two"),
-])
+@pytest.mark.parametrize(
+    "exc, words",
+    [
+        (PermissionError(13, "Permission denied", "/root/x"), "Permission denied: /root/x"),
+        (IsADirectoryError(21, "Is a directory", "/tmp"), "Is a directory: /tmp"),
+        (
+            NotADirectoryError(20, "Not a directory", "/etc/passwd/x"),
+            "Not a directory: /etc/passwd/x",
+        ),
+        (
+            FileNotFoundError(2, "No such file or directory", "a.json"),
+            "No such file or directory: a.json",
+        ),
+        (OSError(28, "No space left on device"), "No space left on device"),
+        (TypeError("gamma must be a number, not a bool"), "gamma must be a number, not a bool"),
+        (ValueError("line one\nline two"), "line one line two"),
+    ],
+)
 def test_run_command_turns_os_and_type_errors_into_one_line(capsys, exc, words):
     from fgrpo_theory.cli.common import run_command
 
@@ -186,8 +242,14 @@ def test_run_command_keeps_errors_interrupts_and_lets_bugs_through(capsys):
     from fgrpo_theory.cli.common import run_command
 
     # the fgrpo-llm form: errors= adds to the defaults, it never narrows them
-    assert run_command(_runner(PermissionError(13, "Permission denied", "x")), ["cmd"],
-                       errors=(ValueError, FileNotFoundError, NotADirectoryError)) == 2
+    assert (
+        run_command(
+            _runner(PermissionError(13, "Permission denied", "x")),
+            ["cmd"],
+            errors=(ValueError, FileNotFoundError, NotADirectoryError),
+        )
+        == 2
+    )
     assert run_command(_runner(LookupError("bad key")), ["cmd"], errors=(LookupError,)) == 2
     assert run_command(_runner(KeyboardInterrupt()), ["cmd"], interrupted="stopped") == 130
     assert capsys.readouterr().err.splitlines()[-1] == "prog: stopped"

@@ -14,8 +14,21 @@ from fgrpo_theory.cli import main
 
 matplotlib.use("Agg")
 
-TINY = ["--actions", "200", "--correct", "20", "--group-sizes", "2,16", "--gammas", "0,1",
-        "--seeds", "0", "--steps", "5", "--no-progress"]
+TINY = [
+    "--actions",
+    "200",
+    "--correct",
+    "20",
+    "--group-sizes",
+    "2,16",
+    "--gammas",
+    "0,1",
+    "--seeds",
+    "0",
+    "--steps",
+    "5",
+    "--no-progress",
+]
 
 
 def test_flags_write_the_csv(tmp_path, capsys):
@@ -26,49 +39,67 @@ def test_flags_write_the_csv(tmp_path, capsys):
     assert set(rows[0]) == {"N", "gamma", "seed", "q_pos", "m_ret", "entropy"}
     assert all(0 < float(r["q_pos"]) < 1 and 0 <= float(r["m_ret"]) <= 1 for r in rows)
     assert "Q_pos(g=1)" in capsys.readouterr().out
-    assert sorted(p.name for p in path.parent.iterdir()) == ["sim.csv"]   # no partial/ left
+    assert sorted(p.name for p in path.parent.iterdir()) == ["sim.csv"]  # no partial/ left
 
 
 def test_preset_with_out_writes_figure_csv_records_and_config(tmp_path):
     out = tmp_path / "fig2"
-    args = ["simulate", "--preset", "tiny", "--steps", "4", "--workers", "1", "--no-progress",
-            "--out", str(out)]
+    args = [
+        "simulate",
+        "--preset",
+        "tiny",
+        "--steps",
+        "4",
+        "--workers",
+        "1",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
-    for name in ("fig2.png", "fig2.csv", "simulation.npz", "simulation_config.json",
-                 "metrics.jsonl"):
+    for name in (
+        "fig2.png",
+        "fig2.csv",
+        "simulation.npz",
+        "simulation_config.json",
+        "metrics.jsonl",
+    ):
         assert (out / name).stat().st_size > 0
     cfg = json.loads((out / "simulation_config.json").read_text())
-    assert cfg["steps"] == 4 and cfg["actions"] == 1280       # preset value kept, flag applied
+    assert cfg["steps"] == 4 and cfg["actions"] == 1280  # preset value kept, flag applied
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 5 and "m_ret/N=16/gamma=1" in json.loads(lines[-1])
-    assert main(args) == 0                                        # cached rerun
+    assert main(args) == 0  # cached rerun
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--group-sizes", "2,x"], "--group-sizes"),
-    (["--group-sizes", "0"], "group_sizes"),
-    (["--group-sizes", ",,"], "--group-sizes"),
-    (["--group-sizes", "2,2"], "group_sizes"),
-    (["--group-sizes", str(2**40)], "group_sizes"),
-    (["--group-sizes", str(2**70)], "group_sizes"),
-    (["--gammas", "-1"], "gammas"),
-    (["--gammas", "nan"], "gammas"),
-    (["--gammas", "inf"], "gammas"),
-    (["--seeds", ""], "--seeds"),
-    (["--seeds", "-1"], "seeds"),
-    (["--seeds", "1.5"], "--seeds"),
-    (["--lr", "-0.1"], "lr"),
-    (["--lr", "inf"], "lr"),
-    (["--lr", "nan"], "lr"),
-    (["--actions", "10", "--correct", "10"], "correct"),
-    (["--actions", str(10**12)], "actions"),
-    (["--steps", "0"], "steps"),
-    (["--steps", str(10**12)], "steps"),
-    (["--workers", "0"], "workers"),
-    (["--workers", "-3"], "workers"),
-    (["--workers", str(10**9)], "workers"),
-    (["--engine", "sparse", "--surrogate", "prob"], "sparse"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["--group-sizes", "2,x"], "--group-sizes"),
+        (["--group-sizes", "0"], "group_sizes"),
+        (["--group-sizes", ",,"], "--group-sizes"),
+        (["--group-sizes", "2,2"], "group_sizes"),
+        (["--group-sizes", str(2**40)], "group_sizes"),
+        (["--group-sizes", str(2**70)], "group_sizes"),
+        (["--gammas", "-1"], "gammas"),
+        (["--gammas", "nan"], "gammas"),
+        (["--gammas", "inf"], "gammas"),
+        (["--seeds", ""], "--seeds"),
+        (["--seeds", "-1"], "seeds"),
+        (["--seeds", "1.5"], "--seeds"),
+        (["--lr", "-0.1"], "lr"),
+        (["--lr", "inf"], "lr"),
+        (["--lr", "nan"], "lr"),
+        (["--actions", "10", "--correct", "10"], "correct"),
+        (["--actions", str(10**12)], "actions"),
+        (["--steps", "0"], "steps"),
+        (["--steps", str(10**12)], "steps"),
+        (["--workers", "0"], "workers"),
+        (["--workers", "-3"], "workers"),
+        (["--workers", str(10**9)], "workers"),
+        (["--engine", "sparse", "--surrogate", "prob"], "sparse"),
+    ],
+)
 def test_bad_values_exit_2_with_one_line(tmp_path, capsys, argv, needle):
     code = main(["simulate", "--csv", str(tmp_path / "x.csv"), "--no-progress", *argv])
     err = capsys.readouterr().err.strip()
@@ -117,8 +148,21 @@ def test_engines_give_the_same_csv(tmp_path):
     paths = {}
     for engine in ("dense", "sparse", "compiled"):
         paths[engine] = tmp_path / f"{engine}.csv"
-        assert main(["simulate", *TINY, "--engine", engine, "--workers", "1",
-                     "--csv", str(paths[engine])]) == 0
+        assert (
+            main(
+                [
+                    "simulate",
+                    *TINY,
+                    "--engine",
+                    engine,
+                    "--workers",
+                    "1",
+                    "--csv",
+                    str(paths[engine]),
+                ]
+            )
+            == 0
+        )
     texts = {k: p.read_text() for k, p in paths.items()}
     assert texts["dense"] == texts["sparse"] == texts["compiled"]
 
@@ -126,17 +170,20 @@ def test_engines_give_the_same_csv(tmp_path):
 def test_torch_engine_flag_runs_on_cpu(tmp_path):
     pytest.importorskip("torch")
     path = tmp_path / "t.csv"
-    assert main(["simulate", *TINY, "--engine", "torch", "--device", "cpu", "--csv",
-                 str(path)]) == 0
+    assert (
+        main(["simulate", *TINY, "--engine", "torch", "--device", "cpu", "--csv", str(path)]) == 0
+    )
     assert len(path.read_text().splitlines()) == 1 + 4
 
 
 def test_bad_torch_device_is_one_line(tmp_path, capsys):
     pytest.importorskip("torch")
-    err = _fails_with_one_line(capsys, ["--engine", "torch", "--device", "no-such-device",
-                                        "--csv", str(tmp_path / "t.csv")])
+    err = _fails_with_one_line(
+        capsys,
+        ["--engine", "torch", "--device", "no-such-device", "--csv", str(tmp_path / "t.csv")],
+    )
     assert "device" in err
-    assert list(tmp_path.iterdir()) == []                     # nothing written
+    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 def test_csv_only_sweep_resumes_from_its_partial_folder(tmp_path, monkeypatch):

@@ -93,23 +93,55 @@ gamma_edge = st.sampled_from([0.0, 1e-300, 50.0, 1e6, 1e300])
 
 #: Values of the wrong type or shape, hostile to any argument.
 WRONG_TYPE = [
-    None, "0.5", b"1", True, False, np.True_, np.datetime64("2020-01-01"), np.timedelta64(1, "D"),
-    1 + 0j, complex(0.5, 1.0), np.array(["a"]), np.array([0.5, None], dtype=object),
-    {"a": 1}, [], [[0.1], [0.2, 0.3]], np.ma.masked_array([0.5, 0.2], mask=[0, 1]),
-    np.array([True, False]), object(), [0.5, "x"],
+    None,
+    "0.5",
+    b"1",
+    True,
+    False,
+    np.True_,
+    np.datetime64("2020-01-01"),
+    np.timedelta64(1, "D"),
+    1 + 0j,
+    complex(0.5, 1.0),
+    np.array(["a"]),
+    np.array([0.5, None], dtype=object),
+    {"a": 1},
+    [],
+    [[0.1], [0.2, 0.3]],
+    np.ma.masked_array([0.5, 0.2], mask=[0, 1]),
+    np.array([True, False]),
+    object(),
+    [0.5, "x"],
 ]
 NOT_A_NUMBER = [float("nan"), [0.5, float("nan")], np.array([np.nan])]
-hostile_prob = st.sampled_from(WRONG_TYPE + NOT_A_NUMBER + [
-    -0.1, 1.5, math.inf, -math.inf, 1e308, 2**64, 10**400, -TINY, [0.2, 1.2]])
-hostile_group_size = st.sampled_from(WRONG_TYPE + NOT_A_NUMBER + [
-    0.5, 0, -1, math.inf, -math.inf, 10**400, [2, 0]])
-hostile_int = st.sampled_from(WRONG_TYPE + NOT_A_NUMBER + [
-    2**63, 2**64, 1e19, 10**400, -1, 2.5, math.inf, -math.inf, 1e300, [4, 2**63]])
+hostile_prob = st.sampled_from(
+    WRONG_TYPE
+    + NOT_A_NUMBER
+    + [-0.1, 1.5, math.inf, -math.inf, 1e308, 2**64, 10**400, -TINY, [0.2, 1.2]]
+)
+hostile_group_size = st.sampled_from(
+    WRONG_TYPE + NOT_A_NUMBER + [0.5, 0, -1, math.inf, -math.inf, 10**400, [2, 0]]
+)
+hostile_int = st.sampled_from(
+    WRONG_TYPE
+    + NOT_A_NUMBER
+    + [2**63, 2**64, 1e19, 10**400, -1, 2.5, math.inf, -math.inf, 1e300, [4, 2**63]]
+)
 hostile_nonneg = st.sampled_from(WRONG_TYPE + NOT_A_NUMBER + [-1.0, -1e-300, math.inf, -math.inf])
 hostile_real = st.sampled_from(WRONG_TYPE + NOT_A_NUMBER + [math.inf, -math.inf, [1.0, 2.0]])
-hostile_rewards = st.sampled_from(WRONG_TYPE + NOT_A_NUMBER + [
-    0.7, [[1.0, math.inf]], [[1.0, float("nan")]], [[True, False]], [["a", "b"]], [[]],
-    np.array([[1 + 1j, 0]])])
+hostile_rewards = st.sampled_from(
+    WRONG_TYPE
+    + NOT_A_NUMBER
+    + [
+        0.7,
+        [[1.0, math.inf]],
+        [[1.0, float("nan")]],
+        [[True, False]],
+        [["a", "b"]],
+        [[]],
+        np.array([[1 + 1j, 0]]),
+    ]
+)
 hostile_rng = st.sampled_from([None, 0, "seed", np.random.RandomState(0), 1.5, True])
 hostile_std = st.sampled_from(["sample", None, 1, True, ["bessel"], "BESSEL"])
 
@@ -153,6 +185,7 @@ def _mod(name: str):
 # result checks
 # ----------------------------------------------------------------------------------------------
 
+
 def _arr(out) -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
@@ -188,6 +221,7 @@ def first_error(*errors) -> str | None:
 # valid-input strategies per module
 # ----------------------------------------------------------------------------------------------
 
+
 @st.composite
 def mu_tau_N(draw, *, with_N=True, edge=False):
     L = draw(lengths)
@@ -204,15 +238,20 @@ def mu_tau_N(draw, *, with_N=True, edge=False):
 def mu_rho_N(draw, edge=False):
     L = draw(lengths)
     p = _prob_edge if edge else prob
-    return {"mu": draw(scalar_or_array(p, L)), "rho": draw(scalar_or_array(p, L)),
-            "N": draw(scalar_or_array(group_size_edge if edge else group_size, L))}
+    return {
+        "mu": draw(scalar_or_array(p, L)),
+        "rho": draw(scalar_or_array(p, L)),
+        "N": draw(scalar_or_array(group_size_edge if edge else group_size, L)),
+    }
 
 
 @st.composite
 def mu_N(draw, edge=False):
     L = draw(lengths)
-    return {"mu": draw(scalar_or_array(_prob_edge if edge else prob, L)),
-            "N": draw(scalar_or_array(group_size_edge if edge else group_size, L))}
+    return {
+        "mu": draw(scalar_or_array(_prob_edge if edge else prob, L)),
+        "N": draw(scalar_or_array(group_size_edge if edge else group_size, L)),
+    }
 
 
 def _tau_gt_mu(draw, kw):
@@ -270,35 +309,98 @@ def _tail_miss_cases() -> list[Case]:
 
     prob_check = lambda kw, out: in_unit(out)  # noqa: E731
     cases = [
-        Case("p_active", lambda kw: tm.p_active(**kw), mu_N(),
-             {"mu": hostile_prob, "N": hostile_group_size}, prob_check, mu_N(edge=True)),
-        Case("log_p_active", lambda kw: tm.log_p_active(**kw), mu_N(),
-             {"mu": hostile_prob, "N": hostile_group_size}, lambda kw, out: log_prob(out),
-             mu_N(edge=True)),
-        Case("p_tail_miss", lambda kw: tm.p_tail_miss(**kw), mu_tau_N(), H, prob_check,
-             mu_tau_N(edge=True), _tau_gt_mu),
-        Case("log_p_tail_miss", lambda kw: tm.log_p_tail_miss(**kw), mu_tau_N(), H,
-             lambda kw, out: log_prob(out), mu_tau_N(edge=True), _tau_gt_mu),
-        Case("p_tail_miss_rho", lambda kw: tm.p_tail_miss_rho(**kw), mu_rho_N(),
-             {"mu": hostile_prob, "rho": hostile_prob, "N": hostile_group_size}, prob_check,
-             mu_rho_N(edge=True)),
-        Case("log_p_tail_miss_rho", lambda kw: tm.log_p_tail_miss_rho(**kw), mu_rho_N(),
-             {"mu": hostile_prob, "rho": hostile_prob, "N": hostile_group_size},
-             lambda kw, out: log_prob(out), mu_rho_N(edge=True)),
-        Case("p_tail_miss_given_active", lambda kw: tm.p_tail_miss_given_active(**kw),
-             mu_tau_N(), H, given_active_check, mu_tau_N(edge=True), _tau_gt_mu),
-        Case("expected_tail_miss_count", lambda kw: tm.expected_tail_miss_count(**kw),
-             mu_tau_N(), H, count_check, mu_tau_N(edge=True), _tau_gt_mu),
-        Case("stationary_group_size", lambda kw: tm.stationary_group_size(**kw),
-             mu_tau_N(with_N=False), {"mu": hostile_prob, "tau": hostile_prob}, stationary_check,
-             mu_tau_N(with_N=False, edge=True), _tau_gt_mu,
-             allowed_error=r"outside what float64 resolves"),
-        Case("peak_group_size", lambda kw: tm.peak_group_size(**kw), peak_valid(),
-             {"mu": hostile_prob, "tau": hostile_prob,
-              "n_max": hostile_group_size.filter(lambda v: v is not None)},  # None: no cap
-             peak_check,
-             peak_valid(edge=True), _tau_gt_mu,
-             allowed_error=r"beyond 2\^53|outside what float64 resolves"),
+        Case(
+            "p_active",
+            lambda kw: tm.p_active(**kw),
+            mu_N(),
+            {"mu": hostile_prob, "N": hostile_group_size},
+            prob_check,
+            mu_N(edge=True),
+        ),
+        Case(
+            "log_p_active",
+            lambda kw: tm.log_p_active(**kw),
+            mu_N(),
+            {"mu": hostile_prob, "N": hostile_group_size},
+            lambda kw, out: log_prob(out),
+            mu_N(edge=True),
+        ),
+        Case(
+            "p_tail_miss",
+            lambda kw: tm.p_tail_miss(**kw),
+            mu_tau_N(),
+            H,
+            prob_check,
+            mu_tau_N(edge=True),
+            _tau_gt_mu,
+        ),
+        Case(
+            "log_p_tail_miss",
+            lambda kw: tm.log_p_tail_miss(**kw),
+            mu_tau_N(),
+            H,
+            lambda kw, out: log_prob(out),
+            mu_tau_N(edge=True),
+            _tau_gt_mu,
+        ),
+        Case(
+            "p_tail_miss_rho",
+            lambda kw: tm.p_tail_miss_rho(**kw),
+            mu_rho_N(),
+            {"mu": hostile_prob, "rho": hostile_prob, "N": hostile_group_size},
+            prob_check,
+            mu_rho_N(edge=True),
+        ),
+        Case(
+            "log_p_tail_miss_rho",
+            lambda kw: tm.log_p_tail_miss_rho(**kw),
+            mu_rho_N(),
+            {"mu": hostile_prob, "rho": hostile_prob, "N": hostile_group_size},
+            lambda kw, out: log_prob(out),
+            mu_rho_N(edge=True),
+        ),
+        Case(
+            "p_tail_miss_given_active",
+            lambda kw: tm.p_tail_miss_given_active(**kw),
+            mu_tau_N(),
+            H,
+            given_active_check,
+            mu_tau_N(edge=True),
+            _tau_gt_mu,
+        ),
+        Case(
+            "expected_tail_miss_count",
+            lambda kw: tm.expected_tail_miss_count(**kw),
+            mu_tau_N(),
+            H,
+            count_check,
+            mu_tau_N(edge=True),
+            _tau_gt_mu,
+        ),
+        Case(
+            "stationary_group_size",
+            lambda kw: tm.stationary_group_size(**kw),
+            mu_tau_N(with_N=False),
+            {"mu": hostile_prob, "tau": hostile_prob},
+            stationary_check,
+            mu_tau_N(with_N=False, edge=True),
+            _tau_gt_mu,
+            allowed_error=r"outside what float64 resolves",
+        ),
+        Case(
+            "peak_group_size",
+            lambda kw: tm.peak_group_size(**kw),
+            peak_valid(),
+            {
+                "mu": hostile_prob,
+                "tau": hostile_prob,
+                "n_max": hostile_group_size.filter(lambda v: v is not None),
+            },  # None: no cap
+            peak_check,
+            peak_valid(edge=True),
+            _tau_gt_mu,
+            allowed_error=r"beyond 2\^53|outside what float64 resolves",
+        ),
     ]
     return cases
 
@@ -310,8 +412,10 @@ def _passk_cases() -> list[Case]:
     def exact_valid(draw, edge=False):
         L = draw(lengths)
         k = st.sampled_from([1, 2**53, 2**63 - 1]) if edge else st.integers(1, 10**6)
-        return {"p": draw(scalar_or_array(_prob_edge if edge else prob, L)),
-                "k": draw(scalar_or_array(k, L))}
+        return {
+            "p": draw(scalar_or_array(_prob_edge if edge else prob, L)),
+            "k": draw(scalar_or_array(k, L)),
+        }
 
     @st.composite
     def unbiased_valid(draw, edge=False):
@@ -328,8 +432,11 @@ def _passk_cases() -> list[Case]:
     def mean_valid(draw):
         n = draw(st.integers(1, 2000))
         P = draw(st.integers(1, 5))
-        return {"n": n, "c_per_problem": draw(st.lists(st.integers(0, n), min_size=P, max_size=P)),
-                "ks": draw(st.lists(st.integers(1, n), min_size=1, max_size=3))}
+        return {
+            "n": n,
+            "c_per_problem": draw(st.lists(st.integers(0, n), min_size=P, max_size=P)),
+            "ks": draw(st.lists(st.integers(1, n), min_size=1, max_size=3)),
+        }
 
     @st.composite
     def paired_valid(draw):
@@ -337,10 +444,14 @@ def _passk_cases() -> list[Case]:
         seed = draw(st.integers(0, 2**32 - 1))
         rng = np.random.default_rng(seed)
         k = draw(st.integers(1, n - 2))
-        return {"correct_a": rng.random((P, n)) < draw(prob_inner),
-                "correct_b": (rng.random((P, n)) < draw(prob_inner)).astype(int),
-                "m": draw(st.integers(k, n - 1)), "iterations": draw(st.integers(1, 50)),
-                "rng": np.random.default_rng(seed + 1), "k": k}
+        return {
+            "correct_a": rng.random((P, n)) < draw(prob_inner),
+            "correct_b": (rng.random((P, n)) < draw(prob_inner)).astype(int),
+            "m": draw(st.integers(k, n - 1)),
+            "iterations": draw(st.integers(1, 50)),
+            "rng": np.random.default_rng(seed + 1),
+            "k": k,
+        }
 
     def unbiased_violate(draw, kw):
         n = int(np.ravel(kw["n"])[0])
@@ -349,29 +460,59 @@ def _passk_cases() -> list[Case]:
         return kw, (which,)
 
     def paired_check(kw, out):
-        return first_error(in_unit(out.p_value, "p_value"), in_unit(out.pass_at_k_a, "pass@k A"),
-                           in_unit(out.pass_at_k_b, "pass@k B"), finite(out.statistic),
-                           finite(out.subsample_std),
-                           None if out.subsample_std >= 0 else "std < 0")
+        return first_error(
+            in_unit(out.p_value, "p_value"),
+            in_unit(out.pass_at_k_a, "pass@k A"),
+            in_unit(out.pass_at_k_b, "pass@k B"),
+            finite(out.statistic),
+            finite(out.subsample_std),
+            None if out.subsample_std >= 0 else "std < 0",
+        )
 
     def paired_violate(draw, kw):
         n = kw["correct_a"].shape[1]
         return {**kw, "m": n}, ("m",)
 
     return [
-        Case("pass_at_k_exact", lambda kw: pk.pass_at_k_exact(**kw), exact_valid(),
-             {"p": hostile_prob, "k": hostile_int}, lambda kw, out: in_unit(out),
-             exact_valid(edge=True)),
-        Case("pass_at_k_unbiased", lambda kw: pk.pass_at_k_unbiased(**kw), unbiased_valid(),
-             {"n": hostile_int, "c": hostile_int, "k": hostile_int}, lambda kw, out: in_unit(out),
-             unbiased_valid(edge=True), unbiased_violate),
-        Case("mean_pass_at_k", lambda kw: pk.mean_pass_at_k(**kw), mean_valid(),
-             {"n": hostile_int, "c_per_problem": hostile_int, "ks": hostile_int},
-             lambda kw, out: in_unit(out)),
-        Case("paired_subsampling_test", lambda kw: pk.paired_subsampling_test(**kw), paired_valid(),
-             {"correct_a": hostile_rewards, "correct_b": hostile_rewards, "m": hostile_int,
-              "iterations": hostile_int, "rng": hostile_rng, "k": hostile_int}, paired_check,
-             violate=paired_violate),
+        Case(
+            "pass_at_k_exact",
+            lambda kw: pk.pass_at_k_exact(**kw),
+            exact_valid(),
+            {"p": hostile_prob, "k": hostile_int},
+            lambda kw, out: in_unit(out),
+            exact_valid(edge=True),
+        ),
+        Case(
+            "pass_at_k_unbiased",
+            lambda kw: pk.pass_at_k_unbiased(**kw),
+            unbiased_valid(),
+            {"n": hostile_int, "c": hostile_int, "k": hostile_int},
+            lambda kw, out: in_unit(out),
+            unbiased_valid(edge=True),
+            unbiased_violate,
+        ),
+        Case(
+            "mean_pass_at_k",
+            lambda kw: pk.mean_pass_at_k(**kw),
+            mean_valid(),
+            {"n": hostile_int, "c_per_problem": hostile_int, "ks": hostile_int},
+            lambda kw, out: in_unit(out),
+        ),
+        Case(
+            "paired_subsampling_test",
+            lambda kw: pk.paired_subsampling_test(**kw),
+            paired_valid(),
+            {
+                "correct_a": hostile_rewards,
+                "correct_b": hostile_rewards,
+                "m": hostile_int,
+                "iterations": hostile_int,
+                "rng": hostile_rng,
+                "k": hostile_int,
+            },
+            paired_check,
+            violate=paired_violate,
+        ),
     ]
 
 
@@ -381,32 +522,53 @@ def _focal_cases() -> list[Case]:
     @st.composite
     def weight_valid(draw, edge=False):
         L = draw(lengths)
-        return {"mu_hat": draw(scalar_or_array(_prob_edge if edge else prob, L)),
-                "gamma": draw(scalar_or_array(gamma_edge if edge else gamma_s, L))}
+        return {
+            "mu_hat": draw(scalar_or_array(_prob_edge if edge else prob, L)),
+            "gamma": draw(scalar_or_array(gamma_edge if edge else gamma_s, L)),
+        }
 
     @st.composite
     def magnitude_valid(draw, edge=False):
         L = draw(lengths)
         mu = st.sampled_from([TINY, 1e-300, 0.5, 1 - 2**-53]) if edge else prob_inner
-        return {"mu": draw(scalar_or_array(mu, L)),
-                "gamma": draw(scalar_or_array(gamma_edge if edge else gamma_s, L))}
+        return {
+            "mu": draw(scalar_or_array(mu, L)),
+            "gamma": draw(scalar_or_array(gamma_edge if edge else gamma_s, L)),
+        }
 
     def magnitude_check(kw, out):
         pos, neg = out
-        return first_error(finite(pos, "pos"), finite(neg, "neg"),
-                           "negative magnitude" if (_arr(pos) < 0).any() or (_arr(neg) < 0).any()
-                           else None)
+        return first_error(
+            finite(pos, "pos"),
+            finite(neg, "neg"),
+            "negative magnitude" if (_arr(pos) < 0).any() or (_arr(neg) < 0).any() else None,
+        )
 
     return [
-        Case("focal_weight", lambda kw: fo.focal_weight(**kw), weight_valid(),
-             {"mu_hat": hostile_prob, "gamma": hostile_nonneg}, lambda kw, out: in_unit(out),
-             weight_valid(edge=True)),
-        Case("focal_advantage_magnitudes", lambda kw: fo.focal_advantage_magnitudes(**kw),
-             magnitude_valid(), {"mu": hostile_prob, "gamma": hostile_nonneg}, magnitude_check,
-             magnitude_valid(edge=True)),
-        Case("lr_multiplier", lambda kw: fo.lr_multiplier(**kw),
-             st.fixed_dictionaries({"gamma": gamma_s}), {"gamma": hostile_nonneg},
-             lambda kw, out: in_unit(out), st.fixed_dictionaries({"gamma": gamma_edge})),
+        Case(
+            "focal_weight",
+            lambda kw: fo.focal_weight(**kw),
+            weight_valid(),
+            {"mu_hat": hostile_prob, "gamma": hostile_nonneg},
+            lambda kw, out: in_unit(out),
+            weight_valid(edge=True),
+        ),
+        Case(
+            "focal_advantage_magnitudes",
+            lambda kw: fo.focal_advantage_magnitudes(**kw),
+            magnitude_valid(),
+            {"mu": hostile_prob, "gamma": hostile_nonneg},
+            magnitude_check,
+            magnitude_valid(edge=True),
+        ),
+        Case(
+            "lr_multiplier",
+            lambda kw: fo.lr_multiplier(**kw),
+            st.fixed_dictionaries({"gamma": gamma_s}),
+            {"gamma": hostile_nonneg},
+            lambda kw, out: in_unit(out),
+            st.fixed_dictionaries({"gamma": gamma_edge}),
+        ),
     ]
 
 
@@ -433,8 +595,10 @@ def _constant_groups_zero(R, A) -> str | None:
 
 def _advantage_cases() -> list[Case]:
     ad = _mod("advantages")
-    std_eps = {"std": st.sampled_from(["bessel", "population"]),
-               "eps": st.sampled_from([0.0, 1e-6, 1e-4, 1.0])}
+    std_eps = {
+        "std": st.sampled_from(["bessel", "population"]),
+        "eps": st.sampled_from([0.0, 1e-6, 1e-4, 1.0]),
+    }
 
     def adv_check(kw, out):
         return first_error(finite(out), _constant_groups_zero(kw["rewards"], out))
@@ -453,29 +617,51 @@ def _advantage_cases() -> list[Case]:
         return {**kw, "rewards": R}, ("rewards",)
 
     return [
-        Case("mean_centred_advantages", lambda kw: ad.mean_centred_advantages(**kw),
-             st.fixed_dictionaries({"rewards": reward_groups()}), H, adv_check,
-             st.fixed_dictionaries({"rewards": reward_groups(edge=True)})),
-        Case("grpo_advantages", lambda kw: ad.grpo_advantages(**kw),
-             st.fixed_dictionaries({"rewards": reward_groups(), **std_eps}),
-             {**H, "std": hostile_std, "eps": hostile_nonneg}, adv_check,
-             st.fixed_dictionaries({"rewards": reward_groups(edge=True), **std_eps})),
-        Case("group_success_rate", lambda kw: ad.group_success_rate(**kw),
-             st.fixed_dictionaries({"rewards": reward_groups(), **rw}), {**H, **H_rw},
-             lambda kw, out: in_unit(out),
-             st.fixed_dictionaries({"rewards": reward_groups(edge=True)}),
-             rewards_out_of_range),
-        Case("focal_group_weights", lambda kw: ad.focal_group_weights(**kw),
-             st.fixed_dictionaries({"rewards": reward_groups(), "gamma": gamma_s, **rw}),
-             {**H, "gamma": hostile_nonneg, **H_rw}, lambda kw, out: in_unit(out),
-             st.fixed_dictionaries({"rewards": reward_groups(edge=True), "gamma": gamma_edge}),
-             rw_violate),
-        Case("focal_advantages", lambda kw: ad.focal_advantages(**kw),
-             st.fixed_dictionaries({"rewards": reward_groups(), "gamma": gamma_s, **std_eps}),
-             {**H, "gamma": hostile_nonneg, "std": hostile_std, "eps": hostile_nonneg, **H_rw},
-             adv_check,
-             st.fixed_dictionaries({"rewards": reward_groups(edge=True), "gamma": gamma_edge,
-                                    **std_eps}), rewards_out_of_range),
+        Case(
+            "mean_centred_advantages",
+            lambda kw: ad.mean_centred_advantages(**kw),
+            st.fixed_dictionaries({"rewards": reward_groups()}),
+            H,
+            adv_check,
+            st.fixed_dictionaries({"rewards": reward_groups(edge=True)}),
+        ),
+        Case(
+            "grpo_advantages",
+            lambda kw: ad.grpo_advantages(**kw),
+            st.fixed_dictionaries({"rewards": reward_groups(), **std_eps}),
+            {**H, "std": hostile_std, "eps": hostile_nonneg},
+            adv_check,
+            st.fixed_dictionaries({"rewards": reward_groups(edge=True), **std_eps}),
+        ),
+        Case(
+            "group_success_rate",
+            lambda kw: ad.group_success_rate(**kw),
+            st.fixed_dictionaries({"rewards": reward_groups(), **rw}),
+            {**H, **H_rw},
+            lambda kw, out: in_unit(out),
+            st.fixed_dictionaries({"rewards": reward_groups(edge=True)}),
+            rewards_out_of_range,
+        ),
+        Case(
+            "focal_group_weights",
+            lambda kw: ad.focal_group_weights(**kw),
+            st.fixed_dictionaries({"rewards": reward_groups(), "gamma": gamma_s, **rw}),
+            {**H, "gamma": hostile_nonneg, **H_rw},
+            lambda kw, out: in_unit(out),
+            st.fixed_dictionaries({"rewards": reward_groups(edge=True), "gamma": gamma_edge}),
+            rw_violate,
+        ),
+        Case(
+            "focal_advantages",
+            lambda kw: ad.focal_advantages(**kw),
+            st.fixed_dictionaries({"rewards": reward_groups(), "gamma": gamma_s, **std_eps}),
+            {**H, "gamma": hostile_nonneg, "std": hostile_std, "eps": hostile_nonneg, **H_rw},
+            adv_check,
+            st.fixed_dictionaries(
+                {"rewards": reward_groups(edge=True), "gamma": gamma_edge, **std_eps}
+            ),
+            rewards_out_of_range,
+        ),
     ]
 
 
@@ -492,9 +678,17 @@ def policies(draw, edge=False):
     correct[rng.choice(K, draw(st.integers(1, K - 1)), replace=False)] = True
     actions = rng.integers(0, K, draw(st.integers(1, 16)))
     R_w = draw(st.floats(-2.0, 1.0))
-    return {"z": z, "p": p, "correct": correct, "actions": actions, "R_w": R_w,
-            "R_c": R_w + draw(st.floats(0.1, 3.0)), "eta": draw(st.floats(0.0, 1.0)),
-            "gamma": draw(gamma_s), "k": draw(st.integers(0, 16))}
+    return {
+        "z": z,
+        "p": p,
+        "correct": correct,
+        "actions": actions,
+        "R_w": R_w,
+        "R_c": R_w + draw(st.floats(0.1, 3.0)),
+        "eta": draw(st.floats(0.0, 1.0)),
+        "gamma": draw(gamma_s),
+        "k": draw(st.integers(0, 16)),
+    }
 
 
 @dataclass
@@ -510,6 +704,7 @@ def _categorical_cases() -> list[Case]:
     def pick(*names):
         def make(draw_kw):
             return {n: draw_kw[n] for n in names}
+
         return policies().map(make)
 
     def softmax_check(kw, out):
@@ -517,19 +712,46 @@ def _categorical_cases() -> list[Case]:
         return first_error(in_unit(x), None if abs(x.sum() - 1) < 1e-12 else f"sum {x.sum()}")
 
     def stats_check(kw, out):
-        fields = ("Q_pos", "Q_neg", "P_pos", "P_neg", "A_2", "B_2", "U_pos2", "U_neg2", "U_2",
-                  "Q_u_pos")
+        fields = (
+            "Q_pos",
+            "Q_neg",
+            "P_pos",
+            "P_neg",
+            "A_2",
+            "B_2",
+            "U_pos2",
+            "U_neg2",
+            "U_2",
+            "Q_u_pos",
+        )
         vals = [getattr(out, f) for f in fields]
-        return first_error(*(in_unit(min(1.0, max(0.0, v)) if abs(v - min(1, max(0, v))) < 1e-12
-                                     else v) for v in vals), finite(out.S_R))
+        return first_error(
+            *(
+                in_unit(min(1.0, max(0.0, v)) if abs(v - min(1, max(0, v))) < 1e-12 else v)
+                for v in vals
+            ),
+            finite(out.S_R),
+        )
 
-    hostile_p = st.sampled_from(WRONG_TYPE + NOT_A_NUMBER + [[0.5, 0.6], [[0.5, 0.5]], [-0.5, 1.5],
-                                                             [math.inf, 0.0], 0.5])
-    hostile_mask = st.sampled_from([None, "ab", [0.5, 2.0], np.array([2, 0]), [[True]], 1.5,
-                                    np.ma.masked_array([True, False]), np.array(["x", "y"])])
+    hostile_p = st.sampled_from(
+        WRONG_TYPE + NOT_A_NUMBER + [[0.5, 0.6], [[0.5, 0.5]], [-0.5, 1.5], [math.inf, 0.0], 0.5]
+    )
+    hostile_mask = st.sampled_from(
+        [
+            None,
+            "ab",
+            [0.5, 2.0],
+            np.array([2, 0]),
+            [[True]],
+            1.5,
+            np.ma.masked_array([True, False]),
+            np.array(["x", "y"]),
+        ]
+    )
     hostile_actions = st.sampled_from(WRONG_TYPE + NOT_A_NUMBER + [[-1], [10**6], [0.5], [2**63]])
-    hostile_z = st.sampled_from(WRONG_TYPE + NOT_A_NUMBER
-                                + [[math.inf, 0.0], [-math.inf, -math.inf], [[0.0, 1.0]]])
+    hostile_z = st.sampled_from(
+        WRONG_TYPE + NOT_A_NUMBER + [[math.inf, 0.0], [-math.inf, -math.inf], [[0.0, 1.0]]]
+    )
     P = {"p": hostile_p, "correct": hostile_mask}
     R = {"R_c": hostile_real, "R_w": hostile_real}
 
@@ -542,11 +764,17 @@ def _categorical_cases() -> list[Case]:
             if isinstance(s, _Build):  # (p, correct, actions): build the GroupStats here
                 s = ca.group_stats(*s.args)
             return fn(s, eta=kw["eta"], R_c=kw["R_c"], R_w=kw["R_w"])
+
         return call
 
-    stats_args = policies().map(lambda d: {"s": _Build((d["p"], d["correct"], d["actions"])),
-                                           "eta": d["eta"],
-                                           "R_c": d["R_c"], "R_w": d["R_w"]})
+    stats_args = policies().map(
+        lambda d: {
+            "s": _Build((d["p"], d["correct"], d["actions"])),
+            "eta": d["eta"],
+            "R_c": d["R_c"],
+            "R_w": d["R_w"],
+        }
+    )
     hostile_s = st.sampled_from([None, {"S_R": 0.1}, 0.5, "stats", (1, 2)])
 
     def neg_k(d):
@@ -555,43 +783,94 @@ def _categorical_cases() -> list[Case]:
 
     def s_r(d):
         N = int(d["actions"].size)
-        return {"p": d["p"], "correct": d["correct"], "k": np.arange(N + 1), "N": N,
-                "R_c": d["R_c"], "R_w": d["R_w"]}
+        return {
+            "p": d["p"],
+            "correct": d["correct"],
+            "k": np.arange(N + 1),
+            "N": N,
+            "R_c": d["R_c"],
+            "R_w": d["R_w"],
+        }
 
     def k_gt_N(draw, kw):
         return {**kw, "k": kw["N"] + 1}, ("k",)
 
     return [
-        Case("softmax", lambda kw: ca.softmax(**kw), pick("z"), {"z": hostile_z}, softmax_check,
-             policies(edge=True).map(lambda d: {"z": d["z"]})),
-        Case("sampled_mask", lambda kw: ca.sampled_mask(kw["actions"], kw["K"]),
-             policies().map(lambda d: {"actions": d["actions"], "K": d["p"].size}),
-             {"actions": hostile_actions, "K": hostile_int},
-             lambda kw, out: None if np.asarray(out).dtype == bool else "not a bool mask"),
-        Case("group_stats", lambda kw: ca.group_stats(**kw),
-             pick("p", "correct", "actions", "R_c", "R_w"),
-             {**P, "actions": hostile_actions, **R}, stats_check,
-             policies(edge=True).map(lambda d: {k: d[k] for k in ("p", "correct", "actions")}),
-             r_violate),
-        Case("logit_update", lambda kw: ca.logit_update(**kw),
-             pick("p", "correct", "actions", "eta", "R_c", "R_w", "gamma"),
-             {**P, "actions": hostile_actions, "eta": hostile_nonneg, **R, "gamma": hostile_nonneg},
-             lambda kw, out: finite(out), None, r_violate),
-        Case("predicted_delta_q_pos", with_stats(ca.predicted_delta_q_pos), stats_args,
-             {"s": hostile_s, "eta": hostile_nonneg, **R}, lambda kw, out: finite(out), None,
-             r_violate),
-        Case("predicted_delta_q_u_pos", with_stats(ca.predicted_delta_q_u_pos), stats_args,
-             {"s": hostile_s, "eta": hostile_nonneg, **R}, lambda kw, out: finite(out), None,
-             r_violate),
-        Case("expected_p_pos_given_k", lambda kw: ca.expected_p_pos_given_k(**kw),
-             pick("p", "correct", "k"),
-             {**P, "k": hostile_int}, lambda kw, out: in_unit(out)),
-        Case("expected_p_neg_given_k", lambda kw: ca.expected_p_neg_given_k(**kw),
-             policies().map(neg_k), {**P, "k": hostile_int, "N": hostile_int},
-             lambda kw, out: in_unit(out), violate=k_gt_N),
-        Case("expected_s_r_given_k", lambda kw: ca.expected_s_r_given_k(**kw), policies().map(s_r),
-             {**P, "k": hostile_int, "N": hostile_int, **R}, lambda kw, out: finite(out), None,
-             r_violate),
+        Case(
+            "softmax",
+            lambda kw: ca.softmax(**kw),
+            pick("z"),
+            {"z": hostile_z},
+            softmax_check,
+            policies(edge=True).map(lambda d: {"z": d["z"]}),
+        ),
+        Case(
+            "sampled_mask",
+            lambda kw: ca.sampled_mask(kw["actions"], kw["K"]),
+            policies().map(lambda d: {"actions": d["actions"], "K": d["p"].size}),
+            {"actions": hostile_actions, "K": hostile_int},
+            lambda kw, out: None if np.asarray(out).dtype == bool else "not a bool mask",
+        ),
+        Case(
+            "group_stats",
+            lambda kw: ca.group_stats(**kw),
+            pick("p", "correct", "actions", "R_c", "R_w"),
+            {**P, "actions": hostile_actions, **R},
+            stats_check,
+            policies(edge=True).map(lambda d: {k: d[k] for k in ("p", "correct", "actions")}),
+            r_violate,
+        ),
+        Case(
+            "logit_update",
+            lambda kw: ca.logit_update(**kw),
+            pick("p", "correct", "actions", "eta", "R_c", "R_w", "gamma"),
+            {**P, "actions": hostile_actions, "eta": hostile_nonneg, **R, "gamma": hostile_nonneg},
+            lambda kw, out: finite(out),
+            None,
+            r_violate,
+        ),
+        Case(
+            "predicted_delta_q_pos",
+            with_stats(ca.predicted_delta_q_pos),
+            stats_args,
+            {"s": hostile_s, "eta": hostile_nonneg, **R},
+            lambda kw, out: finite(out),
+            None,
+            r_violate,
+        ),
+        Case(
+            "predicted_delta_q_u_pos",
+            with_stats(ca.predicted_delta_q_u_pos),
+            stats_args,
+            {"s": hostile_s, "eta": hostile_nonneg, **R},
+            lambda kw, out: finite(out),
+            None,
+            r_violate,
+        ),
+        Case(
+            "expected_p_pos_given_k",
+            lambda kw: ca.expected_p_pos_given_k(**kw),
+            pick("p", "correct", "k"),
+            {**P, "k": hostile_int},
+            lambda kw, out: in_unit(out),
+        ),
+        Case(
+            "expected_p_neg_given_k",
+            lambda kw: ca.expected_p_neg_given_k(**kw),
+            policies().map(neg_k),
+            {**P, "k": hostile_int, "N": hostile_int},
+            lambda kw, out: in_unit(out),
+            violate=k_gt_N,
+        ),
+        Case(
+            "expected_s_r_given_k",
+            lambda kw: ca.expected_s_r_given_k(**kw),
+            policies().map(s_r),
+            {**P, "k": hostile_int, "N": hostile_int, **R},
+            lambda kw, out: finite(out),
+            None,
+            r_violate,
+        ),
     ]
 
 
@@ -622,13 +901,27 @@ def _montecarlo_cases() -> list[Case]:
         return None
 
     return [
-        Case("simulate_group_regions", lambda kw: mc.simulate_group_regions(**kw),
-             mc_valid(scalar=True), {**H, "tau": hostile_prob}, regions_check, None, _tau_gt_mu),
-        Case("mc_p_active", lambda kw: mc.mc_p_active(**kw), mc_valid(with_tau=False), H,
-             est_check),
-        Case("mc_p_tail_miss", lambda kw: mc.mc_p_tail_miss(**kw), mc_valid(),
-             {**H, "tau": hostile_prob},
-             est_check, None, _tau_gt_mu),
+        Case(
+            "simulate_group_regions",
+            lambda kw: mc.simulate_group_regions(**kw),
+            mc_valid(scalar=True),
+            {**H, "tau": hostile_prob},
+            regions_check,
+            None,
+            _tau_gt_mu,
+        ),
+        Case(
+            "mc_p_active", lambda kw: mc.mc_p_active(**kw), mc_valid(with_tau=False), H, est_check
+        ),
+        Case(
+            "mc_p_tail_miss",
+            lambda kw: mc.mc_p_tail_miss(**kw),
+            mc_valid(),
+            {**H, "tau": hostile_prob},
+            est_check,
+            None,
+            _tau_gt_mu,
+        ),
     ]
 
 
@@ -649,20 +942,41 @@ def _checks_cases() -> list[Case]:
 
     hostile_value = {"value": st.sampled_from(WRONG_TYPE + NOT_A_NUMBER)}
     return [
-        Case("as_float_array", chk(ch.as_float_array), st.fixed_dictionaries({"value": floats}),
-             hostile_value, float_check),
-        Case("check_probability", chk(ch.check_probability),
-             st.fixed_dictionaries({"value": scalar_or_array(prob, 3)}), {"value": hostile_prob},
-             lambda kw, out: in_unit(out)),
-        Case("check_group_size", chk(ch.check_group_size),
-             st.fixed_dictionaries({"value": group_size}),
-             {"value": hostile_group_size}, lambda kw, out: finite(out)),
-        Case("check_integer", chk(ch.check_integer, minimum=0),
-             st.fixed_dictionaries({"value": st.integers(0, 2**63 - 1)}), {"value": hostile_int},
-             int_check),
-        Case("check_nonnegative", chk(ch.check_nonnegative),
-             st.fixed_dictionaries({"value": gamma_s}),
-             {"value": hostile_nonneg}, lambda kw, out: finite(out)),
+        Case(
+            "as_float_array",
+            chk(ch.as_float_array),
+            st.fixed_dictionaries({"value": floats}),
+            hostile_value,
+            float_check,
+        ),
+        Case(
+            "check_probability",
+            chk(ch.check_probability),
+            st.fixed_dictionaries({"value": scalar_or_array(prob, 3)}),
+            {"value": hostile_prob},
+            lambda kw, out: in_unit(out),
+        ),
+        Case(
+            "check_group_size",
+            chk(ch.check_group_size),
+            st.fixed_dictionaries({"value": group_size}),
+            {"value": hostile_group_size},
+            lambda kw, out: finite(out),
+        ),
+        Case(
+            "check_integer",
+            chk(ch.check_integer, minimum=0),
+            st.fixed_dictionaries({"value": st.integers(0, 2**63 - 1)}),
+            {"value": hostile_int},
+            int_check,
+        ),
+        Case(
+            "check_nonnegative",
+            chk(ch.check_nonnegative),
+            st.fixed_dictionaries({"value": gamma_s}),
+            {"value": hostile_nonneg},
+            lambda kw, out: finite(out),
+        ),
     ]
 
 
@@ -671,25 +985,54 @@ def _checks_cases() -> list[Case]:
 # ----------------------------------------------------------------------------------------------
 
 _TMP = tempfile.mkdtemp(prefix="fgrpo-fuzz-")
-BAD_TOKENS = ["nan", "inf", "-inf", "-1", "1e400", "abc", "", ",", "0x10", "1e19", "True", "9" * 40,
-              "0.3,nan", "1,,2", "2.5"]
-BAD_PATHS = [_TMP, f"{_TMP}/no/such/dir/x.png", f"{_TMP}/x.unknown", "/proc/x.png", "",
-             f"{_TMP}/nul\0.png", "/etc/passwd/x.png", "/dev/null/x.png", f"{_TMP}/noext"]
+BAD_TOKENS = [
+    "nan",
+    "inf",
+    "-inf",
+    "-1",
+    "1e400",
+    "abc",
+    "",
+    ",",
+    "0x10",
+    "1e19",
+    "True",
+    "9" * 40,
+    "0.3,nan",
+    "1,,2",
+    "2.5",
+]
+BAD_PATHS = [
+    _TMP,
+    f"{_TMP}/no/such/dir/x.png",
+    f"{_TMP}/x.unknown",
+    "/proc/x.png",
+    "",
+    f"{_TMP}/nul\0.png",
+    "/etc/passwd/x.png",
+    "/dev/null/x.png",
+    f"{_TMP}/noext",
+]
 
 
 @st.composite
 def cli_argv(draw, hostile: bool):
     """(argv, names of the flags made hostile)."""
     command = draw(st.sampled_from(["tail-miss", "peak", "pass-at-k"]))
+
     def lst(elem):
         return st.lists(elem, min_size=1, max_size=3).map(lambda v: ",".join(map(str, v)))
+
     if command == "pass-at-k":
         if draw(st.booleans()):
             flags = {"--p": draw(lst(st.floats(0, 1))), "--k": draw(lst(st.integers(1, 300)))}
         else:
             n = draw(st.integers(1, 10**9))
-            flags = {"--n": str(n), "--c": draw(lst(st.integers(0, n))),
-                     "--k": draw(lst(st.integers(1, min(n, 300))))}
+            flags = {
+                "--n": str(n),
+                "--c": draw(lst(st.integers(0, n))),
+                "--k": draw(lst(st.integers(1, min(n, 300)))),
+            }
     else:
         mu = draw(st.floats(0.01, 0.99))
         flags = {"--mu": f"{mu:.4g}"}
@@ -731,6 +1074,7 @@ def run_cli(argv):
 def _strict_json(text: str):
     def no_constant(name):
         raise ValueError(f"non-strict JSON token {name}")
+
     return json.loads(text, parse_constant=no_constant)
 
 
@@ -769,9 +1113,11 @@ def classify_cli(argv, bad) -> tuple[str, str]:
 # classification of one library call
 # ----------------------------------------------------------------------------------------------
 
+
 def _names(message: str, names) -> bool:
-    return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", message)
-               for n in names)
+    return any(
+        re.search(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])", message) for n in names
+    )
 
 
 def classify(case: Case, mode: str, kwargs: dict, bad: tuple) -> tuple[str, str]:
@@ -815,16 +1161,24 @@ def examples(draw, case: Case):
     if mode == "violate":
         kwargs, names = case.violate(draw, kwargs)
         return "hostile", kwargs, tuple(names)
-    names = draw(st.lists(st.sampled_from(sorted(case.hostile)), min_size=1, max_size=2,
-                          unique=True))
+    names = draw(
+        st.lists(st.sampled_from(sorted(case.hostile)), min_size=1, max_size=2, unique=True)
+    )
     for name in names:
         kwargs[name] = draw(case.hostile[name])
     return "hostile", kwargs, tuple(names)
 
 
 def all_cases() -> dict[str, Case]:
-    cases = (_tail_miss_cases() + _passk_cases() + _focal_cases() + _advantage_cases()
-             + _categorical_cases() + _montecarlo_cases() + _checks_cases())
+    cases = (
+        _tail_miss_cases()
+        + _passk_cases()
+        + _focal_cases()
+        + _advantage_cases()
+        + _categorical_cases()
+        + _montecarlo_cases()
+        + _checks_cases()
+    )
     return {c.name: c for c in cases}
 
 
@@ -835,8 +1189,13 @@ CLI_CASES = ["cli-valid", "cli-hostile"]
 def _library_example(name: str, max_examples: int):
     case = CASES[name]
 
-    @settings(max_examples=max_examples, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(ex=examples(case))
     def run(ex):
         mode, kwargs, bad = ex
@@ -847,8 +1206,13 @@ def _library_example(name: str, max_examples: int):
 
 
 def _cli_example(hostile: bool, max_examples: int):
-    @settings(max_examples=max_examples, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(ex=cli_argv(hostile))
     def run(ex):
         argv, bad = ex
@@ -873,8 +1237,13 @@ def test_every_argument_is_named_when_bad(name):
     _ALWAYS_BAD, the others stay valid, and the error must name that argument."""
     case = CASES[name]
 
-    @settings(max_examples=2, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=2,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(kwargs=case.valid)
     def run(kwargs):
         for arg in sorted(case.hostile):
@@ -895,6 +1264,7 @@ def test_public_function_many_examples(name):
 # measurement: counts instead of assertions
 # ----------------------------------------------------------------------------------------------
 
+
 def measure(per_case: int, cli_examples: int) -> dict:
     """Outcome counts per case (and in total) over ``per_case`` examples of every library case
     and ``cli_examples`` CLI invocations of each kind; nothing fails, everything is counted."""
@@ -911,12 +1281,18 @@ def measure(per_case: int, cli_examples: int) -> dict:
             samples.setdefault(f"{key}: {outcome}", detail[:240])
 
     def campaign(name, case):
-        @settings(max_examples=per_case, deadline=None, database=None, derandomize=True,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=per_case,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(ex=examples(case))
         def run(ex):
             mode, kwargs, bad = ex
             record(name, *classify(case, mode, kwargs, bad))
+
         return run
 
     for name, case in CASES.items():
@@ -925,8 +1301,14 @@ def measure(per_case: int, cli_examples: int) -> dict:
         except Exception as exc:  # noqa: BLE001 - a case that cannot even be drawn is reported
             record(name, "harness-error", f"{type(exc).__name__}: {exc}")
     for hostile in (False, True):
-        @settings(max_examples=cli_examples, deadline=None, database=None, derandomize=True,
-                  suppress_health_check=list(HealthCheck))
+
+        @settings(
+            max_examples=cli_examples,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(ex=cli_argv(hostile))
         def run_c(ex):
             record("cli", *classify_cli(*ex))
@@ -938,10 +1320,15 @@ def measure(per_case: int, cli_examples: int) -> dict:
 def _main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-case", type=int, default=800, help="examples per library function")
-    parser.add_argument("--cli", type=int, default=240,
-                        help="CLI invocations, valid and hostile each")
-    parser.add_argument("--memory-gib", type=float, default=6.0,
-                        help="address-space limit, so a runaway allocation is a MemoryError")
+    parser.add_argument(
+        "--cli", type=int, default=240, help="CLI invocations, valid and hostile each"
+    )
+    parser.add_argument(
+        "--memory-gib",
+        type=float,
+        default=6.0,
+        help="address-space limit, so a runaway allocation is a MemoryError",
+    )
     parser.add_argument("--samples", action="store_true", help="print one example per finding")
     args = parser.parse_args()
     import resource
@@ -963,10 +1350,12 @@ def _main() -> int:
     cli = result["counts"].get("cli", collections.Counter())
     print(f"source: {Path(fgrpo_theory.__file__).parent}")
     for label, c in (("library", lib), ("cli", cli)):
-        print(f"{label}: calls={sum(c.values())} crashes={c['crash'] + c['hang']} "
-              f"(hangs={c['hang']}) wrong={c['wrong']} unnamed-errors={c['unnamed']} "
-              f"rejected-valid={c['rejected-valid']} "
-              f"harness-errors={c['harness-error']}")
+        print(
+            f"{label}: calls={sum(c.values())} crashes={c['crash'] + c['hang']} "
+            f"(hangs={c['hang']}) wrong={c['wrong']} unnamed-errors={c['unnamed']} "
+            f"rejected-valid={c['rejected-valid']} "
+            f"harness-errors={c['harness-error']}"
+        )
     print("crash types: " + ", ".join(f"{k} {v}" for k, v in result["crash_types"].most_common()))
     if args.samples:
         for key, detail in sorted(result["samples"].items()):

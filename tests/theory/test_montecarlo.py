@@ -13,12 +13,19 @@ Z = 5.0  # |estimate - P| <= Z * sqrt(P (1 - P) / trials) (two-sided 5-sigma)
 
 
 @settings(max_examples=25, deadline=None)
-@given(mu=st.floats(0.0, 1.0), frac=st.floats(0.0, 1.0), N=st.integers(1, 300), seed=st.integers(0, 2**32 - 1))
+@given(
+    mu=st.floats(0.0, 1.0),
+    frac=st.floats(0.0, 1.0),
+    N=st.integers(1, 300),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_closed_form_equals_monte_carlo(mu, frac, N, seed):
     tau = frac * mu
     rng = np.random.default_rng(seed)
-    for est, exact in ((mc_p_tail_miss(mu, tau, N, trials=TRIALS, rng=rng), p_tail_miss(mu, tau, N)),
-                       (mc_p_active(mu, N, trials=TRIALS, rng=rng), p_active(mu, N))):
+    for est, exact in (
+        (mc_p_tail_miss(mu, tau, N, trials=TRIALS, rng=rng), p_tail_miss(mu, tau, N)),
+        (mc_p_active(mu, N, trials=TRIALS, rng=rng), p_active(mu, N)),
+    ):
         bound = Z * np.sqrt(exact * (1 - exact) / TRIALS) + 1e-12
         assert abs(est.estimate - exact) <= bound
 

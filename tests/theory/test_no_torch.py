@@ -24,6 +24,8 @@ print("ok")
 
 
 def test_fgrpo_theory_imports_and_runs_with_torch_blocked():
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith("ok")

@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgrpo_theory.passk import mean_pass_at_k, pass_at_k_exact, pass_at_k_unbiased, paired_subsampling_test
+from fgrpo_theory.passk import (
+    mean_pass_at_k,
+    pass_at_k_exact,
+    pass_at_k_unbiased,
+    paired_subsampling_test,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -57,8 +62,12 @@ def test_subsampling_test_detects_a_real_difference_and_accepts_a_null():
     A = _outcomes(rng, p, 256)
     B_same = _outcomes(rng, p, 256)
     B_better = _outcomes(rng, np.clip(p + 0.1, 0, 1), 256)
-    null = paired_subsampling_test(A, B_same, m=64, iterations=2000, rng=np.random.default_rng(1), k=4)
-    alt = paired_subsampling_test(A, B_better, m=64, iterations=2000, rng=np.random.default_rng(1), k=4)
+    null = paired_subsampling_test(
+        A, B_same, m=64, iterations=2000, rng=np.random.default_rng(1), k=4
+    )
+    alt = paired_subsampling_test(
+        A, B_better, m=64, iterations=2000, rng=np.random.default_rng(1), k=4
+    )
     assert alt.p_value < 0.01 and alt.significant(0.05) and alt.statistic < 0
     assert null.p_value > 0.05
     assert null.pass_at_k_a == pytest.approx(mean_pass_at_k(256, A.sum(1), [4])[0], rel=1e-14)
@@ -92,22 +101,72 @@ def test_subsampling_test_is_reproducible_and_antisymmetric():
         (lambda: mean_pass_at_k(8, [9], [1]), "c"),
         (lambda: mean_pass_at_k(8, [1], [0]), "ks"),
         (lambda: mean_pass_at_k(0, [0], [1]), "n"),
-        (lambda: paired_subsampling_test(np.ones((2, 8)), np.ones((2, 8)), m=1, iterations=10,
-                                         rng=np.random.default_rng(0), k=2), "m"),
-        (lambda: paired_subsampling_test(np.ones((2, 8)), np.ones((2, 8)), m=4, iterations=0,
-                                         rng=np.random.default_rng(0)), "iterations"),
-        (lambda: paired_subsampling_test(np.ones((2, 8)), np.ones((2, 8)), m=4, iterations=1,
-                                         rng=np.random.default_rng(0), k=0), "k"),
-        (lambda: paired_subsampling_test(np.ones(8), np.ones(8), m=4, iterations=1,
-                                         rng=np.random.default_rng(0)), "correct_a"),
-        (lambda: paired_subsampling_test(np.ones((2, 8)), np.full((2, 8), 0.5), m=4, iterations=1,
-                                         rng=np.random.default_rng(0)), "correct_b"),
-        (lambda: paired_subsampling_test(np.ones((2, 8)), np.ones((2, 8)), m=8, iterations=10,
-                                         rng=np.random.default_rng(0)), "m"),
-        (lambda: paired_subsampling_test(np.ones((2, 8)), np.ones((2, 7)), m=4, iterations=10,
-                                         rng=np.random.default_rng(0)), "shape"),
-        (lambda: paired_subsampling_test(np.full((2, 8), 2), np.ones((2, 8)), m=4, iterations=10,
-                                         rng=np.random.default_rng(0)), "correct_a"),
+        (
+            lambda: paired_subsampling_test(
+                np.ones((2, 8)),
+                np.ones((2, 8)),
+                m=1,
+                iterations=10,
+                rng=np.random.default_rng(0),
+                k=2,
+            ),
+            "m",
+        ),
+        (
+            lambda: paired_subsampling_test(
+                np.ones((2, 8)), np.ones((2, 8)), m=4, iterations=0, rng=np.random.default_rng(0)
+            ),
+            "iterations",
+        ),
+        (
+            lambda: paired_subsampling_test(
+                np.ones((2, 8)),
+                np.ones((2, 8)),
+                m=4,
+                iterations=1,
+                rng=np.random.default_rng(0),
+                k=0,
+            ),
+            "k",
+        ),
+        (
+            lambda: paired_subsampling_test(
+                np.ones(8), np.ones(8), m=4, iterations=1, rng=np.random.default_rng(0)
+            ),
+            "correct_a",
+        ),
+        (
+            lambda: paired_subsampling_test(
+                np.ones((2, 8)),
+                np.full((2, 8), 0.5),
+                m=4,
+                iterations=1,
+                rng=np.random.default_rng(0),
+            ),
+            "correct_b",
+        ),
+        (
+            lambda: paired_subsampling_test(
+                np.ones((2, 8)), np.ones((2, 8)), m=8, iterations=10, rng=np.random.default_rng(0)
+            ),
+            "m",
+        ),
+        (
+            lambda: paired_subsampling_test(
+                np.ones((2, 8)), np.ones((2, 7)), m=4, iterations=10, rng=np.random.default_rng(0)
+            ),
+            "shape",
+        ),
+        (
+            lambda: paired_subsampling_test(
+                np.full((2, 8), 2),
+                np.ones((2, 8)),
+                m=4,
+                iterations=10,
+                rng=np.random.default_rng(0),
+            ),
+            "correct_a",
+        ),
     ],
 )
 def test_bad_input(call, name):
@@ -122,11 +181,20 @@ def _mp_pass_at_k(n, c, k):
         return 1 - mpmath.binomial(n - c, k) / mpmath.binomial(n, k)
 
 
-@pytest.mark.parametrize("n, c, k", [
-    (10**9, 5 * 10**8, 256),  # the issue's ~11 GB case: now a product of 256 factors
-    (10**9, 3, 256), (10**9, 1000, 1000), (10**18, 10**4, 10**4), (10**12, 5000, 5000),
-    (2**63 - 1, 2**62, 2), (1024, 1023, 1), (5000, 4000, 4100), (9000, 4500, 4200),
-])
+@pytest.mark.parametrize(
+    "n, c, k",
+    [
+        (10**9, 5 * 10**8, 256),  # the issue's ~11 GB case: now a product of 256 factors
+        (10**9, 3, 256),
+        (10**9, 1000, 1000),
+        (10**18, 10**4, 10**4),
+        (10**12, 5000, 5000),
+        (2**63 - 1, 2**62, 2),
+        (1024, 1023, 1),
+        (5000, 4000, 4100),
+        (9000, 4500, 4200),
+    ],
+)
 def test_large_counts_are_exact_and_cheap(n, c, k):
     """min(c, k) factors in log space (mpmath log-gamma beyond 4096 factors): relative error
     ~1e-15 against 80-digit binomials, with no memory or time proportional to c or n."""
@@ -157,22 +225,37 @@ def test_shape_errors_name_the_arguments():
     with pytest.raises(TypeError, match="rng"):
         paired_subsampling_test(np.ones((2, 8)), np.ones((2, 8)), m=4, iterations=10, rng=0)
     with pytest.raises(TypeError, match="correct_a"):
-        paired_subsampling_test(np.array([["a"] * 8] * 2), np.ones((2, 8)), m=4, iterations=10,
-                                rng=np.random.default_rng(0))
+        paired_subsampling_test(
+            np.array([["a"] * 8] * 2),
+            np.ones((2, 8)),
+            m=4,
+            iterations=10,
+            rng=np.random.default_rng(0),
+        )
     with pytest.raises(TypeError, match="correct_a"):
-        paired_subsampling_test(np.ma.masked_array(np.ones((2, 8))), np.ones((2, 8)), m=4,
-                                iterations=10, rng=np.random.default_rng(0))
+        paired_subsampling_test(
+            np.ma.masked_array(np.ones((2, 8))),
+            np.ones((2, 8)),
+            m=4,
+            iterations=10,
+            rng=np.random.default_rng(0),
+        )
     with pytest.raises(ValueError, match="iterations must be a single number"):
-        paired_subsampling_test(np.ones((2, 8)), np.ones((2, 8)), m=4, iterations=[10, 20],
-                                rng=np.random.default_rng(0))
+        paired_subsampling_test(
+            np.ones((2, 8)), np.ones((2, 8)), m=4, iterations=[10, 20], rng=np.random.default_rng(0)
+        )
 
 
-@pytest.mark.parametrize("call", [
-    lambda: pass_at_k_exact(np.array([1.0, 0.0, 0.5]), 3),  # log1p(-1) = -inf
-    lambda: pass_at_k_unbiased(np.array([10, 3, 40, 6]), np.array([5, 2, 0, 5]),
-                               np.array([5, 1, 3, 2])),  # rows of unequal width share one block
-    lambda: mean_pass_at_k(4, [0, 4, 2], [1, 4]),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: pass_at_k_exact(np.array([1.0, 0.0, 0.5]), 3),  # log1p(-1) = -inf
+        lambda: pass_at_k_unbiased(
+            np.array([10, 3, 40, 6]), np.array([5, 2, 0, 5]), np.array([5, 1, 3, 2])
+        ),  # rows of unequal width share one block
+        lambda: mean_pass_at_k(4, [0, 4, 2], [1, 4]),
+    ],
+)
 def test_edge_values_come_without_runtime_warnings(call):
     import warnings
 
@@ -192,8 +275,17 @@ def test_zero_is_a_positive_zero():
 def test_significance_is_strictly_below_alpha_with_default_0_05():
     from fgrpo_theory.passk import PairedSubsamplingResult
 
-    base = dict(k=1, n=8, m=4, iterations=10, num_problems=2, pass_at_k_a=0.5, pass_at_k_b=0.5,
-                statistic=0.0, subsample_std=0.1)
+    base = dict(
+        k=1,
+        n=8,
+        m=4,
+        iterations=10,
+        num_problems=2,
+        pass_at_k_a=0.5,
+        pass_at_k_b=0.5,
+        statistic=0.0,
+        subsample_std=0.1,
+    )
     assert PairedSubsamplingResult(**base, p_value=0.04).significant()
     assert not PairedSubsamplingResult(**base, p_value=0.06).significant()
     assert not PairedSubsamplingResult(**base, p_value=0.05).significant(0.05)  # p < alpha
@@ -211,12 +303,18 @@ def test_paired_subsampling_argument_errors_in_full():
     bad[1, 3] = 5.0  # one bad outcome: the message quotes it
     cases = [
         (dict(a=bad), ValueError, r"^correct_a must hold 0/1 outcomes, got correct_a=5.0$"),
-        (dict(a=np.ones((0, 8)), b=np.ones((0, 8))), ValueError,
-         r"^correct_a must be a non-empty \(problems, samples\) array, got shape \(0, 8\)$"),
+        (
+            dict(a=np.ones((0, 8)), b=np.ones((0, 8))),
+            ValueError,
+            r"^correct_a must be a non-empty \(problems, samples\) array, got shape \(0, 8\)$",
+        ),
         (dict(a=np.ones((1, 1)), b=np.ones((1, 1)), m=1), ValueError, r"^m must be < n=1"),
         (dict(a=[[1, 0], [1]]), ValueError, r"^correct_a must be a rectangular"),
-        (dict(b=np.ma.masked_array(ones)), TypeError,
-         r"^correct_b must be a plain array, got a masked array \(its mask would be ignored\)$"),
+        (
+            dict(b=np.ma.masked_array(ones)),
+            TypeError,
+            r"^correct_b must be a plain array, got a masked array \(its mask would be ignored\)$",
+        ),
         (dict(b=ones.astype(str)), TypeError, r"^correct_b must hold 0/1 outcomes"),
         (dict(k=[1, 2]), ValueError, r"^k must be a single number"),
         (dict(m=[2, 3]), ValueError, r"^m must be a single number"),
@@ -241,8 +339,12 @@ def _exact_subsample_law(A, B, m, k):
     table = [float(pass_at_k_unbiased(m, c, k)) for c in range(m + 1)]
     total = np.zeros(1)
     for x in range(P):
-        values = np.array([table[A[x, list(S)].sum()] - table[B[x, list(S)].sum()]
-                           for S in itertools.combinations(range(n), m)])
+        values = np.array(
+            [
+                table[A[x, list(S)].sum()] - table[B[x, list(S)].sum()]
+                for S in itertools.combinations(range(n), m)
+            ]
+        )
         total = (total[:, None] + values[None, :]).ravel()
     return total / P
 
@@ -255,13 +357,15 @@ def test_subsampling_law_matches_exact_enumeration():
     B = np.array([[0, 0, 1, 0, 1, 0], [1, 1, 0, 1, 1, 0], [1, 1, 1, 1, 1, 1], [0, 0, 1, 0, 0, 0]])
     m, k, n = 3, 2, 6
     law = _exact_subsample_law(A, B, m, k)
-    D = float(np.mean(pass_at_k_unbiased(n, A.sum(1), k))
-              - np.mean(pass_at_k_unbiased(n, B.sum(1), k)))
+    D = float(
+        np.mean(pass_at_k_unbiased(n, A.sum(1), k)) - np.mean(pass_at_k_unbiased(n, B.sum(1), k))
+    )
     assert law.mean() == pytest.approx(D, abs=1e-12)  # the subsample estimator is unbiased too
     p_exact = np.mean(np.sqrt(m) * np.abs(law - D) >= np.sqrt(n) * abs(D) - 1e-12)
     iterations = 40_000
-    res = paired_subsampling_test(A, B, m=m, iterations=iterations, rng=np.random.default_rng(7),
-                                  k=k)
+    res = paired_subsampling_test(
+        A, B, m=m, iterations=iterations, rng=np.random.default_rng(7), k=k
+    )
     assert res.statistic == pytest.approx(D, abs=1e-15)
     assert (res.k, res.n, res.m, res.iterations, res.num_problems) == (k, n, m, iterations, 4)
     assert res.pass_at_k_a == pytest.approx(np.mean(pass_at_k_unbiased(n, A.sum(1), k)))
@@ -277,9 +381,12 @@ def test_all_constant_problems_give_a_point_law():
     same = paired_subsampling_test(A, A, m=3, iterations=50, rng=np.random.default_rng(0))
     assert same.p_value == 1.0 and same.subsample_std == 0.0 and same.statistic == 0.0
     diff = paired_subsampling_test(A, B, m=3, iterations=50, rng=np.random.default_rng(0))
-    assert diff.statistic == pytest.approx(0.0) and diff.subsample_std == pytest.approx(0.0, abs=1e-15)
-    shifted = paired_subsampling_test(A, np.array([[1] * 6, [1] * 6, [1] * 6]), m=3, iterations=50,
-                                      rng=np.random.default_rng(0))
+    assert diff.statistic == pytest.approx(0.0) and diff.subsample_std == pytest.approx(
+        0.0, abs=1e-15
+    )
+    shifted = paired_subsampling_test(
+        A, np.array([[1] * 6, [1] * 6, [1] * 6]), m=3, iterations=50, rng=np.random.default_rng(0)
+    )
     assert shifted.statistic == pytest.approx(-1 / 3) and shifted.p_value == pytest.approx(1 / 51)
 
 

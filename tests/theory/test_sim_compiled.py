@@ -20,27 +20,45 @@ from fgrpo_theory.sim.samplers import uses_guide
 from fgrpo_theory.sim.sparse import simulate_run_sparse
 
 DATA = Path(__file__).parent / "data"
-SMALL = SimConfig(actions=300, correct=30, rare=2, group_sizes=(4,), gammas=(0.0, 1.0),
-                  seeds=(0, 1), steps=40, lr=0.05)
+SMALL = SimConfig(
+    actions=300,
+    correct=30,
+    rare=2,
+    group_sizes=(4,),
+    gammas=(0.0, 1.0),
+    seeds=(0, 1),
+    steps=40,
+    lr=0.05,
+)
 
 
 def _assert_same_run(a: dict, b: dict) -> None:
-    np.testing.assert_array_equal(a["mu_hat"], b["mu_hat"])          # the same draws
+    np.testing.assert_array_equal(a["mu_hat"], b["mu_hat"])  # the same draws
     np.testing.assert_array_equal(a["tail_miss"], b["tail_miss"])
     for key in ("q_pos", "m_ret", "entropy", "tau", "q_u_pos", "p_tail_miss"):
         np.testing.assert_allclose(b[key], a[key], rtol=1e-11, atol=1e-13, err_msg=key)
 
 
-@given(st.integers(0, 10_000), st.sampled_from([1, 3, 32, 100, 600]),
-       st.sampled_from(["adam", "sgd"]), st.sampled_from(["centered", "grpo"]),
-       st.floats(0.0, 2.0))
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from([1, 3, 32, 100, 600]),
+    st.sampled_from(["adam", "sgd"]),
+    st.sampled_from(["centered", "grpo"]),
+    st.floats(0.0, 2.0),
+)
 @settings(max_examples=15, deadline=None)
 def test_compiled_engine_equals_the_numpy_sparse_engine(seed, N, optimizer, advantage, gamma):
     """Block sampler (N < Kp / 8), guide table (N >= 64 here), touched set and full mode."""
-    cfg = replace(SMALL, optimizer=optimizer, advantage=advantage, steps=30,
-                  lr=0.05 if optimizer == "adam" else 3.0)
-    _assert_same_run(simulate_run_sparse(cfg, N, gamma, seed),
-                     simulate_run_compiled(cfg, N, gamma, seed))
+    cfg = replace(
+        SMALL,
+        optimizer=optimizer,
+        advantage=advantage,
+        steps=30,
+        lr=0.05 if optimizer == "adam" else 3.0,
+    )
+    _assert_same_run(
+        simulate_run_sparse(cfg, N, gamma, seed), simulate_run_compiled(cfg, N, gamma, seed)
+    )
 
 
 @pytest.mark.parametrize("N", [8, 200])
@@ -71,8 +89,12 @@ def test_block_sum_is_numpys_pairwise_sum():
         np.testing.assert_array_equal(got, ref)
 
 
-@given(st.integers(0, 2**32 - 1), st.integers(1, 60), st.integers(0, 200),
-       st.sampled_from([0.0, 0.3, 1.0]))
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 60),
+    st.integers(0, 200),
+    st.sampled_from([0.0, 0.3, 1.0]),
+)
 @settings(max_examples=60, deadline=None)
 def test_merge_search_is_numpys_searchsorted_on_sorted_input(seed, n, k, zeros):
     """The block search by a merge: numpy's searchsorted(side='right') on non-decreasing
@@ -86,8 +108,12 @@ def test_merge_search_is_numpys_searchsorted_on_sorted_input(seed, n, k, zeros):
     np.testing.assert_array_equal(out, np.searchsorted(arr, keys, side="right"))
 
 
-@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 2, 5, 40, 300]),
-       st.sampled_from([16, 64, 256]), st.floats(0.0, 8.0))
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([1, 2, 5, 40, 300]),
+    st.sampled_from([16, 64, 256]),
+    st.floats(0.0, 8.0),
+)
 @settings(max_examples=40, deadline=None)
 def test_block_draws_are_numpys_block_sampler(seed, N, B, spread):
     """The compiled block sampler (merge search, two cumulative sums at a time, keys computed
@@ -96,7 +122,7 @@ def test_block_draws_are_numpys_block_sampler(seed, N, B, spread):
     from fgrpo_theory.sim.samplers import sample_group
 
     rng = np.random.default_rng(seed)
-    nb = int(rng.integers(1, 12)) + N * 8 // B       # few draws: numpy's block sampler
+    nb = int(rng.integers(1, 12)) + N * 8 // B  # few draws: numpy's block sampler
     assert not uses_guide(N, nb * B)
     e = np.exp(-spread * rng.random(nb * B)) * (rng.random(nb * B) > 0.1)
     e[int(rng.integers(0, e.size))] = 1.0
@@ -104,9 +130,17 @@ def test_block_draws_are_numpys_block_sampler(seed, N, B, spread):
     C, E = int(rng.integers(1, nb * B)), 3
     uniq_ref, cnt_ref = sample_group(e, s, N, np.random.default_rng([seed, 1]), B)
     x = np.random.default_rng([seed, 1]).standard_exponential(N + 1)
-    bufs = dict(cs=np.empty(nb), u=np.empty(N), blk=np.empty(N, dtype=np.int64),
-                hb=np.empty(N, dtype=np.int64), starts=np.empty(N + 1, dtype=np.int64),
-                cb=np.empty(B), cb2=np.empty(B), keys=np.empty(B), st=np.empty(4, dtype=np.int64))
+    bufs = dict(
+        cs=np.empty(nb),
+        u=np.empty(N),
+        blk=np.empty(N, dtype=np.int64),
+        hb=np.empty(N, dtype=np.int64),
+        starts=np.empty(N + 1, dtype=np.int64),
+        cb=np.empty(B),
+        cb2=np.empty(B),
+        keys=np.empty(B),
+        st=np.empty(4, dtype=np.int64),
+    )
     uniq, cnt = np.empty(N, dtype=np.int64), np.empty(N, dtype=np.int64)
     n_u, X, hit, mass = compiled._draw_blocks(e, s, x, N, B, *bufs.values(), uniq, cnt, C, E)
     np.testing.assert_array_equal(uniq[:n_u], uniq_ref)
@@ -116,8 +150,9 @@ def test_block_draws_are_numpys_block_sampler(seed, N, B, spread):
     assert mass == pytest.approx(float(e[uniq_ref[uniq_ref < C]].sum()), rel=1e-12, abs=0.0)
 
 
-@given(st.integers(0, 2**32 - 1), st.sampled_from([64, 512, 4096]), st.floats(0.0, 12.0),
-       st.booleans())
+@given(
+    st.integers(0, 2**32 - 1), st.sampled_from([64, 512, 4096]), st.floats(0.0, 12.0), st.booleans()
+)
 @settings(max_examples=30, deadline=None)
 def test_guide_draws_are_numpys_guide_sampler(seed, Kp, spread, split_prefix):
     """The guide sampler on F0 from ``_guide_prefix`` (in one piece, or chunk by chunk as
@@ -138,16 +173,36 @@ def test_guide_draws_are_numpys_guide_sampler(seed, Kp, spread, split_prefix):
     counts = np.empty(Kp, dtype=np.int32)
     uniq, cnt = np.empty(Kp, dtype=np.int64), np.empty(Kp, dtype=np.int64)
     n_u, X, _, _ = compiled._draw_guide(
-        e, F0, np.random.default_rng([seed, 2]).random(N), N, GUIDE_ROWS, Kp,
-        np.empty(Kp // GUIDE_ROWS), np.empty(Kp + 2, dtype=np.int32), counts, uniq, cnt, 5, 2,
-        True, np.empty(N), np.empty(N, dtype=np.int32), np.empty(257, dtype=np.int64))
+        e,
+        F0,
+        np.random.default_rng([seed, 2]).random(N),
+        N,
+        GUIDE_ROWS,
+        Kp,
+        np.empty(Kp // GUIDE_ROWS),
+        np.empty(Kp + 2, dtype=np.int32),
+        counts,
+        uniq,
+        cnt,
+        5,
+        2,
+        True,
+        np.empty(N),
+        np.empty(N, dtype=np.int32),
+        np.empty(257, dtype=np.int64),
+    )
     np.testing.assert_array_equal(counts, ref)
     np.testing.assert_array_equal(uniq[:n_u], np.flatnonzero(ref))
     assert X == int(ref[:5].sum())
 
 
-@given(st.integers(0, 2**32 - 1), st.sampled_from([300, 1000, 5000]), st.booleans(),
-       st.booleans(), st.floats(0.0, 1.0))
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([300, 1000, 5000]),
+    st.booleans(),
+    st.booleans(),
+    st.floats(0.0, 1.0),
+)
 @settings(max_examples=30, deadline=None)
 def test_fused_full_pass_is_lazy_adam_exp_and_the_block_sums(seed, K, dense, rebase, frozen):
     """``_move_full`` against numpy: lazy Adam's moments and step (``sparse._LazyAdam``'s
@@ -185,12 +240,36 @@ def test_fused_full_pass_is_lazy_adam_exp_and_the_block_sums(seed, K, dense, reb
     s, F0 = np.empty(nb), np.empty(Kp)
     CB = compiled.CHUNK if K > 1000 else B
     scratch = (np.empty(CB), np.empty(CB, dtype=np.int64), np.empty(CB), np.empty(CB))
-    ymax, sey = compiled._move_full(y, e, m, w, counts, dense, K, C, rcw, rww, c1, c2, alpha,
-                                    epsk, rebase, fm, fw, compiled.fast_exp_here(), B, s,
-                                    True, GUIDE_ROWS, F0, -1.0, *scratch)
+    ymax, sey = compiled._move_full(
+        y,
+        e,
+        m,
+        w,
+        counts,
+        dense,
+        K,
+        C,
+        rcw,
+        rww,
+        c1,
+        c2,
+        alpha,
+        epsk,
+        rebase,
+        fm,
+        fw,
+        compiled.fast_exp_here(),
+        B,
+        s,
+        True,
+        GUIDE_ROWS,
+        F0,
+        -1.0,
+        *scratch,
+    )
     for got, want in ((y, Y), (e, Ee), (m, M), (w, W), (s, S), (F0, F0ref)):
         np.testing.assert_array_equal(got, want)
-    assert ymax == Y[:K].max()                     # above the slack (-1): the true max
+    assert ymax == Y[:K].max()  # above the slack (-1): the true max
     assert sey == pytest.approx(float(np.dot(Ee[:K], Y[:K])), rel=1e-12)
 
 
@@ -206,11 +285,14 @@ def test_tiny_preset_csv_is_byte_identical_to_the_numpy_simulator(engine):
     assert res.csv_text() == (DATA / "sim_tiny.csv").read_text()
 
 
-@pytest.mark.parametrize("engine", [
-    "compiled",
-    pytest.param("sparse", marks=pytest.mark.slow),
-    pytest.param("dense", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "engine",
+    [
+        "compiled",
+        pytest.param("sparse", marks=pytest.mark.slow),
+        pytest.param("dense", marks=pytest.mark.slow),
+    ],
+)
 def test_reduced_small_preset_csv_is_byte_identical_to_the_numpy_simulator(engine):
     """'small' (K = 12,800, N = 2 ... 16,384, 2 seeds) for 60 steps: both samplers, full mode."""
     res = run_sweep(replace(PRESETS["small"], steps=60), engine=engine, progress=False)

@@ -10,11 +10,27 @@ from pathlib import Path
 
 import fgrpo_theory.sim as sim
 
-ORDER = ["config", "samplers", "group", "dense", "sparse", "libm_exp", "compiled",
-         "torch_engine", "threads", "engines", "sweep", "__init__"]
+ORDER = [
+    "config",
+    "samplers",
+    "group",
+    "dense",
+    "sparse",
+    "libm_exp",
+    "compiled",
+    "torch_engine",
+    "threads",
+    "engines",
+    "sweep",
+    "__init__",
+]
 #: engines dispatches to the engines above it lazily, by name; that is its job.
-LAZY_UP = {("engines", "compiled"), ("engines", "dense"), ("engines", "sparse"),
-           ("sweep", "torch_engine")}
+LAZY_UP = {
+    ("engines", "compiled"),
+    ("engines", "dense"),
+    ("engines", "sparse"),
+    ("sweep", "torch_engine"),
+}
 
 
 def _imports(path: Path) -> set[str]:
@@ -40,8 +56,9 @@ def test_modules_import_only_lower_layers():
         for name in _imports(folder / f"{mod}.py"):
             if name.startswith("fgrpo_theory.sim."):
                 other = name.split(".")[2]
-                assert ORDER.index(other) < ORDER.index(mod) or (mod, other) in LAZY_UP, \
+                assert ORDER.index(other) < ORDER.index(mod) or (mod, other) in LAZY_UP, (
                     f"fgrpo_theory.sim.{mod} imports the higher layer {name}"
+                )
             if name == "torch" or name.startswith("torch."):
                 assert mod == "torch_engine", f"{mod} imports torch"
             assert not name.startswith("fgrpo_llm"), f"{mod} imports {name}"

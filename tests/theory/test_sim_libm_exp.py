@@ -36,9 +36,30 @@ def test_tiny_huge_special_and_random_bit_patterns():
     _check(rng.standard_normal(500_000) * 10.0 ** rng.uniform(-320, 2.9, 500_000))
     _check(rng.integers(0, 2**63, 500_000, dtype=np.uint64).view(np.float64))
     _check(-rng.integers(0, 2**63, 500_000, dtype=np.uint64).view(np.float64))
-    _check(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 512.0, -512.0, 709.782712893384,
-                     709.7827128933841, -745.1332191019411, -745.1332191019412, 2.0**-54,
-                     -(2.0**-54), 2.0**-55, 5e-324, -5e-324, 1.0, -1.0]))
+    _check(
+        np.array(
+            [
+                0.0,
+                -0.0,
+                np.inf,
+                -np.inf,
+                np.nan,
+                512.0,
+                -512.0,
+                709.782712893384,
+                709.7827128933841,
+                -745.1332191019411,
+                -745.1332191019412,
+                2.0**-54,
+                -(2.0**-54),
+                2.0**-55,
+                5e-324,
+                -5e-324,
+                1.0,
+                -1.0,
+            ]
+        )
+    )
 
 
 def test_the_compiled_engine_uses_the_twin_here():
@@ -52,8 +73,13 @@ def test_one_hundred_million_values():
     rng = np.random.default_rng(13)
     for _ in range(20):
         scale = 10.0 ** rng.uniform(-17, 2.8, 1_000_000)
-        _check(np.concatenate([rng.uniform(-60, 31, 2_000_000),
-                               rng.uniform(-745.2, 709.8, 1_000_000),
-                               rng.standard_normal(1_000_000) * scale,
-                               rng.integers(0, 2**63, 1_000_000, dtype=np.uint64)
-                               .view(np.float64)]))
+        _check(
+            np.concatenate(
+                [
+                    rng.uniform(-60, 31, 2_000_000),
+                    rng.uniform(-745.2, 709.8, 1_000_000),
+                    rng.standard_normal(1_000_000) * scale,
+                    rng.integers(0, 2**63, 1_000_000, dtype=np.uint64).view(np.float64),
+                ]
+            )
+        )

@@ -20,8 +20,16 @@ from fgrpo_theory.sim import SimConfig, run_cached, run_sweep
 from fgrpo_theory.sim.group import GRPO_EPS, group_advantages
 from fgrpo_theory.sim.threads import pin_worker, pinned, thread_counts
 
-CFG = SimConfig(actions=300, correct=30, rare=2, group_sizes=(2, 8, 64), gammas=(0.0, 1.0),
-                seeds=(0, 1), steps=12, lr=0.05)
+CFG = SimConfig(
+    actions=300,
+    correct=30,
+    rare=2,
+    group_sizes=(2, 8, 64),
+    gammas=(0.0, 1.0),
+    seeds=(0, 1),
+    steps=12,
+    lr=0.05,
+)
 
 
 def _pool_counts(workers: int) -> list[dict]:
@@ -38,7 +46,7 @@ def _counts_after_numpy(_):
 def test_worker_processes_pin_their_thread_pools():
     """The parent allows 4 BLAS threads; every worker of the sweep's pool runs with 1."""
     with threadpool_limits(limits=4):
-        assert max(thread_counts().values()) == 4      # the parent's pool, inherited by a fork
+        assert max(thread_counts().values()) == 4  # the parent's pool, inherited by a fork
         counts = _pool_counts(2)
     assert counts and all(c and set(c.values()) == {1} for c in counts)
 
@@ -54,7 +62,7 @@ def test_the_single_process_path_pins_its_thread_pools(monkeypatch):
     monkeypatch.setattr(sweep, "simulate_runs", spy)
     with threadpool_limits(limits=4):
         run_sweep(replace(CFG, group_sizes=(2,), steps=2), progress=False)
-        assert max(thread_counts().values()) == 4      # restored after the sweep
+        assert max(thread_counts().values()) == 4  # restored after the sweep
     assert seen and all(set(c.values()) == {1} for c in seen)
 
 
@@ -104,8 +112,7 @@ def test_an_interrupted_sweep_resumes_over_worker_processes(tmp_path):
     """Workers save runs as they finish; a second call with the same folder computes none."""
     first = run_sweep(CFG, workers=2, progress=False, checkpoint=tmp_path / "ck")
     assert len(list((tmp_path / "ck").glob("N*.npz"))) == 12
-    again = run_sweep(CFG, workers=2, progress=False, checkpoint=tmp_path / "ck",
-                      engine="sparse")
+    again = run_sweep(CFG, workers=2, progress=False, checkpoint=tmp_path / "ck", engine="sparse")
     assert again.csv_text() == first.csv_text()
 
 
@@ -113,7 +120,7 @@ def test_checkpoints_of_another_config_or_damaged_are_not_used(tmp_path):
     ck = tmp_path / "ck"
     run_sweep(replace(CFG, steps=5), progress=False, checkpoint=ck)
     target = run_sweep(CFG, progress=False)
-    res = run_sweep(CFG, progress=False, checkpoint=ck)          # other steps: all recomputed
+    res = run_sweep(CFG, progress=False, checkpoint=ck)  # other steps: all recomputed
     assert res.csv_text() == target.csv_text()
     victim = sorted(ck.glob("N*.npz"))[0]
     victim.write_bytes(b"not an npz file")
@@ -135,18 +142,26 @@ def test_group_advantages_match_the_reference_implementation(N, data, R_w, gap):
     X = data.draw(st.integers(0, N))
     R_c = R_w + gap
     rewards = np.where(np.arange(N) < X, R_c, R_w)
-    for kind, ref in (("centered", mean_centred_advantages(rewards)),
-                      ("grpo", grpo_advantages(rewards, std="bessel", eps=GRPO_EPS))):
+    for kind, ref in (
+        ("centered", mean_centred_advantages(rewards)),
+        ("grpo", grpo_advantages(rewards, std="bessel", eps=GRPO_EPS)),
+    ):
         r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind=kind)
         got = np.where(np.arange(N) < X, r_c[0], r_w[0])
-        np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(ref).max()),
-                                   err_msg=kind)
+        np.testing.assert_allclose(
+            got, ref, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(ref).max()), err_msg=kind
+        )
     r_c, r_w = group_advantages(np.array([X]), N, R_c=R_c, R_w=R_w, kind="raw")
     assert (r_c[0], r_w[0]) == (R_c, R_w)
 
 
-@given(st.integers(1, 10**6), st.data(), st.floats(-3.0, 3.0), st.floats(0.01, 5.0),
-       st.sampled_from(["centered", "grpo", "raw"]))
+@given(
+    st.integers(1, 10**6),
+    st.data(),
+    st.floats(-3.0, 3.0),
+    st.floats(0.01, 5.0),
+    st.sampled_from(["centered", "grpo", "raw"]),
+)
 @settings(max_examples=80, deadline=None)
 def test_scalar_advantages_are_bit_for_bit_the_array_ones(N, data, R_w, gap, kind):
     from fgrpo_theory.sim.group import scalar_advantages
@@ -168,11 +183,24 @@ def test_a_killed_cli_sweep_resumes_and_writes_the_numpy_simulators_csv(tmp_path
     from pathlib import Path
 
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "fgrpo_theory.cli", "simulate", "--preset", "small",
-            "--steps", "60", "--workers", "1", "--no-progress", "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "fgrpo_theory.cli",
+        "simulate",
+        "--preset",
+        "small",
+        "--steps",
+        "60",
+        "--workers",
+        "1",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     partial = out / "partial"
-    for _ in range(3000):                                     # wait for 3 finished runs
+    for _ in range(3000):  # wait for 3 finished runs
         if proc.poll() is not None or len(list(partial.glob("N*.npz"))) >= 3:
             break
         time.sleep(0.1)

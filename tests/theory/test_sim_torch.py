@@ -11,8 +11,15 @@ from fgrpo_theory.sim import SimConfig, run_cached, run_sweep
 
 torch = pytest.importorskip("torch")
 
-CFG = SimConfig(actions=640, correct=50, group_sizes=(2, 16, 128), gammas=(0.0, 1.0),
-                seeds=tuple(range(8)), steps=60, lr=3e-2)
+CFG = SimConfig(
+    actions=640,
+    correct=50,
+    group_sizes=(2, 16, 128),
+    gammas=(0.0, 1.0),
+    seeds=tuple(range(8)),
+    steps=60,
+    lr=3e-2,
+)
 
 
 def test_torch_engine_agrees_with_the_numpy_engine_within_seed_noise():
@@ -21,13 +28,13 @@ def test_torch_engine_agrees_with_the_numpy_engine_within_seed_noise():
     n = len(CFG.seeds)
     moved = 0.0
     for key in ("q_pos", "m_ret"):
-        a, b = ref.records[key][..., -1], got.records[key][..., -1]       # (nN, nG, nS)
+        a, b = ref.records[key][..., -1], got.records[key][..., -1]  # (nN, nG, nS)
         se = np.sqrt(a.var(axis=2, ddof=1) / n + b.var(axis=2, ddof=1) / n)
         gap = np.abs(a.mean(axis=2) - b.mean(axis=2))
         assert np.all(gap <= 4.5 * se + 2e-3), (key, gap, se)
         moved = max(moved, float(np.abs(a[..., 0] - ref.records[key][..., 0, 0]).max()))
-    assert moved > 0.05                           # the policy moved, so the check has teeth
-    assert not np.array_equal(ref.records["q_pos"], got.records["q_pos"])   # torch's draws
+    assert moved > 0.05  # the policy moved, so the check has teeth
+    assert not np.array_equal(ref.records["q_pos"], got.records["q_pos"])  # torch's draws
 
 
 def test_torch_engine_runs_do_not_depend_on_their_batch():
@@ -37,12 +44,16 @@ def test_torch_engine_runs_do_not_depend_on_their_batch():
     together = simulate_runs_torch(CFG, runs, device="cpu")
     alone = simulate_runs_torch(CFG, runs[1:2], device="cpu")
     for key, a in alone[runs[1]].items():
-        np.testing.assert_allclose(together[runs[1]][key], a, rtol=1e-12, atol=1e-15,
-                                   err_msg=key)
+        np.testing.assert_allclose(together[runs[1]][key], a, rtol=1e-12, atol=1e-15, err_msg=key)
 
 
-@pytest.mark.parametrize("options", [dict(surrogate="prob", advantage="raw", optimizer="sgd",
-                                          lr=5.0), dict(advantage="grpo", optimizer="sgd")])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(surrogate="prob", advantage="raw", optimizer="sgd", lr=5.0),
+        dict(advantage="grpo", optimizer="sgd"),
+    ],
+)
 def test_torch_engine_runs_every_option(options):
     from dataclasses import replace
 
@@ -57,7 +68,7 @@ def test_torch_results_are_cached_apart_from_numpy_results(tmp_path):
 
     cfg = replace(CFG, group_sizes=(4,), seeds=(0,), steps=3)
     a = run_cached(cfg, tmp_path, progress=False, engine="torch", device="cpu")
-    b = run_cached(cfg, tmp_path, progress=False)                        # not torch's cache
+    b = run_cached(cfg, tmp_path, progress=False)  # not torch's cache
     assert not np.array_equal(a.records["q_pos"], b.records["q_pos"])
 
 

@@ -20,8 +20,16 @@ from fgrpo_theory.sim.group import group_advantages
 from fgrpo_theory.sim.samplers import _draw_by_guide, layout, sample_group
 from fgrpo_theory.sim.sparse import _LazyAdam, simulate_run_sparse
 
-SMALL = SimConfig(actions=300, correct=30, rare=2, group_sizes=(4,), gammas=(0.0, 1.0),
-                  seeds=(0, 1), steps=40, lr=0.05)
+SMALL = SimConfig(
+    actions=300,
+    correct=30,
+    rare=2,
+    group_sizes=(4,),
+    gammas=(0.0, 1.0),
+    seeds=(0, 1),
+    steps=40,
+    lr=0.05,
+)
 
 
 def _masses(z: np.ndarray):
@@ -45,12 +53,12 @@ def test_sampler_frequencies_match_the_policy(K, N):
     """Both sampling paths (few draws: block search; many: guide table) draw from p."""
     rng = np.random.default_rng(1)
     z = rng.normal(0, 1.5, K)
-    z[: K // 10] += 4.0                         # a heavy class, as in the paper's layout
+    z[: K // 10] += 4.0  # a heavy class, as in the paper's layout
     p = softmax(z)
     e, s, B = _masses(z)
     reps = max(1, 200_000 // N)
     counts = sum(_group_counts(e, s, B, N, rng, K) for _ in range(reps))
-    assert counts[K:].sum() == 0 and counts.sum() == reps * N          # never the padding
+    assert counts[K:].sum() == 0 and counts.sum() == reps * N  # never the padding
     expected = p * reps * N
     big = expected > 20
     chi2 = ((counts[:K][big] - expected[big]) ** 2 / expected[big]).sum()
@@ -75,7 +83,7 @@ def test_sampler_counts_have_multinomial_moments(N):
 
 def test_sampler_returns_increasing_actions_and_never_padding():
     rng = np.random.default_rng(2)
-    z = np.array([0.0, 50.0, -3.0])            # K = 3: one block, heavy mass on a real action
+    z = np.array([0.0, 50.0, -3.0])  # K = 3: one block, heavy mass on a real action
     e, s, B = _masses(z)
     for N in (1, 2, 64):
         uniq, cnt = sample_group(e, s, N, rng, B)
@@ -91,14 +99,14 @@ def test_guide_sampler_is_the_inverse_cdf_in_rank_order():
     e, _, _ = _masses(z)
     u01 = np.random.default_rng(4).random(50_000)
 
-    class Fixed:                                # a generator that returns the uniforms above
+    class Fixed:  # a generator that returns the uniforms above
         def random(self, n):
             return u01[:n].copy()
 
     got = _draw_by_guide(e, u01.size, Fixed())
     F = np.cumsum(e.reshape(16, -1), axis=0)
     F[:, 1:] += np.cumsum(F[-1])[:-1]
-    Frank, total = F.T.ravel(), F[-1, -1]       # rank q = column * 16 + row
+    Frank, total = F.T.ravel(), F[-1, -1]  # rank q = column * 16 + row
     q = np.searchsorted(Frank, np.minimum(u01 * total, np.nextafter(total, 0)), side="right")
     np.testing.assert_array_equal(got, (q % 16) * (e.size // 16) + q // 16)
 
@@ -127,9 +135,22 @@ def test_one_sgd_step_of_the_prob_surrogate_is_eq5():
     categorical module's Eq. 5 update for the same drawn group."""
     K, C, N, lr = 40, 12, 6, 0.7
     z0 = np.random.default_rng(3).normal(0, 1, K)
-    cfg = SimConfig(actions=K, correct=C, rare=2, initial_logits=tuple(z0), group_sizes=(N,),
-                    gammas=(1.0,), seeds=(5,), steps=1, lr=lr, optimizer="sgd", surrogate="prob",
-                    advantage="raw", reward_correct=1.0, reward_wrong=-0.5)
+    cfg = SimConfig(
+        actions=K,
+        correct=C,
+        rare=2,
+        initial_logits=tuple(z0),
+        group_sizes=(N,),
+        gammas=(1.0,),
+        seeds=(5,),
+        steps=1,
+        lr=lr,
+        optimizer="sgd",
+        surrogate="prob",
+        advantage="raw",
+        reward_correct=1.0,
+        reward_wrong=-0.5,
+    )
     rec = simulate_batch(cfg, N, [(1.0, 5)])
     e, s, B = _masses(z0)
     uniq, cnt = sample_group(e, s, N, np.random.default_rng([5, N]), B)
@@ -145,8 +166,17 @@ def test_one_sgd_step_of_the_ratio_surrogate_moves_sampled_logits_only():
     """ratio + centred advantage: Delta z = lr (g/N) count_i r(i); unsampled logits stay put."""
     K, C, N, lr = 30, 10, 5, 0.3
     z0 = np.random.default_rng(4).normal(0, 1, K)
-    cfg = SimConfig(actions=K, correct=C, initial_logits=tuple(z0), group_sizes=(N,), gammas=(0.0,),
-                    seeds=(2,), steps=1, lr=lr, optimizer="sgd")
+    cfg = SimConfig(
+        actions=K,
+        correct=C,
+        initial_logits=tuple(z0),
+        group_sizes=(N,),
+        gammas=(0.0,),
+        seeds=(2,),
+        steps=1,
+        lr=lr,
+        optimizer="sgd",
+    )
     rec = simulate_batch(cfg, N, [(0.0, 2)])
     e, s, B = _masses(z0)
     counts = _group_counts(e, s, B, N, np.random.default_rng([2, N]), K)[:K]
@@ -164,11 +194,14 @@ def test_same_seed_same_numbers_and_different_seed_different_numbers():
     assert not np.array_equal(a.records["q_pos"][0, 0, 0], a.records["q_pos"][0, 0, 1])
 
 
-@pytest.mark.parametrize("overrides", [
-    dict(),
-    dict(optimizer="sgd", surrogate="prob", advantage="raw", lr=5.0),
-    dict(advantage="grpo", optimizer="sgd", lr=2.0),
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(),
+        dict(optimizer="sgd", surrogate="prob", advantage="raw", lr=5.0),
+        dict(advantage="grpo", optimizer="sgd", lr=2.0),
+    ],
+)
 def test_batched_runs_equal_one_at_a_time_runs(overrides):
     cfg = replace(SMALL, **overrides)
     runs = [(g, s) for g in cfg.gammas for s in cfg.seeds]
@@ -179,15 +212,25 @@ def test_batched_runs_equal_one_at_a_time_runs(overrides):
             np.testing.assert_array_equal(batch[key][r], single[key][0], err_msg=key)
 
 
-@given(st.integers(0, 10_000), st.sampled_from([1, 3, 32, 600]), st.sampled_from(["adam", "sgd"]),
-       st.sampled_from(["centered", "grpo"]), st.floats(0.0, 2.0))
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from([1, 3, 32, 600]),
+    st.sampled_from(["adam", "sgd"]),
+    st.sampled_from(["centered", "grpo"]),
+    st.floats(0.0, 2.0),
+)
 @settings(max_examples=12, deadline=None)
 def test_sparse_engine_equals_dense_engine(seed, N, optimizer, advantage, gamma):
-    cfg = replace(SMALL, optimizer=optimizer, advantage=advantage, steps=30,
-                  lr=0.05 if optimizer == "adam" else 3.0)
+    cfg = replace(
+        SMALL,
+        optimizer=optimizer,
+        advantage=advantage,
+        steps=30,
+        lr=0.05 if optimizer == "adam" else 3.0,
+    )
     dense = simulate_batch(cfg, N, [(gamma, seed)])
     sparse = simulate_run_sparse(cfg, N, gamma, seed)
-    np.testing.assert_array_equal(dense["mu_hat"], sparse["mu_hat"])     # the same draws
+    np.testing.assert_array_equal(dense["mu_hat"], sparse["mu_hat"])  # the same draws
     np.testing.assert_array_equal(dense["tail_miss"], sparse["tail_miss"])
     for key in ("q_pos", "m_ret", "entropy", "tau", "q_u_pos", "p_tail_miss"):
         np.testing.assert_allclose(sparse[key], dense[key], rtol=1e-10, atol=1e-12, err_msg=key)
@@ -214,14 +257,23 @@ def test_initial_records_match_the_paperlayout():
     assert rec["m_ret"][0, 0] == 1.0
     big = PRESETS["paper-fig2"]
     Zb = np.exp(5.0) + 9_999 * np.exp(3.0) + 118_000
-    assert (np.exp(5.0) + 9_999 * np.exp(3.0)) / Zb == pytest.approx(0.630, abs=5e-4)   # Sec. 5.1
+    assert (np.exp(5.0) + 9_999 * np.exp(3.0)) / Zb == pytest.approx(0.630, abs=5e-4)  # Sec. 5.1
     assert big.logits0()[[0, 1, 9_999, 10_000]].tolist() == [5.0, 3.0, 3.0, 0.0]
 
 
 def test_tail_miss_frequency_matches_lemma_3_1_on_a_frozen_policy():
     """With a negligible lr the policy is frozen: the tail-miss rate is P(B_{E,N})."""
-    cfg = SimConfig(actions=60, correct=20, rare=2, group_sizes=(8,), gammas=(0.0,), seeds=(0,),
-                    steps=3000, lr=1e-12, optimizer="sgd")
+    cfg = SimConfig(
+        actions=60,
+        correct=20,
+        rare=2,
+        group_sizes=(8,),
+        gammas=(0.0,),
+        seeds=(0,),
+        steps=3000,
+        lr=1e-12,
+        optimizer="sgd",
+    )
     rec = simulate_run_sparse(cfg, 8, 0.0, 0)
     P = rec["p_tail_miss"][0].mean()
     assert 0.05 < P < 0.95
@@ -239,10 +291,17 @@ def test_q_u_pos_is_the_correct_mass_the_group_missed():
 def test_three_regimes_and_the_focal_effect_on_a_reduced_setting():
     """K/10 setting: M_ret is high at small N, collapses at intermediate N, recovers at large N;
     Q_pos rises for every N; gamma = 1 retains more mass inside the collapse zone."""
-    cfg = SimConfig(actions=3_200, correct=250, group_sizes=(2, 64, 32_768), gammas=(0.0, 1.0),
-                    seeds=(0,), steps=300, lr=3e-2)
+    cfg = SimConfig(
+        actions=3_200,
+        correct=250,
+        group_sizes=(2, 64, 32_768),
+        gammas=(0.0, 1.0),
+        seeds=(0,),
+        steps=300,
+        lr=3e-2,
+    )
     res = run_sweep(cfg, progress=False)
-    m = res.records["m_ret"][:, :, 0, -1]                   # (N, gamma)
+    m = res.records["m_ret"][:, :, 0, -1]  # (N, gamma)
     q = res.records["q_pos"][:, :, 0, :]
     assert m[1, 0] < m[0, 0] - 0.2 and m[1, 0] < m[2, 0] - 0.2
     assert np.all(q[..., -1] > q[..., 0])
@@ -274,19 +333,22 @@ def test_workers_give_the_same_numbers():
     np.testing.assert_array_equal(a.records["q_pos"], b.records["q_pos"])
 
 
-@pytest.mark.parametrize("bad,match", [
-    (dict(correct=300), "correct"),
-    (dict(rare=30), "rare"),
-    (dict(group_sizes=(0,)), "group_sizes"),
-    (dict(gammas=(-1.0,)), "gammas"),
-    (dict(lr=0.0), "lr"),
-    (dict(optimizer="rmsprop"), "optimizer"),
-    (dict(surrogate="logit"), "surrogate"),
-    (dict(advantage="zscore"), "advantage"),
-    (dict(reward_correct=-1.0), "reward_correct"),
-    (dict(initial_logits=(0.0, 1.0)), "initial_logits"),
-    (dict(seeds=(1, 1)), "seeds"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(correct=300), "correct"),
+        (dict(rare=30), "rare"),
+        (dict(group_sizes=(0,)), "group_sizes"),
+        (dict(gammas=(-1.0,)), "gammas"),
+        (dict(lr=0.0), "lr"),
+        (dict(optimizer="rmsprop"), "optimizer"),
+        (dict(surrogate="logit"), "surrogate"),
+        (dict(advantage="zscore"), "advantage"),
+        (dict(reward_correct=-1.0), "reward_correct"),
+        (dict(initial_logits=(0.0, 1.0)), "initial_logits"),
+        (dict(seeds=(1, 1)), "seeds"),
+    ],
+)
 def test_bad_configs_are_rejected(bad, match):
     with pytest.raises(ValueError, match=match):
         replace(SMALL, **bad)

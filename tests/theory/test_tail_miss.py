@@ -48,7 +48,9 @@ def log_rel_err(log_value, ref):
     with mpmath.workprec(int(ref.man).bit_length() + 200):  # every bit the reference carries
         ref_log = mpmath.log(ref)
         # below 1e-300 in magnitude log P is not a normal double: an absolute floor there
-        return float(abs(mpmath.mpf(float(log_value)) - ref_log) / max(abs(ref_log), mpmath.mpf(1e-300)))
+        return float(
+            abs(mpmath.mpf(float(log_value)) - ref_log) / max(abs(ref_log), mpmath.mpf(1e-300))
+        )
 
 
 EDGE_MU = [1e-9, 1e-6, 0.3, 0.5, 0.64, 1 - 1e-6, 1 - 1e-9]
@@ -111,8 +113,9 @@ def test_log_forms_equal_log_of_values(mu, frac, N):
     p = p_tail_miss(mu, tau, N)
     if p > 1e-300:
         assert log_p_tail_miss(mu, tau, N) == pytest.approx(np.log(p), rel=1e-12, abs=1e-13)
-        assert log_p_tail_miss_rho(mu, frac, N) == pytest.approx(np.log(p_tail_miss_rho(mu, frac, N)),
-                                                                 rel=1e-12, abs=1e-13)
+        assert log_p_tail_miss_rho(mu, frac, N) == pytest.approx(
+            np.log(p_tail_miss_rho(mu, frac, N)), rel=1e-12, abs=1e-13
+        )
     pa = p_active(mu, N)
     assert log_p_active(mu, N) == pytest.approx(np.log(pa), rel=1e-12, abs=1e-13)
 
@@ -144,8 +147,9 @@ def test_broadcasting_and_scalar_types():
 def test_conditional_on_active():
     mu, tau = 0.3, 0.015
     N = np.array([2, 8, 64])
-    np.testing.assert_allclose(p_tail_miss_given_active(mu, tau, N), p_tail_miss(mu, tau, N) / p_active(mu, N),
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        p_tail_miss_given_active(mu, tau, N), p_tail_miss(mu, tau, N) / p_active(mu, N), rtol=1e-13
+    )
     assert np.isnan(p_tail_miss_given_active(mu, tau, 1))
     # N = 2: P(B) = 2 (mu - tau)(1 - mu), P(A) = 2 mu (1 - mu), so P(B | A) = 1 - rho
     assert p_tail_miss_given_active(mu, tau, 2) == pytest.approx(1 - tau / mu, rel=1e-12)
@@ -216,7 +220,9 @@ def test_matches_mpmath_on_a_dense_random_sample():
     """The accuracy claim of the README at scale: 30,000 random points over the whole domain
     (log-uniform tau down to 1e-12, N up to 1e7, mu within 1e-9 of 0 and 1)."""
     rng = np.random.default_rng(2026)
-    mus = np.concatenate([rng.random(20_000), 1e-9 * rng.random(5_000), 1 - 1e-9 * rng.random(5_000)])
+    mus = np.concatenate(
+        [rng.random(20_000), 1e-9 * rng.random(5_000), 1 - 1e-9 * rng.random(5_000)]
+    )
     for mu in mus:
         tau = min(mu, 10.0 ** rng.uniform(-12, 0)) if rng.random() < 0.5 else mu * rng.random()
         N = float(np.round(10.0 ** rng.uniform(0, 7)))
@@ -233,18 +239,26 @@ def test_stationary_point_far_beyond_the_old_bracket_is_the_true_root():
     mu, tau = 1e-30, 1e-31
     assert stationary_group_size(mu, tau) == pytest.approx(np.log(mu / tau) / (mu - tau), rel=1e-9)
     assert stationary_group_size(0.3, 1e-300) == pytest.approx(1933.8, rel=1e-4)
-    with pytest.raises(ValueError, match=r"^the stationary group size for mu=1e-310, tau=1e-311 "
-                                         r"lies above e\^709, outside what float64 resolves"):
+    with pytest.raises(
+        ValueError,
+        match=r"^the stationary group size for mu=1e-310, tau=1e-311 "
+        r"lies above e\^709, outside what float64 resolves",
+    ):
         stationary_group_size(1e-310, 1e-311)  # N_c ~ 2.6e310: beyond float64, not a bound
     with pytest.raises(ValueError, match="lies above e"):  # N_c = 8.7e307, just above e^709
         stationary_group_size(1.6e-308, 0.8e-308)
-    assert stationary_group_size(2.2e-308, 1.1e-308) == pytest.approx(np.log(2) / 1.1e-308, rel=1e-6)
+    assert stationary_group_size(2.2e-308, 1.1e-308) == pytest.approx(
+        np.log(2) / 1.1e-308, rel=1e-6
+    )
     with pytest.raises(ValueError, match="mu=1e-310, tau=1e-311"):
         stationary_group_size(np.array([0.3, 1e-310]), np.array([0.01, 1e-311]))
     with pytest.raises(ValueError, match=r"mu=1e-30, tau=1e-31 is beyond 2\^53; pass n_max"):
         peak_group_size(1e-30, 1e-31)
-    with pytest.raises(ValueError, match=r"^the peak group size for mu=0.3, tau=0.0 is beyond "
-                                         r"2\^53; pass an n_max below 2\^53$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^the peak group size for mu=0.3, tau=0.0 is beyond "
+        r"2\^53; pass an n_max below 2\^53$",
+    ):
         peak_group_size(0.3, 0.0, n_max=1e300)
     assert peak_group_size(0.3, 0.0, n_max=2**53)[0] == 2**53  # still an exact integer
     with pytest.raises(ValueError, match=r"beyond 2\^53"):
@@ -266,18 +280,25 @@ def test_shape_and_type_errors_name_the_arguments():
         p_tail_miss("0.3", 0.01, 8)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: p_tail_miss(0.3, 0.3, 8),  # tau = mu: log(0)
-    lambda: p_tail_miss(1.0, 1.0, 8),  # 1 - tau = 0
-    lambda: log_p_tail_miss(np.array([0.3, 0.3, 1.0]), np.array([0.03, 0.3, 1.0]), 1),
-    lambda: log_p_active(np.array([0.0, 1.0, 0.5]), np.array([5, 5, 1])),
-    lambda: p_tail_miss_given_active(0.3, 0.015, np.array([1, 2, 8])),  # NaN at N = 1
-    lambda: p_tail_miss_given_active(np.array([0.0, 1.0]), 0.0, 4),
-    lambda: stationary_group_size(np.array([0.3, 0.3, 0.0, 1.0]), np.array([0.0, 0.3, 0.0, 0.5])),
-    lambda: peak_group_size(np.array([0.3, 0.3]), np.array([0.3, 0.0]), n_max=64),
-    lambda: expected_tail_miss_count(np.array([0.3, 1.0]), np.array([0.3, 0.0]), np.array([1, 9])),
-    lambda: p_tail_miss(0.3, 1e-9, 1e6),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: p_tail_miss(0.3, 0.3, 8),  # tau = mu: log(0)
+        lambda: p_tail_miss(1.0, 1.0, 8),  # 1 - tau = 0
+        lambda: log_p_tail_miss(np.array([0.3, 0.3, 1.0]), np.array([0.03, 0.3, 1.0]), 1),
+        lambda: log_p_active(np.array([0.0, 1.0, 0.5]), np.array([5, 5, 1])),
+        lambda: p_tail_miss_given_active(0.3, 0.015, np.array([1, 2, 8])),  # NaN at N = 1
+        lambda: p_tail_miss_given_active(np.array([0.0, 1.0]), 0.0, 4),
+        lambda: stationary_group_size(
+            np.array([0.3, 0.3, 0.0, 1.0]), np.array([0.0, 0.3, 0.0, 0.5])
+        ),
+        lambda: peak_group_size(np.array([0.3, 0.3]), np.array([0.3, 0.0]), n_max=64),
+        lambda: expected_tail_miss_count(
+            np.array([0.3, 1.0]), np.array([0.3, 0.0]), np.array([1, 9])
+        ),
+        lambda: p_tail_miss(0.3, 1e-9, 1e6),
+    ],
+)
 def test_documented_special_values_come_without_runtime_warnings(call):
     """The inf / NaN / log(0) of the edge cases are handled inside: no RuntimeWarning escapes."""
     import warnings
@@ -287,16 +308,30 @@ def test_documented_special_values_come_without_runtime_warnings(call):
         call()
 
 
-@pytest.mark.parametrize("mu, tau", [(1 - 1e-10, 0.3), (1 - 1e-13, 0.5), (1 - 1e-6, 1e-3),
-                                     (0.3, 0.015), (1e-8, 1e-9), (0.5, 1e-12)])
+@pytest.mark.parametrize(
+    "mu, tau",
+    [
+        (1 - 1e-10, 0.3),
+        (1 - 1e-13, 0.5),
+        (1 - 1e-6, 1e-3),
+        (0.3, 0.015),
+        (1e-8, 1e-9),
+        (0.5, 1e-12),
+    ],
+)
 def test_stationary_point_against_an_mpmath_root(mu, tau):
     """N_c to ~1e-15 relative, also with mu near 1, where 1 - mu is the small base (the kernel
     takes the smaller of mu - tau and 1 - mu so that no base is a rounded 1 - tiny)."""
     m, t = mpmath.mpf(mu), mpmath.mpf(tau)
     with mpmath.workdps(60):
+
         def dP(N):
-            return ((1 - t) ** N * mpmath.log(1 - t) - (m - t) ** N * mpmath.log(m - t)
-                    - (1 - m) ** N * mpmath.log(1 - m))
+            return (
+                (1 - t) ** N * mpmath.log(1 - t)
+                - (m - t) ** N * mpmath.log(m - t)
+                - (1 - m) ** N * mpmath.log(1 - m)
+            )
+
         n_c = stationary_group_size(mu, tau)
         ref = mpmath.findroot(dP, mpmath.mpf(n_c))
     assert float(abs(n_c / ref - 1)) < 1e-12

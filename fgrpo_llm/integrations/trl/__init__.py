@@ -19,8 +19,11 @@ from importlib.util import find_spec
 TESTED_TRL = ">=1.16,<1.17"
 
 if find_spec("trl") is None:
-    raise ImportError("fgrpo_llm.integrations.trl needs TRL: pip install 'fgrpo[trl]' (trl " + TESTED_TRL +
-                      ", with the CPU torch pin: -c constraints/torch-cpu.txt)")
+    raise ImportError(
+        "fgrpo_llm.integrations.trl needs TRL: pip install 'fgrpo[trl]' (trl "
+        + TESTED_TRL
+        + ", with the CPU torch pin: -c constraints/torch-cpu.txt)"
+    )
 
 
 def check_trl_version(version: str | None = None) -> str:
@@ -32,18 +35,39 @@ def check_trl_version(version: str | None = None) -> str:
 
         version = trl.__version__
     v = Version(version)
-    if not Version("1.16") <= v < Version("1.17") and os.environ.get("FGRPO_ALLOW_UNTESTED_TRL") != "1":
-        raise ImportError(f"FocalGRPOTrainer hooks private methods of TRL's GRPOTrainer and was tested with trl "
-                          f"{TESTED_TRL}; found trl {version}. Install a tested version (pip install "
-                          f"'trl{TESTED_TRL}') or set FGRPO_ALLOW_UNTESTED_TRL=1 to try at your own risk.")
+    if (
+        not Version("1.16") <= v < Version("1.17")
+        and os.environ.get("FGRPO_ALLOW_UNTESTED_TRL") != "1"
+    ):
+        raise ImportError(
+            f"FocalGRPOTrainer hooks private methods of TRL's GRPOTrainer and was tested with trl "
+            f"{TESTED_TRL}; found trl {version}. Install a tested version (pip install "
+            f"'trl{TESTED_TRL}') or set FGRPO_ALLOW_UNTESTED_TRL=1 to try at your own risk."
+        )
     return version
 
 
 check_trl_version()
 
 from fgrpo_llm.integrations.trl.callbacks import DeltaNLLRareCallback, PassAtKCallback  # noqa: E402
-from fgrpo_llm.integrations.trl.trainer import (FocalGRPOConfig, FocalGRPOTrainer, local_focal_weights,  # noqa: E402
-                                                method_args, task_dataset, task_reward_func)
+from fgrpo_llm.integrations.trl.trainer import (  # noqa: E402
+    FocalGRPOConfig,
+    FocalGRPOTrainer,
+    local_focal_weights,
+    method_args,
+    task_dataset,
+    task_reward_func,
+)
 
-__all__ = ["TESTED_TRL", "check_trl_version", "FocalGRPOConfig", "FocalGRPOTrainer", "local_focal_weights",
-           "method_args", "task_dataset", "task_reward_func", "PassAtKCallback", "DeltaNLLRareCallback"]
+__all__ = [
+    "TESTED_TRL",
+    "check_trl_version",
+    "FocalGRPOConfig",
+    "FocalGRPOTrainer",
+    "local_focal_weights",
+    "method_args",
+    "task_dataset",
+    "task_reward_func",
+    "PassAtKCallback",
+    "DeltaNLLRareCallback",
+]

@@ -44,10 +44,26 @@ class _FgrpoCallback(TrainerCallback):
 class PassAtKCallback(_FgrpoCallback):
     """pass@k of ``task``'s ``split`` at each evaluation: ``n`` samples per problem, temperature 1."""
 
-    def __init__(self, task, tokenizer, *, split: str = "test", n: int = 16, ks=None, max_problems: int | None = None,
-                 max_new_tokens: int = 64, seed: int = 0):
+    def __init__(
+        self,
+        task,
+        tokenizer,
+        *,
+        split: str = "test",
+        n: int = 16,
+        ks=None,
+        max_problems: int | None = None,
+        max_new_tokens: int = 64,
+        seed: int = 0,
+    ):
         self.task, self.tokenizer, self.split = task, tokenizer, split
-        self.n, self.ks, self.max_problems, self.max_new_tokens, self.seed = n, ks, max_problems, max_new_tokens, seed
+        self.n, self.ks, self.max_problems, self.max_new_tokens, self.seed = (
+            n,
+            ks,
+            max_problems,
+            max_new_tokens,
+            seed,
+        )
         self.history: list[dict] = []
 
     def evaluate(self, model, step: int) -> dict:
@@ -58,10 +74,17 @@ class PassAtKCallback(_FgrpoCallback):
         model.eval()
         try:
             with torch.no_grad():
-                results, _ = evaluate_model(model, self.tokenizer, self.task, splits=[self.split], n=self.n,
-                                            ks=self.ks, max_problems=self.max_problems,
-                                            max_new_tokens=self.max_new_tokens,
-                                            generator=torch.Generator(device="cpu").manual_seed(self.seed + step))
+                results, _ = evaluate_model(
+                    model,
+                    self.tokenizer,
+                    self.task,
+                    splits=[self.split],
+                    n=self.n,
+                    ks=self.ks,
+                    max_problems=self.max_problems,
+                    max_new_tokens=self.max_new_tokens,
+                    generator=torch.Generator(device="cpu").manual_seed(self.seed + step),
+                )
         finally:
             model.train(was_training)
         entry = results["splits"][self.split]
@@ -77,13 +100,19 @@ class PassAtKCallback(_FgrpoCallback):
 class DeltaNLLRareCallback(_FgrpoCallback):
     """Delta NLL_rare of a rare-correct set (``fgrpo_llm.evaluation.rare.load_rare_set``)."""
 
-    def __init__(self, rare_set, *, every_steps: int = 0, batch_size: int = 64, pad_token_id: int = 0):
+    def __init__(
+        self, rare_set, *, every_steps: int = 0, batch_size: int = 64, pad_token_id: int = 0
+    ):
         from fgrpo_llm.evaluation.rare import make_rare_evaluator
 
         if isinstance(every_steps, bool) or not isinstance(every_steps, int) or every_steps < 0:
-            raise ValueError(f"every_steps must be an integer >= 0, got every_steps={every_steps!r}")
+            raise ValueError(
+                f"every_steps must be an integer >= 0, got every_steps={every_steps!r}"
+            )
         self.every_steps = every_steps
-        self._evaluate = make_rare_evaluator(rare_set, batch_size=batch_size, pad_token_id=pad_token_id)
+        self._evaluate = make_rare_evaluator(
+            rare_set, batch_size=batch_size, pad_token_id=pad_token_id
+        )
         self.history: list[dict] = []
 
     def evaluate(self, model, step: int) -> dict:
@@ -102,6 +131,10 @@ class DeltaNLLRareCallback(_FgrpoCallback):
             self._emit(state, self.evaluate(model, int(state.global_step)))
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
-        if (self.every_steps and state.global_step % self.every_steps == 0 and state.is_world_process_zero
-                and model is not None):
+        if (
+            self.every_steps
+            and state.global_step % self.every_steps == 0
+            and state.is_world_process_zero
+            and model is not None
+        ):
             self._emit(state, self.evaluate(model, int(state.global_step)))

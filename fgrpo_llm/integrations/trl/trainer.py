@@ -30,8 +30,15 @@ from trl import GRPOConfig, GRPOTrainer
 
 from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
 
-__all__ = ["FocalGRPOConfig", "FocalGRPOTrainer", "gathered_focal_weights", "local_focal_weights", "method_args", "task_dataset",
-           "task_reward_func"]
+__all__ = [
+    "FocalGRPOConfig",
+    "FocalGRPOTrainer",
+    "gathered_focal_weights",
+    "local_focal_weights",
+    "method_args",
+    "task_dataset",
+    "task_reward_func",
+]
 
 _METHODS = {
     "grpo": dict(loss_type="dapo", epsilon=0.2, epsilon_high=0.2, beta=0.0, scale_rewards="group"),
@@ -51,30 +58,59 @@ def method_args(algo: str) -> dict:
 class FocalGRPOConfig(GRPOConfig):
     """``GRPOConfig`` plus the focal settings and where the run records go."""
 
-    focal_gamma: float = field(default=0.0, metadata={"help": "Focal exponent gamma >= 0 (0: plain GRPO)."})
-    focal_reward_correct: float = field(default=1.0, metadata={"help": "Reward of a correct completion."})
-    focal_reward_wrong: float = field(default=0.0, metadata={"help": "Reward of a wrong completion."})
+    focal_gamma: float = field(
+        default=0.0, metadata={"help": "Focal exponent gamma >= 0 (0: plain GRPO)."}
+    )
+    focal_reward_correct: float = field(
+        default=1.0, metadata={"help": "Reward of a correct completion."}
+    )
+    focal_reward_wrong: float = field(
+        default=0.0, metadata={"help": "Reward of a wrong completion."}
+    )
     focal_correct_threshold: float | None = field(
-        default=None, metadata={"help": "Total reward at or above which a completion is correct (default: halfway)."})
-    focal_algo: str = field(default="grpo", metadata={"help": "grpo, dapo or cispo: the run.json label."})
-    focal_lr_scale: float = field(default=1.0, metadata={"help": "lr / configured lr (the lr-matched control)."})
+        default=None,
+        metadata={
+            "help": "Total reward at or above which a completion is correct (default: halfway)."
+        },
+    )
+    focal_algo: str = field(
+        default="grpo", metadata={"help": "grpo, dapo or cispo: the run.json label."}
+    )
+    focal_lr_scale: float = field(
+        default=1.0, metadata={"help": "lr / configured lr (the lr-matched control)."}
+    )
     focal_run_dir: str | None = field(
-        default=None, metadata={"help": "Where run.json / groups.jsonl go (default: output_dir; '' disables)."})
-    focal_prompt_id_column: str = field(default="prompt_id", metadata={"help": "Dataset column of prompt ids."})
+        default=None,
+        metadata={"help": "Where run.json / groups.jsonl go (default: output_dir; '' disables)."},
+    )
+    focal_prompt_id_column: str = field(
+        default="prompt_id", metadata={"help": "Dataset column of prompt ids."}
+    )
 
     def __post_init__(self):
         super().__post_init__()
         self.focal_settings()  # validates
         if self.focal_algo not in _METHODS:
-            raise ValueError(f"focal_algo must be one of {sorted(_METHODS)}, got focal_algo={self.focal_algo!r}")
+            raise ValueError(
+                f"focal_algo must be one of {sorted(_METHODS)}, got focal_algo={self.focal_algo!r}"
+            )
 
     def focal_settings(self) -> FocalSettings:
-        return FocalSettings(gamma=float(self.focal_gamma), reward_correct=float(self.focal_reward_correct),
-                             reward_wrong=float(self.focal_reward_wrong), correct_threshold=self.focal_correct_threshold)
+        return FocalSettings(
+            gamma=float(self.focal_gamma),
+            reward_correct=float(self.focal_reward_correct),
+            reward_wrong=float(self.focal_reward_wrong),
+            correct_threshold=self.focal_correct_threshold,
+        )
 
 
-def gathered_focal_weights(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor, *, num_generations: int,
-                           settings: FocalSettings):
+def gathered_focal_weights(
+    rewards_per_func: torch.Tensor,
+    reward_weights: torch.Tensor,
+    *,
+    num_generations: int,
+    settings: FocalSettings,
+):
     """The per-row focal weight ``(g, X, N)``, each (R,), of TRL's gathered (R, F) reward matrix.
 
     Rows ``k * num_generations .. (k+1) * num_generations - 1`` are group k; the total reward of a
@@ -82,19 +118,29 @@ def gathered_focal_weights(rewards_per_func: torch.Tensor, reward_weights: torch
     """
     rpf = rewards_per_func.float()  # (R, F)
     if rpf.shape[0] % num_generations:
-        raise ValueError(f"{rpf.shape[0]} gathered rows are not whole groups of num_generations={num_generations}")
+        raise ValueError(
+            f"{rpf.shape[0]} gathered rows are not whole groups of num_generations={num_generations}"
+        )
     total = (rpf * reward_weights.to(rpf.device).float()[None, :]).nansum(dim=1)  # (R,)
     total[torch.isnan(rpf).all(dim=1)] = torch.nan
     group = torch.arange(rpf.shape[0], device=rpf.device) // num_generations  # (R,)
     return group_focal_weights(total, group.tolist(), settings)
 
 
-def local_focal_weights(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor, *, num_generations: int,
-                        process_index: int, local_size: int, settings: FocalSettings):
+def local_focal_weights(
+    rewards_per_func: torch.Tensor,
+    reward_weights: torch.Tensor,
+    *,
+    num_generations: int,
+    process_index: int,
+    local_size: int,
+    settings: FocalSettings,
+):
     """This process's slice (rows ``process_index * local_size .. + local_size``) of
     :func:`gathered_focal_weights`: the weight comes from the rewards of *all* processes."""
-    g, X, N = gathered_focal_weights(rewards_per_func, reward_weights, num_generations=num_generations,
-                                     settings=settings)
+    g, X, N = gathered_focal_weights(
+        rewards_per_func, reward_weights, num_generations=num_generations, settings=settings
+    )
     sl = slice(process_index * local_size, (process_index + 1) * local_size)
     return g[sl], X[sl], N[sl]
 
@@ -106,7 +152,9 @@ def task_dataset(task, split: str, *, chat: bool = False):
 
     rows = {"prompt": [], "prompt_id": [], "answer": []}
     for p in task.problems(split):
-        rows["prompt"].append([{"role": "user", "content": p.meta.get("problem", p.prompt)}] if chat else p.prompt)
+        rows["prompt"].append(
+            [{"role": "user", "content": p.meta.get("problem", p.prompt)}] if chat else p.prompt
+        )
         rows["prompt_id"].append(p.id)
         rows["answer"].append(str(p.answer))
     return Dataset.from_dict(rows)
@@ -125,7 +173,9 @@ class FocalGRPOTrainer(GRPOTrainer):
         check_trl_version()
         super().__init__(*args, **kwargs)
         if not isinstance(self.args, FocalGRPOConfig):
-            raise TypeError(f"FocalGRPOTrainer needs args=FocalGRPOConfig(...), got {type(self.args).__name__}")
+            raise TypeError(
+                f"FocalGRPOTrainer needs args=FocalGRPOConfig(...), got {type(self.args).__name__}"
+            )
         self.focal = self.args.focal_settings()
         self.task = task
         self._problems = {}
@@ -134,17 +184,26 @@ class FocalGRPOTrainer(GRPOTrainer):
                 self._problems.update({p.id: p for p in task.problems(split)})
         self._focal_captured = None
         self.recorder = None
-        run_dir = self.args.output_dir if self.args.focal_run_dir is None else self.args.focal_run_dir
+        run_dir = (
+            self.args.output_dir if self.args.focal_run_dir is None else self.args.focal_run_dir
+        )
         if run_dir and self.accelerator.is_main_process:
             from fgrpo_llm.integrations.records import RunRecorder
 
-            self.recorder = RunRecorder(run_dir, engine="trl", algo=self.args.focal_algo,
-                                        group_size=int(self.num_generations), gamma=self.focal.gamma,
-                                        lr_scale=float(self.args.focal_lr_scale))
+            self.recorder = RunRecorder(
+                run_dir,
+                engine="trl",
+                algo=self.args.focal_algo,
+                group_size=int(self.num_generations),
+                gamma=self.focal.gamma,
+                lr_scale=float(self.args.focal_lr_scale),
+            )
 
     # TRL private hook 1: the gathered rewards (and this process's completions) of one batch
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        rewards_per_func = super()._calculate_rewards(
+            inputs, prompts, completions, completion_ids_list
+        )
         self._focal_captured = (rewards_per_func, inputs, completions)
         return rewards_per_func
 
@@ -154,18 +213,26 @@ class FocalGRPOTrainer(GRPOTrainer):
         if self._focal_captured is None:
             from fgrpo_llm.integrations.trl import TESTED_TRL
 
-            raise RuntimeError(f"FocalGRPOTrainer: TRL did not call _calculate_rewards; this TRL version is not "
-                               f"supported (tested: trl {TESTED_TRL})")
+            raise RuntimeError(
+                f"FocalGRPOTrainer: TRL did not call _calculate_rewards; this TRL version is not "
+                f"supported (tested: trl {TESTED_TRL})"
+            )
         rewards_per_func, local_inputs, completions = self._focal_captured
         self._focal_captured = None
         mode = "train" if self.model.training else "eval"
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
-        g_all, _, _ = gathered_focal_weights(rewards_per_func, self.reward_weights, num_generations=num_generations,
-                                             settings=self.focal)  # (R,) every process's rows
+        g_all, _, _ = gathered_focal_weights(
+            rewards_per_func,
+            self.reward_weights,
+            num_generations=num_generations,
+            settings=self.focal,
+        )  # (R,) every process's rows
         start = self.accelerator.process_index * len(local_inputs)
-        g = g_all[start:start + len(local_inputs)]  # (B,) the rows TRL kept for this process
+        g = g_all[start : start + len(local_inputs)]  # (B,) the rows TRL kept for this process
         adv = output["advantages"]
-        output["advantages"] = adv * g.to(adv.device, adv.dtype).reshape(adv.shape[:1] + (1,) * (adv.dim() - 1))
+        output["advantages"] = adv * g.to(adv.device, adv.dtype).reshape(
+            adv.shape[:1] + (1,) * (adv.dim() - 1)
+        )
         self._metrics[mode]["focal/weight_mean"].append(g_all.float().mean().item())
         if mode == "train":
             self._record_groups(rewards_per_func, local_inputs, completions, num_generations)
@@ -177,22 +244,41 @@ class FocalGRPOTrainer(GRPOTrainer):
         if any(i is None for i in ids):
             from fgrpo_llm.integrations.records import text_prompt_id
 
-            ids = [i if i is not None else text_prompt_id(x.get("prompt")) for i, x in zip(ids, local_inputs)]
-        texts = [c if isinstance(c, str) else (c[-1].get("content", "") if c else "") for c in completions]
+            ids = [
+                i if i is not None else text_prompt_id(x.get("prompt"))
+                for i, x in zip(ids, local_inputs)
+            ]
+        texts = [
+            c if isinstance(c, str) else (c[-1].get("content", "") if c else "")
+            for c in completions
+        ]
         all_ids = _grpo_module.gather_object(ids)
         all_texts = _grpo_module.gather_object(texts)
         if self.recorder is None:
             return
-        total = (rewards_per_func.float() * self.reward_weights.to(rewards_per_func.device)[None, :]).nansum(dim=1)
+        total = (
+            rewards_per_func.float() * self.reward_weights.to(rewards_per_func.device)[None, :]
+        ).nansum(dim=1)
         correct = (total >= self.focal.threshold).tolist()
         group = [i // num_generations for i in range(len(all_ids))]
-        self.recorder.log_batch(step=int(self.state.global_step) + 1, prompt_ids=all_ids, completions=all_texts,
-                                correct=correct, group_ids=group, task=self.task, problems=self._problems)
+        self.recorder.log_batch(
+            step=int(self.state.global_step) + 1,
+            prompt_ids=all_ids,
+            completions=all_texts,
+            correct=correct,
+            group_ids=group,
+            task=self.task,
+            problems=self._problems,
+        )
 
     def log(self, logs: dict, start_time: float | None = None) -> None:
         super().log(logs, start_time)
         if self.recorder is not None and "loss" in logs:
-            keep = {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            keep = {
+                k: v
+                for k, v in logs.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)
+            }
             self.recorder.log_metrics(int(self.state.global_step), keep)
 
 

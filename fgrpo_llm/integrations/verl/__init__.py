@@ -21,10 +21,17 @@ from importlib.util import find_spec
 TESTED_VERL = ">=0.9.1,<0.10"
 
 if find_spec("verl") is None:
-    raise ImportError("fgrpo_llm.integrations.verl needs verl: pip install 'fgrpo[verl]' (verl " + TESTED_VERL +
-                      ", with the CPU torch pin: -c constraints/torch-cpu.txt)")
+    raise ImportError(
+        "fgrpo_llm.integrations.verl needs verl: pip install 'fgrpo[verl]' (verl "
+        + TESTED_VERL
+        + ", with the CPU torch pin: -c constraints/torch-cpu.txt)"
+    )
 
-from fgrpo_llm.integrations.verl.estimator import (ESTIMATOR_NAME, focal_grpo_advantage, focal_settings,  # noqa: E402
-                                                   register)
+from fgrpo_llm.integrations.verl.estimator import (  # noqa: E402
+    ESTIMATOR_NAME,
+    focal_grpo_advantage,
+    focal_settings,
+    register,
+)
 
 __all__ = ["ESTIMATOR_NAME", "TESTED_VERL", "focal_grpo_advantage", "focal_settings", "register"]

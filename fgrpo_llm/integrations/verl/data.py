@@ -18,16 +18,24 @@ def _messages(problem) -> list[dict]:
     from fgrpo_llm.tasks.boxed_math import SYSTEM_PROMPT
 
     if "problem" in problem.meta:  # boxed math: the raw problem, the chat template comes from verl
-        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": problem.meta["problem"]}]
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": problem.meta["problem"]},
+        ]
     return [{"role": "user", "content": problem.prompt}]
 
 
 def verl_rows(task, split: str, *, data_source: str | None = None) -> list[dict]:
     """One verl row per problem of ``task``'s ``split``."""
-    return [{"data_source": data_source or task.name, "prompt": _messages(p),
-             "reward_model": {"style": "rule", "ground_truth": str(p.answer)},
-             "extra_info": {"prompt_id": p.id, "split": split, "index": i}}
-            for i, p in enumerate(task.problems(split))]
+    return [
+        {
+            "data_source": data_source or task.name,
+            "prompt": _messages(p),
+            "reward_model": {"style": "rule", "ground_truth": str(p.answer)},
+            "extra_info": {"prompt_id": p.id, "split": split, "index": i},
+        }
+        for i, p in enumerate(task.problems(split))
+    ]
 
 
 def write_parquet(rows: list[dict], path) -> None:

@@ -39,22 +39,36 @@ def _get(config, key, default=None):
 def focal_settings(config) -> FocalSettings:
     """The focal settings of verl's ``algorithm`` config (a DictConfig, AlgoConfig or dict)."""
     threshold = _get(config, "focal_correct_threshold")
-    return FocalSettings(gamma=float(_get(config, "focal_gamma", 0.0)),
-                         reward_correct=float(_get(config, "focal_reward_correct", 1.0)),
-                         reward_wrong=float(_get(config, "focal_reward_wrong", 0.0)),
-                         correct_threshold=None if threshold is None else float(threshold))
+    return FocalSettings(
+        gamma=float(_get(config, "focal_gamma", 0.0)),
+        reward_correct=float(_get(config, "focal_reward_correct", 1.0)),
+        reward_wrong=float(_get(config, "focal_reward_wrong", 0.0)),
+        correct_threshold=None if threshold is None else float(threshold),
+    )
 
 
-def focal_grpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray,
-                         epsilon: float = 1e-6, norm_adv_by_std_in_grpo: bool = True, config=None, **kwargs):
+def focal_grpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+    config=None,
+    **kwargs,
+):
     """A^F = g * A^GRPO per uid group; returns ``(advantages, returns)``, each (bs, T)."""
     from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
     settings = focal_settings(config)
     norm = bool(_get(config, "norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo))
-    advantages, returns = compute_grpo_outcome_advantage(token_level_rewards=token_level_rewards,
-                                                         response_mask=response_mask, index=index, epsilon=epsilon,
-                                                         norm_adv_by_std_in_grpo=norm, config=config)
+    advantages, returns = compute_grpo_outcome_advantage(
+        token_level_rewards=token_level_rewards,
+        response_mask=response_mask,
+        index=index,
+        epsilon=epsilon,
+        norm_adv_by_std_in_grpo=norm,
+        config=config,
+    )
     if settings.gamma == 0:
         return advantages, returns  # exactly verl's grpo
     scores = token_level_rewards.sum(dim=-1)  # (bs,)
@@ -70,11 +84,15 @@ def register() -> str:
 
     current = core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME)
     if current is not None:
-        same = (getattr(current, "__module__", None) == __name__
-                and getattr(current, "__qualname__", None) == focal_grpo_advantage.__qualname__)
+        same = (
+            getattr(current, "__module__", None) == __name__
+            and getattr(current, "__qualname__", None) == focal_grpo_advantage.__qualname__
+        )
         if not same:
-            raise RuntimeError(f"verl already has an advantage estimator named {ESTIMATOR_NAME!r} ({current!r}), "
-                               f"not fgrpo's; refusing to replace it")
+            raise RuntimeError(
+                f"verl already has an advantage estimator named {ESTIMATOR_NAME!r} ({current!r}), "
+                f"not fgrpo's; refusing to replace it"
+            )
         return ESTIMATOR_NAME
     core_algos.register_adv_est(ESTIMATOR_NAME)(focal_grpo_advantage)
     return ESTIMATOR_NAME

@@ -20,7 +20,9 @@ ALGOS = ("grpo", "dapo", "cispo")
 __all__ = ["ALGOS", "method_overrides", "table5_overrides"]
 
 
-def method_overrides(algo: str, *, gamma: float, group_size: int, reward_wrong: float | None = None) -> list[str]:
+def method_overrides(
+    algo: str, *, gamma: float, group_size: int, reward_wrong: float | None = None
+) -> list[str]:
     """Overrides selecting F-``algo`` with focal exponent ``gamma`` and ``group_size`` rollouts per prompt."""
     if algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got algo={algo!r}")
@@ -40,16 +42,26 @@ def method_overrides(algo: str, *, gamma: float, group_size: int, reward_wrong: 
     if reward_wrong is not None:
         out.append(f"+algorithm.focal_reward_wrong={float(reward_wrong)}")
     if algo == "grpo":
-        out += ["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
-                "actor_rollout_ref.actor.clip_ratio_low=0.2", "actor_rollout_ref.actor.clip_ratio_high=0.2"]
+        out += [
+            "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
+            "actor_rollout_ref.actor.clip_ratio_low=0.2",
+            "actor_rollout_ref.actor.clip_ratio_high=0.2",
+        ]
     elif algo == "dapo":
-        out += ["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
-                "actor_rollout_ref.actor.clip_ratio_low=0.2", "actor_rollout_ref.actor.clip_ratio_high=0.28",
-                "algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward",
-                "algorithm.filter_groups.max_num_gen_batches=10"]
+        out += [
+            "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
+            "actor_rollout_ref.actor.clip_ratio_low=0.2",
+            "actor_rollout_ref.actor.clip_ratio_high=0.28",
+            "algorithm.filter_groups.enable=True",
+            "algorithm.filter_groups.metric=reward",
+            "algorithm.filter_groups.max_num_gen_batches=10",
+        ]
     else:
-        out += ["actor_rollout_ref.actor.policy_loss.loss_mode=cispo",
-                "actor_rollout_ref.actor.clip_ratio_low=1.0", "actor_rollout_ref.actor.clip_ratio_high=5.0"]
+        out += [
+            "actor_rollout_ref.actor.policy_loss.loss_mode=cispo",
+            "actor_rollout_ref.actor.clip_ratio_low=1.0",
+            "actor_rollout_ref.actor.clip_ratio_high=5.0",
+        ]
     return out
 
 

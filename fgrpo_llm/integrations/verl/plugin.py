@@ -24,8 +24,10 @@ def _register() -> None:
         REGISTRATION_ERROR = None
     except BaseException as err:
         REGISTRATION_ERROR = err
-        msg = (f"fgrpo: registering the 'focal_grpo' advantage estimator with verl FAILED: {type(err).__name__}: "
-               f"{err}. verl will report 'Unknown advantage estimator' for algorithm.adv_estimator=focal_grpo.")
+        msg = (
+            f"fgrpo: registering the 'focal_grpo' advantage estimator with verl FAILED: {type(err).__name__}: "
+            f"{err}. verl will report 'Unknown advantage estimator' for algorithm.adv_estimator=focal_grpo."
+        )
         print(msg, file=sys.stderr, flush=True)
         logging.getLogger("fgrpo").error(msg)
         raise
