@@ -52,8 +52,10 @@ def plot_final(ax, cfg: MazeConfig, results: dict, paper: dict | None, k: int) -
     """Final pass@k against N (mean and 95% interval over seeds) and, when k is in Table 4, the
     paper's (dotted crosses, same colour)."""
     key = f"eval/test/pass@{k}"
+    M = len(methods(cfg))
     for i, (gamma, matched) in enumerate(methods(cfg)):
         method = method_name(gamma, matched)
+        shift = 2 ** (0.04 * (i - (M - 1) / 2))  # side by side at each N (log axis)
         Ns, means, errs = [], [], []
         for N in cfg.group_sizes:
             values = [r["final"][key] for r in results["runs"].values()
@@ -64,7 +66,7 @@ def plot_final(ax, cfg: MazeConfig, results: dict, paper: dict | None, k: int) -
                 means.append(mean)
                 errs.append((mean - lo, hi - mean) if np.isfinite(lo) else (0.0, 0.0))
         if Ns:
-            ax.errorbar(Ns, means, yerr=np.array(errs).T, marker="o", capsize=3,
+            ax.errorbar([N * shift for N in Ns], means, yerr=np.array(errs).T, marker="o", capsize=3,
                         label=f"ours {method}", **_style(i, matched))
         values = (paper or {}).get(f"pass@{k}", {}).get(method) if matched is None else None
         if values:
@@ -77,6 +79,8 @@ def plot_final(ax, cfg: MazeConfig, results: dict, paper: dict | None, k: int) -
     ax.set_title(f"pass@{k}: ours" + (", paper Table 4 (dotted)" if in_paper
                                       else " (not in Table 4)"), fontsize=8)
     ax.set_xscale("log", base=2)
+    ticks = sorted(set(cfg.group_sizes) | (set(paper["N"]) if in_paper else set()))
+    ax.set_xticks(ticks, [str(N) for N in ticks])
     ax.set_xlabel("group size N")
     ax.set_ylabel(f"final held-out pass@{k}")
     ax.grid(alpha=0.3)

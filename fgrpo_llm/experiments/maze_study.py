@@ -266,7 +266,14 @@ def _write_table(rows: list[dict], out: Path, cfg: MazeConfig, results: dict) ->
 # -- the report ----------------------------------------------------------------------------------
 
 def _fi(iv: dict | None, *, signed: bool = False) -> str:
-    return format_interval(None if iv is None else Interval(**iv), 1, signed=signed)
+    """``mean [lo, hi]`` in points; ``*`` marks a zero-width interval from tied seeds."""
+    text = format_interval(None if iv is None else Interval(**iv), 1, signed=signed)
+    return text + "*" if _tied(iv) else text
+
+
+def _tied(iv: dict | None) -> bool:
+    """Every seed gave the same value (S >= 2): the t interval has zero width."""
+    return iv is not None and iv["n"] >= 2 and iv["sd"] == 0
 
 
 def _rule_text(cfg: MazeConfig) -> list[str]:
@@ -324,11 +331,13 @@ def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
                      f"{_fi(r[f'pass@{K}'])} | {_fi(r['dip'])} |")
     lines += ["", "## Paired differences F-GRPO - X (same seed, SFT model, mazes), points", "",
               "Verdict per cell: is the difference on F-GRPO's side (dip below 0, pass@k above 0)?"
-              " The last rows (control - GRPO) show what the lower learning rate alone does.", "",
+              " The rows control - GRPO show what the lower learning rate alone does (there + "
+              "means the control beats GRPO).", "",
               f"| A - B | N | final pass@1 | final pass@{K} | largest pass@{K} dip |",
               "|---|---|---|---|---|"]
+    roles = {"GRPO": 0, "control": 1, "control vs GRPO": 2}
     seen = []
-    for d in report["differences"]:
+    for d in sorted(report["differences"], key=lambda d: (d["gamma"], roles[d["role"]], d["N"])):
         if (d["a"], d["b"], d["N"]) not in seen:
             seen.append((d["a"], d["b"], d["N"]))
     by = {(d["a"], d["b"], d["N"], d["metric"]): d for d in report["differences"]}
@@ -338,7 +347,13 @@ def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
             d = by[(a, b, N, metric)]
             cells.append(f"{_fi(d['difference'], signed=True)} {_short(d['verdict'])}")
         lines.append(f"| {a} - {b} | {N} | " + " | ".join(cells) + " |")
-    lines += ["", "(+ holds, - contradicted, ? not resolved at this scale)", "",
+    lines += ["", "(+ holds, - contradicted, ? not resolved at this scale)"]
+    if any(_tied(d["difference"]) for d in report["differences"]):
+        lines += ["", f"\\* zero width: every seed gave the same value. pass@{K} moves in steps "
+                  f"of 100/{cfg.num_test} = {100 / cfg.num_test:.1f} points (one held-out maze), "
+                  f"so {S} seeds can tie exactly; a verdict resting on such an interval is weak "
+                  "evidence (more seeds would show the spread)."]
+    lines += ["",
               "## Verdicts on the paper's Maze claims (Table 4)", ""]
     for c, claim in report["claims"].items():
         lines.append(f"**({c}) {claim['claim']}: {claim['verdict']}.**")
