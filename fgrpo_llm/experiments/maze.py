@@ -533,8 +533,13 @@ def _map_jobs(cfg: MazeConfig, out: Path, todo: list[MazeRun], workers: int, pro
     with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
         # progress bars of parallel runs would interleave: each run reports when it is done
         futures = [pool.submit(_rl_job, cfg, out, run, False) for run in todo]
-        for future in as_completed(futures):
-            yield future.result()
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        except BaseException:  # a failed run: stop now, do not train the queued ones first
+            for future in futures:
+                future.cancel()
+            raise
 
 
 # -- the whole experiment ------------------------------------------------------------------------
