@@ -103,7 +103,8 @@ def run(args) -> int:
     for name in ("table.md", "report.md"):
         path = os.path.join(args.out, name)
         if os.path.isfile(path):
-            print(open(path).read())
+            with open(path) as fh:
+                print(fh.read())
     call = results["timings"]["calls"][-1]
     print(f"maze experiment in {args.out}: {len(results['runs'])} RL runs; this call "
           f"{call['wall_s']:.0f} s wall, {call['cpu_s']:.0f} s CPU on {args.workers} worker(s) "

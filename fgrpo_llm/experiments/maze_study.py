@@ -136,7 +136,7 @@ def study(cfg: MazeConfig, results: dict) -> dict:
         values = [100 * e[f"eval/test/pass@{k}"] for e in results["sft"].values()]
         sft[f"pass@{k}"] = _iv(t_interval(values)) if values else None
 
-    diffs, cells = [], {c: {} for c in CLAIMS}
+    diffs = []
     grpo = method_name(0.0)
     for gamma in [g for g in cfg.gammas if g > 0]:
         fgrpo = method_name(gamma)
@@ -151,16 +151,17 @@ def study(cfg: MazeConfig, results: dict) -> dict:
                     diffs.append({"a": fgrpo, "b": other, "role": role, "gamma": gamma, "N": N,
                                   "metric": metric, "label": label, "direction": direction,
                                   "difference": _iv(iv), "verdict": _verdict(iv, direction)})
-        for gamma_matched in [gamma] if gamma in cfg.lr_matched_gammas else []:
-            control = method_name(0.0, gamma_matched)
-            for N in cfg.group_sizes:  # does a lower lr alone move GRPO? (control - GRPO)
-                for metric, (label, direction) in metrics.items():
-                    iv = _paired(_per_seed(cfg, results, control, N, metric),
-                                 _per_seed(cfg, results, grpo, N, metric))
-                    diffs.append({"a": control, "b": grpo, "role": "control vs GRPO",
-                                  "gamma": gamma, "N": N, "metric": metric, "label": label,
-                                  "direction": direction, "difference": _iv(iv),
-                                  "verdict": _verdict(iv, direction)})
+        if gamma not in cfg.lr_matched_gammas:
+            continue
+        control = method_name(0.0, gamma)
+        for N in cfg.group_sizes:  # does a lower lr alone move GRPO? (control - GRPO)
+            for metric, (label, direction) in metrics.items():
+                iv = _paired(_per_seed(cfg, results, control, N, metric),
+                             _per_seed(cfg, results, grpo, N, metric))
+                diffs.append({"a": control, "b": grpo, "role": "control vs GRPO",
+                              "gamma": gamma, "N": N, "metric": metric, "label": label,
+                              "direction": direction, "difference": _iv(iv),
+                              "verdict": _verdict(iv, direction)})
     by = {(d["a"], d["b"], d["N"], d["metric"]): d for d in diffs}
     claims = {}
     claim_metric = {"a": "dip", "b": "pass@1", "c": f"pass@{K}"}
