@@ -314,3 +314,22 @@ def test_cli_bad_arguments_exit_2(tmp_path, capsys):
         err = capsys.readouterr().err
         assert word in err and "Traceback" not in err, (argv, err)
     assert not (tmp_path / "x").exists()  # nothing written before the settings are checked
+
+
+def test_cli_runs_a_tiny_study_and_prints_its_report(tmp_path, capsys):
+    from fgrpo_llm.cli import main
+
+    out = tmp_path / "m"
+    argv = ["maze", "--out", str(out), "--grid-size", "7", "--num-train", "60", "--num-test", "3",
+            "--hidden-size", "32", "--num-layers", "1", "--num-heads", "2", "--sft-steps", "3",
+            "--sft-batch-size", "4", "--rl-steps", "1", "--prompts-per-step", "2",
+            "--group-sizes", "2", "--gammas", "0,1", "--lr-matched-gammas", ",", "--k-max", "2",
+            "--eval-every", "1", "--seeds", "4,5", "--workers", "1", "--device", "cpu",
+            "--no-progress"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "# Maze study: 2 RL seed(s)" in printed and "4 RL runs" in printed
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["rl_seeds"] == [4, 5] and cfg["lr_matched_gammas"] == [] and cfg["seed"] == 0
+    assert sorted(p.parent.name for p in out.glob("rl/*/*/result.json")) == [
+        "fgrpo_g1_N2", "fgrpo_g1_N2", "grpo_N2", "grpo_N2"]
