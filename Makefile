@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-slow bench venv clean mutation test-engines docs notebooks
+.PHONY: demo test test-slow bench venv clean mutation test-engines docs notebooks lint
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,12 @@ docs: $(STAMP)
 # .ipynb (notebooks 04 and 05 read runs/demo and runs/maze_study when they exist).
 notebooks: $(STAMP)
 	$(PY) notebooks/execute.py
+
+# Lint (pyflakes, pycodestyle, import order, bugbear, pyupgrade; lines <= 100) and the layout
+# ruff format writes; settings in pyproject.toml [tool.ruff].
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

@@ -9,7 +9,8 @@ measured in the same run, printed as ratios (higher = ours faster).
   ``grpo_loss`` vs a plain causal-LM forward + backward (``model(input_ids, labels=...)``) on the
   same sequences; sequence tokens per second.
 
-    python benchmarks/bench_llm.py [--prompts 16] [--group-size 8] [--max-new-tokens 16] [--repeats 3]
+    python benchmarks/bench_llm.py [--prompts 16] [--group-size 8] [--max-new-tokens 16]
+                                   [--repeats 3]
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ def main(argv=None) -> int:
     ]
     B, N, T = len(prompts), args.group_size, args.max_new_tokens
     print(
-        f"tiny Qwen2 ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters), B={B} prompts x N={N}, "
-        f"max_new_tokens={T}, torch threads={torch.get_num_threads()}"
+        f"tiny Qwen2 ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters), B={B} "
+        f"prompts x N={N}, max_new_tokens={T}, torch threads={torch.get_num_threads()}"
     )
 
     # --- rollout: ours vs HF generate ---
@@ -100,7 +101,8 @@ def main(argv=None) -> int:
     ours_tps = int(batch.completion_mask.sum()) / t_ours
     hf_tps = hf_tokens / t_hf
     print(
-        f"rollout  tokens/s: ours {ours_tps:9.0f}   HF generate {hf_tps:9.0f}   ratio ours/HF = {ours_tps / hf_tps:.2f}"
+        f"rollout  tokens/s: ours {ours_tps:9.0f}   HF generate {hf_tps:9.0f}   ratio ours/HF = "
+        f"{ours_tps / hf_tps:.2f}"
     )
 
     # --- training: GRPO loss forward + backward vs a plain LM forward + backward ---
@@ -111,9 +113,8 @@ def main(argv=None) -> int:
 
     def ours_train():
         model.zero_grad(set_to_none=True)
-        logp, H = token_logprobs_and_entropy(
-            model, seq, attn, entropy_grad=False
-        )  # as the trainer (no bonus)
+        # as the trainer (no bonus)
+        logp, H = token_logprobs_and_entropy(model, seq, attn, entropy_grad=False)
         loss, _ = grpo_loss(logp, batch.old_logprobs, A, cmask)
         loss.backward()
 
@@ -125,8 +126,8 @@ def main(argv=None) -> int:
     t_plain, _ = _median_time(args.repeats, plain_train)
     n_tok = seq.numel()
     print(
-        f"training tokens/s: ours {n_tok / t_ours_train:9.0f}   plain fwd+bwd {n_tok / t_plain:9.0f}   "
-        f"ratio ours/plain = {t_plain / t_ours_train:.2f}"
+        f"training tokens/s: ours {n_tok / t_ours_train:9.0f}   plain fwd+bwd "
+        f"{n_tok / t_plain:9.0f}   ratio ours/plain = {t_plain / t_ours_train:.2f}"
     )
     return 0
 

@@ -26,6 +26,7 @@ import hashlib
 import os
 import resource
 import time
+from functools import partial
 
 import numpy as np
 
@@ -110,7 +111,7 @@ def per_group_size(cfg, sizes, repeats: int) -> None:
         times = {k: [] for k in engines}
         for _ in range(repeats):  # interleaved, so load changes hit all alike
             for k, run in engines.items():
-                times[k].append(_time(lambda: run(cfg, N)))
+                times[k].append(_time(partial(run, cfg, N)))
         t = {k: float(np.median(v)) for k, v in times.items()}
         for k in engines:
             tot[k] += t[k]

@@ -36,7 +36,9 @@ def grid(points: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def naive_loop(mu, tau, N) -> list[float]:
-    return [(1.0 - t) ** n - (m - t) ** n - (1.0 - m) ** n for m, t, n in zip(mu, tau, N)]
+    return [
+        (1.0 - t) ** n - (m - t) ** n - (1.0 - m) ** n for m, t, n in zip(mu, tau, N, strict=True)
+    ]
 
 
 def hard_sample(size: int, rng: np.random.Generator):
@@ -65,7 +67,7 @@ def mp_reference(mu: float, tau: float, N: float):
 
 def worst_rel_error(values, mu, tau, N) -> float:
     worst = 0.0
-    for v, m, t, n in zip(values, mu, tau, N):
+    for v, m, t, n in zip(values, mu, tau, N, strict=True):
         ref = mp_reference(float(m), float(t), float(n))
         if ref != 0 and abs(ref) < 1e-300:
             continue  # subnormal reference: compare in log space instead (tests do)
@@ -105,10 +107,12 @@ def main() -> None:
     print(f"P(B_E,N) on one core, {args.points:,} grid points (best of {args.repeats})")
     print(f"{'implementation':<34} {'evals/s':>12} {'ratio':>8} {'worst rel. err':>15}")
     print(
-        f"{'fgrpo_theory.tail_miss (numpy)':<34} {vec_rate:>12.3e} {vec_rate / loop_rate:>8.1f} {err_ours:>15.2e}"
+        f"{'fgrpo_theory.tail_miss (numpy)':<34} {vec_rate:>12.3e} {vec_rate / loop_rate:>8.1f} "
+        f"{err_ours:>15.2e}"
     )
     print(
-        f"{'naive formula, Python float loop':<34} {loop_rate:>12.3e} {1.0:>8.1f} {err_naive:>15.2e}"
+        f"{'naive formula, Python float loop':<34} {loop_rate:>12.3e} {1.0:>8.1f} "
+        f"{err_naive:>15.2e}"
     )
     print(
         f"target >= 1e7 evals/s: {'met' if vec_rate >= 1e7 else 'NOT met'}; "

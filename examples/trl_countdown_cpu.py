@@ -2,7 +2,8 @@
 
 Runs in about a minute on 2 CPU cores (``make test-engines`` runs it). It
 
-1. pretrains a small Countdown base (``fgrpo_llm.experiments.countdown_base.pretrain``, a step budget);
+1. pretrains a small Countdown base (``fgrpo_llm.experiments.countdown_base.pretrain``, a step
+budget);
 2. builds a small rare-correct set from the base's own samples (paper App. M.2);
 3. trains ``FocalGRPOTrainer`` (TRL's ``GRPOTrainer`` + the focal weight, our GRPO conventions via
    ``method_args``) with the pass@k and Delta NLL_rare callbacks;
@@ -107,8 +108,9 @@ def main(argv=None) -> int:
         seed=a.seed,
         data_seed=a.seed,
         disable_tqdm=True,
-        # float32 on the CPU, as our trainer: TRL's default bf16=True patches the model's forward with a
-        # bf16 autocast, so the callbacks would measure Delta NLL_rare in bf16 (~1e-3 off the fp32 value)
+        # float32 on the CPU, as our trainer: TRL's default bf16=True patches the model's forward
+        # with a bf16 autocast, so the callbacks would measure Delta NLL_rare in bf16 (~1e-3 off the
+        # fp32 value)
         bf16=False,
     )
     train = task_dataset(task, "train")

@@ -103,7 +103,8 @@ def grpo_advantages(
 def group_success_rate(
     rewards: torch.Tensor, *, reward_correct: float = 1.0, reward_wrong: float = 0.0
 ) -> torch.Tensor:
-    """mu_hat = X/N = (mean_j R_j - R_w) / (R_c - R_w) per group, clipped to [0, 1]. (B, N) -> (B,)."""
+    """mu_hat = X/N = (mean_j R_j - R_w) / (R_c - R_w) per group, clipped to [0, 1].
+    (B, N) -> (B,)."""
     reward_correct = _check_scalar("reward_correct", reward_correct)
     reward_wrong = _check_scalar("reward_wrong", reward_wrong)
     if not reward_correct > reward_wrong:
@@ -141,7 +142,8 @@ def focal_advantages(
     std: str = "bessel",
     eps: float = 1e-6,
 ) -> torch.Tensor:
-    """A_i^F = g * A_i^GRPO with g = (1 - X/N)^gamma of the same group (Eq. 12-13). (B, N) -> (B, N).
+    """A_i^F = g * A_i^GRPO with g = (1 - X/N)^gamma of the same group (Eq. 12-13).
+    (B, N) -> (B, N).
 
     The weight multiplies the advantage after the mean/std normalisation and changes nothing else.
     """

@@ -54,7 +54,8 @@ class CorruptCheckpoint(ValueError):
 
 
 def capture_rng(generator: torch.Generator, np_rng: np.random.Generator) -> dict:
-    """Every random state of a run: the explicit generators plus the global ones (dropout, Python)."""
+    """Every random state of a run: the explicit generators plus the global ones
+    (dropout, Python)."""
     state = {
         "torch_generator": generator.get_state(),
         "torch_generator_device": generator.device.type,
@@ -243,14 +244,16 @@ def verify_checkpoint(checkpoint_dir) -> None:
             raise CorruptCheckpoint(f"{directory}: {name} is missing")
         if path.stat().st_size != entry.get("bytes"):
             raise CorruptCheckpoint(
-                f"{directory}: {name} has {path.stat().st_size} bytes, expected {entry.get('bytes')}"
+                f"{directory}: {name} has {path.stat().st_size} bytes, expected "
+                f"{entry.get('bytes')}"
             )
         if _sha256(path) != entry.get("sha256"):
             raise CorruptCheckpoint(f"{directory}: {name} does not match its checksum")
 
 
 def load_trainer_state(checkpoint_dir) -> dict:
-    """The trainer state of a checkpoint (optimizer, scheduler, step, rng, data), read without pickle."""
+    """The trainer state of a checkpoint (optimizer, scheduler, step, rng, data), read without
+    pickle."""
     from safetensors.torch import load_file
 
     directory = Path(checkpoint_dir)
@@ -276,8 +279,8 @@ def load_trainer_state(checkpoint_dir) -> dict:
 
 
 def resume_point(run_dir, *, device=None):
-    """The newest checkpoint that verifies and loads: ``(directory, model, tokenizer, state)``, or None
-    when the run has no checkpoint at all.
+    """The newest checkpoint that verifies and loads: ``(directory, model, tokenizer, state)``, or
+    None when the run has no checkpoint at all.
 
     A damaged checkpoint is reported on stderr and skipped for the previous one; when every
     checkpoint is damaged, a :class:`CorruptCheckpoint` says so.

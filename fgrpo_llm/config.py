@@ -2,8 +2,8 @@
 
 Defaults follow the paper's Table 5 where they transfer to a CPU-sized model (AdamW
 (0.9, 0.999), weight decay 0.01, grad-norm clip 1.0, 15 warm-up steps then a constant learning
-rate, 1 PPO epoch, temperature 1.0, top-p 1.0, no top-k, no KL) and our CPU-scale setting for the sizes
-(32 prompts x N = 8, lr 1e-4). Algorithm-dependent settings left as ``None`` are resolved on
+rate, 1 PPO epoch, temperature 1.0, top-p 1.0, no top-k, no KL) and our CPU-scale setting for the
+sizes (32 prompts x N = 8, lr 1e-4). Algorithm-dependent settings left as ``None`` are resolved on
 construction (DAPO: clip 0.2 / 0.28 and dynamic sampling on; GRPO: clip 0.2 / 0.2), so the
 ``config.json`` written next to a run states exactly what ran.
 
@@ -38,13 +38,15 @@ class TrainConfig:
     """One RL run. Field docstrings say what each setting means."""
 
     base: str = "runs/base"
-    """Directory of the base model: any local Hugging Face causal-LM checkpoint with its tokenizer."""
+    """Directory of the base model: any local Hugging Face causal-LM checkpoint with its
+    tokenizer."""
     out: str = "runs/train"
     """Run directory: config.json, metrics.jsonl, groups.jsonl, checkpoints/, model/."""
     algo: str = "grpo"
     """Policy loss: "grpo" (symmetric clip), "dapo" (clip-higher + dynamic sampling) or "cispo"."""
     gamma: float = 0.0
-    """Focal exponent: advantages are multiplied by g = (1 - X/N)^gamma (Eq. 11-13). 0 = base method."""
+    """Focal exponent: advantages are multiplied by g = (1 - X/N)^gamma (Eq. 11-13). 0 = base
+    method."""
     task: str = "countdown"
     """Task name for ``fgrpo_llm.tasks.get_task``."""
     task_kwargs: dict = field(default_factory=dict)
@@ -62,13 +64,16 @@ class TrainConfig:
     ppo_epochs: int = 1
     """Passes over the step's rollouts; the paper uses 1 (with 1 mini-batch: fully on-policy)."""
     micro_batch_size: int | None = None
-    """Sequences per forward/backward (gradient accumulation inside a mini-batch); None = whole mini-batch."""
+    """Sequences per forward/backward (gradient accumulation inside a mini-batch); None = whole
+    mini-batch."""
     lr: float = 1e-4
     """Peak learning rate of AdamW (before ``lr_multiplier``)."""
     lr_multiplier: float = 1.0
-    """Multiplies ``lr``; e.g. m_0.5 = 0.679 for the paper's low-LR control (see ``lr_match_gamma``)."""
+    """Multiplies ``lr``; e.g. m_0.5 = 0.679 for the paper's low-LR control
+    (see ``lr_match_gamma``)."""
     lr_match_gamma: float | None = None
-    """If set, ``lr_multiplier`` is further multiplied by m_gamma = B(3/2, gamma+3/2)/B(3/2, 3/2) (the low-LR control, Table 3)."""
+    """If set, ``lr_multiplier`` is further multiplied by m_gamma = B(3/2, gamma+3/2)/B(3/2, 3/2)
+    (the low-LR control, Table 3)."""
     warmup_steps: int = 15
     """Linear warm-up from lr/warmup_steps to lr over this many training steps, then constant."""
     weight_decay: float = 0.01
@@ -84,13 +89,15 @@ class TrainConfig:
     clip_eps_low: float | None = None
     """PPO clip lower bound eps_low (ratio >= 1 - eps_low) for grpo/dapo; None: 0.2."""
     clip_eps_high: float | None = None
-    """PPO clip upper bound eps_high (ratio <= 1 + eps_high) for grpo/dapo; None: 0.2 (grpo), 0.28 (dapo)."""
+    """PPO clip upper bound eps_high (ratio <= 1 + eps_high) for grpo/dapo; None: 0.2 (grpo), 0.28
+    (dapo)."""
     cispo_is_eps_low: float = 1.0
     """CISPO importance-weight cap: the detached weight is clamped to >= 1 - cispo_is_eps_low."""
     cispo_is_eps_high: float = 5.0
     """CISPO importance-weight cap: the detached weight is clamped to <= 1 + cispo_is_eps_high."""
     adv_std: str = "bessel"
-    """Std convention of the GRPO advantage: "bessel" (TRL, verl), "population" or "none" (mean-centred)."""
+    """Std convention of the GRPO advantage: "bessel" (TRL, verl), "population" or "none"
+    (mean-centred)."""
     adv_eps: float = 1e-6
     """eps added to the group std (verl: 1e-6, TRL: 1e-4)."""
     dynamic_sampling: bool | None = None
@@ -100,7 +107,8 @@ class TrainConfig:
     entropy_coef: float = 0.0
     """Entropy bonus coefficient (the paper's control uses 0.001)."""
     kl_coef: float = 0.0
-    """k3 KL penalty to the frozen base model (the paper's control uses 0.001); > 0 loads a reference copy."""
+    """k3 KL penalty to the frozen base model (the paper's control uses 0.001); > 0 loads a
+    reference copy."""
     max_new_tokens: int = 32
     """Token limit of each completion."""
     temperature: float = 1.0
@@ -116,13 +124,15 @@ class TrainConfig:
     eval_every: int = 0
     """Run the evaluation hooks every this many steps (and after the last step); 0 = never."""
     checkpoint_every: int = 50
-    """Write a resumable checkpoint every this many steps (and after the last step); 0 = only at the end."""
+    """Write a resumable checkpoint every this many steps (and after the last step); 0 = only at the
+    end."""
     keep_checkpoints: int = 2
     """Number of most recent checkpoints kept on disk (0 = keep all)."""
     device: str | None = None
     """"cpu", "cuda", "cuda:1", or None/"auto" (CUDA when available)."""
     dtype: str | None = None
-    """Autocast dtype: None/"auto" (bf16 on CUDA, float32 on CPU), "float32", "bfloat16", "float16"."""
+    """Autocast dtype: None/"auto" (bf16 on CUDA, float32 on CPU), "float32", "bfloat16",
+    "float16"."""
     tensorboard: bool = False
     """Also write the metrics to TensorBoard (OUT/tensorboard) when it is installed."""
     progress: bool = True
@@ -172,8 +182,9 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TrainConfig":
-        """Build from a mapping; unknown keys are an error naming them (typos never pass silently)."""
+    def from_dict(cls, data: dict) -> TrainConfig:
+        """Build from a mapping; unknown keys are an error naming them (typos never pass
+        silently)."""
         return dataclass_from_dict(cls, data, what="config")
 
 
@@ -231,7 +242,8 @@ RULES = {
 
 
 def read_config_file(path) -> dict:
-    """The mapping in a YAML (.yaml/.yml) or JSON file; FileNotFoundError / ValueError naming the file."""
+    """The mapping in a YAML (.yaml/.yml) or JSON file; FileNotFoundError / ValueError naming the
+    file."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")

@@ -50,7 +50,8 @@ def _temporary_prefix(path: Path) -> str:
 
 @contextlib.contextmanager
 def atomic_directory(path):
-    """``with atomic_directory(p) as tmp: <write files into tmp>``; on success ``tmp`` becomes ``p``.
+    """``with atomic_directory(p) as tmp: <write files into tmp>``; on success ``tmp`` becomes
+    ``p``.
 
     An existing ``p`` is moved aside just before the rename and deleted after it; on an exception
     the temporary directory is removed and ``p`` is left as it was.
@@ -150,5 +151,6 @@ def finite_or_none(value):
 
 
 def strict_json(data, **kwargs) -> str:
-    """``json.dumps`` of ``data`` with NaN / Infinity written as null, so every JSON parser reads it."""
+    """``json.dumps`` of ``data`` with NaN / Infinity written as null, so every JSON parser reads
+    it."""
     return json.dumps(finite_or_none(data), allow_nan=False, **kwargs)

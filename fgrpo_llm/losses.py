@@ -7,7 +7,8 @@ Every loss is a pure function ``(logprobs, old_logprobs, advantages, mask) -> (l
 - ``old_logprobs`` (M, L) log pi_old of the same tokens, recorded by the sampler
 - ``advantages``   (M,)   one advantage per sequence (already multiplied by the focal weight g
                           for the F-variants: A^F = g * A, Eq. 13), broadcast over its tokens
-- ``mask``         (M, L) True on the completion tokens that count (``RolloutBatch.completion_mask``)
+- ``mask``         (M, L) True on the completion tokens that count
+                          (``RolloutBatch.completion_mask``)
 
 with the per-token ratio r_t = pi_theta / pi_old = exp(logprobs - old_logprobs). The three
 variants differ in one marked line each:
@@ -43,7 +44,8 @@ __all__ = [
 
 
 def token_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """sum(x * mask) / max(sum(mask), 1) over all tokens of the batch; masked entries ignored. (M, L) -> ()."""
+    """sum(x * mask) / max(sum(mask), 1) over all tokens of the batch; masked entries ignored.
+    (M, L) -> ()."""
     mask = mask.bool()
     return torch.where(mask, x, torch.zeros_like(x)).sum() / mask.sum().clamp(min=1)
 
@@ -105,7 +107,8 @@ def dapo_loss(
 ):
     """DAPO: token-mean of -min(r A, clip(r, 1 - eps_low, 1 + eps_high) A) ("clip-higher").
 
-    DAPO's other ingredient, dynamic sampling (drop groups with X = 0 or X = N), lives in the trainer.
+    DAPO's other ingredient, dynamic sampling (drop groups with X = 0 or X = N), lives in the
+    trainer.
     """
     return _clipped_surrogate(
         logprobs,

@@ -211,10 +211,11 @@ def load_model_and_tokenizer(path, *, device: str | torch.device | None = None):
 
 
 def save_model_and_tokenizer(model, tokenizer, path, *, keep: tuple[str, ...] = ()) -> None:
-    """Write weights, config and tokenizer to directory ``path`` atomically (``files.atomic_directory``:
-    a crash never leaves a half-written checkpoint at ``path``). Files named in ``keep`` (e.g. run
-    logs) are carried over from an existing ``path`` into the new one. Non-finite weights are refused
-    (a ValueError naming the first such parameter) so that no diverged model is ever saved.
+    """Write weights, config and tokenizer to directory ``path`` atomically
+    (``files.atomic_directory``: a crash never leaves a half-written checkpoint at ``path``). Files
+    named in ``keep`` (e.g. run logs) are carried over from an existing ``path`` into the new one.
+    Non-finite weights are refused (a ValueError naming the first such parameter) so that no
+    diverged model is ever saved.
     """
     from fgrpo_llm.files import atomic_directory
 

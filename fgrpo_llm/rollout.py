@@ -44,9 +44,8 @@ class RolloutBatch:
     """N completions for each of B prompts; rows grouped: prompt b -> rows b*N .. b*N+N-1."""
 
     sequences: torch.LongTensor  # (M, L) left-padded prompt, then completion, right-padded
-    attention_mask: (
-        torch.BoolTensor
-    )  # (M, L) True on prompt tokens and on completion tokens up to EOS
+    # (M, L) True on prompt tokens and on completion tokens up to EOS
+    attention_mask: torch.BoolTensor
     completion_mask: torch.BoolTensor  # (M, L) True on generated tokens up to and including EOS
     old_logprobs: torch.Tensor  # (M, L) log pi_old(token_t | <t) on the completion, 0 elsewhere
     prompt_index: torch.LongTensor  # (M,) index of the prompt (0..B-1) each row belongs to
@@ -62,7 +61,7 @@ class RolloutBatch:
         """(M,) number of generated tokens of each row, EOS included."""
         return self.completion_mask.sum(dim=1)
 
-    def select(self, rows: torch.LongTensor) -> "RolloutBatch":
+    def select(self, rows: torch.LongTensor) -> RolloutBatch:
         """The sub-batch of the given rows (same columns); ``prompt_index`` is kept as is."""
         idx = rows.tolist()
         return RolloutBatch(
@@ -79,7 +78,8 @@ class RolloutBatch:
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.LongTensor:
-    """Positions 0, 1, 2, ... counted over attended tokens only, so left padding does not shift them.
+    """Positions 0, 1, 2, ... counted over attended tokens only, so left padding does not shift
+    them.
 
     (M, L) -> (M, L); padded columns get 0 (their value never matters: nothing attends to them).
     """
@@ -112,7 +112,8 @@ def logit_temperature(temperature: float) -> float:
 
 
 def _cache_kwarg(model) -> str:
-    """Name of the KV-cache argument: ``cache`` in recent transformers, ``past_key_values`` before."""
+    """Name of the KV-cache argument: ``cache`` in recent transformers, ``past_key_values``
+    before."""
     params = inspect.signature(model.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
 
@@ -152,7 +153,8 @@ def _generate_chunk(
     generator,
     autocast_dtype,
 ):
-    """Decode one chunk with a KV cache. Returns (M, T) tokens, (M, T) mask, (M, T) log-probs, (M,) finished."""
+    """Decode one chunk with a KV cache. Returns (M, T) tokens, (M, T) mask, (M, T) log-probs,
+    (M,) finished."""
     device = prompt_ids.device
     M = prompt_ids.shape[0]
     cache_kw = _cache_kwarg(model)
@@ -291,7 +293,7 @@ def sample_completions(
     no_prompt = torch.zeros((M, P), dtype=torch.bool, device=device)
     completions = [
         tokenizer.decode(row[m].tolist(), skip_special_tokens=True)
-        for row, m in zip(gen.cpu(), gen_mask.cpu())
+        for row, m in zip(gen.cpu(), gen_mask.cpu(), strict=True)
     ]
     return RolloutBatch(
         sequences=torch.cat([prompt_ids, gen], dim=1),  # (M, L)
@@ -330,9 +332,8 @@ def token_logprobs_and_entropy(
             attention_mask=attention_mask.long(),
             position_ids=position_ids_from_mask(attention_mask),
         )["logits"]
-    logits = logits[:, :-1, :].float() / logit_temperature(
-        temperature
-    )  # (M, L-1, V) predicts columns 1..L-1
+    # (M, L-1, V) predicts columns 1..L-1
+    logits = logits[:, :-1, :].float() / logit_temperature(temperature)
     logz = torch.logsumexp(logits, dim=-1)  # (M, L-1)
     logp = logits.gather(-1, sequences[:, 1:, None]).squeeze(-1) - logz  # (M, L-1)
     zero = torch.zeros_like(logp[:, :1])  # (M, 1)
@@ -367,9 +368,9 @@ def token_logprobs(
 def concat_rollouts(batches: list[RolloutBatch], *, pad_id: int) -> RolloutBatch:
     """Stack rollout batches (e.g. several dynamic-sampling rounds) into one.
 
-    Prompts are re-left-padded to the longest prompt part and completions right-padded to the longest
-    completion part, so the layout of :class:`RolloutBatch` holds; ``prompt_index`` of batch k is offset
-    by the number of prompts in batches 0..k-1. All batches must share ``num_samples``.
+    Prompts are re-left-padded to the longest prompt part and completions right-padded to the
+    longest completion part, so the layout of :class:`RolloutBatch` holds; ``prompt_index`` of batch
+    k is offset by the number of prompts in batches 0..k-1. All batches must share ``num_samples``.
     """
     if not batches:
         raise ValueError("batches must not be empty")

@@ -33,9 +33,8 @@ def pad_sft_rows(
 
 def completion_loss(model, input_ids, attention_mask, labels) -> torch.Tensor:
     """Token-mean cross-entropy of the completion tokens: -(1/|O|) sum_{t in O} log pi(o_t | <t)."""
-    logits = (
-        model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
-    )  # (B, T-1, V)
+    # (B, T-1, V)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
     target = labels[:, 1:]  # (B, T-1) next-token targets
     return torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100

@@ -1,5 +1,5 @@
-"""Run tracking: metrics.jsonl (always), TensorBoard (optional), a tqdm progress bar; run.json and the
-per-group records of groups.jsonl, the files every engine's run writes for the cross-check.
+"""Run tracking: metrics.jsonl (always), TensorBoard (optional), a tqdm progress bar; run.json and
+the per-group records of groups.jsonl, the files every engine's run writes for the cross-check.
 
 One flat dict of slash-keyed metrics per step, written as one JSON line and flushed at once, so
 a crashed run keeps every finished step. On resume the lines of steps after the checkpoint are
@@ -51,7 +51,8 @@ def _step_of(line: str) -> float:
 
 
 def truncate_jsonl(path, *, max_step: int) -> None:
-    """Keep only the lines of ``path`` whose "step" is <= ``max_step`` (no-op if the file is missing).
+    """Keep only the lines of ``path`` whose "step" is <= ``max_step`` (no-op if the file is
+    missing).
 
     Unreadable lines (the torn last line of a killed run) are dropped too.
     """
@@ -83,7 +84,8 @@ class JsonlWriter:
 
 
 class MetricsLogger:
-    """metrics.jsonl + optional TensorBoard + progress bar for steps ``start_step+1 .. total_steps``."""
+    """metrics.jsonl + optional TensorBoard + progress bar for steps ``start_step+1 ..
+    total_steps``."""
 
     def __init__(
         self,

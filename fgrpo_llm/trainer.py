@@ -1,4 +1,5 @@
-"""The RL training loop: GRPO / DAPO / CISPO with the focal weight (paper Section 4, Eq. 11-13; Table 5).
+"""The RL training loop: GRPO / DAPO / CISPO with the focal weight (paper Section 4, Eq. 11-13;
+Table 5).
 
 One visible ``for step in range(...)`` loop with the sections sample, score, advantages, loss and
 step, evaluate, log, checkpoint. Each step draws B prompts and samples N completions per prompt;
@@ -35,15 +36,15 @@ import sys
 import time
 import warnings
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 import torch
 
 from fgrpo_llm.advantages import focal_weight, grpo_advantages
-from fgrpo_llm.checkpoint import capture_rng, resume_point, restore_rng, save_checkpoint
+from fgrpo_llm.checkpoint import capture_rng, restore_rng, resume_point, save_checkpoint
 from fgrpo_llm.config import TrainConfig, save_config
 from fgrpo_llm.files import remove_stale_temporaries
 from fgrpo_llm.losses import policy_loss
@@ -71,7 +72,8 @@ from fgrpo_llm.tracking import (
 
 __all__ = ["train", "PromptStream", "Evaluator", "RESUMABLE_FIELDS", "TrainingDiverged"]
 
-#: An evaluation hook: called as hook(model, step) every ``eval_every`` steps; its metrics join that step's line.
+#: An evaluation hook: called as hook(model, step) every ``eval_every`` steps; its metrics join that
+#: step's line.
 Evaluator = Callable[[torch.nn.Module, int], dict]
 
 #: Config fields a resumed run may change (everything else must match the stopped run). ``out`` is
@@ -93,9 +95,11 @@ class TrainingDiverged(RuntimeError):
 
 
 class PromptStream:
-    """Deterministic prompt order: epoch e visits the problems in permutation default_rng([seed, e]).
+    """Deterministic prompt order: epoch e visits the problems in permutation
+    default_rng([seed, e]).
 
-    The whole state is one integer (``cursor``, prompts handed out so far), so it is trivially saved.
+    The whole state is one integer (``cursor``, prompts handed out so far), so it is trivially
+    saved.
     """
 
     def __init__(self, num_problems: int, *, seed: int, cursor: int = 0):
@@ -158,17 +162,20 @@ def _sample_round(model, tok, task, problems, idx, cfg, generator, amp) -> _Roun
         autocast_dtype=amp,
     )
     row_problem = [problems[i] for i in idx for _ in range(N)]
-    pairs = list(zip(row_problem, batch.completions))
+    pairs = list(zip(row_problem, batch.completions, strict=True))
     correct = [bool(task.is_correct(p, c)) for p, c in pairs]
     rewards = torch.tensor([float(task.reward(p, c)) for p, c in pairs], dtype=torch.float32)
-    forms = [solution_form(task, p, c) if ok else None for (p, c), ok in zip(pairs, correct)]
+    forms = [
+        solution_form(task, p, c) if ok else None for (p, c), ok in zip(pairs, correct, strict=True)
+    ]
     return _Round(
         idx, batch, rewards.view(len(idx), N), torch.tensor(correct).view(len(idx), N), forms
     )
 
 
 def _first_active(rounds: list[_Round], B: int) -> list[torch.Tensor]:
-    """Dynamic sampling: keep the first B active groups (0 < X < N) across rounds, in sampling order."""
+    """Dynamic sampling: keep the first B active groups (0 < X < N) across rounds, in sampling
+    order."""
     keep, kept = [], 0
     for r in rounds:
         k = r.active & (torch.cumsum(r.active.long(), 0) + kept <= B)
@@ -231,8 +238,8 @@ def _optimize(
             for micro in rows.split(cfg.micro_batch_size or len(rows)):
                 seq, attn = batch.sequences[micro], batch.attention_mask[micro]
                 cmask = batch.completion_mask[micro]
-                # pi_theta at the sampling temperature, as old_logprobs (r = 1 on policy); the entropy
-                # keeps its graph only when the bonus is in the loss
+                # pi_theta at the sampling temperature, as old_logprobs (r = 1 on policy); the
+                # entropy keeps its graph only when the bonus is in the loss
                 logp, H = token_logprobs_and_entropy(
                     model,
                     seq,
@@ -357,12 +364,13 @@ def _check_resume(cfg: TrainConfig, out: Path, start: int) -> None:
 def train(
     cfg: TrainConfig, *, resume: bool = False, evaluators: Iterable[Evaluator] = (), task=None
 ) -> dict:
-    """Run (or, with ``resume``, continue) the RL run described by ``cfg``; return the last metrics line.
+    """Run (or, with ``resume``, continue) the RL run described by ``cfg``; return the last metrics
+    line.
 
-    ``task`` overrides ``get_task(cfg.task, **cfg.task_kwargs)`` (for user tasks). ``evaluators`` are
-    called as hook(model, step) every ``cfg.eval_every`` steps and after the last step. A resumed run
-    continues from its newest intact checkpoint (a damaged one is skipped, saying so), or from the
-    start when it was stopped before its first checkpoint.
+    ``task`` overrides ``get_task(cfg.task, **cfg.task_kwargs)`` (for user tasks). ``evaluators``
+    are called as hook(model, step) every ``cfg.eval_every`` steps and after the last step. A
+    resumed run continues from its newest intact checkpoint (a damaged one is skipped, saying so),
+    or from the start when it was stopped before its first checkpoint.
     """
     out = Path(cfg.out)
     device = resolve_device(cfg.device)
@@ -408,12 +416,10 @@ def train(
     )
     warmup = max(cfg.warmup_steps, 1)  # linear warm-up over training steps, then constant (Table 5)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
-    generator = torch.Generator(device=device).manual_seed(
-        cfg.seed
-    )  # sampling and mini-batch shuffling
-    np_rng = np.random.default_rng(
-        cfg.seed
-    )  # reserved for numpy-side randomness; saved with the rest
+    # sampling and mini-batch shuffling
+    generator = torch.Generator(device=device).manual_seed(cfg.seed)
+    # reserved for numpy-side randomness; saved with the rest
+    np_rng = np.random.default_rng(cfg.seed)
     data = PromptStream(len(problems), seed=cfg.seed)
     if point is not None:
         state = point[3]
@@ -451,15 +457,15 @@ def train(
 
             # --- sample and score (scored per round: dynamic sampling decides on the verdicts) ---
             rounds = [_sample_round(model, tok, task, problems, data.take(B), cfg, generator, amp)]
-            if (
-                cfg.dynamic_sampling
-            ):  # DAPO: refill the batch with groups that carry signal (0 < X < N)
+            # DAPO: refill the batch with groups that carry signal (0 < X < N)
+            if cfg.dynamic_sampling:
                 for _ in range(cfg.max_sampling_rounds):
                     have = sum(int(r.active.sum()) for r in rounds)
                     if have >= B:
                         break
-                    # ask for the missing groups divided by the active fraction seen so far (at least 1/4),
-                    # so one extra round usually suffices without sampling a whole batch each time
+                    # ask for the missing groups divided by the active fraction seen so far (at
+                    # least 1/4), so one extra round usually suffices without sampling a whole batch
+                    # each time
                     rate = max(have / sum(len(r.idx) for r in rounds), 0.25)
                     idx = data.take(min(B, math.ceil((B - have) / rate)))
                     rounds.append(
@@ -467,23 +473,24 @@ def train(
                     )
             times["sampled"] = time.perf_counter()
 
-            # --- the groups this step trains on: all, or under dynamic sampling the first B active ---
+            # --- the groups this step trains on: all, or under dynamic sampling the first B
+            # active ---
             keep = (
                 _first_active(rounds, B)
                 if cfg.dynamic_sampling
                 else [torch.ones_like(r.active) for r in rounds]
             )
-            rewards = torch.cat([r.rewards[k] for r, k in zip(rounds, keep)]).view(-1, N)  # (Bk, N)
-            correct = torch.cat([r.correct[k] for r, k in zip(rounds, keep)]).view(-1, N)  # (Bk, N)
+            rewards = torch.cat([r.rewards[k] for r, k in zip(rounds, keep, strict=True)])
+            correct = torch.cat([r.correct[k] for r, k in zip(rounds, keep, strict=True)])
+            rewards, correct = rewards.view(-1, N), correct.view(-1, N)  # (Bk, N) each
             Bk = rewards.shape[0]
 
             # --- advantages: A = g * A_GRPO with g = (1 - X/N)^gamma per group (Eq. 11-13) ---
             X = correct.sum(dim=1)  # (Bk,) correct completions per group
             mu_hat = X.float() / N  # (Bk,) the group's empirical success rate
             g = focal_weight(mu_hat, gamma=cfg.gamma)  # (Bk,) one focal weight per group
-            A_grpo = (
-                grpo_advantages(rewards, std=cfg.adv_std, eps=cfg.adv_eps) if Bk else rewards
-            )  # (Bk, N)
+            # (Bk, N)
+            A_grpo = grpo_advantages(rewards, std=cfg.adv_std, eps=cfg.adv_eps) if Bk else rewards
             A = g[:, None] * A_grpo  # (Bk, N): the one change F-GRPO makes to GRPO
             active = (A_grpo != 0).any(dim=1)  # (Bk,) groups that carry a learning signal
 
@@ -493,7 +500,7 @@ def train(
             if Bk > 0:
                 parts = [
                     r.batch.select(_rows_of(k.nonzero().flatten(), N))
-                    for r, k in zip(rounds, keep)
+                    for r, k in zip(rounds, keep, strict=True)
                     if k.any()
                 ]
                 train_batch = concat_rollouts(parts, pad_id=tok.pad_token_id)
@@ -510,9 +517,8 @@ def train(
                     generator,
                     amp,
                 )
-            with (
-                warnings.catch_warnings()
-            ):  # a step whose groups were all dropped took no optimizer step
+            # a step whose groups were all dropped took no optimizer step
+            with warnings.catch_warnings():
                 warnings.filterwarnings(
                     "ignore", message="Detected call of `lr_scheduler.step\\(\\)`"
                 )
@@ -528,7 +534,8 @@ def train(
                 model.train()
             times["evaluated"] = time.perf_counter()
 
-            # --- log: one flat metrics line, one record per sampled group (with the g it was trained with) ---
+            # --- log: one flat metrics line, one record per sampled group (with the g it was
+            # trained with) ---
             metrics = _step_metrics(
                 rounds,
                 N=N,
@@ -541,7 +548,7 @@ def train(
                 times=times,
             )
             g_of_trained = iter(g.tolist())
-            for n_round, (r, k) in enumerate(zip(rounds, keep)):
+            for n_round, (r, k) in enumerate(zip(rounds, keep, strict=True)):
                 for b, i in enumerate(r.idx):
                     trained = bool(k[b])
                     extra = {"focal_weight": next(g_of_trained)} if trained else {}

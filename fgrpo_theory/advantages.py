@@ -114,8 +114,8 @@ def group_success_rate(
     bad = (R < reward_wrong) | (R > reward_correct)
     if bad.any():
         raise ValueError(
-            f"rewards must lie in [reward_wrong, reward_correct] = [{reward_wrong}, {reward_correct}], "
-            f"got rewards={R[bad].ravel()[0]}"
+            f"rewards must lie in [reward_wrong, reward_correct] = [{reward_wrong}, "
+            f"{reward_correct}], got rewards={R[bad].ravel()[0]}"
         )
     # halves keep R - R_w and R_c - R_w finite for any finite rewards; each term is in [0, 1]
     span = reward_correct / 2 - reward_wrong / 2

@@ -89,7 +89,7 @@ def _check_eta(eta) -> float:
     return eta
 
 
-def _check_stats(s) -> "GroupStats":
+def _check_stats(s) -> GroupStats:
     if not isinstance(s, GroupStats):
         raise TypeError(f"s must be a GroupStats (from group_stats), got {type(s).__name__}")
     return s
@@ -134,8 +134,8 @@ class GroupStats:
 
 
 def group_stats(p, correct, actions, *, R_c: float = 1.0, R_w: float = -1.0) -> GroupStats:
-    """All the set sums of paper Section 2.3 for a policy p (K,), a correct mask (K,) and the group's
-    action indices (N,)."""
+    """All the set sums of paper Section 2.3 for a policy p (K,), a correct mask (K,) and the
+    group's action indices (N,)."""
     p, correct = _check_policy(p, correct)
     R_c, R_w = _check_rewards(R_c, R_w)
     actions = _check_actions(actions, p.size)
@@ -206,7 +206,8 @@ def predicted_delta_q_u_pos(
     s: GroupStats, *, eta: float, R_c: float = 1.0, R_w: float = -1.0
 ) -> float:
     """Proposition 3.2, first order in eta:
-    Delta Q_u,pos = (eta/N) [ -S_R U_pos,2 - Q_u,pos ( (R_c - S_R) A_2 + (R_w - S_R) B_2 - S_R U_2 ) ].
+    Delta Q_u,pos = (eta/N) [ -S_R U_pos,2
+                              - Q_u,pos ( (R_c - S_R) A_2 + (R_w - S_R) B_2 - S_R U_2 ) ].
     With S_R > 0 the first term drains unsampled-correct mass even while Q_pos grows."""
     s, eta, (R_c, R_w) = _check_stats(s), _check_eta(eta), _check_rewards(R_c, R_w)
     S_R = s.S_R

@@ -131,7 +131,7 @@ def run_theory_demo(out_dir, *, fast: bool = False) -> dict:
 
     print("theory: Fig. 3 peaks across mu and rho", flush=True)
     fig, axes = _figure(1, len(FIG3["mus"]))
-    for ax, mu in zip(axes, FIG3["mus"]):
+    for ax, mu in zip(axes, FIG3["mus"], strict=True):
         plot_tail_miss_curves(ax, mu=mu, rhos=FIG3["rhos"], N=range(1, n_max_3 + 1))
         ax.set_xscale("log", base=2)
     figures.append(_save(fig, out / "fig3_tail_miss_grid.png", dpi))
@@ -184,7 +184,7 @@ def regime_sweep_demo(out_dir, *, fast: bool = False) -> dict:
         "csv": str(csv_path),
         "figure": str(png),
         "final_m_ret": {
-            f"gamma={g:g}": dict(zip(cfg.group_sizes, m[:, j].round(4).tolist()))
+            f"gamma={g:g}": dict(zip(cfg.group_sizes, m[:, j].round(4).tolist(), strict=True))
             for j, g in enumerate(cfg.gammas)
         },
     }

@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "Rule",
@@ -50,7 +51,8 @@ class Rule:
 
 
 def _number(value):
-    """``value`` as a Python int / float when it is a real number (or one written as text), else None."""
+    """``value`` as a Python int / float when it is a real number (or one written as text), else
+    None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
@@ -223,8 +225,8 @@ class Optional(Rule):
 
 
 def check_fields(obj, rules: dict[str, Callable[[str, Any], Any]]) -> None:
-    """Apply ``rules`` to the fields of the (frozen) dataclass ``obj``, in the table's order, and store
-    each canonical value; the first bad field raises its ValueError."""
+    """Apply ``rules`` to the fields of the (frozen) dataclass ``obj``, in the table's order, and
+    store each canonical value; the first bad field raises its ValueError."""
     for name, rule in rules.items():
         object.__setattr__(obj, name, rule(name, getattr(obj, name)))
 

@@ -59,7 +59,8 @@ def plot_tail_miss_curves(
 
 
 def plot_focal_magnitudes(ax, *, which: str, gammas=FIG4["gammas"], mu=None):
-    """g * |A| against mu for correct (``which="pos"``) or incorrect (``"neg"``) rollouts (Fig. 4)."""
+    """g * |A| against mu for correct (``which="pos"``) or incorrect (``"neg"``) rollouts
+    (Fig. 4)."""
     if which not in ("pos", "neg"):
         raise ValueError(f"which must be 'pos' or 'neg', got which={which!r}")
     mu = np.linspace(0.02, 0.98, 193) if mu is None else np.asarray(mu, dtype=float)

@@ -18,30 +18,28 @@ nb1 = new_notebook(
     metadata=KERNEL,
     cells=[
         new_markdown_cell(
-            "# How likely is a group to update on mixed rewards yet miss the rare correct solutions?\n\n"
-            "Lemma 3.1 of F-GRPO: a group of $N$ rollouts is a *tail miss* when it is active (mixed rewards) "
-            "but no rollout lands in the rare-correct set $E$ of mass $\\tau = \\rho\\,\\mu$:\n\n"
-            "$$P(\\mathcal{B}_{E,N}) = (1-\\tau)^N - (\\mu-\\tau)^N - (1-\\mu)^N.$$\n\n"
-            "This notebook reproduces paper Figs. 1(a), 3, 4 and 5 from `fgrpo_theory` "
-            "(set `FGRPO_NOTEBOOK_FAST=1` for small grids)."
+            "# How likely is a group to update on mixed rewards yet miss the rare correct "
+            "solutions?\n\nLemma 3.1 of F-GRPO: a group of $N$ rollouts is a *tail miss* when it "
+            "is active (mixed rewards) but no rollout lands in the rare-correct set $E$ of mass "
+            "$\\tau = \\rho\\,\\mu$:\n\n$$P(\\mathcal{B}_{E,N}) = (1-\\tau)^N - "
+            "(\\mu-\\tau)^N - (1-\\mu)^N.$$\n\nThis notebook reproduces paper Figs. 1(a), 3, 4 "
+            "and 5 from `fgrpo_theory` (set `FGRPO_NOTEBOOK_FAST=1` for small grids)."
         ),
         new_code_cell(
-            "import os\n\n"
-            "import matplotlib.pyplot as plt\n"
-            "import numpy as np\n\n"
-            "from fgrpo_theory.plots import FIG1A, FIG3, FIG5, plot_focal_magnitudes, plot_large_group, plot_tail_miss_curves\n"
-            "from fgrpo_theory.tail_miss import p_tail_miss, peak_group_size, stationary_group_size\n\n"
-            "FAST = os.environ.get('FGRPO_NOTEBOOK_FAST') == '1'\n"
-            "N_MAX_1A, N_MAX_3, LOG2_N_MAX_5 = (32, 64, 12) if FAST else (FIG1A['n_max'], FIG3['n_max'], FIG5['log2_n_max'])"
+            "import os\n\nimport matplotlib.pyplot as plt\nimport numpy as np\n\nfrom "
+            "fgrpo_theory.plots import FIG1A, FIG3, FIG5, plot_focal_magnitudes, "
+            "plot_large_group, plot_tail_miss_curves\nfrom fgrpo_theory.tail_miss import "
+            "p_tail_miss, peak_group_size, stationary_group_size\n\nFAST = "
+            "os.environ.get('FGRPO_NOTEBOOK_FAST') == '1'\nN_MAX_1A, N_MAX_3, LOG2_N_MAX_5 = (32, "
+            "64, 12) if FAST else (FIG1A['n_max'], FIG3['n_max'], FIG5['log2_n_max'])"
         ),
         new_markdown_cell(
-            "## Fig. 1(a): $\\mu = 0.3$, three rare fractions\n\n"
-            "The tail-miss probability is 0 at $N=1$, peaks at a moderate $N$ (stars) and only then decays."
+            "## Fig. 1(a): $\\mu = 0.3$, three rare fractions\n\nThe tail-miss probability is 0 "
+            "at $N=1$, peaks at a moderate $N$ (stars) and only then decays."
         ),
         new_code_cell(
-            "fig, ax = plt.subplots(figsize=(5, 3.4))\n"
-            "plot_tail_miss_curves(ax, mu=FIG1A['mu'], rhos=FIG1A['rhos'], N=range(1, N_MAX_1A + 1), show_active=True)\n"
-            "plt.show()"
+            "fig, ax = plt.subplots(figsize=(5, 3.4))\nplot_tail_miss_curves(ax, mu=FIG1A['mu'], "
+            "rhos=FIG1A['rhos'], N=range(1, N_MAX_1A + 1), show_active=True)\nplt.show()"
         ),
         new_markdown_cell(
             "## Fig. 3: peaks across $\\mu$ and $\\rho$\n\n"
@@ -57,15 +55,14 @@ nb1 = new_notebook(
         ),
         new_code_cell(
             "print(f\"{'mu':>5} {'rho':>5} {'N*':>4} {'P(B) at N*':>10} {'N_c':>7}\")\n"
-            "for mu in FIG3['mus']:\n"
-            "    for rho in FIG3['rhos']:\n"
-            "        n_star, p_star = peak_group_size(mu, rho * mu)\n"
-            "        print(f'{mu:5g} {rho:5g} {n_star:4d} {p_star:10.4f} {stationary_group_size(mu, rho * mu):7.2f}')"
+            "for mu in FIG3['mus']:\n    for rho in FIG3['rhos']:\n        n_star, p_star = "
+            "peak_group_size(mu, rho * mu)\n        print(f'{mu:5g} {rho:5g} {n_star:4d} "
+            "{p_star:10.4f} {stationary_group_size(mu, rho * mu):7.2f}')"
         ),
         new_markdown_cell(
-            "## Fig. 4: focal-scaled advantage magnitudes\n\n"
-            "$g=(1-\\hat\\mu)^\\gamma$ shrinks the update most where $\\mu$ is high, for correct and "
-            "incorrect rollouts alike ($\\gamma=0$ is GRPO)."
+            "## Fig. 4: focal-scaled advantage magnitudes\n\n$g=(1-\\hat\\mu)^\\gamma$ shrinks "
+            "the update most where $\\mu$ is high, for correct and incorrect rollouts alike "
+            "($\\gamma=0$ is GRPO)."
         ),
         new_code_cell(
             "fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))\n"
@@ -77,16 +74,15 @@ nb1 = new_notebook(
             "plt.show()"
         ),
         new_markdown_cell(
-            "## Fig. 5: very large groups at a tiny $\\tau$\n\n"
-            "With $\\mu=0.64$ and $\\tau=6.3\\times10^{-5}$ the tail-miss probability climbs to a plateau "
-            "near 1 and falls only once $N\\tau$ becomes order one ($N \\gtrsim 2^{15}$)."
+            "## Fig. 5: very large groups at a tiny $\\tau$\n\nWith $\\mu=0.64$ and "
+            "$\\tau=6.3\\times10^{-5}$ the tail-miss probability climbs to a plateau near 1 and "
+            "falls only once $N\\tau$ becomes order one ($N \\gtrsim 2^{15}$)."
         ),
         new_code_cell(
-            "fig, ax = plt.subplots(figsize=(5, 3.4))\n"
-            "plot_large_group(ax, log2_n_max=LOG2_N_MAX_5)\n"
-            "plt.show()\n"
-            "N = 2.0 ** np.arange(LOG2_N_MAX_5 + 1)\n"
-            "print(dict(zip(N.astype(int).tolist(), np.round(p_tail_miss(FIG5['mu'], FIG5['tau'], N), 4).tolist())))"
+            "fig, ax = plt.subplots(figsize=(5, 3.4))\nplot_large_group(ax, "
+            "log2_n_max=LOG2_N_MAX_5)\nplt.show()\nN = 2.0 ** np.arange(LOG2_N_MAX_5 + 1)\n"
+            "print(dict(zip(N.astype(int).tolist(), np.round(p_tail_miss(FIG5['mu'], FIG5['tau'], "
+            "N), 4).tolist())))"
         ),
     ],
 )
@@ -95,10 +91,11 @@ nb2 = new_notebook(
     metadata=KERNEL,
     cells=[
         new_markdown_cell(
-            "# Where does Lemma 3.1 come from, and what does it imply?\n\n"
-            "Every rollout lands in exactly one of three regions: the rare-correct set $E$ ($\\tau$), the rest of "
-            "the correct set ($\\mu-\\tau$) and the incorrect set ($1-\\mu$). `fgrpo_theory.derivations` derives the "
-            "tail-miss probability from that three-region multinomial with sympy, step by step."
+            "# Where does Lemma 3.1 come from, and what does it imply?\n\nEvery rollout lands in "
+            "exactly one of three regions: the rare-correct set $E$ ($\\tau$), the rest of the "
+            "correct set ($\\mu-\\tau$) and the incorrect set ($1-\\mu$). "
+            "`fgrpo_theory.derivations` derives the tail-miss probability from that three-region "
+            "multinomial with sympy, step by step."
         ),
         new_code_cell(
             "import os\n\n"
@@ -108,10 +105,9 @@ nb2 = new_notebook(
             "sp.init_printing()"
         ),
         new_markdown_cell(
-            "## The derivation\n\n"
-            "$\\{\\#E = 0\\}$ has probability given by a binomial sum over the other two regions; "
-            "removing the two corners where the group is all incorrect or all common-correct leaves "
-            "exactly the active groups that miss $E$."
+            "## The derivation\n\n$\\{\\#E = 0\\}$ has probability given by a binomial sum over "
+            "the other two regions; removing the two corners where the group is all incorrect or "
+            "all common-correct leaves exactly the active groups that miss $E$."
         ),
         new_code_cell(
             "steps = d.derive_lemma_3_1()\n"
@@ -119,13 +115,13 @@ nb2 = new_notebook(
             "    display(sp.Eq(sp.Symbol(name), expr, evaluate=False))"
         ),
         new_markdown_cell(
-            "## Check against brute force over the trinomial\n\n"
-            "For small concrete $N$, summing the multinomial probabilities of every qualifying count "
-            "vector gives the same polynomial."
+            "## Check against brute force over the trinomial\n\nFor small concrete $N$, summing "
+            "the multinomial probabilities of every qualifying count vector gives the same "
+            "polynomial."
         ),
         new_code_cell(
-            "n_values = range(1, 4) if FAST else range(1, 8)\n"
-            "print('Lemma 3.1 == trinomial sum for N in', list(n_values), ':', d.check_lemma_3_1(n_values))\n"
+            "n_values = range(1, 4) if FAST else range(1, 8)\nprint('Lemma 3.1 == trinomial sum "
+            "for N in', list(n_values), ':', d.check_lemma_3_1(n_values))\n"
             "d.trinomial_tail_miss(3)"
         ),
         new_markdown_cell(
@@ -138,15 +134,15 @@ nb2 = new_notebook(
             "print('lim N->oo   :', d.limit_large_group())"
         ),
         new_markdown_cell(
-            "## The stationary point\n\n"
-            "$dP/dN$ is a sum of three exponentials in $N$ with a single sign change, so it has one root "
-            "$N_c$; `tail_miss.stationary_group_size` solves it numerically."
+            "## The stationary point\n\n$dP/dN$ is a sum of three exponentials in $N$ with a "
+            "single sign change, so it has one root $N_c$; `tail_miss.stationary_group_size` "
+            "solves it numerically."
         ),
         new_code_cell(
-            "display(d.stationary_condition())\n"
-            "from fgrpo_theory.tail_miss import stationary_group_size\n"
-            "n_c = stationary_group_size(0.3, 0.015)\n"
-            "print('N_c(mu=0.3, tau=0.015) =', n_c, ' dP/dN there =', float(d.lambdify(d.dP_dN_expr())(0.3, 0.015, n_c)))"
+            "display(d.stationary_condition())\nfrom fgrpo_theory.tail_miss import "
+            "stationary_group_size\nn_c = stationary_group_size(0.3, 0.015)\nprint('N_c(mu=0.3, "
+            "tau=0.015) =', n_c, ' dP/dN there =', float(d.lambdify(d.dP_dN_expr())(0.3, 0.015, "
+            "n_c)))"
         ),
     ],
 )

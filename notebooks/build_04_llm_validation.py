@@ -1,10 +1,18 @@
-"""Writes notebooks/04_llm_validation.ipynb (no outputs; `make notebooks` runs it and keeps them)."""
+"""Writes notebooks/04_llm_validation.ipynb (no outputs; `make notebooks` runs it and keeps
+them)."""
 
 import nbformat as nbf
 
 cells = []
-md = lambda s: cells.append(nbf.v4.new_markdown_cell(s.strip()))
-code = lambda s: cells.append(nbf.v4.new_code_cell(s.strip()))
+
+
+def md(s):
+    cells.append(nbf.v4.new_markdown_cell(s.strip()))
+
+
+def code(s):
+    cells.append(nbf.v4.new_code_cell(s.strip()))
+
 
 md("""
 # 04 · Does Lemma 3.1 describe real GRPO groups, and does F-GRPO keep the rare solutions?
@@ -65,7 +73,8 @@ early = next(iter(result["tail_miss"]))
 fig, ax = plt.subplots(figsize=(6, 4))
 curve = {k: np.asarray(v, dtype=float) for k, v in result["curve"].items()}
 plot_tail_miss_vs_N(ax, curve, result["tail_miss"][early])
-ax.get_legend_handles_labels()[0] and ax.legend(fontsize=7); ax.set_title(f"tail miss per N ({early})")
+ax.get_legend_handles_labels()[0] and ax.legend(fontsize=7)
+ax.set_title(f"tail miss per N ({early})")
 plt.show()
 display(Markdown(tail_miss_section(result)))
 """)

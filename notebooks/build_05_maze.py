@@ -38,8 +38,9 @@ cells = [
         "from fgrpo_llm.tasks.maze import END, MazeTask, decode_prompt, walk\n\n"
         "FAST = os.environ.get('FGRPO_NOTEBOOK_FAST') == '1'"
     ),
-    new_markdown_cell("## One maze, its unique solution, and what the verifier says about near "
-                      "misses"),
+    new_markdown_cell(
+        "## One maze, its unique solution, and what the verifier says about near misses"
+    ),
     new_code_cell(
         "task = MazeTask(grid_size=9, num_train=50, num_test=4, seed=0)\n"
         "problem = task.problems('test')[0]\n"
@@ -111,9 +112,13 @@ cells = [
     ),
 ]
 
-nb = new_notebook(cells=cells, metadata={"kernelspec": {"display_name": "Python 3",
-                                                        "language": "python", "name": "python3"},
-                                         "language_info": {"name": "python"}})
+nb = new_notebook(
+    cells=cells,
+    metadata={
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    },
+)
 path = Path(__file__).resolve().parent / "05_maze.ipynb"
 nbformat.write(nb, path)
 print(f"wrote {path}")

@@ -51,9 +51,8 @@ def _imports(path: Path, *, top_level_only: bool = False) -> list[tuple[str, int
                 for a in node.names
                 if f"{base}.{a.name}" in MODULES
             ]
-        elif top_level_only and isinstance(
-            node, (ast.If, ast.Try)
-        ):  # e.g. `if TYPE_CHECKING:` blocks
+        # e.g. `if TYPE_CHECKING:` blocks
+        elif top_level_only and isinstance(node, (ast.If, ast.Try)):
             continue
     return found
 

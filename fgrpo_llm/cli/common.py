@@ -12,7 +12,8 @@ __all__ = ["add_model_task_args", "task_from_args", "max_new_tokens_for"]
 
 
 def add_model_task_args(parser) -> None:
-    """``--task``, ``--task-arg``, ``--device``, ``--seed``, ``--max-new-tokens``, ``--batch-size``."""
+    """``--task``, ``--task-arg``, ``--device``, ``--seed``, ``--max-new-tokens``,
+    ``--batch-size``."""
     parser.add_argument(
         "--task", default="countdown", help="task name (countdown, boxed_math, maze)"
     )

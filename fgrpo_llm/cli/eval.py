@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -116,7 +115,8 @@ def register(subparsers) -> None:
         "--m",
         type=int,
         default=None,
-        help="subsample size m, without replacement (default n // 4: 256 of n = 1024 as in the paper)",
+        help="subsample size m, without replacement (default n // 4: 256 of n = 1024 as in the "
+        "paper)",
     )
     c.add_argument("--iterations", type=int, default=50_000, help="subsampling iterations")
     c.add_argument("--k", default="1,256", help="k values to test (those <= m are used)")

@@ -51,17 +51,21 @@ def _list(kind, what):
         try:
             return tuple(kind(x) for x in text.split(",") if x.strip())
         except ValueError as err:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {text!r}") \
-                from err
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated {what}, got {text!r}"
+            ) from err
+
     return parse
 
 
 _LISTS = {
     "group_sizes": (_list(int, "integers"), "the N list, e.g. 4,8,16"),
     "gammas": (_list(float, "numbers"), "focal exponents, 0 = GRPO, e.g. 0,0.5,1"),
-    "lr_matched_gammas": (_list(float, "numbers"),
-                          "gammas whose lr-matched control (GRPO at lr * m_gamma) is trained "
-                          "(default: every positive gamma; ',' for none)"),
+    "lr_matched_gammas": (
+        _list(float, "numbers"),
+        "gammas whose lr-matched control (GRPO at lr * m_gamma) is trained "
+        "(default: every positive gamma; ',' for none)",
+    ),
     "rl_seeds": (_list(int, "integers"), "RL seeds, e.g. 0,1,2 (default: --seed alone)"),
 }
 
@@ -69,20 +73,26 @@ _LISTS = {
 def register(subparsers) -> None:
     from fgrpo_llm.experiments.maze import FLAGS
 
-    p = subparsers.add_parser("maze", help="the Maze single-solution experiment (Table 4)",
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True,
-                   help="output directory (rerun with the same --out to continue)")
-    p.add_argument("--preset", default="reduced",
-                   help="reduced (CPU) or full (the paper's, GPU)")
+    p = subparsers.add_parser(
+        "maze",
+        help="the Maze single-solution experiment (Table 4)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--out", required=True, help="output directory (rerun with the same --out to continue)"
+    )
+    p.add_argument("--preset", default="reduced", help="reduced (CPU) or full (the paper's, GPU)")
     p.add_argument("--config", help="YAML or JSON file with MazeConfig fields")
     for dest, (typ, text) in {**_HELP, **_LISTS}.items():
         p.add_argument(FLAGS[dest], dest=dest, type=typ, default=None, help=text)
-    p.add_argument("--workers", type=int, default=2,
-                   help="processes training the RL runs (default 2; changes no number)")
-    p.add_argument("--no-progress", action="store_true",
-                   help="hide progress bars and stage lines")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="processes training the RL runs (default 2; changes no number)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars and stage lines")
     p.set_defaults(func=run)
 
 
@@ -95,8 +105,13 @@ def run(args) -> int:
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     values = read_config_file(args.config) if args.config else {}
-    values.update({dest: getattr(args, dest) for dest in {**_HELP, **_LISTS}
-                   if getattr(args, dest) is not None})
+    values.update(
+        {
+            dest: getattr(args, dest)
+            for dest in {**_HELP, **_LISTS}
+            if getattr(args, dest) is not None
+        }
+    )
     values.pop("preset", None)
     cfg = make_config(args.preset, **values)
     results = run_experiment(cfg, args.out, workers=args.workers, progress=not args.no_progress)
@@ -106,7 +121,9 @@ def run(args) -> int:
             with open(path) as fh:
                 print(fh.read())
     call = results["timings"]["calls"][-1]
-    print(f"maze experiment in {args.out}: {len(results['runs'])} RL runs; this call "
-          f"{call['wall_s']:.0f} s wall, {call['cpu_s']:.0f} s CPU on {args.workers} worker(s) "
-          f"({os.path.join(args.out, 'timings.json')})")
+    print(
+        f"maze experiment in {args.out}: {len(results['runs'])} RL runs; this call "
+        f"{call['wall_s']:.0f} s wall, {call['cpu_s']:.0f} s CPU on {args.workers} worker(s) "
+        f"({os.path.join(args.out, 'timings.json')})"
+    )
     return 0

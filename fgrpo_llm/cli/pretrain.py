@@ -2,8 +2,8 @@
 
     fgrpo-llm pretrain --out runs/base [--config FILE] [--steps 600] [--seed 0] [--seconds CAP]
 
-Settings come from the :class:`~fgrpo_llm.experiments.countdown_base.PretrainConfig` defaults, then the
-``--config`` file (YAML or JSON mapping of its fields), then the flags given here.
+Settings come from the :class:`~fgrpo_llm.experiments.countdown_base.PretrainConfig` defaults, then
+the ``--config`` file (YAML or JSON mapping of its fields), then the flags given here.
 """
 
 from __future__ import annotations

@@ -1,22 +1,23 @@
-"""``fgrpo-llm rare-set``: build the rare-correct set of a base model (paper App. M.2).
+r"""``fgrpo-llm rare-set``: build the rare-correct set of a base model (paper App. M.2).
 
-    fgrpo-llm rare-set --base runs/base --out runs/rare_set.json --prompts 256 --rollouts 800 --top 0.01
+    fgrpo-llm rare-set --base runs/base --out runs/rare_set.json --prompts 256 --rollouts 800 \
+        --top 0.01
 """  # fmt: skip
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 from fgrpo_llm.experiments.report import fmt
 from fgrpo_llm.files import writable_directory
-from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 
 
 def _rare_set(args) -> int:
     import torch
 
-    from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
     from fgrpo_llm.evaluation.rare import build_rare_set, save_rare_set
+    from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
 
     if args.prompts < 1:
         raise ValueError(f"--prompts must be >= 1, got {args.prompts}")
@@ -41,15 +42,15 @@ def _rare_set(args) -> int:
     rare.meta.update({"base": str(args.base), "split": args.split, "seed": args.seed})
     from fgrpo_llm.experiments.plan import record_exact_mu_tau
 
-    record_exact_mu_tau(
-        model, tokenizer, task, problems, rare
-    )  # exact base (mu, tau) where enumerable
+    # exact base (mu, tau) where enumerable
+    record_exact_mu_tau(model, tokenizer, task, problems, rare)
     path = save_rare_set(rare, args.out)
     with_event = sum(1 for p in rare.prompts.values() if p["rare_forms"])
     print(
-        f"{len(rare)} rare-correct trajectories from {rare.meta['num_correct_pool']} correct rollouts "
-        f"({len(problems)} prompts x {args.rollouts}); mean base NLL {fmt(rare.mean_base_nll)} "
-        f"(threshold {fmt(rare.meta['nll_threshold'])}); {with_event} prompts with a rare event; wrote {path}"
+        f"{len(rare)} rare-correct trajectories from {rare.meta['num_correct_pool']} correct "
+        f"rollouts ({len(problems)} prompts x {args.rollouts}); mean base NLL "
+        f"{fmt(rare.mean_base_nll)} (threshold {fmt(rare.meta['nll_threshold'])}); {with_event} "
+        f"prompts with a rare event; wrote {path}"
     )
     return 0
 

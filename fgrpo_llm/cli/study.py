@@ -1,4 +1,5 @@
-"""``fgrpo-llm study``: the demo's plan for several RL seeds, with intervals and a verdict per claim.
+"""``fgrpo-llm study``: the demo's plan for several RL seeds, with intervals and a verdict per
+claim.
 
     fgrpo-llm study --out runs/study --seeds 0,1,2,3,4            # the default plan, 2 workers
     fgrpo-llm study --out runs/study_fast --seeds 0,1 --fast      # tiny budgets (the tests' run)

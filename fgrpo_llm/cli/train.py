@@ -6,12 +6,12 @@
 
 Settings: the :class:`~fgrpo_llm.config.TrainConfig` defaults, then the ``--config`` file, then the
 flags given here (``--set KEY=VALUE`` reaches any other field). With ``--resume`` the run's saved
-config.json is the starting point, then the ``--config`` file and the flags: the fields a resumed run
-may change (steps, eval/checkpoint cadence, device, progress) take effect, any other difference is
-refused with one line naming it. For the built-in Countdown base, the task settings it was
+config.json is the starting point, then the ``--config`` file and the flags: the fields a resumed
+run may change (steps, eval/checkpoint cadence, device, progress) take effect, any other difference
+is refused with one line naming it. For the built-in Countdown base, the task settings it was
 pretrained with (its pretrain_config.json) are used unless ``--task-arg`` overrides them, and the
-completion limit defaults to the task's. Writes OUT/config.json, OUT/metrics.jsonl, OUT/groups.jsonl,
-OUT/checkpoints/ and OUT/model/.
+completion limit defaults to the task's. Writes OUT/config.json, OUT/metrics.jsonl,
+OUT/groups.jsonl, OUT/checkpoints/ and OUT/model/.
 """
 
 from __future__ import annotations
@@ -151,9 +151,10 @@ def resolve_config(args):
 
 
 def _task_defaults(data: dict) -> dict:
-    """For the built-in Countdown base: the task settings it was pretrained with; the task's token limit."""
-    from fgrpo_llm.tasks.for_model import model_task_kwargs
+    """For the built-in Countdown base: the task settings it was pretrained with; the task's token
+    limit."""
     from fgrpo_llm.tasks import get_task
+    from fgrpo_llm.tasks.for_model import model_task_kwargs
 
     task = data.get("task", "countdown")
     if not data.get("task_kwargs"):
@@ -185,6 +186,7 @@ def run(args) -> int:
         if isinstance(last.get(k), float)
     )
     print(
-        f"trained {cfg.algo} (gamma={cfg.gamma}) for {cfg.steps} steps; last step: {shown}; outputs in {cfg.out}"
+        f"trained {cfg.algo} (gamma={cfg.gamma}) for {cfg.steps} steps; last step: {shown}; "
+        f"outputs in {cfg.out}"
     )
     return 0

@@ -1,7 +1,7 @@
-"""``fgrpo-llm validate``: the theory-vs-LLM cross-check on finished training runs.
+r"""``fgrpo-llm validate``: the theory-vs-LLM cross-check on finished training runs.
 
-    fgrpo-llm validate --rare-set runs/demo/rare_set.json --run runs/demo/grpo_n8 --run runs/demo/fgrpo_n8 \
-        --out runs/demo/validate
+    fgrpo-llm validate --rare-set runs/demo/rare_set.json \
+        --run runs/demo/grpo_n8 --run runs/demo/fgrpo_n8 --out runs/demo/validate
 
 Each run directory needs ``groups.jsonl`` (tail-miss check); ``metrics.jsonl`` with
 ``rare/delta_nll`` and ``eval/eval.json`` feed the sweep table. Writes OUT/report.md,
@@ -17,16 +17,16 @@ import numpy as np
 
 def _validate(args) -> int:
     from fgrpo_llm.evaluation.rare import load_rare_set
-    from fgrpo_llm.files import writable_directory
+    from fgrpo_llm.evaluation.runs import load_run
+    from fgrpo_llm.experiments.cross_check import cross_check
+    from fgrpo_llm.experiments.paper import load_paper_results
     from fgrpo_llm.experiments.report import (
         lr_control_section,
         sweep_section,
         tail_miss_section,
         write_report,
     )
-    from fgrpo_llm.evaluation.runs import load_run
-    from fgrpo_llm.experiments.cross_check import cross_check
-    from fgrpo_llm.experiments.paper import load_paper_results
+    from fgrpo_llm.files import writable_directory
 
     if not args.run:
         raise ValueError("give at least one --run directory")
@@ -34,7 +34,7 @@ def _validate(args) -> int:
         raise ValueError(f"--label given {len(args.label)} times but --run {len(args.run)} times")
     writable_directory(args.out, what="--out")
     labels = args.label or [None] * len(args.run)
-    runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels)]
+    runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels, strict=True)]
     rare = load_rare_set(args.rare_set)
     result = cross_check(
         runs,

@@ -21,9 +21,9 @@ in front, T = ``max_new_tokens``, and pi = softmax(filter(logits / temperature))
 policy; ``filter`` = top-k / top-p, off by default):
 
     log pi(y | x) = sum_{t<n} log pi(c_t | x, c_<t) + log pi(EOS | x, c)   if n + 1 <= T
-                  = sum_{t<n} log pi(c_t | x, c_<t)                         if n = T (the sampler cuts
-                                                        the row at T tokens; its text is y, and the
-                                                        verifier counts it correct)
+                  = sum_{t<n} log pi(c_t | x, c_<t)                         if n = T (the sampler
+                                                        cuts the row at T tokens; its text is y,
+                                                        and the verifier counts it correct)
                   = -inf                                                    if n > T
 
 Exactness. The sum is exact when c is the only token sequence the sampler can return whose
@@ -50,8 +50,10 @@ up to float rounding (the sampler decodes with a KV cache). Tasks that cannot en
 math) keep the sampled estimates of ``build_rare_set``.
 
     from fgrpo_llm.evaluation.exact import exact_rare_set
-    comparison = exact_rare_set(model, tokenizer, task, problems, rare_set)  # records mu_exact, tau_exact
-    comparison.summary["tau_below_frac"]   # share of prompts whose sampled tau is below the exact one
+    # records mu_exact, tau_exact
+    comparison = exact_rare_set(model, tokenizer, task, problems, rare_set)
+    # share of prompts whose sampled tau is below the exact one
+    comparison.summary["tau_below_frac"]
 """
 
 from __future__ import annotations
@@ -179,7 +181,10 @@ def check_character_vocabulary(tokenizer) -> frozenset[int]:
             seen[text] = i
             chars.append(i)
     probe = [
-        t for pair in zip(chars, (skipped or [None]) * len(chars)) for t in pair if t is not None
+        t
+        for pair in zip(chars, (skipped or [None]) * len(chars), strict=False)
+        for t in pair
+        if t is not None
     ]
     want = "".join(tokenizer.decode([i], skip_special_tokens=True) for i in chars)
     got = tokenizer.decode(probe, skip_special_tokens=True)
@@ -258,9 +263,8 @@ def _score_rows(
                 else None
             )
             for i, (p, c) in enumerate(chunk):
-                cols = slice(
-                    len(p) - 1, len(p) - 1 + len(c)
-                )  # predictors of completion tokens 0..n-1
+                # predictors of completion tokens 0..n-1
+                cols = slice(len(p) - 1, len(p) - 1 + len(c))
                 out.append(
                     (
                         tok[i, cols].numpy(),
@@ -285,7 +289,8 @@ def completion_logprobs(
     batch_size: int = 64,
     autocast_dtype: torch.dtype | None = None,
 ) -> np.ndarray:
-    """(K,) log-probability that the sampler returns exactly each completion token list for ``prompt``.
+    """(K,) log-probability that the sampler returns exactly each completion token list for
+    ``prompt``.
 
     A completion the sampler can return either ends with its first EOS and has at most
     ``max_new_tokens`` tokens, or has exactly ``max_new_tokens`` tokens and no EOS (cut at the
@@ -318,7 +323,7 @@ def completion_logprobs(
         batch_size=b,
         autocast_dtype=autocast_dtype,
     )
-    for j, (tok, _) in zip(where, scored):
+    for j, (tok, _) in zip(where, scored, strict=True):
         result[j] = float(tok.sum())
     return result
 
@@ -386,7 +391,8 @@ def exact_mu_tau(
     ids = [pr.id for pr in problems]
     if len(set(ids)) != len(ids):
         raise ValueError(
-            f"problems must have distinct ids, got {next(i for i in ids if ids.count(i) > 1)!r} twice"
+            f"problems must have distinct ids, got {next(i for i in ids if ids.count(i) > 1)!r} "
+            "twice"
         )
     events = dict(events or {})
     unknown = sorted(set(events) - set(ids))
@@ -395,7 +401,8 @@ def exact_mu_tau(
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ValueError(
-            "the tokenizer has no EOS token: sampled rows never end, so mu is not a sum over answers"
+            "the tokenizer has no EOS token: sampled rows never end, so mu is not a sum over "
+            "answers"
         )
     try:
         skip_ids, exact = check_character_vocabulary(tokenizer), True
@@ -448,28 +455,27 @@ def exact_mu_tau(
         batch_size=b,
         autocast_dtype=autocast_dtype,
     )
-    by_owner = dict(zip(owners, scored))
+    by_owner = dict(zip(owners, scored, strict=True))
     result: dict[str, ExactMass] = {}
-    for pi_, (problem, (answers, forms, event, tokens)) in enumerate(zip(problems, plan)):
-        logp, slack_terms = (
-            {},
-            {},
-        )  # answer -> log pi(y | x); prefix ids -> (log pi(u | x) + log pi(S | x, u), in E)
-        for ai, (y, c) in enumerate(zip(answers, tokens)):
+    for pi_, (problem, (answers, forms, event, tokens)) in enumerate(
+        zip(problems, plan, strict=True)
+    ):
+        # answer -> log pi(y | x); prefix ids -> (log pi(u | x) + log pi(S | x, u), in E)
+        logp, slack_terms = {}, {}
+        for ai, (y, c) in enumerate(zip(answers, tokens, strict=True)):
             if (pi_, ai) not in by_owner:
                 logp[y] = -math.inf
                 continue
             tok, skip = by_owner[(pi_, ai)]
             logp[y] = float(tok.sum())
             if skip is not None and len(c) + 1 <= T:
-                prefix = np.concatenate(
-                    [[0.0], np.cumsum(tok[: len(c)])]
-                )  # (n+1,) log pi(c_<t | x), t = 0..n
+                # (n+1,) log pi(c_<t | x), t = 0..n
+                prefix = np.concatenate([[0.0], np.cumsum(tok[: len(c)])])
                 for t in range(len(c) + 1):
                     key = tuple(c[:t])
                     value, in_event = slack_terms.get(key, (prefix[t] + skip[t], False))
                     slack_terms[key] = (value, in_event or forms[ai] in event)
-        in_e = [y for y, f in zip(answers, forms) if f in event]
+        in_e = [y for y, f in zip(answers, forms, strict=True) if f in event]
         result[problem.id] = ExactMass(
             log_mu=_logsumexp(logp.values()),
             log_tau=_logsumexp(logp[y] for y in in_e),
@@ -503,11 +509,11 @@ def sampling_error_summary(
 
     mu: mean and max of |mu_sampled - mu_exact|, mean of mu_sampled - mu_exact. tau, over the
     prompts with a rare event (``has_event``): mean of tau_sampled - tau_exact, of |...|, mean and
-    median of tau_sampled / tau_exact (prompts with tau_exact > 0), and ``tau_below_frac``, the share
-    of prompts whose sampled tau is strictly below the exact one (the selection bias: E(x) was
-    chosen on the samples that measure it). With ``num_rollouts`` (M per prompt), also the share
-    of prompts whose exact value lies in the 95% Wilson interval of the sampled proportion (about
-    0.95 for an unbiased estimate). Undefined entries (no prompt to average over) are None.
+    median of tau_sampled / tau_exact (prompts with tau_exact > 0), and ``tau_below_frac``, the
+    share of prompts whose sampled tau is strictly below the exact one (the selection bias: E(x) was
+    chosen on the samples that measure it). With ``num_rollouts`` (M per prompt), also the share of
+    prompts whose exact value lies in the 95% Wilson interval of the sampled proportion (about 0.95
+    for an unbiased estimate). Undefined entries (no prompt to average over) are None.
     """
     mu_s = check_probability("mu_sampled", mu_sampled).astype(np.float64).ravel()
     mu_e = check_probability("mu_exact", mu_exact).astype(np.float64).ravel()
@@ -573,7 +579,8 @@ def exact_rare_set(
     record: bool = True,
     allow_lower_bound: bool = False,
 ) -> ExactComparison:
-    """Exact (mu, tau) for every prompt of ``rare_set`` (E(x) = its ``rare_forms``), next to the sampled ones.
+    """Exact (mu, tau) for every prompt of ``rare_set`` (E(x) = its ``rare_forms``), next to the
+    sampled ones.
 
     ``problems`` must hold every prompt id of ``rare_set.prompts`` (the problems the set was built
     from; extra ones are ignored). The sampling settings default to those the set was built with
@@ -631,7 +638,7 @@ def exact_rare_set(
         }
     )
     if record:
-        for pid, p in zip(pids, info):
+        for pid, p in zip(pids, info, strict=True):
             m = per_prompt[pid]
             p.update(
                 {

@@ -207,7 +207,7 @@ def pass_at_k_table(counts, n: int, ks) -> dict[str, float]:
     if (ks > n).any():
         raise ValueError(f"k must be <= n={n}, got k={int(ks.max())}")
     values = mean_pass_at_k(n, c, ks)
-    return {f"pass@{int(k)}": float(v) for k, v in zip(ks, values)}
+    return {f"pass@{int(k)}": float(v) for k, v in zip(ks, values, strict=True)}
 
 
 def split_role(split: str) -> str:
@@ -384,7 +384,8 @@ def load_eval(out_dir) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 def _check_eval(results, path) -> None:
-    """A ValueError naming what is wrong when ``results`` is not shaped like ``evaluate_model``'s."""
+    """A ValueError naming what is wrong when ``results`` is not shaped like
+    ``evaluate_model``'s."""
     if not isinstance(results, dict) or not isinstance(results.get("splits"), dict):
         raise ValueError(
             f"{path} must be an object with a 'splits' mapping (fgrpo-llm eval writes one)"

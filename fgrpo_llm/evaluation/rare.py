@@ -16,8 +16,8 @@ The same rollouts give, per prompt, the success rate mu = #correct / M and the r
 mass tau of a rare event E(x) defined by solution forms (``Task.solution_form``): E(x) is the set
 of forms of the prompt's rare-set trajectories, or, for a prompt without one, its designated rare
 mode (its least frequent correct form, when it has at least two distinct ones). tau = base
-frequency of E(x). Forms make E(x) checkable in training logs (``groups.jsonl`` records the form of every
-correct completion), which is what the tail-miss cross-check (``validate.py``) needs.
+frequency of E(x). Forms make E(x) checkable in training logs (``groups.jsonl`` records the form of
+every correct completion), which is what the tail-miss cross-check (``validate.py``) needs.
 
     fgrpo-llm rare-set --base runs/base --out runs/rare_set.json --prompts 64 --rollouts 200
 """
@@ -73,8 +73,8 @@ class RareSet:
         )
 
     def mu_tau(self, *, exact: bool | None = None) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """``(prompt_ids, mu, tau)`` over the prompts that have a rare event E(x): the exact values when
-        ``exact`` (None: when the set has them), else the sampled estimates."""
+        """``(prompt_ids, mu, tau)`` over the prompts that have a rare event E(x): the exact values
+        when ``exact`` (None: when the set has them), else the sampled estimates."""
         exact = self.has_exact if exact is None else exact
         mu_key, tau_key = ("mu_exact", "tau_exact") if exact else ("mu", "tau")
         ids = [pid for pid, p in self.prompts.items() if p["rare_forms"]]
@@ -102,7 +102,8 @@ def length_normalised_nll(
 
     if len(token_ids) != len(prompt_lengths):
         raise ValueError(
-            f"token_ids and prompt_lengths differ in length: {len(token_ids)} vs {len(prompt_lengths)}"
+            f"token_ids and prompt_lengths differ in length: {len(token_ids)} vs "
+            f"{len(prompt_lengths)}"
         )
     device = next(model.parameters()).device
     was_training = model.training
@@ -295,6 +296,7 @@ def save_rare_set(rare_set: RareSet, path) -> Path:
                 rare_set.texts,
                 rare_set.forms,
                 rare_set.base_nll,
+                strict=True,
             )
         ],
     }
@@ -328,7 +330,8 @@ def load_rare_set(path) -> RareSet:
 def delta_nll_rare(
     model, rare_set: RareSet, *, batch_size: int = 64, pad_token_id: int = 0
 ) -> float:
-    """Delta NLL_rare = mean nll_theta over the set - mean nll_base (App. M.2); nan for an empty set."""
+    """Delta NLL_rare = mean nll_theta over the set - mean nll_base (App. M.2); nan for an empty
+    set."""
     if len(rare_set) == 0:
         return float("nan")
     nll = length_normalised_nll(
@@ -342,7 +345,8 @@ def delta_nll_rare(
 
 
 def make_rare_evaluator(rare_set: RareSet, *, batch_size: int = 64, pad_token_id: int = 0):
-    """An evaluator for the trainer's ``evaluators`` list: ``(model, step) -> {"rare/delta_nll": ...}``."""
+    """An evaluator for the trainer's ``evaluators`` list:
+    ``(model, step) -> {"rare/delta_nll": ...}``."""
 
     def evaluate_rare(model, step: int) -> dict:
         if len(rare_set) == 0:

@@ -60,7 +60,8 @@ def run_label(algo: str, N: int | None, gamma: float, lr_scale: float = 1.0) -> 
 
 
 def is_base_lr(lr_scale: float) -> bool:
-    """True when a run trained at its configured lr (lr_scale = 1): a point of the group-size sweep."""
+    """True when a run trained at its configured lr (lr_scale = 1): a point of the group-size
+    sweep."""
     return abs(float(lr_scale) - 1.0) <= 1e-9
 
 

@@ -103,7 +103,8 @@ def paired_difference(a, b, *, confidence: float = 0.95) -> Interval:
 
 
 def verdict_above(iv: Interval, threshold: float = 0.0) -> str:
-    """Claim "the quantity is above ``threshold``": holds if lo > threshold, contradicted if hi < threshold."""
+    """Claim "the quantity is above ``threshold``": holds if lo > threshold, contradicted if
+    hi < threshold."""
     if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
         return NOT_RESOLVED
     if iv.lo > threshold:
@@ -114,13 +115,15 @@ def verdict_above(iv: Interval, threshold: float = 0.0) -> str:
 
 
 def verdict_below(iv: Interval, threshold: float = 0.0) -> str:
-    """Claim "the quantity is below ``threshold``": holds if hi < threshold, contradicted if lo > threshold."""
+    """Claim "the quantity is below ``threshold``": holds if hi < threshold, contradicted if
+    lo > threshold."""
     flipped = Interval(-iv.mean, -iv.hi, -iv.lo, iv.n, iv.sd, iv.confidence)
     return verdict_above(flipped, -threshold)
 
 
 def verdict_not_below(iv: Interval, threshold: float = 0.0) -> str:
-    """Claim "no drop below ``threshold`` beyond the interval": contradicted only if hi < threshold."""
+    """Claim "no drop below ``threshold`` beyond the interval": contradicted only if
+    hi < threshold."""
     if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
         return NOT_RESOLVED
     return CONTRADICTED if iv.hi < threshold else HOLDS

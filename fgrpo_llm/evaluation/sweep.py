@@ -31,7 +31,8 @@ __all__ = [
 
 
 def _eval_value(results: dict | None, role: str, k: int | str) -> float | None:
-    """Mean pass@k over the splits of one role (``in_domain`` / ``ood``); k="max" takes the largest k."""
+    """Mean pass@k over the splits of one role (``in_domain`` / ``ood``); k="max" takes the largest
+    k."""
     if not results:
         return None
     kk = max(results["ks"]) if k == "max" else int(k)
@@ -159,14 +160,15 @@ def ordering_sentences(rows: list[dict]) -> list[str]:
             Ns = ", ".join(str(r["N"]) for r in grpo)
             if len(set(ours)) == 1:
                 out.append(
-                    f"{name} across GRPO N = {Ns}: all our values are equal ({ours[0]:.3f}), so the "
-                    f"ordering cannot be compared with the paper's."
+                    f"{name} across GRPO N = {Ns}: all our values are equal ({ours[0]:.3f}), so "
+                    "the ordering cannot be compared with the paper's."
                 )
                 continue
             argmax_o, argmax_t = grpo[int(np.argmax(ours))]["N"], grpo[int(np.argmax(theirs))]["N"]
             out.append(
-                f"{name} across GRPO N = {Ns}: Kendall tau between our values and the paper's = {kt:+.2f} "
-                f"(largest at N={argmax_o} here, N={argmax_t} in the paper): the ordering {verdict}."
+                f"{name} across GRPO N = {Ns}: Kendall tau between our values and the paper's = "
+                f"{kt:+.2f} (largest at N={argmax_o} here, N={argmax_t} in the paper): the "
+                f"ordering {verdict}."
             )
     return out
 
@@ -225,23 +227,29 @@ def _control_sentence(name: str, focal: dict, grpo: dict, control: dict, key: st
     gap = f - b
     if abs(gap) < 5e-4:  # equal to the three decimals shown: a share of nothing would mislead
         return (
-            f"{head}: F-GRPO does not differ from GRPO here (to three decimals), so there is no difference "
-            f"for the smaller step to explain."
+            f"{head}: F-GRPO does not differ from GRPO here (to three decimals), so there is no "
+            "difference for the smaller step to explain."
         )
     share = (c - b) / gap
     if abs(c - f) < abs(c - b):
         verdict = (
-            "the low-LR GRPO lands nearer F-GRPO, so the smaller step alone reproduces most of F-GRPO's "
-            "difference from GRPO (little is left for the focal reweighting)"
+            "the low-LR GRPO lands nearer F-GRPO, so the smaller step alone reproduces most of "
+            "F-GRPO's difference from GRPO (little is left for the focal reweighting)"
         )
     elif abs(c - f) > abs(c - b):
         verdict = (
-            "the low-LR GRPO lands nearer GRPO, so the smaller step does not explain F-GRPO's difference "
-            "from GRPO (it points to the focal reweighting)"
+            "the low-LR GRPO lands nearer GRPO, so the smaller step does not explain F-GRPO's "
+            "difference from GRPO (it points to the focal reweighting)"
         )
     else:
-        verdict = "the low-LR GRPO lands halfway, so the smaller step explains about half of F-GRPO's difference"
-    return f"{head} (the smaller step reproduces {100 * share:.0f}% of F-GRPO's {gap:+.3f}): {verdict}."
+        verdict = (
+            "the low-LR GRPO lands halfway, so the smaller step explains about half of F-GRPO's "
+            "difference"
+        )
+    return (
+        f"{head} (the smaller step reproduces {100 * share:.0f}% of F-GRPO's {gap:+.3f}): "
+        f"{verdict}."
+    )
 
 
 def _v(x) -> str:
@@ -250,7 +258,8 @@ def _v(x) -> str:
 
 def plot_delta_nll(ax, rows: list[dict], controls: list[dict] = ()):
     """Delta NLL_rare against N for GRPO (line) and F-GRPO (stars), ours and the paper's; runs at a
-    scaled lr (``controls``, e.g. GRPO at lr * m_gamma) as separate triangles, not on the GRPO line."""
+    scaled lr (``controls``, e.g. GRPO at lr * m_gamma) as separate triangles, not on the GRPO
+    line."""
     artists = []
     rows = [r for r in rows if is_base_lr(r.get("lr_scale", 1.0))]
     grpo = sorted(

@@ -84,7 +84,7 @@ def tail_miss_records(
             "tau": empty,
             "prompt_id": np.zeros(0, dtype=object),
         }
-    step, N, active, hit, miss, mu, tau, pid = map(np.array, zip(*rows))
+    step, N, active, hit, miss, mu, tau, pid = map(np.array, zip(*rows, strict=True))
     return {
         "step": step.astype(int),
         "N": N.astype(int),
@@ -172,10 +172,10 @@ def calibration_bins(records: dict[str, np.ndarray], *, bins: int = 5) -> list[d
 def predicted_curve(
     rare_set, Ns, *, bootstrap: int = 200, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
-    """Mean over the rare-set prompts of Lemma 3.1 at each N. With sampled (mu, tau), a 95% band from a
-    parametric bootstrap of the estimates (each prompt's M rollouts re-drawn multinomially over E,
-    C minus E and not-C); with the exact values of ``fgrpo_llm.evaluation.exact`` there is no
-    estimation error and the band is the curve itself."""
+    """Mean over the rare-set prompts of Lemma 3.1 at each N. With sampled (mu, tau), a 95% band
+    from a parametric bootstrap of the estimates (each prompt's M rollouts re-drawn multinomially
+    over E, C minus E and not-C); with the exact values of ``fgrpo_llm.evaluation.exact`` there is
+    no estimation error and the band is the curve itself."""
     from fgrpo_theory.tail_miss import p_tail_miss
 
     ids, mu, tau = rare_set.mu_tau()
@@ -195,7 +195,8 @@ def predicted_curve(
     probs = np.stack([tau, mu - tau, 1 - mu], axis=1).clip(0, 1)  # (P, 3)
     probs = probs / probs.sum(axis=1, keepdims=True)
     for _ in range(int(bootstrap)):
-        counts = np.array([rng.multinomial(m, pr) for m, pr in zip(M, probs)])  # (P, 3)
+        # (P, 3)
+        counts = np.array([rng.multinomial(m, pr) for m, pr in zip(M, probs, strict=True)])
         tau_b = counts[:, 0] / M
         mu_b = (counts[:, 0] + counts[:, 1]) / M
         draws.append(curve(mu_b, tau_b))

@@ -7,5 +7,6 @@
 - ``maze``: the Maze single-solution experiment (Section 5.2, Table 4);
 - ``cross_check``: the theory-vs-LLM cross-check of finished runs;
 - ``report``: markdown for the reports;
-- ``paper``: the paper's published numbers (shipped as ``paper_results.json``), for side-by-side tables.
+- ``paper``: the paper's published numbers (shipped as ``paper_results.json``), for side-by-side
+  tables.
 """

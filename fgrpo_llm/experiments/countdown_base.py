@@ -1,4 +1,5 @@
-"""Supervised pretraining of the built-in base model on skewed Countdown demonstrations (our CPU-scale setting).
+"""Supervised pretraining of the built-in base model on skewed Countdown demonstrations
+(our CPU-scale setting).
 
 The base model must solve a moderate fraction of prompts and have *common and rare*
 correct modes, the situation the paper's tail-miss argument (Lemma 3.1) is about. Each
@@ -16,8 +17,8 @@ one of the OOD evaluation prompts), so the base solves some OOD prompts.
 The loop is AdamW (lr 3e-3, batch 128; warm-up then cosine decay over the step budget) for
 ``max_steps`` steps, so the base is the same on every machine however busy it is; the loss is the
 token-mean cross-entropy over completion tokens (EOS included). A wall-clock cap is optional and
-off by default; a run that hits one says so in its summary (``stopped_by``). Outputs in OUT: the Hugging Face
-checkpoint (weights, ``config.json`` of the model, tokenizer), ``pretrain_config.json``
+off by default; a run that hits one says so in its summary (``stopped_by``). Outputs in OUT: the
+Hugging Face checkpoint (weights, ``config.json`` of the model, tokenizer), ``pretrain_config.json``
 (this run's resolved :class:`PretrainConfig`) and ``pretrain_metrics.jsonl``.
 
     fgrpo-llm pretrain --out runs/base            # 600 steps, a few minutes on one CPU core
@@ -36,7 +37,6 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from fgrpo_theory.fields import Choice, Integer, Real, Text, check_fields, dataclass_from_dict
 from fgrpo_llm.model import (
     autocast,
     build_tiny_model,
@@ -45,9 +45,10 @@ from fgrpo_llm.model import (
     resolve_device,
     save_model_and_tokenizer,
 )
-from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask, all_expressions
 from fgrpo_llm.sft import completion_loss, pad_sft_rows
+from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask, all_expressions
 from fgrpo_llm.tokenizer import build_char_tokenizer
+from fgrpo_theory.fields import Choice, Integer, Real, Text, check_fields, dataclass_from_dict
 
 CONFIG_NAME = "pretrain_config.json"
 METRICS_NAME = "pretrain_metrics.jsonl"
@@ -72,7 +73,8 @@ class PretrainConfig:
     warmup_steps: int = 20
     """Linear learning-rate warm-up steps."""
     lr_schedule: str = "cosine"
-    """"constant", or "cosine": after warm-up, decay to ``min_lr_ratio * lr`` over the step budget."""
+    """"constant", or "cosine": after warm-up, decay to ``min_lr_ratio * lr`` over the step
+    budget."""
     min_lr_ratio: float = 0.1
     """Final learning rate of the cosine schedule, as a fraction of ``lr``."""
     weight_decay: float = 0.01
@@ -126,7 +128,7 @@ class PretrainConfig:
             )
 
     @classmethod
-    def from_dict(cls, values: dict) -> "PretrainConfig":
+    def from_dict(cls, values: dict) -> PretrainConfig:
         """Build from a mapping; unknown keys are a ValueError naming them."""
         return dataclass_from_dict(cls, values, what="pretrain config")
 
@@ -211,7 +213,8 @@ class DemonstrationStream:
         self.cfg, self.rng = cfg, rng
 
     def answers(self, i: int) -> tuple[list[str], list[str]]:
-        """Ranked correct expressions (as ``CountdownTask.solutions``) and wrong ones of problem i."""
+        """Ranked correct expressions (as ``CountdownTask.solutions``) and wrong ones of problem
+        i."""
         if i not in self._answers:
             numbers, target = self.problems[i].answer
             exprs = all_expressions(numbers, self.operators)
@@ -231,9 +234,8 @@ class DemonstrationStream:
         cfg, rows = self.cfg, []
         for i in self.rng.integers(len(self.problems), size=cfg.batch_size):
             if cfg.ood_fraction and self.rng.random() < cfg.ood_fraction:
-                problem = self.task.sample_ood_like(
-                    self.rng
-                )  # a four-number prompt, not an OOD test one
+                # a four-number prompt, not an OOD test one
+                problem = self.task.sample_ood_like(self.rng)
                 numbers, target = problem.answer
                 exprs = all_expressions(numbers, self.operators)
                 answers = (
@@ -279,7 +281,8 @@ def estimate_pass_at_1(
     autocast_dtype=None,
 ) -> dict:
     """pass@1 = mean reward over ``num_samples`` temperature-1 samples per problem, plus the mean
-    number of distinct correct forms per problem and the fraction of problems solved at least once."""
+    number of distinct correct forms per problem and the fraction of problems solved at least
+    once."""
     from fgrpo_llm.rollout import sample_completions
 
     batch = sample_completions(
@@ -295,7 +298,7 @@ def estimate_pass_at_1(
     rewards = np.array(
         [
             task.is_correct(problems[b], c)
-            for b, c in zip(batch.prompt_index.tolist(), batch.completions)
+            for b, c in zip(batch.prompt_index.tolist(), batch.completions, strict=True)
         ],
         dtype=np.float64,
     )
@@ -358,9 +361,8 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
         if time.perf_counter() - start >= cap:
             stopped_by = f"time cap ({cfg.seconds:g} s) after {step} of {cfg.max_steps} steps"
             break
-        lr = cfg.lr * lr_multiplier(
-            step, step / cfg.max_steps, cfg
-        )  # the schedule counts steps only
+        # the schedule counts steps only
+        lr = cfg.lr * lr_multiplier(step, step / cfg.max_steps, cfg)
         for group in optimizer.param_groups:
             group["lr"] = lr
         input_ids, mask, labels = (x.to(device) for x in stream.batch())  # (B, T) each

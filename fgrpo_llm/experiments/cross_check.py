@@ -49,13 +49,14 @@ def cross_check(
     rng: np.random.Generator,
     Ns_curve=(1, 2, 4, 8, 16, 32, 64, 128),
 ) -> dict:
-    """Run the tail-miss check and the sweep table; write figures and ``validation.json`` to ``out_dir``.
+    """Run the tail-miss check and the sweep table; write figures and ``validation.json`` to
+    ``out_dir``.
 
-    ``paper`` is ``fgrpo_llm.experiments.paper.load_paper_results()`` (the paper's rows beside ours),
-    or None to leave them out. Returns a dict with ``tail_miss`` (per window, per run: rows by N), ``calibration``, ``curve``,
-    ``sweep`` (rows of the group-size sweep), ``controls`` (rows of runs at a scaled lr),
-    ``lr_control`` (:func:`lr_control_comparisons`), ``orderings`` (sentences) and ``figures``
-    (paths relative to ``out_dir``).
+    ``paper`` is ``fgrpo_llm.experiments.paper.load_paper_results()`` (the paper's rows beside
+    ours), or None to leave them out. Returns a dict with ``tail_miss`` (per window, per run: rows
+    by N), ``calibration``, ``curve``, ``sweep`` (rows of the group-size sweep), ``controls`` (rows
+    of runs at a scaled lr), ``lr_control`` (:func:`lr_control_comparisons`), ``orderings``
+    (sentences) and ``figures`` (paths relative to ``out_dir``).
     """
     import matplotlib
 

@@ -97,26 +97,25 @@ def _write_timings(out: Path, clock: _Clock) -> Path:
 
     rows = [[name, f"{sec:.0f}"] for name, sec in clock.stages.items()]
     text = (
-        f"# Wall times of the last `fgrpo-llm demo` invocation\n\nTotal: {clock.elapsed() / 60:.1f} min "
-        f"(stages whose outputs already existed were skipped and cost ~0 s; these depend on the machine "
-        f"and its load, the results in report.md do not).\n\n"
-        + markdown_table(["stage", "seconds"], rows)
-        + "\n"
+        "# Wall times of the last `fgrpo-llm demo` invocation\n\nTotal: "
+        f"{clock.elapsed() / 60:.1f} min (stages whose outputs already existed were skipped and "
+        "cost ~0 s; these depend on the machine and its load, the results in report.md do not).\n"
+        "\n" + markdown_table(["stage", "seconds"], rows) + "\n"
     )
     return atomic_write_text(out / "timings.md", text)
 
 
 def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
-    """Run (or resume) every stage; write OUT/report.md and OUT/timings.md. Returns a summary dict."""
+    """Run (or resume) every stage; write OUT/report.md and OUT/timings.md. Returns a summary
+    dict."""
     import torch
 
     cfg = cfg or DemoConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "demo_config.json", dataclasses.asdict(cfg))
-    torch.set_num_threads(
-        cfg.threads
-    )  # the same in every stage and worker, whatever cfg.workers is
+    # the same in every stage and worker, whatever cfg.workers is
+    torch.set_num_threads(cfg.threads)
     clock = _Clock()
     summary: dict = {}
 

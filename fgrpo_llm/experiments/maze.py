@@ -122,10 +122,22 @@ class MazeConfig:
         def is_int(v, low):
             return isinstance(v, int) and not isinstance(v, bool) and v >= low
 
-        for name in ("grid_size", "num_train", "num_test", "hidden_size", "num_layers",
-                     "num_heads", "sft_steps", "sft_batch_size", "rl_steps",
-                     "rl_prompts_per_step", "eval_every", "eval_k_max", "sample_batch_size",
-                     "threads"):
+        for name in (
+            "grid_size",
+            "num_train",
+            "num_test",
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "sft_steps",
+            "sft_batch_size",
+            "rl_steps",
+            "rl_prompts_per_step",
+            "eval_every",
+            "eval_k_max",
+            "sample_batch_size",
+            "threads",
+        ):
             if not is_int(getattr(self, name), 1):
                 fail(name, "an integer >= 1")
         for name in ("seed", "rl_warmup_steps"):
@@ -161,11 +173,14 @@ class MazeConfig:
         if not all(_is_real(g) for g in matched):
             fail("lr_matched_gammas", "a list of numbers")
         object.__setattr__(self, "lr_matched_gammas", tuple(float(g) for g in matched))
-        if any(g <= 0 or g not in self.gammas for g in self.lr_matched_gammas) \
-                or len(set(self.lr_matched_gammas)) != len(self.lr_matched_gammas):
-            raise ValueError("lr_matched_gammas must be distinct positive values of gammas="
-                             f"{list(self.gammas)}, got lr_matched_gammas="
-                             f"{list(self.lr_matched_gammas)!r}")
+        if any(g <= 0 or g not in self.gammas for g in self.lr_matched_gammas) or len(
+            set(self.lr_matched_gammas)
+        ) != len(self.lr_matched_gammas):
+            raise ValueError(
+                "lr_matched_gammas must be distinct positive values of gammas="
+                f"{list(self.gammas)}, got lr_matched_gammas="
+                f"{list(self.lr_matched_gammas)!r}"
+            )
 
     @property
     def cells(self) -> int:
@@ -183,11 +198,12 @@ class MazeConfig:
         return sorted(powers | {self.eval_k_max})
 
     def to_dict(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v
-                for k, v in dataclasses.asdict(self).items()}
+        return {
+            k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()
+        }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "MazeConfig":
+    def from_dict(cls, data: dict) -> MazeConfig:
         from fgrpo_llm.config import dataclass_from_dict
 
         return dataclass_from_dict(cls, data, what="maze config")
@@ -215,11 +231,25 @@ def _is_real(v) -> bool:
 #: pass ``rl_prompts_per_step`` to change that.
 PRESETS: dict[str, dict] = {
     "reduced": {},  # the MazeConfig defaults
-    "full": dict(grid_size=17, num_train=50_000, num_test=256, hidden_size=192, num_layers=5,
-                 num_heads=6, sft_steps=1500, sft_batch_size=32, sft_lr=5e-4, rl_steps=20_000,
-                 rl_prompts_per_step=256, rl_lr=1e-4, rl_warmup_steps=0,
-                 group_sizes=(4, 8, 16, 32, 64, 128), eval_every=500, eval_k_max=2048,
-                 sample_batch_size=8192),
+    "full": dict(
+        grid_size=17,
+        num_train=50_000,
+        num_test=256,
+        hidden_size=192,
+        num_layers=5,
+        num_heads=6,
+        sft_steps=1500,
+        sft_batch_size=32,
+        sft_lr=5e-4,
+        rl_steps=20_000,
+        rl_prompts_per_step=256,
+        rl_lr=1e-4,
+        rl_warmup_steps=0,
+        group_sizes=(4, 8, 16, 32, 64, 128),
+        eval_every=500,
+        eval_k_max=2048,
+        sample_batch_size=8192,
+    ),
 }
 
 
@@ -235,14 +265,28 @@ def make_config(preset: str = "reduced", **overrides) -> MazeConfig:
 #: MazeConfig field -> its ``fgrpo-llm maze`` flag (the CLI is built from this, and
 #: :func:`command_for` writes a config back as a command).
 FLAGS = {
-    "grid_size": "--grid-size", "num_train": "--num-train", "num_test": "--num-test",
-    "seed": "--seed", "rl_seeds": "--seeds", "hidden_size": "--hidden-size",
-    "num_layers": "--num-layers", "num_heads": "--num-heads", "sft_steps": "--sft-steps",
-    "sft_batch_size": "--sft-batch-size", "sft_lr": "--sft-lr", "rl_steps": "--rl-steps",
-    "rl_prompts_per_step": "--prompts-per-step", "rl_lr": "--rl-lr",
-    "rl_warmup_steps": "--rl-warmup-steps", "group_sizes": "--group-sizes", "gammas": "--gammas",
-    "lr_matched_gammas": "--lr-matched-gammas", "eval_every": "--eval-every",
-    "eval_k_max": "--k-max", "sample_batch_size": "--sample-batch-size", "threads": "--threads",
+    "grid_size": "--grid-size",
+    "num_train": "--num-train",
+    "num_test": "--num-test",
+    "seed": "--seed",
+    "rl_seeds": "--seeds",
+    "hidden_size": "--hidden-size",
+    "num_layers": "--num-layers",
+    "num_heads": "--num-heads",
+    "sft_steps": "--sft-steps",
+    "sft_batch_size": "--sft-batch-size",
+    "sft_lr": "--sft-lr",
+    "rl_steps": "--rl-steps",
+    "rl_prompts_per_step": "--prompts-per-step",
+    "rl_lr": "--rl-lr",
+    "rl_warmup_steps": "--rl-warmup-steps",
+    "group_sizes": "--group-sizes",
+    "gammas": "--gammas",
+    "lr_matched_gammas": "--lr-matched-gammas",
+    "eval_every": "--eval-every",
+    "eval_k_max": "--k-max",
+    "sample_batch_size": "--sample-batch-size",
+    "threads": "--threads",
     "device": "--device",
 }
 
@@ -254,13 +298,17 @@ def command_for(cfg: MazeConfig, out: str = "OUT") -> str:
     parts = ["fgrpo-llm maze", f"--preset {cfg.preset}"]
     for name, value in cfg.to_dict().items():
         if name in FLAGS and base.get(name) != value:
-            text = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) \
-                if isinstance(value, list) else str(value)
+            text = (
+                ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+                if isinstance(value, list)
+                else str(value)
+            )
             parts.append(f"{FLAGS[name]} {text or ','}")
     return " ".join(parts + [f"--out {out}"])
 
 
 # -- the runs ------------------------------------------------------------------------------------
+
 
 def method_name(gamma: float, lr_match_gamma: float | None = None) -> str:
     """``GRPO``, ``F-GRPO gamma=<gamma>`` (the paper's row labels, e.g. gamma=1.0) or, for the
@@ -309,8 +357,9 @@ def methods(cfg: MazeConfig) -> list[tuple[float, float | None]]:
 
 def plan(cfg: MazeConfig) -> list[MazeRun]:
     """Every run, in the fixed order of the summaries: seed, then N, then method."""
-    return [MazeRun(s, N, g, m) for s in cfg.rl_seeds for N in cfg.group_sizes
-            for g, m in methods(cfg)]
+    return [
+        MazeRun(s, N, g, m) for s in cfg.rl_seeds for N in cfg.group_sizes for g, m in methods(cfg)
+    ]
 
 
 def build_task(cfg: MazeConfig) -> MazeTask:
@@ -342,6 +391,7 @@ def torch_threads(n: int):
 
 # -- SFT -----------------------------------------------------------------------------------------
 
+
 def sft_batch(tokenizer, task: MazeTask, problems, rng: np.random.Generator, batch_size: int):
     """``(input_ids, attention_mask, labels)`` each (B, T): ``<bos> maze > path END <eos>``,
     right-padded; labels are -100 except on the target path, END and EOS (the completion the RL
@@ -362,44 +412,66 @@ def run_sft(cfg: MazeConfig, task: MazeTask, out: Path, *, progress: bool = True
     checkpoint) and its loss curve beside it (OUT/sft/sft_metrics.jsonl). Returns a summary."""
     from tqdm import tqdm
 
-    from fgrpo_llm.model import build_tiny_model, count_parameters, resolve_device
-    from fgrpo_llm.model import save_model_and_tokenizer
+    from fgrpo_llm.model import (
+        build_tiny_model,
+        count_parameters,
+        resolve_device,
+        save_model_and_tokenizer,
+    )
     from fgrpo_llm.sft import completion_loss
     from fgrpo_llm.tokenizer import build_word_tokenizer
 
     device = resolve_device(cfg.device)
     tokenizer = build_word_tokenizer(list(VOCAB))
     positions = (cfg.grid_size - 2) ** 2 + 2 + cfg.max_new_tokens
-    model = build_tiny_model(tokenizer, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
-                             num_heads=cfg.num_heads, max_position_embeddings=positions,
-                             seed=cfg.seed).to(device)
+    model = build_tiny_model(
+        tokenizer,
+        hidden_size=cfg.hidden_size,
+        num_layers=cfg.num_layers,
+        num_heads=cfg.num_heads,
+        max_position_embeddings=positions,
+        seed=cfg.seed,
+    ).to(device)
     problems = task.problems("train")
     rng = np.random.default_rng([cfg.seed, 7])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.sft_lr, betas=(0.9, 0.999),
-                                  weight_decay=0.01)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=cfg.sft_lr, betas=(0.9, 0.999), weight_decay=0.01
+    )
     out.mkdir(parents=True, exist_ok=True)
     log_path = out.parent / "sft_metrics.jsonl"
     log_path.write_text("")
     model.train()
     loss_value = float("nan")
-    bar = tqdm(range(1, cfg.sft_steps + 1), desc="maze sft", unit="step", file=sys.stderr,
-               disable=not progress)
+    bar = tqdm(
+        range(1, cfg.sft_steps + 1),
+        desc="maze sft",
+        unit="step",
+        file=sys.stderr,
+        disable=not progress,
+    )
     with open(log_path, "a") as log:
         for step in bar:
-            input_ids, mask, labels = (x.to(device) for x in sft_batch(
-                tokenizer, task, problems, rng, cfg.sft_batch_size))  # (B, T) each
+            input_ids, mask, labels = (
+                x.to(device) for x in sft_batch(tokenizer, task, problems, rng, cfg.sft_batch_size)
+            )  # (B, T) each
             loss = completion_loss(model, input_ids, mask, labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
-                raise FloatingPointError(f"maze SFT diverged at step {step} (loss {float(loss)}); "
-                                         f"lower sft_lr={cfg.sft_lr}")
+                raise FloatingPointError(
+                    f"maze SFT diverged at step {step} (loss {float(loss)}); "
+                    f"lower sft_lr={cfg.sft_lr}"
+                )
             optimizer.step()
             loss_value = float(loss.detach())
             if step % 25 == 0 or step in (1, cfg.sft_steps):
-                log.write(json.dumps({"step": step, "sft/loss": loss_value,
-                                      "sft/grad_norm": float(grad_norm)}) + "\n")
+                log.write(
+                    json.dumps(
+                        {"step": step, "sft/loss": loss_value, "sft/grad_norm": float(grad_norm)}
+                    )
+                    + "\n"
+                )
                 log.flush()
                 bar.set_postfix(loss=f"{loss_value:.3f}")
     model.eval()
@@ -408,6 +480,7 @@ def run_sft(cfg: MazeConfig, task: MazeTask, out: Path, *, progress: bool = True
 
 
 # -- evaluation ----------------------------------------------------------------------------------
+
 
 def eval_seed(rl_seed: int) -> int:
     """The torch seed of RL seed ``rl_seed``'s held-out evaluation."""
@@ -425,10 +498,17 @@ def evaluate_heldout(model, tokenizer, task: MazeTask, cfg: MazeConfig, *, rl_se
 
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(eval_seed(rl_seed))
-    counts = sample_correct_counts(model, tokenizer, task, task.problems("test"),
-                                   n=cfg.eval_k_max, max_new_tokens=cfg.max_new_tokens,
-                                   temperature=1.0, generator=generator,
-                                   batch_size=cfg.sample_batch_size)
+    counts = sample_correct_counts(
+        model,
+        tokenizer,
+        task,
+        task.problems("test"),
+        n=cfg.eval_k_max,
+        max_new_tokens=cfg.max_new_tokens,
+        temperature=1.0,
+        generator=generator,
+        batch_size=cfg.sample_batch_size,
+    )
     table = pass_at_k_table(counts, cfg.eval_k_max, cfg.ks)
     metrics = {f"eval/test/{k}": v for k, v in table.items()}
     metrics["eval/test/solved_frac"] = float((counts > 0).mean())
@@ -437,25 +517,53 @@ def evaluate_heldout(model, tokenizer, task: MazeTask, cfg: MazeConfig, *, rl_se
 
 # -- RL ------------------------------------------------------------------------------------------
 
-def train_config(cfg: MazeConfig, sft_dir: Path, run_dir: Path, run: MazeRun, *,
-                 progress: bool = True):
+
+def train_config(
+    cfg: MazeConfig, sft_dir: Path, run_dir: Path, run: MazeRun, *, progress: bool = True
+):
     """The trainer's config of one run: fully on-policy (one update per step, ratio = 1)."""
     from fgrpo_llm.config import TrainConfig
 
     return TrainConfig(
-        base=str(sft_dir / "model"), out=str(run_dir), algo="grpo", gamma=run.gamma, task="maze",
-        task_kwargs={"grid_size": cfg.grid_size, "num_train": cfg.num_train,
-                     "num_test": cfg.num_test, "seed": cfg.seed},
-        steps=cfg.rl_steps, prompts_per_step=cfg.rl_prompts_per_step, group_size=run.N,
-        num_mini_batches=1, ppo_epochs=1, lr=cfg.rl_lr, lr_match_gamma=run.lr_match_gamma,
-        warmup_steps=cfg.rl_warmup_steps, max_new_tokens=cfg.max_new_tokens,
-        rollout_batch_size=cfg.sample_batch_size, seed=run.seed, eval_every=cfg.eval_every,
-        checkpoint_every=cfg.eval_every, keep_checkpoints=1, device=cfg.device,
-        progress=progress)
+        base=str(sft_dir / "model"),
+        out=str(run_dir),
+        algo="grpo",
+        gamma=run.gamma,
+        task="maze",
+        task_kwargs={
+            "grid_size": cfg.grid_size,
+            "num_train": cfg.num_train,
+            "num_test": cfg.num_test,
+            "seed": cfg.seed,
+        },
+        steps=cfg.rl_steps,
+        prompts_per_step=cfg.rl_prompts_per_step,
+        group_size=run.N,
+        num_mini_batches=1,
+        ppo_epochs=1,
+        lr=cfg.rl_lr,
+        lr_match_gamma=run.lr_match_gamma,
+        warmup_steps=cfg.rl_warmup_steps,
+        max_new_tokens=cfg.max_new_tokens,
+        rollout_batch_size=cfg.sample_batch_size,
+        seed=run.seed,
+        eval_every=cfg.eval_every,
+        checkpoint_every=cfg.eval_every,
+        keep_checkpoints=1,
+        device=cfg.device,
+        progress=progress,
+    )
 
 
-def run_rl(cfg: MazeConfig, task: MazeTask, sft_dir: Path, run_dir: Path, run: MazeRun, *,
-           progress: bool = True) -> None:
+def run_rl(
+    cfg: MazeConfig,
+    task: MazeTask,
+    sft_dir: Path,
+    run_dir: Path,
+    run: MazeRun,
+    *,
+    progress: bool = True,
+) -> None:
     """One GRPO / F-GRPO / control run with the generic trainer; a killed run resumes from its
     last checkpoint (or starts again when it had none)."""
     from fgrpo_llm.model import load_model_and_tokenizer
@@ -477,8 +585,12 @@ def read_curve(run_dir: Path, sft_eval: dict) -> list[dict]:
         for line in fh:
             record = json.loads(line)
             if "eval/test/pass@1" in record:
-                curve.append({"step": record["step"],
-                              **{k: v for k, v in record.items() if k.startswith("eval/")}})
+                curve.append(
+                    {
+                        "step": record["step"],
+                        **{k: v for k, v in record.items() if k.startswith("eval/")},
+                    }
+                )
     return curve
 
 
@@ -511,12 +623,24 @@ def _rl_job(cfg: MazeConfig, out: Path, run: MazeRun, progress: bool) -> dict:
     from fgrpo_llm.config import TrainConfig
 
     lr = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text())).effective_lr
-    result = {"method": run.method, "gamma": run.gamma, "lr_match_gamma": run.lr_match_gamma,
-              "N": run.N, "seed": run.seed, "lr": lr, "torch_threads": threads, "curve": curve,
-              "final": curve[-1], "dips": dip_statistics(curve, cfg.ks)}
+    result = {
+        "method": run.method,
+        "gamma": run.gamma,
+        "lr_match_gamma": run.lr_match_gamma,
+        "N": run.N,
+        "seed": run.seed,
+        "lr": lr,
+        "torch_threads": threads,
+        "curve": curve,
+        "final": curve[-1],
+        "dips": dip_statistics(curve, cfg.ks),
+    }
     _write_json(run_dir / "result.json", result)
-    return {"key": run.key, "wall_s": time.perf_counter() - wall,
-            "cpu_s": time.process_time() - cpu}
+    return {
+        "key": run.key,
+        "wall_s": time.perf_counter() - wall,
+        "cpu_s": time.process_time() - cpu,
+    }
 
 
 def _map_jobs(cfg: MazeConfig, out: Path, todo: list[MazeRun], workers: int, progress: bool):
@@ -559,12 +683,15 @@ def _check_out(cfg: MazeConfig, out: Path) -> None:
             raise ValueError(f"{saved} is not readable JSON; use another --out") from None
         if not isinstance(old, dict):
             raise ValueError(f"{saved} must hold a JSON object; use another --out")
-        diff = sorted(k for k, v in cfg.to_dict().items()
-                      if k not in FREE_FIELDS and old.get(k) != v)
+        diff = sorted(
+            k for k, v in cfg.to_dict().items() if k not in FREE_FIELDS and old.get(k) != v
+        )
         if diff:
             shown = ", ".join(f"{k}={old.get(k)!r}" for k in diff)
-            raise ValueError(f"{out} holds a maze run with other settings ({shown}); "
-                             "use another --out or the same settings")
+            raise ValueError(
+                f"{out} holds a maze run with other settings ({shown}); "
+                "use another --out or the same settings"
+            )
 
 
 class _Timings:
@@ -594,8 +721,10 @@ class _Timings:
 
 def _cpu_seconds() -> float:
     """CPU seconds of this process and of its finished (reaped) child processes."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-        resource.RUSAGE_CHILDREN)
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
@@ -632,26 +761,37 @@ def run_experiment(cfg: MazeConfig, out, *, workers: int = 1, progress: bool = T
                 continue
             wall, cpu = time.perf_counter(), time.process_time()
             if model is None:
-                model, tokenizer = load_model_and_tokenizer(sft_dir / "model",
-                                                            device=resolve_device(cfg.device))
+                model, tokenizer = load_model_and_tokenizer(
+                    sft_dir / "model", device=resolve_device(cfg.device)
+                )
             _write_json(path, evaluate_heldout(model, tokenizer, task, cfg, rl_seed=s))
-            timings.stage(f"sft_eval/seed{s}", time.perf_counter() - wall,
-                          time.process_time() - cpu)
-            _log(progress, f"SFT model, held-out with seed {s}: "
-                 + _fmt(json.loads(path.read_text()), cfg))
+            timings.stage(
+                f"sft_eval/seed{s}", time.perf_counter() - wall, time.process_time() - cpu
+            )
+            _log(
+                progress,
+                f"SFT model, held-out with seed {s}: " + _fmt(json.loads(path.read_text()), cfg),
+            )
 
     todo = [r for r in plan(cfg) if not (out / "rl" / r.key / "result.json").is_file()]
     todo.sort(key=lambda r: -r.N)  # longest first (cost ~ N), so the workers finish together
-    _log(progress, f"{len(todo)} RL run(s) to train on {min(workers, max(len(todo), 1))} "
-         f"worker(s), {cfg.threads} thread(s) each")
+    _log(
+        progress,
+        f"{len(todo)} RL run(s) to train on {min(workers, max(len(todo), 1))} "
+        f"worker(s), {cfg.threads} thread(s) each",
+    )
     for done, job in enumerate(_map_jobs(cfg, out, todo, workers, progress), 1):
         timings.stage(f"rl/{job['key']}", job["wall_s"], job["cpu_s"])
         result = json.loads((out / "rl" / job["key"] / "result.json").read_text())
         K = cfg.eval_k_max
-        _log(progress, f"[{done}/{len(todo)}] seed {result['seed']} {result['method']} "
-             f"N={result['N']}: final " + _fmt(result["final"], cfg)
-             + f"; largest pass@{K} dip {result['dips'][f'dip/pass@{K}']:.3f} "
-             f"({job['wall_s']:.0f} s)")
+        _log(
+            progress,
+            f"[{done}/{len(todo)}] seed {result['seed']} {result['method']} "
+            f"N={result['N']}: final "
+            + _fmt(result["final"], cfg)
+            + f"; largest pass@{K} dip {result['dips'][f'dip/pass@{K}']:.3f} "
+            f"({job['wall_s']:.0f} s)",
+        )
     results = summarize(cfg, out)
     timings.save()
     results["timings"] = timings.data
@@ -659,8 +799,7 @@ def run_experiment(cfg: MazeConfig, out, *, workers: int = 1, progress: bool = T
 
 
 def _fmt(metrics: dict, cfg: MazeConfig) -> str:
-    return ", ".join(f"pass@{k}={metrics[f'eval/test/pass@{k}']:.3f}"
-                     for k in (1, cfg.eval_k_max))
+    return ", ".join(f"pass@{k}={metrics[f'eval/test/pass@{k}']:.3f}" for k in (1, cfg.eval_k_max))
 
 
 def _log(progress: bool, text: str) -> None:

@@ -27,17 +27,19 @@ def _style(i: int, matched) -> dict:
 def plot_curves(axes, cfg: MazeConfig, results: dict, k: int) -> None:
     """pass@k against RL step, one panel per N (``axes`` a sequence), one line per method."""
     key = f"eval/test/pass@{k}"
-    for ax, N in zip(axes, cfg.group_sizes):
+    for ax, N in zip(axes, cfg.group_sizes, strict=False):
         for i, (gamma, matched) in enumerate(methods(cfg)):
             method = method_name(gamma, matched)
-            curves = [r["curve"] for r in results["runs"].values()
-                      if r["method"] == method and r["N"] == N]
+            curves = [
+                r["curve"]
+                for r in results["runs"].values()
+                if r["method"] == method and r["N"] == N
+            ]
             if not curves:
                 continue
             steps = [c["step"] for c in curves[0]]
-            stats = [_band([cv[j][key] for cv in curves if len(cv) > j])
-                     for j in range(len(steps))]
-            mean, lo, hi = (np.array(x) for x in zip(*stats))
+            stats = [_band([cv[j][key] for cv in curves if len(cv) > j]) for j in range(len(steps))]
+            mean, lo, hi = (np.array(x) for x in zip(*stats, strict=True))
             ax.plot(steps, mean, marker="o", ms=3, label=method, **_style(i, matched))
             if np.isfinite(lo).all():
                 ax.fill_between(steps, lo, hi, color=f"C{i}", alpha=0.12, lw=0)
@@ -58,26 +60,44 @@ def plot_final(ax, cfg: MazeConfig, results: dict, paper: dict | None, k: int) -
         shift = 2 ** (0.04 * (i - (M - 1) / 2))  # side by side at each N (log axis)
         Ns, means, errs = [], [], []
         for N in cfg.group_sizes:
-            values = [r["final"][key] for r in results["runs"].values()
-                      if r["method"] == method and r["N"] == N]
+            values = [
+                r["final"][key]
+                for r in results["runs"].values()
+                if r["method"] == method and r["N"] == N
+            ]
             if values:
                 mean, lo, hi = _band(values)
                 Ns.append(N)
                 means.append(mean)
                 errs.append((mean - lo, hi - mean) if np.isfinite(lo) else (0.0, 0.0))
         if Ns:
-            ax.errorbar([N * shift for N in Ns], means, yerr=np.array(errs).T, marker="o", capsize=3,
-                        label=f"ours {method}", **_style(i, matched))
+            ax.errorbar(
+                [N * shift for N in Ns],
+                means,
+                yerr=np.array(errs).T,
+                marker="o",
+                capsize=3,
+                label=f"ours {method}",
+                **_style(i, matched),
+            )
         values = (paper or {}).get(f"pass@{k}", {}).get(method) if matched is None else None
         if values:
-            ax.plot(paper["N"], [v / 100 for v in values], ls=":", marker="x", color=f"C{i}",
-                    label=f"paper {method}")
+            ax.plot(
+                paper["N"],
+                [v / 100 for v in values],
+                ls=":",
+                marker="x",
+                color=f"C{i}",
+                label=f"paper {method}",
+            )
     sft = [e[key] for e in results["sft"].values()]
     if sft:
         ax.axhline(float(np.mean(sft)), color="grey", ls=":", label="ours, SFT model (step 0)")
     in_paper = bool((paper or {}).get(f"pass@{k}"))
-    ax.set_title(f"pass@{k}: ours" + (", paper Table 4 (dotted)" if in_paper
-                                      else " (not in Table 4)"), fontsize=8)
+    ax.set_title(
+        f"pass@{k}: ours" + (", paper Table 4 (dotted)" if in_paper else " (not in Table 4)"),
+        fontsize=8,
+    )
     ax.set_xscale("log", base=2)
     ticks = sorted(set(cfg.group_sizes) | (set(paper["N"]) if in_paper else set()))
     ax.set_xticks(ticks, [str(N) for N in ticks])
@@ -99,8 +119,11 @@ def write_figures(cfg: MazeConfig, results: dict, paper: dict | None, out: Path)
     fig, axes = plt.subplots(2, nN, figsize=(2.8 * nN + 0.6, 5.0), squeeze=False, sharey="row")
     plot_curves(axes[0], cfg, results, 1)
     plot_curves(axes[1], cfg, results, cfg.eval_k_max)
-    fig.suptitle(f"Maze {cfg.grid_size}x{cfg.grid_size}: held-out pass@1 (top), "
-                 f"pass@{cfg.eval_k_max} (bottom); mean of {S} seed(s), 95% t band", fontsize=9)
+    fig.suptitle(
+        f"Maze {cfg.grid_size}x{cfg.grid_size}: held-out pass@1 (top), "
+        f"pass@{cfg.eval_k_max} (bottom); mean of {S} seed(s), 95% t band",
+        fontsize=9,
+    )
     fig.tight_layout()
     paths.append(out / "maze_curves.png")
     fig.savefig(paths[-1], dpi=110)

@@ -34,14 +34,37 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_llm.evaluation.stats import (CONTRADICTED, HOLDS, NOT_RESOLVED, Interval,
-                                        format_interval, paired_difference, t_interval,
-                                        verdict_above, verdict_below)
-from fgrpo_llm.experiments.maze import (PAPER_TABLE, MazeConfig, _write_json, command_for,
-                                        method_name, methods, plan)
+from fgrpo_llm.evaluation.stats import (
+    CONTRADICTED,
+    HOLDS,
+    NOT_RESOLVED,
+    Interval,
+    format_interval,
+    paired_difference,
+    t_interval,
+    verdict_above,
+    verdict_below,
+)
+from fgrpo_llm.experiments.maze import (
+    PAPER_TABLE,
+    MazeConfig,
+    _write_json,
+    command_for,
+    method_name,
+    methods,
+    plan,
+)
 
-__all__ = ["summarize", "study", "collect", "combine_verdicts", "write_report", "table_rows",
-           "paper_table4", "CLAIMS"]
+__all__ = [
+    "summarize",
+    "study",
+    "collect",
+    "combine_verdicts",
+    "write_report",
+    "table_rows",
+    "paper_table4",
+    "CLAIMS",
+]
 
 #: The paper's Maze claims (Section 5.2, Table 4), as judged here.
 CLAIMS = {
@@ -55,8 +78,11 @@ CLAIMS = {
 def _metrics(cfg: MazeConfig) -> dict[str, tuple[str, str]]:
     """Study metric -> (label, the direction F-GRPO should win in: "above" / "below")."""
     K = cfg.eval_k_max
-    return {"pass@1": ("final pass@1", "above"), f"pass@{K}": (f"final pass@{K}", "above"),
-            "dip": (f"largest pass@{K} dip", "below")}
+    return {
+        "pass@1": ("final pass@1", "above"),
+        f"pass@{K}": (f"final pass@{K}", "above"),
+        "dip": (f"largest pass@{K} dip", "below"),
+    }
 
 
 def _value(cfg: MazeConfig, result: dict, metric: str) -> float:
@@ -83,8 +109,11 @@ def collect(cfg: MazeConfig, out: Path) -> dict:
 
 def _per_seed(cfg: MazeConfig, results: dict, method: str, N: int, metric: str) -> dict:
     """{seed: value} of one (method, N) over the seeds that finished."""
-    return {r["seed"]: _value(cfg, r, metric) for r in results["runs"].values()
-            if r["method"] == method and r["N"] == N}
+    return {
+        r["seed"]: _value(cfg, r, metric)
+        for r in results["runs"].values()
+        if r["method"] == method and r["N"] == N
+    }
 
 
 def _paired(a: dict, b: dict) -> Interval | None:
@@ -146,50 +175,100 @@ def study(cfg: MazeConfig, results: dict) -> dict:
         for N in cfg.group_sizes:
             for role, other in others:
                 for metric, (label, direction) in metrics.items():
-                    iv = _paired(_per_seed(cfg, results, fgrpo, N, metric),
-                                 _per_seed(cfg, results, other, N, metric))
-                    diffs.append({"a": fgrpo, "b": other, "role": role, "gamma": gamma, "N": N,
-                                  "metric": metric, "label": label, "direction": direction,
-                                  "difference": _iv(iv), "verdict": _verdict(iv, direction)})
+                    iv = _paired(
+                        _per_seed(cfg, results, fgrpo, N, metric),
+                        _per_seed(cfg, results, other, N, metric),
+                    )
+                    diffs.append(
+                        {
+                            "a": fgrpo,
+                            "b": other,
+                            "role": role,
+                            "gamma": gamma,
+                            "N": N,
+                            "metric": metric,
+                            "label": label,
+                            "direction": direction,
+                            "difference": _iv(iv),
+                            "verdict": _verdict(iv, direction),
+                        }
+                    )
         if gamma not in cfg.lr_matched_gammas:
             continue
         control = method_name(0.0, gamma)
         for N in cfg.group_sizes:  # does a lower lr alone move GRPO? (control - GRPO)
             for metric, (label, direction) in metrics.items():
-                iv = _paired(_per_seed(cfg, results, control, N, metric),
-                             _per_seed(cfg, results, grpo, N, metric))
-                diffs.append({"a": control, "b": grpo, "role": "control vs GRPO",
-                              "gamma": gamma, "N": N, "metric": metric, "label": label,
-                              "direction": direction, "difference": _iv(iv),
-                              "verdict": _verdict(iv, direction)})
+                iv = _paired(
+                    _per_seed(cfg, results, control, N, metric),
+                    _per_seed(cfg, results, grpo, N, metric),
+                )
+                diffs.append(
+                    {
+                        "a": control,
+                        "b": grpo,
+                        "role": "control vs GRPO",
+                        "gamma": gamma,
+                        "N": N,
+                        "metric": metric,
+                        "label": label,
+                        "direction": direction,
+                        "difference": _iv(iv),
+                        "verdict": _verdict(iv, direction),
+                    }
+                )
     by = {(d["a"], d["b"], d["N"], d["metric"]): d for d in diffs}
     claims = {}
     claim_metric = {"a": "dip", "b": "pass@1", "c": f"pass@{K}"}
     for c, metric in claim_metric.items():
         per_gamma = {}
         for gamma in [g for g in cfg.gammas if g > 0]:
-            cell = {N: by[(method_name(gamma), grpo, N, metric)]["verdict"]
-                    for N in cfg.group_sizes}
-            per_gamma[f"{gamma:g}"] = {"verdict": combine_verdicts(cell.values()),
-                                       "cells": {str(N): v for N, v in cell.items()}}
-        claims[c] = {"claim": CLAIMS[c], "metric": metric, "per_gamma": per_gamma,
-                     "verdict": combine_verdicts(v["verdict"] for v in per_gamma.values())}
+            cell = {
+                N: by[(method_name(gamma), grpo, N, metric)]["verdict"] for N in cfg.group_sizes
+            }
+            per_gamma[f"{gamma:g}"] = {
+                "verdict": combine_verdicts(cell.values()),
+                "cells": {str(N): v for N, v in cell.items()},
+            }
+        claims[c] = {
+            "claim": CLAIMS[c],
+            "metric": metric,
+            "per_gamma": per_gamma,
+            "verdict": combine_verdicts(v["verdict"] for v in per_gamma.values()),
+        }
     per_gamma = {}
     for gamma in cfg.lr_matched_gammas:
         fgrpo, control = method_name(gamma), method_name(0.0, gamma)
-        gains = [(N, m) for N in cfg.group_sizes for m in claim_metric.values()
-                 if by[(fgrpo, grpo, N, m)]["verdict"] == HOLDS]
+        gains = [
+            (N, m)
+            for N in cfg.group_sizes
+            for m in claim_metric.values()
+            if by[(fgrpo, grpo, N, m)]["verdict"] == HOLDS
+        ]
         cell = {f"N={N} {m}": by[(fgrpo, control, N, m)]["verdict"] for N, m in gains}
-        per_gamma[f"{gamma:g}"] = {"verdict": combine_verdicts(cell.values()), "cells": cell,
-                                   "gains": len(gains)}
-    claims["d"] = {"claim": CLAIMS["d"], "metric": "the metrics of (a)-(c) where F-GRPO's gain "
-                   "over GRPO holds", "per_gamma": per_gamma,
-                   "verdict": combine_verdicts(v["verdict"] for v in per_gamma.values())}
-    return {"seeds": list(cfg.rl_seeds), "K": K, "sft": sft, "runs": rows, "differences": diffs,
-            "claims": claims, "command": command_for(cfg)}
+        per_gamma[f"{gamma:g}"] = {
+            "verdict": combine_verdicts(cell.values()),
+            "cells": cell,
+            "gains": len(gains),
+        }
+    claims["d"] = {
+        "claim": CLAIMS["d"],
+        "metric": "the metrics of (a)-(c) where F-GRPO's gain over GRPO holds",
+        "per_gamma": per_gamma,
+        "verdict": combine_verdicts(v["verdict"] for v in per_gamma.values()),
+    }
+    return {
+        "seeds": list(cfg.rl_seeds),
+        "K": K,
+        "sft": sft,
+        "runs": rows,
+        "differences": diffs,
+        "claims": claims,
+        "command": command_for(cfg),
+    }
 
 
 # -- the Table-4-shaped table (means beside the paper's) ------------------------------------------
+
 
 def paper_table4() -> dict | None:
     """The paper's Table 4 (``fgrpo_llm.experiments.paper``), or None when it is not in the file
@@ -212,15 +291,18 @@ def table_rows(cfg: MazeConfig, results: dict, paper: dict | None) -> list[dict]
             row = {"metric": metric, "N": N}
             for gamma, matched in methods(cfg):
                 method = method_name(gamma, matched)
-                values = [100 * r["final"][f"eval/test/{metric}"]
-                          for r in results["runs"].values()
-                          if r["method"] == method and r["N"] == N]
+                values = [
+                    100 * r["final"][f"eval/test/{metric}"]
+                    for r in results["runs"].values()
+                    if r["method"] == method and r["N"] == N
+                ]
                 row[f"ours {method}"] = round(float(np.mean(values)), 1) if values else None
             for gamma in cfg.gammas:
                 method = method_name(gamma)
                 values = (paper or {}).get(metric, {}).get(method)
-                row[f"paper {method}"] = (values[paper["N"].index(N)]
-                                          if values and N in paper["N"] else None)
+                row[f"paper {method}"] = (
+                    values[paper["N"].index(N)] if values and N in paper["N"] else None
+                )
             rows.append(row)
     return rows
 
@@ -241,30 +323,43 @@ def _write_table(rows: list[dict], out: Path, cfg: MazeConfig, results: dict) ->
 
     S = len(results["sft"])
     sft = [f"pass@{k} {_sft_mean(results, k):.1f}" for k in (1, cfg.eval_k_max)] if S else ["-"]
-    lines = [f"Held-out maze pass@k (%), mean over {S} RL seed(s), {cfg.num_test} mazes, grid "
-             f"{cfg.grid_size}x{cfg.grid_size}, {cfg.rl_steps} RL steps, preset {cfg.preset}; "
-             "SFT model: " + ", ".join(sft),
-             "'paper' columns: Table 4 of the paper (17x17, 20K steps, 256 mazes, n=1024), "
-             "side by side only. Intervals and verdicts: report.md.",
-             "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = [
+        f"Held-out maze pass@k (%), mean over {S} RL seed(s), {cfg.num_test} mazes, grid "
+        f"{cfg.grid_size}x{cfg.grid_size}, {cfg.rl_steps} RL steps, preset {cfg.preset}; "
+        "SFT model: " + ", ".join(sft),
+        "'paper' columns: Table 4 of the paper (17x17, 20K steps, 256 mazes, n=1024), "
+        "side by side only. Intervals and verdicts: report.md.",
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
     lines += ["| " + " | ".join(fmt(r[c]) for c in cols) + " |" for r in rows]
     K = cfg.eval_k_max
-    lines += ["", "Largest drop of held-out pass@k below the SFT model's (step 0) during RL, its "
-              "step, and the final change (points), per run.", "",
-              f"| seed | run | pass@1 dip | step | pass@1 change | pass@{K} dip | step | "
-              f"pass@{K} change |", "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Largest drop of held-out pass@k below the SFT model's (step 0) during RL, its "
+        "step, and the final change (points), per run.",
+        "",
+        f"| seed | run | pass@1 dip | step | pass@1 change | pass@{K} dip | step | "
+        f"pass@{K} change |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for run in results["runs"].values():
         d = run["dips"]
         cells = [str(run["seed"]), f"{run['method']} N={run['N']}"]
         for k in (1, K):
             dip = d[f"dip/pass@{k}"]
-            cells += [f"{100 * dip:.1f}", str(d[f"dip_step/pass@{k}"]) if dip > 0 else "-",
-                      f"{100 * d[f'change/pass@{k}']:+.1f}"]
+            cells += [
+                f"{100 * dip:.1f}",
+                str(d[f"dip_step/pass@{k}"]) if dip > 0 else "-",
+                f"{100 * d[f'change/pass@{k}']:+.1f}",
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     (out / "table.md").write_text("\n".join(lines) + "\n")
 
 
 # -- the report ----------------------------------------------------------------------------------
+
 
 def _fi(iv: dict | None, *, signed: bool = False) -> str:
     """``mean [lo, hi]`` in points; ``*`` marks a zero-width interval from tied seeds."""
@@ -328,14 +423,21 @@ def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
         "|---|---|---|---|---|---|",
     ]
     for r in report["runs"]:
-        lines.append(f"| {r['method']} | {r['N']} | {len(r['seeds'])} | {_fi(r['pass@1'])} | "
-                     f"{_fi(r[f'pass@{K}'])} | {_fi(r['dip'])} |")
-    lines += ["", "## Paired differences F-GRPO - X (same seed, SFT model, mazes), points", "",
-              "Verdict per cell: is the difference on F-GRPO's side (dip below 0, pass@k above 0)?"
-              " The rows control - GRPO show what the lower learning rate alone does (there + "
-              "means the control beats GRPO).", "",
-              f"| A - B | N | final pass@1 | final pass@{K} | largest pass@{K} dip |",
-              "|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['method']} | {r['N']} | {len(r['seeds'])} | {_fi(r['pass@1'])} | "
+            f"{_fi(r[f'pass@{K}'])} | {_fi(r['dip'])} |"
+        )
+    lines += [
+        "",
+        "## Paired differences F-GRPO - X (same seed, SFT model, mazes), points",
+        "",
+        "Verdict per cell: is the difference on F-GRPO's side (dip below 0, pass@k above 0)?"
+        " The rows control - GRPO show what the lower learning rate alone does (there + "
+        "means the control beats GRPO).",
+        "",
+        f"| A - B | N | final pass@1 | final pass@{K} | largest pass@{K} dip |",
+        "|---|---|---|---|---|",
+    ]
     roles = {"GRPO": 0, "control": 1, "control vs GRPO": 2}
     seen = []
     for d in sorted(report["differences"], key=lambda d: (d["gamma"], roles[d["role"]], d["N"])):
@@ -350,12 +452,14 @@ def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
         lines.append(f"| {a} - {b} | {N} | " + " | ".join(cells) + " |")
     lines += ["", "(+ holds, - contradicted, ? not resolved at this scale)"]
     if any(_tied(d["difference"]) for d in report["differences"]):
-        lines += ["", f"\\* zero width: every seed gave the same value. pass@{K} moves in steps "
-                  f"of 100/{cfg.num_test} = {100 / cfg.num_test:.1f} points (one held-out maze), "
-                  f"so {S} seeds can tie exactly; a verdict resting on such an interval is weak "
-                  "evidence (more seeds would show the spread)."]
-    lines += ["",
-              "## Verdicts on the paper's Maze claims (Table 4)", ""]
+        lines += [
+            "",
+            f"\\* zero width: every seed gave the same value. pass@{K} moves in steps "
+            f"of 100/{cfg.num_test} = {100 / cfg.num_test:.1f} points (one held-out maze), "
+            f"so {S} seeds can tie exactly; a verdict resting on such an interval is weak "
+            "evidence (more seeds would show the spread).",
+        ]
+    lines += ["", "## Verdicts on the paper's Maze claims (Table 4)", ""]
     for c, claim in report["claims"].items():
         lines.append(f"**({c}) {claim['claim']}: {claim['verdict']}.**")
         lines.append("")
@@ -366,8 +470,11 @@ def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
         lines.append("")
     lines += _rule_text(cfg)
     if S < 2:
-        lines += ["", "One seed: no interval, so no claim can be resolved; run with "
-                  "`--seeds 0,1,2` (or more)."]
+        lines += [
+            "",
+            "One seed: no interval, so no claim can be resolved; run with "
+            "`--seeds 0,1,2` (or more).",
+        ]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -383,14 +490,17 @@ def _cells_text(c: str, gamma: str, v: dict, report: dict) -> str:
     g = float(gamma)
     if c == "d":
         if not v["cells"]:
-            return " (F-GRPO has no established gain over GRPO here, so there is nothing for " \
-                   "the control to reproduce)"
+            return (
+                " (F-GRPO has no established gain over GRPO here, so there is nothing for "
+                "the control to reproduce)"
+            )
         parts = []
         for name, verdict in v["cells"].items():
             N, metric = name.split(" ")
             d = by[(g, "control", int(N[2:]), metric)]
-            parts.append(f"{name}: F-GRPO - control {_fi(d['difference'], signed=True)} "
-                         f"({verdict})")
+            parts.append(
+                f"{name}: F-GRPO - control {_fi(d['difference'], signed=True)} ({verdict})"
+            )
         return "; " + "; ".join(parts)
     metric = report["claims"][c]["metric"]
     parts = []

@@ -74,14 +74,15 @@ class DemoConfig:
     gamma: float = 1.0
     """Focal exponent of the F-GRPO run (the paper's main tables use 0.5 or 1)."""
     lr: float = 1e-4
-    """AdamW learning rate of RL training (our CPU-scale setting; the paper's 1e-6 is for 7B models)."""
+    """AdamW learning rate of RL training (our CPU-scale setting; the paper's 1e-6 is for 7B
+    models)."""
     sweep_group_sizes: tuple = (2, 4, 16, 32)
     """Extra GRPO group sizes of the sweep."""
     lr_matched_control: bool = True
-    """Also train GRPO at N = ``group_size`` with lr * m_gamma (``lr_match_gamma = gamma``; m_1 = 0.5,
-    m_0.5 = 0.679), the paper's low-LR control (Table 3): the focal weight shrinks the average
-    update to about m_gamma of GRPO's, and this run tells a smaller step apart from the focal
-    reweighting. Skipped when gamma = 0 (m_0 = 1: it would repeat the GRPO run)."""
+    """Also train GRPO at N = ``group_size`` with lr * m_gamma (``lr_match_gamma = gamma``;
+    m_1 = 0.5, m_0.5 = 0.679), the paper's low-LR control (Table 3): the focal weight shrinks the
+    average update to about m_gamma of GRPO's, and this run tells a smaller step apart from the
+    focal reweighting. Skipped when gamma = 0 (m_0 = 1: it would repeat the GRPO run)."""
     eval_every: int = 25
     """Steps between Delta NLL_rare evaluations during training."""
     train_overrides: dict = field(default_factory=dict)
@@ -97,11 +98,11 @@ class DemoConfig:
     early_steps: int = 50
     """Early window of the tail-miss check (the policy is still near the base there)."""
     workers: int = 2
-    """Training runs (each followed by its pass@k evaluation) in parallel processes. The numbers do not
-    depend on it: every run is a function of its seed and settings alone."""
+    """Training runs (each followed by its pass@k evaluation) in parallel processes. The numbers do
+    not depend on it: every run is a function of its seed and settings alone."""
     threads: int = 1
-    """torch intra-op threads of every stage and of every worker, whatever ``workers`` is: a float sum
-    split over another number of threads rounds differently and changes the samples."""
+    """torch intra-op threads of every stage and of every worker, whatever ``workers`` is: a float
+    sum split over another number of threads rounds differently and changes the samples."""
     paper_results: str | None = None
     """Path of paper_results.json (None: the copy shipped in ``fgrpo_llm/experiments/``)."""
 
@@ -109,7 +110,7 @@ class DemoConfig:
         check_fields(self, DEMO_RULES)  # every field's type and range (fgrpo_theory.fields)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "DemoConfig":
+    def from_dict(cls, data: dict) -> DemoConfig:
         return dataclass_from_dict(cls, data, what="demo config")
 
 
@@ -263,9 +264,10 @@ def rare_set_stage(out: Path, cfg: DemoConfig):
 
 
 def record_exact_mu_tau(model, tokenizer, task, problems, rare) -> dict | None:
-    """Exact base (mu, tau) of every rare-set prompt, recorded in ``rare`` (``mu_exact``, ``tau_exact``,
-    and ``rare.meta["exact"]``: how far the sampled estimates were off), when the task can list its
-    correct answers (Countdown); None otherwise. The tail-miss check then predicts with them."""
+    """Exact base (mu, tau) of every rare-set prompt, recorded in ``rare`` (``mu_exact``,
+    ``tau_exact``, and ``rare.meta["exact"]``: how far the sampled estimates were off), when the
+    task can list its correct answers (Countdown); None otherwise. The tail-miss check then predicts
+    with them."""
     from fgrpo_llm.evaluation.exact import exact_rare_set, supports_exact
 
     if not supports_exact(task):
@@ -401,9 +403,9 @@ def run_done(out: Path, spec: RunSpec) -> bool:
 
 def map_runs(out: Path, cfg: DemoConfig, specs: list[RunSpec]):
     """Yield ``(spec, seconds)`` as runs finish: in this process for one worker, else in a pool of
-    ``cfg.workers`` fresh (spawned) processes, longest run (largest N) first. Every run is a function
-    of its seed and settings only, so neither the worker count nor the finishing order changes a
-    number."""
+    ``cfg.workers`` fresh (spawned) processes, longest run (largest N) first. Every run is a
+    function of its seed and settings only, so neither the worker count nor the finishing order
+    changes a number."""
     specs = sorted(specs, key=lambda spec: -spec.N)  # cost ~ N: the workers finish together
     if cfg.workers == 1 or len(specs) <= 1:
         for spec in specs:

@@ -94,8 +94,8 @@ def tail_miss_section(result: dict) -> str:
             )
     if not parts:
         return (
-            "_No training group hit a prompt of the rare-correct set, so the tail-miss check has no data "
-            "(use more rare-set prompts or more training steps)._"
+            "_No training group hit a prompt of the rare-correct set, so the tail-miss check has "
+            "no data (use more rare-set prompts or more training steps)._"
         )
     return "\n\n".join(parts)
 
@@ -120,8 +120,8 @@ def sweep_section(result: dict) -> str:
     controls = result.get("controls") or []
     if controls:
         text += (
-            "\n\nControls at a scaled learning rate (not points of the sweep, left out of the orderings "
-            "below):\n\n"
+            "\n\nControls at a scaled learning rate (not points of the sweep, left out of the "
+            "orderings below):\n\n"
             + markdown_table(headers, [[r["label"]] + [r[k] for k in keys] for r in controls])
         )
     paper_rows = [[r["label"]] + [r["paper"][k] for k in keys] for r in rows if r.get("paper")]
@@ -149,13 +149,14 @@ def sweep_section(result: dict) -> str:
 
 
 def lr_control_section(result: dict) -> str:
-    """F-GRPO vs GRPO vs GRPO at lr * m_gamma at the same N (``fgrpo_llm.evaluation.sweep.lr_control_comparisons``)."""
+    """F-GRPO vs GRPO vs GRPO at lr * m_gamma at the same N
+    (``fgrpo_llm.evaluation.sweep.lr_control_comparisons``)."""
     comps = result.get("lr_control") or []
     if not comps:
         return ""
     parts = [
-        "The focal weight (1 - mu)^gamma shrinks the average update to about m_gamma = "
-        "B(3/2, gamma + 3/2) / B(3/2, 3/2) of GRPO's, so the paper also trains GRPO at lr * m_gamma "
+        "The focal weight (1 - mu)^gamma shrinks the average update to about m_gamma = B(3/2, "
+        "gamma + 3/2) / B(3/2, 3/2) of GRPO's, so the paper also trains GRPO at lr * m_gamma "
         "(Table 3). If that low-LR GRPO lands near F-GRPO, F-GRPO's difference from GRPO is "
         "explained by the smaller step; if it lands near GRPO, by the focal reweighting."
     ]
@@ -194,20 +195,26 @@ def lr_control_section(result: dict) -> str:
 
 
 def exact_mu_tau_text(summary: dict) -> str:
-    """How far the sampled (mu, tau) of the rare set were from the exact ones (``exact_rare_set``)."""
+    """How far the sampled (mu, tau) of the rare set were from the exact ones
+    (``exact_rare_set``)."""
 
     def v(key, digits=4):
         return fmt(summary.get(key), digits)
 
+    def pct(key):
+        return fmt(100 * summary[key], 0) if summary.get(key) is not None else "–"
+
     return (
-        f"How far the sampled estimates (M rollouts per prompt) were off: mu by {v('mu_abs_error_mean', 3)} on "
-        f"average (at most {v('mu_abs_error_max', 3)}; the exact mu lies in the sampled 95% Wilson interval for "
-        f"{fmt(100 * summary['mu_in_ci95_frac'], 0) if summary.get('mu_in_ci95_frac') is not None else '–'}% of "
-        f"prompts); over the {summary.get('num_with_event')} prompts with E(x), mean tau {v('tau_sampled_mean')} "
-        f"sampled against {v('tau_exact_mean')} exact (sampled / exact: mean {v('tau_ratio_mean', 2)}, median "
-        f"{v('tau_ratio_median', 2)}; below the exact value for "
-        f"{fmt(100 * summary['tau_below_frac'], 0) if summary.get('tau_below_frac') is not None else '–'}% of "
-        f"prompts), the bias of choosing E(x) from the same samples that measure it."
+        "How far the sampled estimates (M rollouts per prompt) were off: mu by "
+        f"{v('mu_abs_error_mean', 3)} on average (at most {v('mu_abs_error_max', 3)}; the exact mu "
+        "lies in the sampled 95% Wilson interval for "
+        f"{pct('mu_in_ci95_frac')}% "
+        f"of prompts); over the {summary.get('num_with_event')} prompts with E(x), mean tau "
+        f"{v('tau_sampled_mean')} sampled against {v('tau_exact_mean')} exact (sampled / exact: "
+        f"mean {v('tau_ratio_mean', 2)}, median {v('tau_ratio_median', 2)}; below the exact value "
+        "for "
+        f"{pct('tau_below_frac')}% "
+        "of prompts), the bias of choosing E(x) from the same samples that measure it."
     )
 
 
@@ -252,7 +259,7 @@ def plot_training_curves(axes, runs) -> None:
 def plot_pass_at_k_models(axes, evals: dict[str, dict]) -> None:
     """pass@k against k, one axis per split, one line per model."""
     first = next(iter(evals.values()))
-    for ax, split in zip(axes, first["splits"]):
+    for ax, split in zip(axes, first["splits"], strict=True):
         for name, res in evals.items():
             if split in res["splits"]:
                 ax.plot(
@@ -283,16 +290,17 @@ def seed_spread_note(spread: dict | None) -> str:
     """The sentence set beside each single-seed comparison: what one seed cannot separate."""
     if not spread:
         return (
-            "_One seed: a difference smaller than the seed-to-seed spread cannot be told apart from it. "
-            "The spread has not been measured for this configuration: run `fgrpo-llm study` (README)._"
+            "_One seed: a difference smaller than the seed-to-seed spread cannot be told apart "
+            "from it. The spread has not been measured for this configuration: run `fgrpo-llm "
+            "study` (README)._"
         )
     parts = ", ".join(
         f"{SPREAD_NAMES.get(k, k)} {v:.3f}" for k, v in spread["sd"].items() if v is not None
     )
     return (
-        f"_One seed cannot separate differences smaller than the seed-to-seed spread. Over "
-        f"{spread.get('num_seeds')} RL seeds of this plan, `{spread.get('command')}` measured a standard "
-        f"deviation across seeds of {parts} (mean over the plan's runs)._"
+        "_One seed cannot separate differences smaller than the seed-to-seed spread. Over "
+        f"{spread.get('num_seeds')} RL seeds of this plan, `{spread.get('command')}` measured a "
+        f"standard deviation across seeds of {parts} (mean over the plan's runs)._"
     )
 
 
@@ -327,10 +335,10 @@ def write_demo_report(
         [k, f"`{v}`"] for k, v in dataclasses.asdict(cfg).items() if k not in EXECUTION_FIELDS
     ]
     intro = (
-        "Everything below was produced by `fgrpo-llm demo` in this directory, one RL seed. Numbers from "
-        "the paper are quoted only where labelled as the paper's (Qwen2.5-7B on math; a very different "
-        "scale), never as ours. Wall times are in `timings.md`: they depend on the machine, the results "
-        "here do not.\n\n" + note
+        "Everything below was produced by `fgrpo-llm demo` in this directory, one RL seed. "
+        "Numbers from the paper are quoted only where labelled as the paper's (Qwen2.5-7B on "
+        "math; a very different scale), never as ours. Wall times are in `timings.md`: they "
+        "depend on the machine, the results here do not.\n\n" + note
     )
     sections.append(("Run", intro))
     sections.append(
@@ -370,7 +378,8 @@ def write_demo_report(
     sections.append(
         (
             "Base model",
-            "Pretrained on skewed Countdown demonstrations (`fgrpo_llm.experiments.countdown_base`):\n\n"
+            "Pretrained on skewed Countdown demonstrations "
+            "(`fgrpo_llm.experiments.countdown_base`):\n\n"
             + "\n".join(f"- {line}" for line in base_lines),
         )
     )
@@ -380,13 +389,14 @@ def write_demo_report(
     for p in rare.prompts.values():
         sources[p["rare_source"]] = sources.get(p["rare_source"], 0) + 1
     rare_text = (
-        f"{rare.meta.get('num_prompts')} training prompts x {rare.meta.get('num_rollouts')} base rollouts; "
-        f"{rare.meta.get('num_correct_pool')} correct; the top {100 * rare.meta.get('top_fraction', 0):g}% by "
-        f"length-normalised NLL gives **{len(rare)} rare-correct trajectories** (NLL >= "
-        f"{fmt(rare.meta.get('nll_threshold'))}, mean {fmt(rare.mean_base_nll)} vs "
-        f"{fmt(rare.meta.get('pool_mean_nll'))} over all correct rollouts).\n\n"
-        f"Rare event E(x) per prompt: {sources.get('rare_set', 0)} prompts from the rare set, "
-        f"{sources.get('designated', 0)} with a designated rare mode, {sources.get('none', 0)} without one. "
+        f"{rare.meta.get('num_prompts')} training prompts x {rare.meta.get('num_rollouts')} base "
+        f"rollouts; {rare.meta.get('num_correct_pool')} correct; the top "
+        f"{100 * rare.meta.get('top_fraction', 0):g}% by length-normalised NLL gives **{len(rare)} "
+        f"rare-correct trajectories** (NLL >= {fmt(rare.meta.get('nll_threshold'))}, mean "
+        f"{fmt(rare.mean_base_nll)} vs {fmt(rare.meta.get('pool_mean_nll'))} over all correct "
+        f"rollouts).\n\nRare event E(x) per prompt: {sources.get('rare_set', 0)} prompts from the "
+        f"rare set, {sources.get('designated', 0)} with a designated rare mode, "
+        f"{sources.get('none', 0)} without one. "
         + (
             f"Over the {len(ids)} prompts with E(x): mean mu = {fmt(float(np.mean(mu)))}, "
             f"mean tau = {fmt(float(np.mean(tau)), 4)}, median rho = tau/mu = "
@@ -398,13 +408,13 @@ def write_demo_report(
     if rare.texts:
         rare_text += "\n\nExamples (prompt id: completion, base NLL): " + ", ".join(
             f"`{pid}: {t}` ({fmt(float(v))})"
-            for pid, t, v in list(zip(rare.prompt_ids, rare.texts, rare.base_nll))[:6]
+            for pid, t, v in list(zip(rare.prompt_ids, rare.texts, rare.base_nll, strict=True))[:6]
         )
     if rare.meta.get("exact"):
         rare_text += (
-            "\n\nThe means above and the tail-miss predictions below use the exact base (mu, tau) of each "
-            "prompt (sequence probabilities summed over its correct answers and over E(x)). "
-            + exact_mu_tau_text(rare.meta["exact"])
+            "\n\nThe means above and the tail-miss predictions below use the exact base (mu, tau) "
+            "of each prompt (sequence probabilities summed over its correct answers and over "
+            "E(x)). " + exact_mu_tau_text(rare.meta["exact"])
         )
     sections.append(("Rare-correct set (App. M.2)", rare_text))
 
@@ -443,10 +453,11 @@ def write_demo_report(
 
     vfig = result.get("figures", {})
     tm = (
-        f"Per training group: active (0 < X < N)? contained a rare form of E(x)? Observed tail-miss frequency "
-        f"against Lemma 3.1 at the base estimates (mu, tau) of its prompt. Only groups of prompts in the "
-        f"rare-set pool count. The policy drifts away from the base during training, so the early window "
-        f"(first {result.get('early_steps')} steps) is the fair test; the whole run shows the drift.\n\n"
+        "Per training group: active (0 < X < N)? contained a rare form of E(x)? Observed "
+        "tail-miss frequency against Lemma 3.1 at the base estimates (mu, tau) of its prompt. "
+        "Only groups of prompts in the rare-set pool count. The policy drifts away from the base "
+        f"during training, so the early window (first {result.get('early_steps')} steps) is the "
+        "fair test; the whole run shows the drift.\n\n"
     )
     if "tail_miss" in vfig:
         tm += f"![tail-miss check](validate/{vfig['tail_miss']})\n\n"

@@ -3,11 +3,12 @@
 From one base and one rare-correct set (``fgrpo_llm.experiments.plan``) it trains, for each RL seed
 s in ``seeds``, GRPO at N in {2, 4, 8, 16, 32}, F-GRPO at N = 8 and the learning-rate-matched GRPO
 control at N = 8 (``OUT/seed<s>/<run>/``), evaluates every run on the same problems, and reports
-per run the mean over seeds with a 95% Student-t interval over seeds (``fgrpo_llm.evaluation.stats``)
-for pass@k in-domain and OOD, Delta NLL_rare and the early tail-miss frequency. Differences that
-the paper's claims rest on are paired (same seed, same base, same evaluation problems): their
-interval is the t interval of the per-seed differences. Each claim then gets a verdict (holds,
-contradicted, not resolved at this scale) with the numbers behind it and the rule that decided it:
+per run the mean over seeds with a 95% Student-t interval over seeds
+(``fgrpo_llm.evaluation.stats``) for pass@k in-domain and OOD, Delta NLL_rare and the early
+tail-miss frequency. Differences that the paper's claims rest on are paired (same seed, same base,
+same evaluation problems): their interval is the t interval of the per-seed differences. Each claim
+then gets a verdict (holds, contradicted, not resolved at this scale) with the numbers behind it and
+the rule that decided it:
 
 1. Delta NLL_rare is non-monotone in N with its peak at an intermediate N (paper: N = 8; Table 2);
 2. F-GRPO at N = 8 has a lower Delta NLL_rare than GRPO at N = 8;
@@ -91,9 +92,8 @@ def _run_numbers(run, rare, *, early_steps: int, exact: bool) -> dict:
     """The study's metrics of one finished run (see :data:`METRICS`) plus its pass@k curves."""
     from fgrpo_llm.evaluation.tail_miss import tail_miss_records
 
-    rec = tail_miss_records(
-        run.groups, rare, max_step=early_steps, exact=exact
-    )  # exact (mu, tau) if known
+    # exact (mu, tau) if known
+    rec = tail_miss_records(run.groups, rare, max_step=early_steps, exact=exact)
     res = run.eval
     out = {
         "id_pass1": _split_value(res, "in_domain", 1),
@@ -173,9 +173,10 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
     # 1. non-monotone Delta NLL_rare with an interior peak
     means = {n: _interval(numbers, f"grpo_n{n}", "delta_nll_rare", seeds) for n in sweep}
     rule1 = (
-        "N* = the N with the largest mean over seeds. Holds if N* is neither the smallest nor the largest N "
-        "and Delta NLL_rare(N*) exceeds both ends' in paired 95% intervals; contradicted if N* is an end and "
-        "exceeds every other N's in paired intervals (monotone towards that end); else not resolved."
+        "N* = the N with the largest mean over seeds. Holds if N* is neither the smallest nor the "
+        "largest N and Delta NLL_rare(N*) exceeds both ends' in paired 95% intervals; "
+        "contradicted if N* is an end and exceeds every other N's in paired intervals (monotone "
+        "towards that end); else not resolved."
     )
     if all(means.values()) and len(sweep) >= 3:
         peak = max(sweep, key=lambda n: means[n].mean)
@@ -195,8 +196,8 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
                 else NOT_RESOLVED
             )
         evidence = (
-            f"Delta NLL_rare of GRPO, mean [95% CI] over {len(seeds)} seeds: {shown}; peak at N = {peak} "
-            f"(paper: N = 8); paired differences peak - N: "
+            f"Delta NLL_rare of GRPO, mean [95% CI] over {len(seeds)} seeds: {shown}; peak at N = "
+            f"{peak} (paper: N = 8); paired differences peak - N: "
             + ", ".join(f"N={n}: {_iv(d, True)}" for n, d in diffs.items())
             + "."
         )
@@ -210,7 +211,8 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
     claims.append(
         _claim(
             1,
-            "Delta NLL_rare is non-monotone in N, with its peak at an intermediate N (paper: N = 8)",
+            "Delta NLL_rare is non-monotone in N, with its peak at an intermediate N "
+            "(paper: N = 8)",
             verdict,
             evidence,
             rule1,
@@ -224,9 +226,11 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
             2,
             f"F-GRPO at N = {N} has a lower Delta NLL_rare than GRPO at N = {N}",
             verdict_below(d2) if d2 else NOT_RESOLVED,
-            f"paired difference F-GRPO - GRPO: {_iv(d2, True)} (F-GRPO {_iv(_interval(numbers, f, 'delta_nll_rare', seeds))}, "
-            f"GRPO {_iv(_interval(numbers, g, 'delta_nll_rare', seeds))}).",
-            "Holds if the paired 95% interval lies below 0, contradicted if above 0, else not resolved.",
+            f"paired difference F-GRPO - GRPO: {_iv(d2, True)} (F-GRPO "
+            f"{_iv(_interval(numbers, f, 'delta_nll_rare', seeds))}, GRPO "
+            f"{_iv(_interval(numbers, g, 'delta_nll_rare', seeds))}).",
+            "Holds if the paired 95% interval lies below 0, contradicted if above 0, else not "
+            "resolved.",
         )
     )
 
@@ -247,8 +251,9 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
             "paired difference F-GRPO - GRPO: "
             + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d3.items())
             + ".",
-            "Holds if both paired 95% intervals lie above 0 (F-GRPO higher in-domain and OOD), contradicted "
-            "if either lies below 0, else not resolved (no difference this many seeds can resolve).",
+            "Holds if both paired 95% intervals lie above 0 (F-GRPO higher in-domain and OOD), "
+            "contradicted if either lies below 0, else not resolved (no difference this many "
+            "seeds can resolve).",
         )
     )
 
@@ -268,8 +273,8 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
             "paired difference F-GRPO - GRPO: "
             + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d4.items())
             + ".",
-            "Contradicted if a paired 95% interval lies entirely below 0 (a resolved drop, in-domain or "
-            "OOD), else holds.",
+            "Contradicted if a paired 95% interval lies entirely below 0 (a resolved drop, "
+            "in-domain or OOD), else holds.",
         )
     )
 
@@ -289,7 +294,10 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
         verdict5, evidence5 = NOT_RESOLVED, "the control run is missing."
     elif not gains:
         verdict5 = NOT_RESOLVED
-        evidence5 = "F-GRPO has no resolved gain over GRPO here, so there is nothing for the control to reproduce."
+        evidence5 = (
+            "F-GRPO has no resolved gain over GRPO here, so there is nothing for the control to "
+            "reproduce."
+        )
     else:
         parts, kept, reproduced = [], 0, 0
         for m, better in gains:
@@ -313,9 +321,9 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
             f"{_lr_scale(cfg):.3f}) does not reproduce F-GRPO's gains (paper Table 3)",
             verdict5,
             evidence5,
-            "Over the metrics where F-GRPO beats GRPO in a paired 95% interval: holds if F-GRPO also beats "
-            "the control on every one; contradicted if on every one the control beats GRPO and F-GRPO "
-            "does not beat the control; else not resolved.",
+            "Over the metrics where F-GRPO beats GRPO in a paired 95% interval: holds if F-GRPO "
+            "also beats the control on every one; contradicted if on every one the control beats "
+            "GRPO and F-GRPO does not beat the control; else not resolved.",
         )
     )
 
@@ -346,11 +354,12 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
             f"F-GRPO at N = {N} matches GRPO at N = {big} at the largest k with "
             f"{N}/{big} of the rollouts",
             verdict6,
-            "paired difference F-GRPO N={} - GRPO N={}: ".format(N, big)
+            f"paired difference F-GRPO N={N} - GRPO N={big}: "
             + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d6.items())
             + ".",
-            f"Holds if both paired 95% intervals lie above -{MATCH_MARGIN} (within {MATCH_MARGIN:g} or "
-            f"better), contradicted if either lies below -{MATCH_MARGIN}, else not resolved.",
+            f"Holds if both paired 95% intervals lie above -{MATCH_MARGIN} (within "
+            f"{MATCH_MARGIN:g} or better), contradicted if either lies below -{MATCH_MARGIN}, else "
+            "not resolved.",
         )
     )
 
@@ -384,8 +393,8 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
             verdict7,
             evidence7,
             "Per run, the paired 95% interval over seeds of observed - predicted frequency: holds "
-            "if it contains 0 for every run, contradicted if it excludes 0 for more than half of them, "
-            "else not resolved.",
+            "if it contains 0 for every run, contradicted if it excludes 0 for more than half of "
+            "them, else not resolved.",
         )
     )
     return claims
@@ -397,9 +406,10 @@ def _lr_scale(cfg: DemoConfig) -> float:
     return float(lr_multiplier(cfg.gamma))
 
 
-# ----------------------------------------------------------------------------- tables, spread, report
+# --------------------------------------------------------------------------- tables, spread, report
 def summary_rows(numbers: dict, seeds) -> list[dict]:
-    """Per run (plan order): label and, per metric, the interval over seeds (None when incomplete)."""
+    """Per run (plan order): label and, per metric, the interval over seeds
+    (None when incomplete)."""
     rows = []
     for name, runs in numbers.items():
         first = runs[min(runs)]
@@ -418,7 +428,8 @@ def summary_rows(numbers: dict, seeds) -> list[dict]:
 
 
 def seed_spread(rows: list[dict], seeds, command: str) -> dict:
-    """The mean over runs of the standard deviation across seeds, per metric (what one seed cannot separate)."""
+    """The mean over runs of the standard deviation across seeds, per metric (what one seed cannot
+    separate)."""
     sd = {}
     for m in ("id_pass1", "id_passk", "ood_pass1", "ood_passk", "delta_nll_rare"):
         vals = [r[m].sd for r in rows if r[m] is not None and math.isfinite(r[m].sd)]
@@ -435,7 +446,7 @@ def _plot(out: Path, numbers: dict, cfg: DemoConfig, seeds) -> list[str]:
     sweep = sorted({cfg.group_size, *cfg.sweep_group_sizes})
     figs = []
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    for ax, metric in zip(axes, ("delta_nll_rare", "id_passk", "ood_passk")):
+    for ax, metric in zip(axes, ("delta_nll_rare", "id_passk", "ood_passk"), strict=True):
         pts = [(n, _interval(numbers, f"grpo_n{n}", metric, seeds)) for n in sweep]
         pts = [(n, iv) for n, iv in pts if iv is not None]
         if pts:
@@ -503,11 +514,12 @@ def _report(
 
     kmax = max(default_ks(cfg.eval_n))
     intro = (
-        f"`{command}`: the demo's plan trained for {len(seeds)} RL seeds ({', '.join(map(str, seeds))}) from one base "
-        f"and one rare-correct set, every run evaluated on the same {cfg.eval_max_problems or 'all'} problems "
-        f"per split with n = {cfg.eval_n} samples (k_max = {kmax}). Intervals: mean over seeds and "
-        f"95% Student-t interval over seeds; differences are paired by seed (same base, same problems). "
-        f"Nothing here depends on wall time, worker count or finishing order."
+        f"`{command}`: the demo's plan trained for {len(seeds)} RL seeds "
+        f"({', '.join(map(str, seeds))}) from one base and one rare-correct set, every run "
+        f"evaluated on the same {cfg.eval_max_problems or 'all'} problems per split with n = "
+        f"{cfg.eval_n} samples (k_max = {kmax}). Intervals: mean over seeds and 95% Student-t "
+        "interval over seeds; differences are paired by seed (same base, same problems). Nothing "
+        "here depends on wall time, worker count or finishing order."
     )
     verdicts = markdown_table(
         ["#", "claim", "verdict", "numbers"],
@@ -559,8 +571,8 @@ def _rare_summary(rare, exact_summary: dict | None) -> str:
         from fgrpo_llm.experiments.report import exact_mu_tau_text
 
         text += (
-            " The tail-miss predictions use the exact base (mu, tau) of each prompt (the sum of the base's "
-            "sequence probabilities over its correct answers and over E(x), "
+            " The tail-miss predictions use the exact base (mu, tau) of each prompt (the sum of "
+            "the base's sequence probabilities over its correct answers and over E(x), "
             "`fgrpo_llm.evaluation.exact`). " + exact_mu_tau_text(exact_summary)
         )
     else:
@@ -592,8 +604,8 @@ def run_study(
     ]
     todo = [spec for spec in specs if not run_done(out, spec)]
     print(
-        f"[study] {len(specs) - len(todo)} of {len(specs)} runs done; training {len(todo)} on {cfg.workers} "
-        f"worker(s)",
+        f"[study] {len(specs) - len(todo)} of {len(specs)} runs done; training {len(todo)} on "
+        f"{cfg.workers} worker(s)",
         file=sys.stderr,
         flush=True,
     )

@@ -26,7 +26,8 @@ __all__ = ["FocalSettings", "group_index", "group_focal_weights"]
 
 @dataclass(frozen=True)
 class FocalSettings:
-    """gamma and the correctness rule; ``correct_threshold`` None means halfway between the rewards."""
+    """gamma and the correctness rule; ``correct_threshold`` None means halfway between the
+    rewards."""
 
     gamma: float = 0.0
     reward_correct: float = 1.0
@@ -42,8 +43,8 @@ class FocalSettings:
             raise ValueError(f"focal gamma must be >= 0, got gamma={self.gamma}")
         if not self.reward_correct > self.reward_wrong:
             raise ValueError(
-                f"focal reward_correct must exceed reward_wrong, got reward_correct={self.reward_correct}, "
-                f"reward_wrong={self.reward_wrong}"
+                "focal reward_correct must exceed reward_wrong, got "
+                f"reward_correct={self.reward_correct}, reward_wrong={self.reward_wrong}"
             )
         t = self.correct_threshold
         if t is not None and (
@@ -66,7 +67,8 @@ class FocalSettings:
 
 
 def group_index(group_ids) -> tuple[torch.Tensor, list]:
-    """``(inverse (M,), keys)``: group number of each row, in order of first appearance, and the ids.
+    """``(inverse (M,), keys)``: group number of each row, in order of first appearance, and the
+    ids.
 
     ``group_ids`` may hold strings, ints, numpy scalars, anything hashable.
     """
@@ -89,8 +91,7 @@ def group_focal_weights(scores: torch.Tensor, group_ids, settings: FocalSettings
     correct = (scores >= settings.threshold).float()  # (M,), NaN >= t is False
     G = len(keys)
     X = torch.zeros(G, device=scores.device).index_add_(0, inverse, correct)  # (G,)
-    N = torch.zeros(G, device=scores.device).index_add_(
-        0, inverse, torch.ones_like(correct)
-    )  # (G,)
+    # (G,)
+    N = torch.zeros(G, device=scores.device).index_add_(0, inverse, torch.ones_like(correct))
     g = focal_weight(X / N, gamma=float(settings.gamma))  # (G,)
     return g[inverse], X[inverse].long(), N[inverse].long()

@@ -159,8 +159,8 @@ class RunRecorder:
 
 # ----------------------------------------------------------------------------- verl
 def read_verl_dump(dump_dir) -> list[dict]:
-    """Every line of verl's rollout dump (``trainer.rollout_data_dir``: one ``{step}.jsonl`` per step
-    with ``input, output, gts, score, step`` and, on verl's v1 trainer, ``uid``), by step."""
+    """Every line of verl's rollout dump (``trainer.rollout_data_dir``: one ``{step}.jsonl`` per
+    step with ``input, output, gts, score, step`` and, on verl's v1 trainer, ``uid``), by step."""
     dump_dir = Path(dump_dir)
     if not dump_dir.is_dir():
         raise FileNotFoundError(f"verl rollout dump directory not found: {dump_dir}")
@@ -169,7 +169,8 @@ def read_verl_dump(dump_dir) -> list[dict]:
     )
     if not files:
         raise ValueError(
-            f"no <step>.jsonl file in {dump_dir}: was the run started with trainer.rollout_data_dir?"
+            f"no <step>.jsonl file in {dump_dir}: was the run started with "
+            "trainer.rollout_data_dir?"
         )
     rows = []
     for path in files:
@@ -203,7 +204,8 @@ def records_from_verl_dump(
     task=None,
     problems: dict | None = None,
 ) -> Path:
-    """Convert verl's rollout dump into ``run_dir`` (``run.json`` with engine "verl" and ``groups.jsonl``).
+    """Convert verl's rollout dump into ``run_dir`` (``run.json`` with engine "verl" and
+    ``groups.jsonl``).
 
     Rows of one step with the same prompt uid (or, without one, the same prompt text) form a group.
     A row is correct when its ``score`` >= ``settings.threshold``
@@ -245,7 +247,9 @@ def records_from_verl_dump(
                 prompt_ids=ids,
                 completions=[r["output"] for r in step_rows],
                 correct=[s >= settings.threshold for s in score],
-                group_ids=[(_verl_group_key(r), pid) for r, pid in zip(step_rows, ids)],
+                group_ids=[
+                    (_verl_group_key(r), pid) for r, pid in zip(step_rows, ids, strict=True)
+                ],
                 task=task,
                 problems=problems,
             )

@@ -1,4 +1,5 @@
-"""Task registry: ``get_task("countdown")``, ``get_task("boxed_math", path=...)``, ``get_task("maze")``.
+"""Task registry: ``get_task("countdown")``, ``get_task("boxed_math", path=...)``,
+``get_task("maze")``.
 
 Built-in tasks are imported lazily (a task module is only loaded when asked for);
 ``register_task`` adds a user task factory under a new name.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Callable
+from collections.abc import Callable
 
 from fgrpo_llm.tasks.base import Problem, Task, check_split, check_task, solution_form
 

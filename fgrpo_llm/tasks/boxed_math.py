@@ -69,7 +69,8 @@ class DataStats:
     wrong_types: int = 0
     """"problem" not a non-empty string, or "answer" not a string / number."""
     bad_answers: int = 0
-    """Answers that are NaN / Infinity, longer than MAX_ANSWER_CHARS, or integers too long to read."""
+    """Answers that are NaN / Infinity, longer than MAX_ANSWER_CHARS, or integers too long to
+    read."""
     too_long: int = 0
     """Prompts over the token limit (dropped)."""
     duplicates: int = 0
@@ -130,7 +131,8 @@ def _math_verify_equal(gold: str, pred: str) -> bool:
     """math-verify's verdict on two boxed contents (runs inside the helper process)."""
     from math_verify import parse, verify
 
-    # math-verify's own signal timeouts work here (the helper's main thread); the parent's kill is the backstop.
+    # math-verify's own signal timeouts work here (the helper's main thread); the parent's kill is
+    # the backstop.
     g = parse("\\boxed{" + gold + "}", parsing_timeout=2)
     p = parse("\\boxed{" + pred + "}", parsing_timeout=2)
     return bool(g) and bool(p) and bool(verify(g, p, timeout_seconds=2))

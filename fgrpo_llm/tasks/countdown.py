@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fgrpo_llm.tasks.expr import ExprError, parse_expression
 from fgrpo_llm.tasks.base import Problem, check_split
+from fgrpo_llm.tasks.expr import ExprError, parse_expression
 
 #: Whitespace anywhere, or a number literal with a leading zero ("03"): not canonical.
 _BAD_FORMAT = re.compile(r"\s|(?<![0-9])0[0-9]")
@@ -52,7 +52,7 @@ def _value(numbers, ops) -> int:
     """Value of ``n0 op0 n1 op1 n2 ...`` with the usual precedence (``*`` before ``+ -``)."""
     total, term = 0, numbers[0]
     sign = 1
-    for op, n in zip(ops, numbers[1:]):
+    for op, n in zip(ops, numbers[1:], strict=True):
         if op == "*":
             term *= n
         else:
@@ -72,7 +72,7 @@ def all_expressions(numbers, operators: str = "+-*") -> list[tuple[str, int]]:
     for perm in itertools.permutations(range(len(numbers))):
         nums = [numbers[i] for i in perm]
         for ops in itertools.product(operators, repeat=len(numbers) - 1):
-            text = str(nums[0]) + "".join(op + str(n) for op, n in zip(ops, nums[1:]))
+            text = str(nums[0]) + "".join(op + str(n) for op, n in zip(ops, nums[1:], strict=True))
             if text not in seen:
                 seen.add(text)
                 out.append((text, _value(nums, ops)))

@@ -70,13 +70,15 @@ def _check_grid_size(grid_size: int) -> int:
         raise ValueError(f"grid_size must be an odd integer >= 5, got {grid_size!r}")
     if grid_size < 5 or grid_size % 2 == 0:
         raise ValueError(
-            f"grid_size must be an odd integer >= 5 (2 * cells + 1, at least 2x2 cells), got {grid_size}"
+            "grid_size must be an odd integer >= 5 (2 * cells + 1, at least 2x2 cells), got "
+            f"{grid_size}"
         )
     return int(grid_size)
 
 
 def generate_maze(grid_size: int, rng: np.random.Generator) -> Maze:
-    """A random-DFS (recursive backtracker) perfect maze with a random start and a distinct random goal.
+    """A random-DFS (recursive backtracker) perfect maze with a random start and a distinct random
+    goal.
 
     Random DFS visits every cell once and opens one passage per newly visited cell, so the
     passages form a spanning tree: ``cells**2 - 1`` edges, connected, hence one path per pair.
@@ -112,7 +114,8 @@ def generate_maze(grid_size: int, rng: np.random.Generator) -> Maze:
 
 
 def solve(maze: Maze) -> list[str]:
-    """The moves of the path from start to goal found by breadth-first search (unique in a perfect maze)."""
+    """The moves of the path from start to goal found by breadth-first search (unique in a perfect
+    maze)."""
     parent: dict[tuple[int, int], tuple[tuple[int, int], str] | None] = {maze.start: None}
     queue = deque([maze.start])
     while queue:
@@ -134,7 +137,8 @@ def solve(maze: Maze) -> list[str]:
 
 
 def encode_prompt(maze: Maze) -> str:
-    """The prompt: the grid inside the outer wall ring, row by row, one symbol per square, then ">"."""
+    """The prompt: the grid inside the outer wall ring, row by row, one symbol per square, then
+    ">"."""
     symbols = np.where(maze.open_grid, OPEN, WALL).astype(object)
     symbols[2 * maze.start[0] + 1, 2 * maze.start[1] + 1] = START
     symbols[2 * maze.goal[0] + 1, 2 * maze.goal[1] + 1] = GOAL
@@ -236,7 +240,8 @@ class MazeTask:
             attempts += 1
             if attempts > max_attempts:
                 raise ValueError(
-                    f"could not draw {count} distinct {split} mazes of grid_size {self.grid_size}; lower num_{split}"
+                    f"could not draw {count} distinct {split} mazes of grid_size {self.grid_size}; "
+                    f"lower num_{split}"
                 )
             maze = generate_maze(self.grid_size, rng)
             prompt = encode_prompt(maze)
@@ -261,7 +266,8 @@ class MazeTask:
         return f"{problem.answer} {END}"
 
     def is_correct(self, problem: Problem, completion: str) -> bool:
-        """True iff the completion's tokens are exactly the unique solution path followed by ``END``."""
+        """True iff the completion's tokens are exactly the unique solution path followed by
+        ``END``."""
         return isinstance(completion, str) and completion.split() == self.target(problem).split()
 
     def reward(self, problem: Problem, completion: str) -> float:

@@ -179,23 +179,23 @@ def run_tail_miss(args) -> int:
                 "p_active": float(p_a[mu][i]),
                 "p_tail_miss": float(pb[i]),
             }
-            for (mu, tau, _), pb in zip(curves, p_b)
+            for (mu, tau, _), pb in zip(curves, p_b, strict=True)
             for i, n in enumerate(N)
         ]
         print(_strict_json(rows))
     else:
         for mu in dict.fromkeys(c[0] for c in curves):
-            group = [(c, pb) for c, pb in zip(curves, p_b) if c[0] == mu]
+            group = [(c, pb) for c, pb in zip(curves, p_b, strict=True) if c[0] == mu]
             header = ["N", "P(A)"] + [
                 f"P(B) {'rho' if r is not None else 'tau'}={r if r is not None else t:g}"
                 for (_, t, r), _ in group
             ]
             widths = [max(6, len(h)) for h in header]
             print(f"mu={mu:g}")
-            print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+            print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
             for i, n in enumerate(N):
                 cells = [str(int(n)), f"{p_a[mu][i]:.6f}"] + [f"{pb[i]:.6f}" for _, pb in group]
-                print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+                print("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
         for mu, tau, rho in curves:
             n_star, p_star = peak_group_size(mu, tau, n_max=int(N.max()))
             print(
@@ -215,7 +215,7 @@ def _plot_tail_miss(curves, N, path: Path) -> None:
 
     mus = list(dict.fromkeys(c[0] for c in curves))
     fig, axes = plt.subplots(1, len(mus), figsize=(4.2 * len(mus), 3.2), squeeze=False)
-    for ax, mu in zip(axes[0], mus):
+    for ax, mu in zip(axes[0], mus, strict=True):
         group = [c for c in curves if c[0] == mu]
         if all(r is not None for _, _, r in group):
             plot_tail_miss_curves(ax, mu=mu, rhos=[r for _, _, r in group], N=N)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):

@@ -50,9 +50,9 @@ import math
 
 import numpy as np
 
+from fgrpo_theory.sim import libm_exp
 from fgrpo_theory.sim.config import SimConfig, sparse_applies
 from fgrpo_theory.sim.dense import SHIFT_SLACK
-from fgrpo_theory.sim import libm_exp
 from fgrpo_theory.sim.group import (
     finish_records,
     focal_table,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from fgrpo_theory.sim.config import SimConfig
-from fgrpo_theory.sim.group import GRPO_EPS, GROUP_RECORDS, POLICY_RECORDS, finish_records
+from fgrpo_theory.sim.group import GROUP_RECORDS, GRPO_EPS, POLICY_RECORDS, finish_records
 
 #: Elements (runs x max(K, largest N)) per batch; larger sweeps run in several batches.
 BATCH_ELEMENTS = {"cpu": 1 << 24, "cuda": 1 << 28}

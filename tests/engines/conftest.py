@@ -1,5 +1,5 @@
-"""Engine integration tests (``make test-engines``): each module skips itself when its engine is absent,
-so the default ``make test`` collects them and reports them skipped."""
+"""Engine integration tests (``make test-engines``): each module skips itself when its engine is
+absent, so the default ``make test`` collects them and reports them skipped."""
 
 import pytest
 

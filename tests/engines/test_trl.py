@@ -3,7 +3,6 @@ two-process batch whose group straddles the processes, the version pin, and the 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 trl = pytest.importorskip("trl")
@@ -13,6 +12,7 @@ import trl.trainer.grpo_trainer as grpo_module  # noqa: E402
 from datasets import Dataset  # noqa: E402
 
 from fgrpo_llm.advantages import focal_weight, grpo_advantages  # noqa: E402
+from fgrpo_llm.integrations.focal import FocalSettings  # noqa: E402
 from fgrpo_llm.integrations.trl import (  # noqa: E402
     FocalGRPOConfig,
     FocalGRPOTrainer,
@@ -20,7 +20,6 @@ from fgrpo_llm.integrations.trl import (  # noqa: E402
     local_focal_weights,
     method_args,
 )
-from fgrpo_llm.integrations.focal import FocalSettings  # noqa: E402
 from fgrpo_llm.losses import policy_loss  # noqa: E402
 from fgrpo_llm.model import build_tiny_model  # noqa: E402
 from fgrpo_llm.tasks.countdown import ALPHABET  # noqa: E402
@@ -99,7 +98,8 @@ def test_split_group_weight_comes_from_rewards_of_both_processes(tmp_path, monke
     g = focal_weight(R.mean(1), gamma=1.0)  # (B,)
     expected = (g[:, None] * grpo_advantages(R, std="bessel", eps=1e-4)).reshape(-1)[6:]
     torch.testing.assert_close(out["advantages"], expected, rtol=1e-5, atol=1e-6)
-    # what a per-process weight would have given for the straddling group: 1 - 2/2 = 0 instead of 1 - 3/4
+    # what a per-process weight would have given for the straddling group: 1 - 2/2 = 0 instead of
+    # 1 - 3/4
     assert out["advantages"][:2].abs().min() > 0.1
     g_local, X, N = local_focal_weights(
         torch.cat([other_t, torch.tensor(local, dtype=torch.float32)[:, None]]),
@@ -162,13 +162,15 @@ def test_trl_loss_equals_ours_on_identical_tensors(tmp_path, algo):
         if n in g_trl
     )
     print(
-        f"TRL {algo} ({method_args(algo)['loss_type']}): |loss diff| {d_loss:.3g}, max |grad diff| {d_grad:.3g}"
+        f"TRL {algo} ({method_args(algo)['loss_type']}): |loss diff| {d_loss:.3g}, max |grad diff| "
+        f"{d_grad:.3g}"
     )
     assert d_loss < 1e-6 and d_grad < 1e-6
 
 
 def test_trl_cispo_default_cap_scales_the_gradient(tmp_path):
-    """TRL's CISPO clamps the weight at epsilon_high, default epsilon = 0.2: the on-policy loss is 0.2 x ours."""
+    """TRL's CISPO clamps the weight at epsilon_high, default epsilon = 0.2: the on-policy loss is
+    0.2 x ours."""
     trainer = _trainer(tmp_path, algo="cispo", gamma=0.0, G=4, epsilon_high=None)  # TRL's default
     assert trainer.epsilon_high == 0.2
     trainer.model.train()
@@ -183,7 +185,8 @@ def test_trl_cispo_default_cap_scales_the_gradient(tmp_path):
         "cispo", logps, logps.detach(), inputs["advantages"], inputs["completion_mask"].bool()
     )
     print(
-        f"TRL cispo with default epsilon_high: loss ratio TRL / ours = {loss_trl.item() / ours.item():.4f}"
+        "TRL cispo with default epsilon_high: loss ratio TRL / ours = "
+        f"{loss_trl.item() / ours.item():.4f}"
     )
     assert loss_trl.item() == pytest.approx(0.2 * ours.item(), rel=1e-5)
 
@@ -198,8 +201,8 @@ def test_config_rejects_bad_focal_settings(tmp_path):
 
 
 def test_cpu_example_end_to_end(tmp_path):
-    """examples/trl_countdown_cpu.py: tiny base, rare set, FocalGRPOTrainer steps with both callbacks; its
-    run directory is read by the cross-check and its checkpoint by our evaluation."""
+    """examples/trl_countdown_cpu.py: tiny base, rare set, FocalGRPOTrainer steps with both
+    callbacks; its run directory is read by the cross-check and its checkpoint by our evaluation."""
     import json
     import subprocess
     import sys
@@ -245,7 +248,8 @@ def test_cpu_example_end_to_end(tmp_path):
     )
     assert 0.0 <= results["splits"]["test"]["pass@1"] <= 1.0
     rare = load_rare_set(tmp_path / "rare_set.json")
-    # the last in-training value is the saved checkpoint's (both in float32: the example sets bf16=False)
+    # the last in-training value is the saved checkpoint's (both in float32: the example sets
+    # bf16=False)
     assert delta_nll_rare(model, rare, pad_token_id=tok.pad_token_id) == pytest.approx(
         summary["rare"]["rare/delta_nll"], abs=1e-6
     )

@@ -21,14 +21,15 @@ from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
 
 from fgrpo_llm.advantages import focal_weight, grpo_advantages  # noqa: E402
-from fgrpo_llm.integrations.verl import focal_grpo_advantage, register  # noqa: E402
+from fgrpo_llm.integrations.verl import register  # noqa: E402
 from fgrpo_llm.integrations.verl.overrides import method_overrides, table5_overrides  # noqa: E402
 
 VERL_CONFIG_DIR = str(Path(verl.__file__).parent / "trainer" / "config")
 
 
 def _batch(scores, uids, T=5, seed=0):
-    """A DataProto as verl's trainer holds it after scoring: outcome reward on the last response token."""
+    """A DataProto as verl's trainer holds it after scoring: outcome reward on the last response
+    token."""
     rng = np.random.default_rng(seed)
     M = len(scores)
     lengths = rng.integers(1, T + 1, size=M)
@@ -47,9 +48,8 @@ def _reference(scores, uids, gamma, eps=1e-6):
     for u in dict.fromkeys(uids):
         idx = [i for i, v in enumerate(uids) if v == u]
         R = torch.tensor([[scores[i] for i in idx]], dtype=torch.float32)  # (1, N)
-        A = (
-            grpo_advantages(R, std="bessel", eps=eps) if len(idx) > 1 else R.clone()
-        )  # verl: mean 0, std 1 for N=1
+        # verl: mean 0, std 1 for N=1
+        A = grpo_advantages(R, std="bessel", eps=eps) if len(idx) > 1 else R.clone()
         if len(idx) == 1:
             A = R / (1 + eps)
         mu = (R >= 0.5).float().mean(dim=1)
@@ -262,8 +262,8 @@ def test_composed_config_and_policy_loss_match_ours(algo):
         d_grad = (lp_v.grad - lp_o.grad).abs().max().item()
         LOSS_DIFFS[(algo, "extreme" if extreme else "moderate")] = (d_loss, d_grad)
         print(
-            f"verl {algo} ratios {'e^[-3,3]' if extreme else 'e^[-0.5,0.5]'}: |loss diff| {d_loss:.3g}, "
-            f"max |grad diff| {d_grad:.3g}"
+            f"verl {algo} ratios {'e^[-3,3]' if extreme else 'e^[-0.5,0.5]'}: |loss diff| "
+            f"{d_loss:.3g}, max |grad diff| {d_grad:.3g}"
         )
         dual_clip_active = (
             extreme
@@ -325,9 +325,11 @@ RAY_SCRIPT = textwrap.dedent("""
                 non_tensors={"uid": np.array(uids, dtype=object)})
             cfg = OmegaConf.create({"adv_estimator": "focal_grpo", "focal_gamma": 1.0})
             out = compute_advantage(data, adv_estimator="focal_grpo", config=cfg)
-            return out.batch["advantages"][:, -1].tolist(), sorted(m for m in sys.modules if m.startswith("fgrpo"))
+            modules = sorted(m for m in sys.modules if m.startswith("fgrpo"))
+            return out.batch["advantages"][:, -1].tolist(), modules
 
-    adv, mods = ray.get(AdvantageWorker.remote().run.remote([1.0, 0.0, 0.0, 0.0], ["u", "u", "u", "u"]))
+    worker = AdvantageWorker.remote()
+    adv, mods = ray.get(worker.run.remote([1.0, 0.0, 0.0, 0.0], ["u", "u", "u", "u"]))
     driver = sorted(m for m in sys.modules if m.startswith("fgrpo") or m == "verl")
     print(json.dumps({"adv": adv, "worker_modules": mods, "driver_modules": driver}))
     ray.shutdown()
@@ -355,9 +357,9 @@ def test_ray_actor_finds_the_plugin_without_the_driver_importing_it(tmp_path):
 
 
 def test_verl_rollout_dump_becomes_run_records(tmp_path):
-    """verl's own dump writer -> records_from_verl_dump -> the cross-check's load_run. The rows carry the
-    v1 trainer's uid keys "{uid}_{session}_{output}" (its writer is the same static method as the legacy
-    trainer's, whose module imports without TransferQueue)."""
+    """verl's own dump writer -> records_from_verl_dump -> the cross-check's load_run. The rows
+    carry the v1 trainer's uid keys "{uid}_{session}_{output}" (its writer is the same static method
+    as the legacy trainer's, whose module imports without TransferQueue)."""
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
     from fgrpo_llm.evaluation.runs import load_run
@@ -365,9 +367,8 @@ def test_verl_rollout_dump_becomes_run_records(tmp_path):
 
     dump = tmp_path / "dump"
     for step in (1, 2):
-        keys = [f"uidA_0_{j}" for j in range(4)] + [
-            f"uidB_0_{j}" for j in range(3)
-        ]  # ragged: 4 and 3
+        # ragged: 4 and 3
+        keys = [f"uidA_0_{j}" for j in range(4)] + [f"uidB_0_{j}" for j in range(3)]
         inputs = ["system\nQ one\nassistant\n"] * 4 + ["system\nQ two\nassistant\n"] * 3
         outputs = [" \\boxed{2}", "\\boxed{3}", "\\boxed{2} ", "x", "\\boxed{5}", "y", "z"]
         scores = [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0]

@@ -1,4 +1,5 @@
-"""A toy task for the RL-side tests (rollout, losses, trainer, CLI): fast to score, several correct forms."""
+"""A toy task for the RL-side tests (rollout, losses, trainer, CLI): fast to score, several correct
+forms."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from fgrpo_llm.tasks.base import Problem
 
 class ToyTask:
     """Prompt "k=:" over the Countdown alphabet; a completion is correct when it starts with "1"
-    (so "1", "12", "1+" ... are different correct forms); its solution form is its first two characters."""
+    (so "1", "12", "1+" ... are different correct forms); its solution form is its first two
+    characters."""
 
     name = "toy"
     splits = ("train", "test")

@@ -226,7 +226,8 @@ def test_focal_advantages_pass_eps_and_rewards_through():
         (
             lambda: adv.group_success_rate(torch.zeros(1, 2), reward_correct=0.0, reward_wrong=1.0),
             ValueError,
-            r"^reward_correct must exceed reward_wrong, got reward_correct=0\.0 <= reward_wrong=1\.0$",
+            r"^reward_correct must exceed reward_wrong, got reward_correct=0\.0 <= "
+            r"reward_wrong=1\.0$",
         ),
         (
             lambda: adv.grpo_advantages(torch.zeros(3)),

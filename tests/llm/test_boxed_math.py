@@ -1,5 +1,6 @@
-"""Boxed math: extraction (nested braces), math-verify equivalence, data preparation, bad-row counting,
-hostile completions (never raise, never hang, any thread), the TRL and verl reward exports."""
+"""Boxed math: extraction (nested braces), math-verify equivalence, data preparation, bad-row
+counting, hostile completions (never raise, never hang, any thread), the TRL and verl reward
+exports."""
 
 from __future__ import annotations
 

@@ -65,9 +65,11 @@ def test_train_smoke_then_resume(tiny_checkpoint, tmp_path, capsys):
 
 def test_config_file_sets_fields_and_flags_override_it(tiny_checkpoint, tmp_path):
     cfg = tmp_path / "c.yaml"
-    # `lr: 3e-4` is the string "3e-4" to PyYAML (YAML 1.1 wants a dot); it must still be read as a number
+    # `lr: 3e-4` is the string "3e-4" to PyYAML (YAML 1.1 wants a dot); it must still be read as a
+    # number
     cfg.write_text(
-        f"base: {tiny_checkpoint}\nalgo: dapo\ngamma: 1.0\nsteps: 1\nmax_sampling_rounds: 0\nlr: 3e-4\n"
+        f"base: {tiny_checkpoint}\nalgo: dapo\ngamma: 1.0\nsteps: 1\nmax_sampling_rounds: 0\nlr: "
+        "3e-4\n"
     )
     out = tmp_path / "run"
     assert (

@@ -1,4 +1,5 @@
-"""One definition of "correct": the task's ``is_correct``, asked by the trainer, pass@k and the rare set.
+"""One definition of "correct": the task's ``is_correct``, asked by the trainer, pass@k and the rare
+set.
 
 A task with a shaped reward (correct: 0.5 plus a length bonus; wrong: 0.3) must give the same X,
 pass@k counts and rare-set membership as its verdicts say, whatever the reward values; and a task
@@ -94,7 +95,11 @@ def test_trainer_counts_the_verdicts_not_the_reward_values(
     step1 = [g for g in groups if g["step"] == 1]
     assert [g["num_correct"] for g in step1] == correct.sum(1).tolist()
     assert [g["forms"] for g in step1] == [
-        [c.strip() for c, ok in zip(batch.completions[4 * b : 4 * b + 4], correct[b]) if ok]
+        [
+            c.strip()
+            for c, ok in zip(batch.completions[4 * b : 4 * b + 4], correct[b], strict=True)
+            if ok
+        ]
         for b in range(3)
     ]
     assert metrics[0]["reward/pass_rate"] == pytest.approx(correct.mean())

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgrpo_llm.tasks.expr import ExprError, parse_expression
 from fgrpo_llm.tasks import get_task, register_task, task_names
 from fgrpo_llm.tasks.base import Problem, Task
 from fgrpo_llm.tasks.countdown import (
@@ -19,6 +18,7 @@ from fgrpo_llm.tasks.countdown import (
     enumerate_solutions,
     format_prompt,
 )
+from fgrpo_llm.tasks.expr import ExprError, parse_expression
 
 
 def _problem(numbers, target):
@@ -89,10 +89,10 @@ def test_parser_matches_python_arithmetic_without_eval(numbers, data):
     ops = data.draw(
         st.lists(st.sampled_from("+-*"), min_size=len(numbers) - 1, max_size=len(numbers) - 1)
     )
-    text = str(numbers[0]) + "".join(o + str(n) for o, n in zip(ops, numbers[1:]))
+    text = str(numbers[0]) + "".join(o + str(n) for o, n in zip(ops, numbers[1:], strict=True))
     # reference: sum of products of the '*'-runs, signed by the preceding + / -
     total, term, sign = 0, numbers[0], 1
-    for o, n in zip(ops, numbers[1:]):
+    for o, n in zip(ops, numbers[1:], strict=True):
         if o == "*":
             term *= n
         else:
@@ -178,9 +178,8 @@ def test_enumeration_matches_brute_force():
                 brute.add(text)
     solutions = enumerate_solutions(numbers, target)
     assert set(solutions) == brute and len(solutions) == len(brute)
-    assert (
-        solutions[0] == "2*3+4"
-    )  # rank order: numbers in prompt order first, then operators "+-*"
+    # rank order: numbers in prompt order first, then operators "+-*"
+    assert solutions[0] == "2*3+4"
 
 
 def test_enumeration_has_no_duplicates_with_repeated_numbers():

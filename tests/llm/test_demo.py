@@ -52,9 +52,8 @@ def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
     ]
     assert any("rare/delta_nll" in m for m in metrics)  # the evaluator hook ran inside training
     assert "report:" in capsys.readouterr().out
-    assert (out / "timings.md").is_file() and not re.search(
-        r"\b\d+(\.\d+)? ?(s|min)\b", report
-    )  # no wall times
+    # no wall times
+    assert (out / "timings.md").is_file() and not re.search(r"\b\d+(\.\d+)? ?(s|min)\b", report)
 
     stamp = {
         p: p.stat().st_mtime_ns
@@ -97,8 +96,8 @@ def test_demo_config_validation(tmp_path, capsys):
 
 
 def test_the_plan_gives_the_same_numbers_with_one_worker_and_with_two(tmp_path):
-    """Every run is a function of its seed and settings: the worker count and the order in which runs
-    finish change no metric, group record, evaluation or report line."""
+    """Every run is a function of its seed and settings: the worker count and the order in which
+    runs finish change no metric, group record, evaluation or report line."""
     from fgrpo_llm.experiments.demo import run_demo
 
     for workers in (1, 2):

@@ -1,5 +1,6 @@
-"""pass@k evaluation (fgrpo_llm.evaluation.passk, fgrpo-llm eval / compare): the table against brute-force
-enumeration, the sampled counts against the sampler itself, the output files and the CLIs."""
+"""pass@k evaluation (fgrpo_llm.evaluation.passk, fgrpo-llm eval / compare): the table against
+brute-force enumeration, the sampled counts against the sampler itself, the output files and the
+CLIs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Exact mu(x) and tau_E(x) (``fgrpo_llm.evaluation.exact``) against sampling, hand formulas and limits.
+"""Exact mu(x) and tau_E(x) (``fgrpo_llm.evaluation.exact``) against sampling, hand formulas and
+limits.
 
 The tiny random model of ``conftest`` puts about 1e-8 on any Countdown answer, which sampling
 cannot tell from 0, so the Monte Carlo tests use it after a few hundred full-batch steps toward
@@ -48,7 +49,8 @@ def mixture(task, problem) -> list[tuple[str, float]]:
 
 
 def train_toward_mixture(tokenizer, task, problems, *, steps: int = 80, seed: int = 0):
-    """The conftest tiny model after ``steps`` full-batch Adam steps on the weighted NLL of the mixtures."""
+    """The conftest tiny model after ``steps`` full-batch Adam steps on the weighted NLL of the
+    mixtures."""
     torch.manual_seed(seed)
     model = build_tiny_model(tokenizer, seed=seed, **TINY)
     rows, weights = [], []
@@ -143,7 +145,8 @@ def test_exact_agrees_with_sampling(
 ):
     """mu and tau against 2000 samples per prompt: two-sided exact binomial tests. At max_new_tokens
     = 5 the answers (5 characters) have no room for EOS: the sampler cuts the row and its text is
-    still correct, so mu there also holds the continuations; the policy there is softmax(logits / 1.6)."""
+    still correct, so mu there also holds the continuations; the policy there is
+    softmax(logits / 1.6)."""
     n = 2000
     events = {p.id: rare_event(countdown_task, p) for p in problems}
     exact = exact_mu_tau(
@@ -173,9 +176,8 @@ def test_exact_agrees_with_sampling(
         assert 0.05 < m.mu < 0.95 and 0.005 < m.tau < m.mu  # the test has power
         assert binom_p(len(correct), n, m.mu) > ALPHA, (p.id, len(correct) / n, m.mu)
         assert binom_p(hits, n, m.tau) > ALPHA, (p.id, hits / n, m.tau)
-        assert (
-            m.slack < 0.02
-        )  # the trained model rarely emits <pad>/<bos>/<unk> (more often when hotter)
+        # the trained model rarely emits <pad>/<bos>/<unk> (more often when hotter)
+        assert m.slack < 0.02
         if max_new_tokens == 8 and temperature == 1.0 and b == 0:
             # the same counts reject a mu that forgets the EOS factor: the test can fail
             no_eos = math.log(
@@ -215,15 +217,14 @@ def test_scores_match_the_samplers_logprobs(trained, char_tokenizer, problems):
     theirs = (batch.old_logprobs * batch.completion_mask).sum(1).double().numpy()
     assert np.all(np.isfinite(mine))
     np.testing.assert_allclose(mine, theirs, atol=1e-4)
-    assert any(
-        len(r) == T and r[-1] != char_tokenizer.eos_token_id for r in rows
-    )  # cut rows covered too
+    # cut rows covered too
+    assert any(len(r) == T and r[-1] != char_tokenizer.eos_token_id for r in rows)
 
 
 @pytest.mark.parametrize("which", ["random", "trained"])
 def test_all_outcomes_sum_to_one(which, tiny_model, trained, char_tokenizer, problems):
-    """Every completion the sampler can return (EOS-ended up to T tokens, or T tokens cut) for T = 2:
-    1 + 22 + 22^2 outcomes whose probabilities sum to 1; impossible lists get -inf."""
+    """Every completion the sampler can return (EOS-ended up to T tokens, or T tokens cut) for
+    T = 2: 1 + 22 + 22^2 outcomes whose probabilities sum to 1; impossible lists get -inf."""
     model = tiny_model if which == "random" else trained
     T, V, eos = 2, len(char_tokenizer), char_tokenizer.eos_token_id
     other = [i for i in range(V) if i != eos]
@@ -254,7 +255,7 @@ def test_every_expression_together_is_at_most_one(
     ]
     mass = np.exp(completion_logprobs(trained, char_tokenizer, p.prompt, ids, max_new_tokens=8))
     mu = exact_mu_tau(trained, char_tokenizer, countdown_task, [p], max_new_tokens=8)[p.id].mu
-    correct = sum(m for t, m in zip(texts, mass) if countdown_task.is_correct(p, t))
+    correct = sum(m for t, m in zip(texts, mass, strict=True) if countdown_task.is_correct(p, t))
     assert mass.sum() <= 1 + 1e-6 and 0.3 < mass.sum()
     assert math.isclose(correct, mu, rel_tol=1e-5)
 
@@ -270,7 +271,8 @@ def _table(char_tokenizer, rng, rows=40):
 def test_against_hand_formula_on_a_position_model(
     char_tokenizer, countdown_task, problems, temperature
 ):
-    """With logits W[pos]: log pi(y) = sum_t log softmax(W[P-1+t] / temp)[c_t] + log softmax(W[P-1+n] / temp)[EOS]."""
+    """With logits W[pos]: log pi(y) = sum_t log softmax(W[P-1+t] / temp)[c_t] + log
+    softmax(W[P-1+n] / temp)[EOS]."""
     W = _table(char_tokenizer, np.random.default_rng(0))
     model = PositionTable(W)
     p = problems[0]
@@ -360,8 +362,8 @@ def test_a_model_with_all_mass_on_one_answer(char_tokenizer, countdown_task, pro
 
 
 def test_skipped_special_tokens_stay_inside_the_slack(char_tokenizer, countdown_task, problems):
-    """The sampler decodes with skip_special_tokens, so "y<unk><eos>" reads as y: the canonical sum is
-    then a strict lower bound, and the sampled mu lies between it and mu + slack."""
+    """The sampler decodes with skip_special_tokens, so "y<unk><eos>" reads as y: the canonical sum
+    is then a strict lower bound, and the sampled mu lies between it and mu + slack."""
     p = problems[0]
     y = countdown_task.solutions(p)[0]
     P = len(char_tokenizer(p.prompt)["input_ids"])
@@ -385,9 +387,8 @@ def test_skipped_special_tokens_stay_inside_the_slack(char_tokenizer, countdown_
     )
     k = sum(countdown_task.is_correct(p, t) for t in batch.completions)
     assert binom_p(k, n, m.mu) < 1e-6 and k / n > m.mu  # the canonical spelling misses mass
-    assert (
-        scipy_stats.binomtest(k, n, m.mu_upper, alternative="greater").pvalue > ALPHA
-    )  # within the bound
+    # within the bound
+    assert scipy_stats.binomtest(k, n, m.mu_upper, alternative="greater").pvalue > ALPHA
     assert m.slack > 0.05 and m.mu_upper > m.mu
 
 
@@ -403,7 +404,7 @@ def test_check_character_vocabulary(char_tokenizer):
         check_character_vocabulary(multi)
 
 
-# -- argument errors and the lower-bound mode ---------------------------------------------------------
+# -- argument errors and the lower-bound mode ------------------------------------------------------
 
 
 def test_refuses_what_it_cannot_compute_exactly(trained, char_tokenizer, countdown_task, problems):
@@ -453,7 +454,7 @@ def test_lower_bound_mode_for_a_tokenizer_with_several_spellings(countdown_task,
     assert not m.exact and math.isnan(m.slack) and math.isnan(m.mu_upper) and 0 < m.mu < 1
 
 
-# -- the rare set ---------------------------------------------------------------------------------------
+# -- the rare set ----------------------------------------------------------------------------------
 
 
 def test_exact_rare_set_records_and_summarises(
@@ -481,9 +482,8 @@ def test_exact_rare_set_records_and_summarises(
         assert set(RECORDED_KEYS) <= set(info)
         m = cmp_.per_prompt[pid]
         assert m.event == tuple(sorted(info["rare_forms"])) and info["mu_exact"] == m.mu
-        assert (
-            binom_p(info["num_correct"], 300, m.mu) > ALPHA
-        )  # the set's own mu agrees within MC error
+        # the set's own mu agrees within MC error
+        assert binom_p(info["num_correct"], 300, m.mu) > ALPHA
     mu_s = np.array([rs.prompts[i]["mu"] for i in rs.prompts])
     mu_e = np.array([rs.prompts[i]["mu_exact"] for i in rs.prompts])
     assert s["num_prompts"] == 2 and math.isclose(
@@ -520,7 +520,8 @@ def test_sampling_error_summary_by_hand():
     assert (
         s["tau_below_frac"] == 0.5 and s["tau_above_frac"] == 0.5 and s["num_tau_exact_zero"] == 0
     )
-    # Wilson 95% intervals: 50/100 -> [0.404, 0.596] (misses 0.4), 20/100 -> [0.133, 0.289], 90/100 -> [0.826, 0.945]
+    # Wilson 95% intervals: 50/100 -> [0.404, 0.596] (misses 0.4), 20/100 -> [0.133, 0.289],
+    # 90/100 -> [0.826, 0.945]
     assert math.isclose(s["mu_in_ci95_frac"], 2 / 3)
     empty = sampling_error_summary([0.5], [0.5], [0.0], [0.0], [False])
     assert empty["tau_ratio_mean"] is None and empty["tau_below_frac"] is None

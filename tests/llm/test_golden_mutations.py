@@ -1,4 +1,5 @@
-"""The golden one-step test fails under each named mutation of the focal update (``make test-slow``).
+"""The golden one-step test fails under each named mutation of the focal update
+(``make test-slow``).
 
 Each case copies the two packages and the golden test into a temporary directory, applies one
 mutation to the copy (the repository is never touched), runs the golden test there in a fresh

@@ -83,9 +83,8 @@ def _fixed_batch(model, tok, prompts: list[str]) -> RolloutBatch:
     with torch.no_grad():
         logp = _token_logprobs(model, seq, attn)
     shift = torch.empty(M, P + T).uniform_(-2.2, 1.2, generator=torch.Generator().manual_seed(7))
-    old = torch.where(
-        comp, logp + shift, torch.zeros_like(logp)
-    )  # r = exp(-shift) on the completion
+    # r = exp(-shift) on the completion
+    old = torch.where(comp, logp + shift, torch.zeros_like(logp))
     return RolloutBatch(
         sequences=seq,
         attention_mask=attn,
@@ -136,7 +135,7 @@ def _expected_parameters(
     b1, b2 = BETAS
     expected = []
     with torch.no_grad():
-        for p, g in zip(params, grads):
+        for p, g in zip(params, grads, strict=True):
             m_hat = (1 - b1) * g / (1 - b1)
             v_hat = (1 - b2) * g * g / (1 - b2)
             expected.append(p * (1 - LR * WD) - LR * m_hat / (v_hat.sqrt() + ADAM_EPS))
@@ -185,9 +184,11 @@ def test_one_step_update_equals_the_hand_computed_one(
     trained, _ = load_model_and_tokenizer(out / "model")
     base, _ = load_model_and_tokenizer(tiny_checkpoint)
     moved = 0.0
-    for (name, p), q, e in zip(trained.named_parameters(), base.parameters(), expected):
-        torch.testing.assert_close(p, e, rtol=0, atol=2e-7, msg=lambda m: f"{name}: {m}")
-        moved = max(moved, float((p - q).abs().max()))
+    for (name, p), q, e in zip(
+        trained.named_parameters(), base.parameters(), expected, strict=True
+    ):
+        torch.testing.assert_close(p, e, rtol=0, atol=2e-7, msg=lambda m, name=name: f"{name}: {m}")
+        moved = max(moved, float((p - q).detach().abs().max()))
     assert moved > 1e-4  # the step did move the weights, well above the tolerance
 
     # the logs show the g the update used, per trained group and on average over active groups
@@ -197,8 +198,7 @@ def test_one_step_update_equals_the_hand_computed_one(
     line = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert line["focal/weight_mean"] == pytest.approx(float(((1 - X / N) ** gamma).mean()))
     if algo != "cispo":
-        assert (
-            line["clip/low_frac"] > 0 and line["clip/high_frac"] > 0
-        )  # both clip sides were active
+        # both clip sides were active
+        assert line["clip/low_frac"] > 0 and line["clip/high_frac"] > 0
     else:
         assert line["cap/high_frac"] > 0  # some weights were capped at 6

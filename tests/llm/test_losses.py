@@ -88,9 +88,8 @@ def test_gamma_zero_equals_the_base_method(name):
     R = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]], dtype=torch.float64)
     base = grpo_advantages(R).flatten()
     focal0 = focal_advantages(R, gamma=0.0).flatten()
-    old = _logprobs(logits, tokens).detach() + 0.3 * torch.randn(
-        M, L, dtype=torch.float64
-    )  # off-policy
+    # off-policy
+    old = _logprobs(logits, tokens).detach() + 0.3 * torch.randn(M, L, dtype=torch.float64)
     l0, g0, _ = _grad(LOSSES[name], logits, tokens, mask, base, old=old)
     l1, g1, _ = _grad(LOSSES[name], logits, tokens, mask, focal0, old=old)
     assert torch.equal(l0, l1) and torch.equal(g0, g1)
@@ -112,7 +111,8 @@ def test_masked_tokens_contribute_nothing(name, seed, junk):
         M, L, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)
     )
     l0, g0, m0 = _grad(LOSSES[name], logits, tokens, mask, A, old=old)
-    # Change everything under ~mask: the logits there, the old log-probs (even to -inf) and the tokens.
+    # Change everything under ~mask: the logits there, the old log-probs (even to -inf) and the
+    # tokens.
     with torch.no_grad():
         logits2 = logits.detach().clone()
         logits2[~mask] += junk
@@ -226,8 +226,9 @@ def test_shape_mismatch_raises_value_error():
 
 @pytest.mark.parametrize("name", sorted(LOSSES))
 def test_masked_tokens_contribute_nothing_to_the_full_objective_with_kl_and_entropy(name):
-    """policy_loss with the entropy bonus and the k3 KL: junk under the mask (a reference log-prob far above
-    the policy's, where exp(ref - logp) overflows) changes neither the loss nor the gradient."""
+    """policy_loss with the entropy bonus and the k3 KL: junk under the mask (a reference log-prob
+    far above the policy's, where exp(ref - logp) overflows) changes neither the loss nor the
+    gradient."""
     logits, tokens, mask, A = _setup(4)
     H = torch.rand(M, L, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     old = _logprobs(logits, tokens).detach() - 0.1

@@ -12,13 +12,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgrpo_llm.tasks.maze import END, MOVES, MazeTask, decode_prompt, encode_prompt, generate_maze, solve, walk
+from fgrpo_llm.tasks.maze import (
+    END,
+    MOVES,
+    MazeTask,
+    decode_prompt,
+    encode_prompt,
+    generate_maze,
+    solve,
+    walk,
+)
 
 
 def _cell_graph(open_grid: np.ndarray) -> dict[tuple[int, int], list[tuple[int, int]]]:
     """Adjacency of the cells read straight off the grid (independent of Maze.neighbours)."""
     c = (open_grid.shape[0] - 1) // 2
-    graph: dict[tuple[int, int], list[tuple[int, int]]] = {(r, q): [] for r in range(c) for q in range(c)}
+    graph: dict[tuple[int, int], list[tuple[int, int]]] = {
+        (r, q): [] for r in range(c) for q in range(c)
+    }
     for r in range(c):
         for q in range(c):
             if q + 1 < c and open_grid[2 * r + 1, 2 * q + 2]:
@@ -108,7 +119,9 @@ def test_verifier_accepts_the_solution_and_rejects_near_misses():
     for problem in task.problems("test"):
         moves = problem.answer.split()
         assert task.reward(problem, f"{problem.answer} {END}") == 1.0
-        assert task.reward(problem, f"  {problem.answer}   {END}\n") == 1.0  # whitespace is not a token
+        assert (
+            task.reward(problem, f"  {problem.answer}   {END}\n") == 1.0
+        )  # whitespace is not a token
         assert task.solution_form(problem, f"{problem.answer} {END}") == problem.answer
         maze = decode_prompt(problem.prompt)
         for name, completion in _near_misses(moves).items():
@@ -171,9 +184,23 @@ def test_bad_prompt_raises_value_error():
 
 # -- the experiment pipeline -----------------------------------------------------------------
 
-TINY = dict(grid_size=7, num_train=60, num_test=3, hidden_size=32, num_layers=1, num_heads=2,
-            sft_steps=3, sft_batch_size=4, rl_steps=2, rl_prompts_per_step=2, group_sizes=(2,),
-            gammas=(0.0, 1.0), eval_k_max=4, eval_every=1, device="cpu")
+TINY = dict(
+    grid_size=7,
+    num_train=60,
+    num_test=3,
+    hidden_size=32,
+    num_layers=1,
+    num_heads=2,
+    sft_steps=3,
+    sft_batch_size=4,
+    rl_steps=2,
+    rl_prompts_per_step=2,
+    group_sizes=(2,),
+    gammas=(0.0, 1.0),
+    eval_k_max=4,
+    eval_every=1,
+    device="cpu",
+)
 
 
 def test_config_validation_and_presets():
@@ -181,7 +208,11 @@ def test_config_validation_and_presets():
 
     full = make_config("full")
     assert (full.grid_size, full.sft_steps, full.sft_batch_size, full.rl_prompts_per_step) == (
-        17, 1500, 32, 256)
+        17,
+        1500,
+        32,
+        256,
+    )
     assert full.group_sizes == (4, 8, 16, 32, 64, 128) and full.gammas == (0.0, 0.5, 1.0)
     assert full.eval_k_max == 2048 and full.num_test == 256 and full.rl_steps == 20_000
     reduced = make_config("reduced")
@@ -192,12 +223,24 @@ def test_config_validation_and_presets():
     assert reduced.lr_matched_gammas == (0.5, 1.0) and reduced.threads == 1
     assert make_config("reduced", gammas=(0.0, 1.0)).lr_matched_gammas == (1.0,)
     assert make_config("reduced", lr_matched_gammas=()).lr_matched_gammas == ()
-    for bad in ({"grid_size": 8}, {"group_sizes": (1,)}, {"gammas": (-1.0,)}, {"rl_lr": 0.0},
-                {"bogus": 1}, {"rl_seeds": (1, 1)}, {"rl_seeds": (-1,)}, {"rl_seeds": ()},
-                {"threads": 0}, {"lr_matched_gammas": (0.3,)}, {"lr_matched_gammas": (0.0,)},
-                {"group_sizes": (4, 4)}, {"gammas": "0,1"}):
-        with pytest.raises(ValueError, match=next(iter(bad)) if next(iter(bad)) != "bogus"
-                           else "bogus"):
+    for bad in (
+        {"grid_size": 8},
+        {"group_sizes": (1,)},
+        {"gammas": (-1.0,)},
+        {"rl_lr": 0.0},
+        {"bogus": 1},
+        {"rl_seeds": (1, 1)},
+        {"rl_seeds": (-1,)},
+        {"rl_seeds": ()},
+        {"threads": 0},
+        {"lr_matched_gammas": (0.3,)},
+        {"lr_matched_gammas": (0.0,)},
+        {"group_sizes": (4, 4)},
+        {"gammas": "0,1"},
+    ):
+        with pytest.raises(
+            ValueError, match=next(iter(bad)) if next(iter(bad)) != "bogus" else "bogus"
+        ):
             make_config("reduced", **bad)
     with pytest.raises(ValueError, match="preset"):
         make_config("huge")
@@ -210,8 +253,13 @@ def test_plan_runs_every_method_at_every_n_for_every_seed():
     cfg = make_config("reduced", rl_seeds=(0, 1), group_sizes=(4, 8))
     runs = plan(cfg)
     assert len(runs) == 2 * 2 * 5 and len({r.key for r in runs}) == len(runs)
-    assert {r.method for r in runs} == {"GRPO", "F-GRPO gamma=0.5", "F-GRPO gamma=1.0",
-                                        "GRPO lr x m(gamma=0.5)", "GRPO lr x m(gamma=1.0)"}
+    assert {r.method for r in runs} == {
+        "GRPO",
+        "F-GRPO gamma=0.5",
+        "F-GRPO gamma=1.0",
+        "GRPO lr x m(gamma=0.5)",
+        "GRPO lr x m(gamma=1.0)",
+    }
     by_name = {r.key: r for r in runs}
     control = by_name["seed1/grpo_lrm_g1_N8"]
     tc = train_config(cfg, Path("sft"), Path("x"), control)
@@ -247,8 +295,9 @@ def test_sft_batch_masks_everything_but_the_target():
 def test_dip_statistics_finds_the_drop_and_the_recovery():
     from fgrpo_llm.experiments.maze import dip_statistics
 
-    curve = [{"step": s, "eval/test/pass@1": v}
-             for s, v in [(0, 0.5), (10, 0.3), (20, 0.4), (30, 0.6)]]
+    curve = [
+        {"step": s, "eval/test/pass@1": v} for s, v in [(0, 0.5), (10, 0.3), (20, 0.4), (30, 0.6)]
+    ]
     d = dip_statistics(curve, [1])
     assert d["dip/pass@1"] == pytest.approx(0.2) and d["dip_step/pass@1"] == 10
     assert d["change/pass@1"] == pytest.approx(0.1)
@@ -276,8 +325,16 @@ def test_pipeline_smoke_run_and_stage_resume(tmp_path):
             assert all(0 <= v <= 1 for v in ks) and ks == sorted(ks)  # non-decreasing in k
     assert results["runs"]["seed0/grpo_lrm_g1_N2"]["lr"] == pytest.approx(cfg.rl_lr / 2)
     assert json.loads((out / "config.json").read_text())["grid_size"] == 7
-    for name in ("results.json", "table.csv", "table.md", "report.md", "report.json",
-                 "maze_curves.png", "maze_final.png", "timings.json"):
+    for name in (
+        "results.json",
+        "table.csv",
+        "table.md",
+        "report.md",
+        "report.json",
+        "maze_curves.png",
+        "maze_final.png",
+        "timings.json",
+    ):
         assert (out / name).is_file(), name
     rows = results["table"]
     assert {r["metric"] for r in rows} == {"pass@1", "pass@4"}
@@ -289,12 +346,18 @@ def test_pipeline_smoke_run_and_stage_resume(tmp_path):
     sft_mtime = (out / "sft" / "model" / "model.safetensors").stat().st_mtime
     more_cfg = make_config("reduced", **{**TINY, "gammas": (0.0, 0.5, 1.0), "rl_seeds": (0, 1)})
     more = run_experiment(more_cfg, out, progress=False)
-    assert set(more["runs"]) == {f"seed{s}/{n}" for s in (0, 1) for n in (
-        "grpo_N2", "fgrpo_g0.5_N2", "fgrpo_g1_N2", "grpo_lrm_g0.5_N2", "grpo_lrm_g1_N2")}
+    assert set(more["runs"]) == {
+        f"seed{s}/{n}"
+        for s in (0, 1)
+        for n in ("grpo_N2", "fgrpo_g0.5_N2", "fgrpo_g1_N2", "grpo_lrm_g0.5_N2", "grpo_lrm_g1_N2")
+    }
     assert (out / "sft" / "model" / "model.safetensors").stat().st_mtime == sft_mtime
     assert more["runs"]["seed0/grpo_N2"] == results["runs"]["seed0/grpo_N2"]
     assert set(json.loads((out / "timings.json").read_text())["stages"]) >= {
-        "rl/seed0/grpo_N2", "rl/seed1/grpo_N2", "sft_eval/seed1"}
+        "rl/seed0/grpo_N2",
+        "rl/seed1/grpo_N2",
+        "sft_eval/seed1",
+    }
     with pytest.raises(ValueError, match="other settings"):
         run_experiment(make_config("reduced", **{**TINY, "rl_steps": 3}), out, progress=False)
     with pytest.raises(ValueError, match="threads"):
@@ -306,10 +369,14 @@ def test_pipeline_smoke_run_and_stage_resume(tmp_path):
 def test_cli_bad_arguments_exit_2(tmp_path, capsys):
     from fgrpo_llm.cli import main
 
-    for argv, word in ((["--preset", "huge"], "preset"), (["--grid-size", "8"], "grid_size"),
-                       (["--seeds", "1,1"], "rl_seeds"), (["--workers", "0"], "workers"),
-                       (["--lr-matched-gammas", "0.3"], "lr_matched_gammas"),
-                       (["--threads", "0"], "threads")):
+    for argv, word in (
+        (["--preset", "huge"], "preset"),
+        (["--grid-size", "8"], "grid_size"),
+        (["--seeds", "1,1"], "rl_seeds"),
+        (["--workers", "0"], "workers"),
+        (["--lr-matched-gammas", "0.3"], "lr_matched_gammas"),
+        (["--threads", "0"], "threads"),
+    ):
         assert main(["maze", *argv, "--out", str(tmp_path / "x")]) == 2
         err = capsys.readouterr().err
         assert word in err and "Traceback" not in err, (argv, err)
@@ -320,16 +387,56 @@ def test_cli_runs_a_tiny_study_and_prints_its_report(tmp_path, capsys):
     from fgrpo_llm.cli import main
 
     out = tmp_path / "m"
-    argv = ["maze", "--out", str(out), "--grid-size", "7", "--num-train", "60", "--num-test", "3",
-            "--hidden-size", "32", "--num-layers", "1", "--num-heads", "2", "--sft-steps", "3",
-            "--sft-batch-size", "4", "--rl-steps", "1", "--prompts-per-step", "2",
-            "--group-sizes", "2", "--gammas", "0,1", "--lr-matched-gammas", ",", "--k-max", "2",
-            "--eval-every", "1", "--seeds", "4,5", "--workers", "1", "--device", "cpu",
-            "--no-progress"]
+    argv = [
+        "maze",
+        "--out",
+        str(out),
+        "--grid-size",
+        "7",
+        "--num-train",
+        "60",
+        "--num-test",
+        "3",
+        "--hidden-size",
+        "32",
+        "--num-layers",
+        "1",
+        "--num-heads",
+        "2",
+        "--sft-steps",
+        "3",
+        "--sft-batch-size",
+        "4",
+        "--rl-steps",
+        "1",
+        "--prompts-per-step",
+        "2",
+        "--group-sizes",
+        "2",
+        "--gammas",
+        "0,1",
+        "--lr-matched-gammas",
+        ",",
+        "--k-max",
+        "2",
+        "--eval-every",
+        "1",
+        "--seeds",
+        "4,5",
+        "--workers",
+        "1",
+        "--device",
+        "cpu",
+        "--no-progress",
+    ]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "# Maze study: 2 RL seed(s)" in printed and "4 RL runs" in printed
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["rl_seeds"] == [4, 5] and cfg["lr_matched_gammas"] == [] and cfg["seed"] == 0
     assert sorted(p.parent.name for p in out.glob("rl/*/*/result.json")) == [
-        "fgrpo_g1_N2", "fgrpo_g1_N2", "grpo_N2", "grpo_N2"]
+        "fgrpo_g1_N2",
+        "fgrpo_g1_N2",
+        "grpo_N2",
+        "grpo_N2",
+    ]

@@ -13,19 +13,45 @@ from fgrpo_llm.experiments.maze import make_config, run_experiment
 
 #: Small enough for seconds per run, large enough that the SFT model solves some mazes, so the
 #: RL groups carry a signal and the updates, rewards and pass@k are non-trivial numbers.
-TINY = dict(grid_size=5, num_train=40, num_test=4, hidden_size=32, num_layers=1, num_heads=2,
-            sft_steps=60, sft_batch_size=16, sft_lr=3e-3, rl_steps=3, rl_prompts_per_step=4,
-            rl_lr=1e-3, group_sizes=(2, 4), gammas=(0.0, 1.0), eval_k_max=4, eval_every=1,
-            rl_seeds=(0, 1), device="cpu")
+TINY = dict(
+    grid_size=5,
+    num_train=40,
+    num_test=4,
+    hidden_size=32,
+    num_layers=1,
+    num_heads=2,
+    sft_steps=60,
+    sft_batch_size=16,
+    sft_lr=3e-3,
+    rl_steps=3,
+    rl_prompts_per_step=4,
+    rl_lr=1e-3,
+    group_sizes=(2, 4),
+    gammas=(0.0, 1.0),
+    eval_k_max=4,
+    eval_every=1,
+    rl_seeds=(0, 1),
+    device="cpu",
+)
 #: Files that must be byte-identical (metrics.jsonl: once the time/* fields are dropped).
-SAME = ("results.json", "table.md", "table.csv", "report.md", "report.json",
-        "sft/sft_metrics.jsonl", "sft/sft_summary.json", "sft/model/model.safetensors")
+SAME = (
+    "results.json",
+    "table.md",
+    "table.csv",
+    "report.md",
+    "report.json",
+    "sft/sft_metrics.jsonl",
+    "sft/sft_summary.json",
+    "sft/model/model.safetensors",
+)
 PER_RUN = ("result.json", "groups.jsonl", "run.json", "model/model.safetensors")
 
 
 def _metrics(path: Path) -> list[dict]:
-    return [{k: v for k, v in json.loads(line).items() if not k.startswith("time/")}
-            for line in path.read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if not k.startswith("time/")}
+        for line in path.read_text().splitlines()
+    ]
 
 
 def _assert_same(a: Path, b: Path) -> None:

@@ -15,8 +15,9 @@ from fgrpo_llm.experiments.maze import make_config, method_name, methods, plan
 from fgrpo_llm.experiments.maze_study import combine_verdicts, study
 
 K = 8
-CFG = make_config("reduced", rl_seeds=(0, 1, 2), group_sizes=(4, 8), gammas=(0.0, 1.0),
-                  eval_k_max=K)
+CFG = make_config(
+    "reduced", rl_seeds=(0, 1, 2), group_sizes=(4, 8), gammas=(0.0, 1.0), eval_k_max=K
+)
 
 
 def _results(cfg, value):
@@ -24,11 +25,17 @@ def _results(cfg, value):
     runs = {}
     for run in plan(cfg):
         p1, pk, dip = value(run.method, run.N, run.seed)
-        runs[run.key] = {"method": run.method, "N": run.N, "seed": run.seed,
-                         "final": {"eval/test/pass@1": p1, f"eval/test/pass@{K}": pk},
-                         "dips": {f"dip/pass@{K}": dip}}
-    sft = {str(s): {"eval/test/pass@1": 0.3 + 0.01 * s, f"eval/test/pass@{K}": 0.8}
-           for s in cfg.rl_seeds}
+        runs[run.key] = {
+            "method": run.method,
+            "N": run.N,
+            "seed": run.seed,
+            "final": {"eval/test/pass@1": p1, f"eval/test/pass@{K}": pk},
+            "dips": {f"dip/pass@{K}": dip},
+        }
+    sft = {
+        str(s): {"eval/test/pass@1": 0.3 + 0.01 * s, f"eval/test/pass@{K}": 0.8}
+        for s in cfg.rl_seeds
+    }
     return {"sft": sft, "runs": runs}
 
 
@@ -37,8 +44,11 @@ NOISE = {0: 0.0, 1: 0.01, 2: -0.02}  # a per-seed shift every method shares (can
 
 
 def _cell(report, a, b, N, metric):
-    (d,) = [d for d in report["differences"]
-            if (d["a"], d["b"], d["N"], d["metric"]) == (a, b, N, metric)]
+    (d,) = [
+        d
+        for d in report["differences"]
+        if (d["a"], d["b"], d["N"], d["metric"]) == (a, b, N, metric)
+    ]
     return d
 
 
@@ -99,8 +109,12 @@ def test_one_n_against_fgrpo_contradicts_the_every_n_claim():
 
 def test_control_that_matches_or_beats_fgrpo_reproduces_its_gains():
     def beats(method, N, s):
-        p1 = 0.4 + NOISE[s] + (0.05 + 0.01 * s) * (method == FGRPO) \
+        p1 = (
+            0.4
+            + NOISE[s]
+            + (0.05 + 0.01 * s) * (method == FGRPO)
             + (0.08 + 0.01 * s) * (method == CONTROL)
+        )
         return p1, 0.7, 0.1
 
     claims = study(CFG, _results(CFG, beats))["claims"]
@@ -108,8 +122,12 @@ def test_control_that_matches_or_beats_fgrpo_reproduces_its_gains():
     assert set(claims["d"]["per_gamma"]["1"]["cells"]) == {"N=4 pass@1", "N=8 pass@1"}
 
     def matches(method, N, s):
-        p1 = 0.4 + NOISE[s] + (0.05 + 0.01 * s) * (method in (FGRPO, CONTROL)) \
+        p1 = (
+            0.4
+            + NOISE[s]
+            + (0.05 + 0.01 * s) * (method in (FGRPO, CONTROL))
             + 0.003 * (s - 1) * (method == CONTROL)
+        )
         return p1, 0.7, 0.1
 
     assert study(CFG, _results(CFG, matches))["claims"]["d"]["verdict"] == NOT_RESOLVED
@@ -127,16 +145,16 @@ def test_no_gain_over_grpo_leaves_d_unresolved_and_says_why(tmp_path):
 
 
 def test_one_seed_resolves_nothing():
-    cfg = make_config("reduced", rl_seeds=(0,), group_sizes=(4,), gammas=(0.0, 1.0),
-                      eval_k_max=K)
+    cfg = make_config("reduced", rl_seeds=(0,), group_sizes=(4,), gammas=(0.0, 1.0), eval_k_max=K)
     report = study(cfg, _results(cfg, lambda m, N, s: (0.4 + 0.2 * (m == FGRPO), 0.7, 0.1)))
     assert all(c["verdict"] == NOT_RESOLVED for c in report["claims"].values())
     assert math.isnan(report["runs"][0]["pass@1"]["lo"])
 
 
 def test_partial_studies_pair_only_the_seeds_both_runs_finished():
-    results = _results(CFG, lambda m, N, s: (0.4 + NOISE[s] + 0.05 * (m == FGRPO) * (s + 1),
-                                              0.7, 0.1))
+    results = _results(
+        CFG, lambda m, N, s: (0.4 + NOISE[s] + 0.05 * (m == FGRPO) * (s + 1), 0.7, 0.1)
+    )
     del results["runs"]["seed2/grpo_N4"]
     report = study(CFG, results)
     cell = _cell(report, FGRPO, GRPO, 4, "pass@1")
@@ -158,8 +176,11 @@ def test_reproduce_command_gives_back_the_config():
     from fgrpo_llm.cli.maze import _HELP, _LISTS
     from fgrpo_llm.experiments.maze import command_for
 
-    for cfg in (CFG, make_config("reduced"), make_config("full", rl_seeds=(3, 4),
-                                                         lr_matched_gammas=(), threads=2)):
+    for cfg in (
+        CFG,
+        make_config("reduced"),
+        make_config("full", rl_seeds=(3, 4), lr_matched_gammas=(), threads=2),
+    ):
         command = command_for(cfg)
         args = build_parser().parse_args(shlex.split(command)[1:])
         values = {d: getattr(args, d) for d in {**_HELP, **_LISTS} if getattr(args, d) is not None}

@@ -9,9 +9,6 @@ import numpy as np
 import pytest
 
 from fgrpo_llm.cli import main
-from fgrpo_llm.model import load_model_and_tokenizer
-from fgrpo_llm.tasks.base import Problem
-from fgrpo_llm.tasks.countdown import CountdownAnswer
 from fgrpo_llm.config import read_config_file
 from fgrpo_llm.experiments.countdown_base import (
     CONFIG_NAME,
@@ -23,6 +20,9 @@ from fgrpo_llm.experiments.countdown_base import (
     sample_demonstration,
     skewed_weights,
 )
+from fgrpo_llm.model import load_model_and_tokenizer
+from fgrpo_llm.tasks.base import Problem
+from fgrpo_llm.tasks.countdown import CountdownAnswer
 
 TINY = dict(
     hidden_size=32,
@@ -82,7 +82,7 @@ def test_demonstration_batches_are_correct_and_match_the_tokenizer(countdown_tas
     stream = DemonstrationStream(countdown_task, char_tokenizer, cfg, np.random.default_rng(0))
     input_ids, mask, labels = stream.batch()
     assert input_ids.shape[0] == 64 and input_ids.shape == mask.shape == labels.shape
-    for ids, m, lab in zip(input_ids, mask, labels):
+    for ids, m, lab in zip(input_ids, mask, labels, strict=True):
         seq = ids[m.bool()].tolist()
         text = char_tokenizer.decode(seq, skip_special_tokens=True)
         prompt, completion = text.split(":")
@@ -109,7 +109,7 @@ def test_ood_fraction_adds_correct_four_number_demonstrations_outside_the_ood_sp
     input_ids, mask, _ = stream.batch()
     ood_prompts = {p.prompt for p in countdown_task.problems("ood")}
     four = 0
-    for ids, m in zip(input_ids, mask):
+    for ids, m in zip(input_ids, mask, strict=True):
         text = char_tokenizer.decode(ids[m.bool()].tolist(), skip_special_tokens=True)
         prompt, completion = text.split(":")
         numbers, target = prompt.split("=")
@@ -179,8 +179,8 @@ def test_pretrain_is_deterministic_for_a_step_budget(tmp_path):
 def test_the_default_pretraining_has_no_time_cap_and_a_slow_machine_gets_the_same_base(
     tmp_path, monkeypatch
 ):
-    """The default config sets no wall-clock cap, and the learning-rate schedule counts steps: a run on
-    a machine whose clock runs 1000 times faster than its work (every step "takes" 100 s) still
+    """The default config sets no wall-clock cap, and the learning-rate schedule counts steps: a run
+    on a machine whose clock runs 1000 times faster than its work (every step "takes" 100 s) still
     makes every step and ends with the same weights."""
     import time as _time
 
@@ -201,7 +201,7 @@ def test_the_default_pretraining_has_no_time_cap_and_a_slow_machine_gets_the_sam
     assert summary["step"] == 5 and summary["stopped_by"] == "step budget"
     fast, _ = load_model_and_tokenizer(tmp_path / "fast")
     slow, _ = load_model_and_tokenizer(tmp_path / "slow")
-    assert all(torch.equal(p, q) for p, q in zip(fast.parameters(), slow.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(fast.parameters(), slow.parameters(), strict=True))
 
 
 def test_a_time_cap_a_user_asks_for_is_reported_when_hit(tmp_path, capsys):

@@ -1,6 +1,6 @@
-"""The rare-correct set and Delta NLL_rare (fgrpo_llm.evaluation.rare): every kept trajectory is correct and
-among the highest-NLL correct rollouts, its stored NLL is the model's, (mu, tau) are consistent
-frequencies, Delta NLL_rare is 0 at the base and moves with the weights, and the artifact
+"""The rare-correct set and Delta NLL_rare (fgrpo_llm.evaluation.rare): every kept trajectory is
+correct and among the highest-NLL correct rollouts, its stored NLL is the model's, (mu, tau) are
+consistent frequencies, Delta NLL_rare is 0 at the base and moves with the weights, and the artifact
 round-trips through its file and the CLI."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_rare_set_holds_the_highest_nll_correct_rollouts(rare_setup):
     assert pool > 0
     assert len(rare) == math.ceil(0.1 * pool)
     problems = {p.id: p for p in task.problems("train")}
-    for pid, text, form in zip(rare.prompt_ids, rare.texts, rare.forms):
+    for pid, text, form in zip(rare.prompt_ids, rare.texts, rare.forms, strict=True):
         assert task.reward(problems[pid], text) == 1.0 and form == text[:2]
     assert rare.base_nll.min() == pytest.approx(rare.meta["nll_threshold"])
     assert rare.base_nll.min() >= rare.meta["pool_mean_nll"]
@@ -90,13 +90,12 @@ def test_rare_set_holds_the_highest_nll_correct_rollouts(rare_setup):
 
 def test_stored_nll_is_the_length_normalised_nll_of_each_sequence(rare_setup):
     model, tok, task, rare = rare_setup
-    for ids, plen, nll in zip(rare.token_ids, rare.prompt_lengths, rare.base_nll):
+    for ids, plen, nll in zip(rare.token_ids, rare.prompt_lengths, rare.base_nll, strict=True):
         x = torch.tensor([ids])
         with torch.no_grad():
             logp = torch.log_softmax(model(input_ids=x).logits[0, :-1].float(), dim=-1)  # (L-1, V)
-        token_logp = logp.gather(1, x[0, 1:, None]).squeeze(1)[
-            plen - 1 :
-        ]  # the completion's tokens
+        # the completion's tokens
+        token_logp = logp.gather(1, x[0, 1:, None]).squeeze(1)[plen - 1 :]
         assert nll == pytest.approx(float(-token_logp.mean()), abs=1e-5)
         assert ids[-1] == tok.eos_token_id or len(ids) - plen == 4  # EOS kept, or the token limit
 

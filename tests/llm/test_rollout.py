@@ -49,7 +49,9 @@ def test_shapes_and_grouping(model, tok):
 
 def test_prompts_are_left_padded(model, tok):
     b = _sample(model, tok)
-    for row, prompt in zip(b.sequences.tolist(), [p for p in PROMPTS for _ in range(4)]):
+    for row, prompt in zip(
+        b.sequences.tolist(), [p for p in PROMPTS for _ in range(4)], strict=True
+    ):
         ids = tok(prompt)["input_ids"]
         P = b.prompt_length
         assert row[P - len(ids) : P] == ids
@@ -59,7 +61,9 @@ def test_prompts_are_left_padded(model, tok):
 def test_completion_mask_ends_at_eos_and_pads_after(model, tok):
     b = _sample(model, tok, max_new_tokens=20)
     eos, pad, P = tok.eos_token_id, tok.pad_token_id, b.prompt_length
-    for seq, cmask, amask, fin in zip(b.sequences, b.completion_mask, b.attention_mask, b.finished):
+    for seq, cmask, amask, fin in zip(
+        b.sequences, b.completion_mask, b.attention_mask, b.finished, strict=True
+    ):
         gen, m = seq[P:], cmask[P:]
         n = int(m.sum())
         assert m[:n].all() and not m[n:].any()  # one contiguous run from the first generated column
@@ -79,7 +83,7 @@ def test_some_rows_hit_eos_and_lengths_differ(model, tok):
 
 def test_completions_decode_the_masked_tokens(model, tok):
     b = _sample(model, tok)
-    for seq, m, text in zip(b.sequences, b.completion_mask, b.completions):
+    for seq, m, text in zip(b.sequences, b.completion_mask, b.completions, strict=True):
         assert text == tok.decode(seq[m].tolist(), skip_special_tokens=True)
 
 
@@ -91,9 +95,8 @@ def test_old_logprobs_equal_recomputed_token_logprobs(model, tok):
         lp1 = token_logprobs(model, b.sequences, b.attention_mask)
     m = b.completion_mask
     assert torch.allclose(b.old_logprobs[m], lp[m], atol=1e-5)  # pi_old = softmax(logits / 0.7)
-    assert not torch.allclose(
-        b.old_logprobs[m], lp1[m], atol=1e-3
-    )  # ... not the temperature-1 model
+    # ... not the temperature-1 model
+    assert not torch.allclose(b.old_logprobs[m], lp1[m], atol=1e-3)
     assert (b.old_logprobs[~m] == 0).all()
     assert (lp[:, 0] == 0).all()
 
@@ -144,9 +147,8 @@ def test_left_padding_gives_the_unpadded_distribution(model, tok, arch):
         max_new_tokens=10,
         generator=torch.Generator().manual_seed(0),
     )
-    assert (
-        b.attention_mask[:3, : b.prompt_length].sum(dim=1).lt(b.prompt_length).all()
-    )  # really left-padded
+    # really left-padded
+    assert b.attention_mask[:3, : b.prompt_length].sum(dim=1).lt(b.prompt_length).all()
     for i in range(b.sequences.shape[0]):  # each row alone, no padding at all
         ids = b.sequences[i][b.attention_mask[i]][None]  # (1, l)
         n = int(b.completion_mask[i].sum())
@@ -192,7 +194,7 @@ def test_same_generator_seed_same_samples(model, tok):
 
 def test_chunked_decoding_keeps_the_layout(model, tok):
     b = _sample(model, tok, batch_size=5)
-    for seq, m, amask in zip(b.sequences, b.completion_mask, b.attention_mask):
+    for _seq, m, amask in zip(b.sequences, b.completion_mask, b.attention_mask, strict=True):
         assert torch.equal(amask[b.prompt_length :], m[b.prompt_length :])
     model.eval()
     with torch.no_grad():
@@ -228,9 +230,8 @@ def test_sampled_tokens_stay_in_top_k_support(model, tok):
             attention_mask=b.attention_mask.long(),
             position_ids=(b.attention_mask.long().cumsum(-1) - 1).clamp(min=0),
         )["logits"]
-    rank = (logits[:, :-1] > logits[:, :-1].gather(-1, b.sequences[:, 1:, None])).sum(
-        -1
-    )  # (M, L-1)
+    # (M, L-1)
+    rank = (logits[:, :-1] > logits[:, :-1].gather(-1, b.sequences[:, 1:, None])).sum(-1)
     assert (rank[b.completion_mask[:, 1:]] < 3).all()
 
 

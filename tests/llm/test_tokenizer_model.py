@@ -187,7 +187,7 @@ def test_autocast_context(tiny_model, char_tokenizer):
         assert tiny_model(x).logits.dtype == torch.bfloat16
 
 
-# -- a checkpoint as verl or TRL saves it: a BPE tokenizer with a chat template ----------------------
+# -- a checkpoint as verl or TRL saves it: a BPE tokenizer with a chat template --------------------
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -196,7 +196,8 @@ CHAT_TEMPLATE = (
 
 
 def _bpe_chat_tokenizer():
-    """A byte-level BPE tokenizer trained here on a few lines, with Qwen-style chat tokens (nothing downloads)."""
+    """A byte-level BPE tokenizer trained here on a few lines, with Qwen-style chat tokens
+    (nothing downloads)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

@@ -1,4 +1,5 @@
-"""The training loop: a CPU smoke run of each algorithm, outputs, and resume determinism (fgrpo_llm.trainer)."""
+"""The training loop: a CPU smoke run of each algorithm, outputs, and resume determinism
+(fgrpo_llm.trainer)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ import json
 
 import pytest
 import torch
-from tests.llm._rl_helpers import ToyTask
 
 from fgrpo_llm.checkpoint import latest_checkpoint
 from fgrpo_llm.config import TrainConfig
 from fgrpo_llm.model import load_model_and_tokenizer
 from fgrpo_llm.trainer import PromptStream, train
+from tests.llm._rl_helpers import ToyTask
 
 TIMING_PREFIX = "time/"
 
@@ -90,7 +91,9 @@ def test_smoke_run_writes_every_output(base_dir, tmp_path, algo, gamma):
     assert latest_checkpoint(out).name == "step_000003"
     model, _ = load_model_and_tokenizer(out / "model")
     base, _ = load_model_and_tokenizer(base_dir)
-    assert any(not torch.equal(p, q) for p, q in zip(model.parameters(), base.parameters()))
+    assert any(
+        not torch.equal(p, q) for p, q in zip(model.parameters(), base.parameters(), strict=True)
+    )
 
 
 def test_dapo_dynamic_sampling_trains_only_active_groups(base_dir, tmp_path):
@@ -144,9 +147,8 @@ def test_resume_drops_lines_logged_after_the_checkpoint(base_dir, tmp_path):
     import shutil
 
     shutil.rmtree(out / "checkpoints" / "step_000003")
-    fresh = (
-        tmp_path / "none"
-    )  # --resume of a run with no checkpoint (or no run at all) starts from step 0
+    # --resume of a run with no checkpoint (or no run at all) starts from step 0
+    fresh = tmp_path / "none"
     train(_cfg(base_dir, fresh, steps=3), task=ToyTask(), resume=True)
     assert [line["step"] for line in _lines(fresh / "metrics.jsonl")] == [1, 2, 3]
     train(
@@ -199,7 +201,8 @@ def test_saved_config_round_trips_and_bad_values_are_rejected(base_dir, tmp_path
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_first_update_is_on_policy_with_ratio_one(base_dir, tmp_path, temperature):
-    """One mini-batch, one epoch: pi_theta is scored at the sampling temperature, so r = 1 and nothing is clipped."""
+    """One mini-batch, one epoch: pi_theta is scored at the sampling temperature, so r = 1 and
+    nothing is clipped."""
     line = _lines(
         _run(base_dir, tmp_path / "a", steps=1, temperature=temperature) / "metrics.jsonl"
     )[0]
@@ -217,8 +220,9 @@ def test_mini_batches_and_epochs_set_the_number_of_updates_and_go_off_policy(bas
 
 
 def test_micro_batches_accumulate_to_the_whole_mini_batch_gradient(base_dir, tmp_path):
-    """Gradient accumulation: micro-batches of 3 rows (cutting across groups and ragged in tokens) give the
-    token-mean gradient of the whole mini-batch: same pre-clip grad norm, loss and updated weights."""
+    """Gradient accumulation: micro-batches of 3 rows (cutting across groups and ragged in tokens)
+    give the token-mean gradient of the whole mini-batch: same pre-clip grad norm, loss and updated
+    weights."""
     kw = dict(steps=1, kl_coef=0.05, entropy_coef=0.01, lr=1e-3)
     whole, micro = (
         _run(base_dir, tmp_path / "w", **kw),
@@ -230,7 +234,7 @@ def test_micro_batches_accumulate_to_the_whole_mini_batch_gradient(base_dir, tmp
         assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-8), key
     pa = load_model_and_tokenizer(whole / "model")[0].parameters()
     pb = load_model_and_tokenizer(micro / "model")[0].parameters()
-    for p, q in zip(pa, pb):
+    for p, q in zip(pa, pb, strict=True):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
 
 
@@ -240,7 +244,8 @@ def _run(base_dir, out, **kw):
 
 
 def test_config_reads_numbers_written_as_strings_and_rejects_wrong_types(tmp_path):
-    """PyYAML reads `lr: 1e-4` as the string "1e-4"; a wrong type is a ValueError naming the field, not a TypeError."""
+    """PyYAML reads `lr: 1e-4` as the string "1e-4"; a wrong type is a ValueError naming the field,
+    not a TypeError."""
     from fgrpo_llm.config import load_config
 
     f = tmp_path / "c.yaml"
@@ -280,8 +285,8 @@ class _AlwaysRight(ToyTask):
 
 @pytest.mark.parametrize("algo", ["grpo", "cispo"])
 def test_groups_with_equal_rewards_leave_the_weights_unchanged(base_dir, tmp_path, algo):
-    """Every group all-correct: A = 0 for every rollout, so (no KL, no entropy bonus, no weight decay) the
-    gradient is exactly zero and the policy does not move."""
+    """Every group all-correct: A = 0 for every rollout, so (no KL, no entropy bonus, no weight
+    decay) the gradient is exactly zero and the policy does not move."""
     out = tmp_path / algo
     train(_cfg(base_dir, out, algo=algo, steps=2, weight_decay=0.0), task=_AlwaysRight())
     line = _lines(out / "metrics.jsonl")[-1]
@@ -290,7 +295,9 @@ def test_groups_with_equal_rewards_leave_the_weights_unchanged(base_dir, tmp_pat
         load_model_and_tokenizer(out / "model")[0],
         load_model_and_tokenizer(base_dir)[0],
     )
-    assert all(torch.equal(p, q) for p, q in zip(trained.parameters(), base.parameters()))
+    assert all(
+        torch.equal(p, q) for p, q in zip(trained.parameters(), base.parameters(), strict=True)
+    )
 
 
 def test_rng_state_of_another_device_type_is_a_clear_error():
@@ -312,9 +319,8 @@ def test_optimizer_is_adamw_with_the_configured_betas_decay_and_multiplied_lr(ba
 
     from fgrpo_llm.checkpoint import load_trainer_state
 
-    m_half = beta(1.5, 2.0) / beta(
-        1.5, 1.5
-    )  # m_gamma = B(3/2, gamma + 3/2) / B(3/2, 3/2) at gamma = 1/2
+    # m_gamma = B(3/2, gamma + 3/2) / B(3/2, 3/2) at gamma = 1/2
+    m_half = beta(1.5, 2.0) / beta(1.5, 1.5)
     out = _run(
         base_dir,
         tmp_path / "o",

@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tests.llm._rl_helpers import ToyTask
 
 from fgrpo_llm.checkpoint import CorruptCheckpoint, list_checkpoints
 from fgrpo_llm.cli import main
 from fgrpo_llm.config import TrainConfig
 from fgrpo_llm.model import load_model_and_tokenizer
 from fgrpo_llm.trainer import TrainingDiverged, train
+from tests.llm._rl_helpers import ToyTask
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,7 +70,7 @@ def _weights(path):
 def _same_run(a, b):
     assert _metrics(a) == _metrics(b)
     assert (Path(a) / "groups.jsonl").read_text() == (Path(b) / "groups.jsonl").read_text()
-    for p, q in zip(_weights(Path(a) / "model"), _weights(Path(b) / "model")):
+    for p, q in zip(_weights(Path(a) / "model"), _weights(Path(b) / "model"), strict=True):
         assert torch.equal(p, q)
 
 
@@ -240,7 +240,8 @@ def straight_run(tiny_checkpoint, tmp_path_factory):
         pytest.param(
             {"hook": "manifest", "call": 1}, marks=pytest.mark.slow
         ),  # during the first checkpoint write
-        # the final model save: the renames of 3 checkpoints (steps 2, 4, 5) come first, then model/'s
+        # the final model save: the renames of 3 checkpoints (steps 2, 4, 5) come first, then
+        # model/'s
         pytest.param({"hook": "rename", "call": 4}, marks=pytest.mark.slow),
     ],
     ids=[
@@ -258,9 +259,8 @@ def test_a_kill_at_a_chosen_moment_then_resume_equals_an_uninterrupted_run(
     assert _drive(cfg, kill_at) == -signal.SIGKILL
     assert _drive(cfg, {}) == 0
     _same_run(straight_run, out)
-    assert not [
-        p for p in out.rglob("*") if ".tmp" in p.name
-    ]  # leftovers of the kill were cleaned up
+    # leftovers of the kill were cleaned up
+    assert not [p for p in out.rglob("*") if ".tmp" in p.name]
 
 
 @pytest.mark.slow
@@ -277,7 +277,7 @@ def test_kills_at_random_moments_then_resume_equal_an_uninterrupted_run(
         _same_run(straight_run, out)
 
 
-# ----------------------------------------------------------------------------- damaged checkpoints, pickle
+# ---------------------------------------------------------------------- damaged checkpoints, pickle
 @pytest.mark.parametrize(
     "damage",
     [

@@ -16,9 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from fgrpo_llm.cli import main  # noqa: E402
 from fgrpo_llm.evaluation.rare import RareSet, save_rare_set  # noqa: E402
-from fgrpo_llm.experiments.report import lr_control_section  # noqa: E402
 from fgrpo_llm.evaluation.runs import RunInfo, load_run  # noqa: E402
-from fgrpo_llm.tracking import write_run_info  # noqa: E402
 from fgrpo_llm.evaluation.sweep import (
     control_rows,
     lr_control_comparisons,
@@ -28,11 +26,14 @@ from fgrpo_llm.evaluation.sweep import (
 )
 from fgrpo_llm.evaluation.tail_miss import summarise_tail_miss, tail_miss_records, wilson_interval  # noqa: E402
 from fgrpo_llm.experiments.cross_check import cross_check  # noqa: E402
+from fgrpo_llm.experiments.report import lr_control_section  # noqa: E402
+from fgrpo_llm.tracking import write_run_info  # noqa: E402
 from fgrpo_theory.tail_miss import p_tail_miss  # noqa: E402
 
 
 def make_rare_set(prompts: dict[str, tuple[float, float]]) -> RareSet:
-    """A rare set with no trajectories: prompt id -> (mu, tau) with rare form "r", common form "c"."""
+    """A rare set with no trajectories: prompt id -> (mu, tau) with rare form "r", common form
+    "c"."""
     info = {
         pid: {
             "mu": mu,
@@ -59,7 +60,8 @@ def make_rare_set(prompts: dict[str, tuple[float, float]]) -> RareSet:
 def simulate_groups(
     rare: RareSet, N: int, groups_per_prompt: int, rng, *, step0: int = 0
 ) -> list[dict]:
-    """Groups of N i.i.d. rollouts: each lands in E (tau), C minus E (mu - tau) or wrong (1 - mu)."""
+    """Groups of N i.i.d. rollouts: each lands in E (tau), C minus E (mu - tau) or wrong
+    (1 - mu)."""
     out = []
     for pid, p in rare.prompts.items():
         probs = [p["tau"], p["mu"] - p["tau"], 1 - p["mu"]]
@@ -176,13 +178,14 @@ def test_sweep_rows_and_ordering_sentences():
     ] == pytest.approx(0.4)
     assert rows[3]["kmax"] == 4 and rows[3]["ood_pass1"] == pytest.approx(0.225)
     text = "\n".join(ordering_sentences(rows))
-    # F-GRPO has higher Delta NLL here but lower in the paper; lower pass@1 here, higher in the paper
+    # F-GRPO has higher Delta NLL here but lower in the paper; lower pass@1 here, higher in the
+    # paper
     assert "Delta NLL_rare: F-GRPO N=8 is higher than GRPO N=8 here" in text
     assert "lower than it in the paper (0.460 vs 0.680): the ordering disagrees" in text
     # GRPO across N: same increasing order in both -> agrees
     assert (
-        "in-domain pass@1 across GRPO N = 2, 4, 8: Kendall tau between our values and the paper's = +1.00"
-        in text
+        "in-domain pass@1 across GRPO N = 2, 4, 8: Kendall tau between our values and the paper's "
+        "= +1.00" in text
     )
     assert sweep_rows(runs, None)[0].get("paper") is None
 
@@ -335,7 +338,8 @@ def test_lr_matched_run_is_labelled_apart_and_left_out_of_the_sweep(tmp_path):
     ]
     assert any(line.get_label() == "GRPO N=8 (lr x0.50) (ours)" for line in ax.lines)
     plt.close(fig)
-    # ...but every run takes part in the tail-miss check, and the control is set between F-GRPO and GRPO
+    # ...but every run takes part in the tail-miss check, and the control is set between F-GRPO and
+    # GRPO
     res = cross_check(
         runs, rare, tmp_path / "out", early_steps=10, paper=None, rng=np.random.default_rng(0)
     )

@@ -11,8 +11,8 @@ from fgrpo_theory.advantages import (
     VERL_CONVENTION,
     focal_advantages,
     focal_group_weights,
-    grpo_advantages,
     group_success_rate,
+    grpo_advantages,
     mean_centred_advantages,
 )
 

@@ -87,7 +87,7 @@ def test_eq17_and_prop32_hold_to_second_order_in_eta(prob):
     eta = 0.05
     e_big = _first_order_errors(prob, eta)
     e_small = _first_order_errors(prob, eta / 8)
-    for big, small in zip(e_big, e_small):
+    for big, small in zip(e_big, e_small, strict=True):
         assert small <= big / 25 + 1e-15
         assert big <= 10 * eta**2  # the error itself is small, not just shrinking
 

@@ -1,4 +1,5 @@
-"""``fgrpo-theory tail-miss | peak | pass-at-k | demo``: output, JSON, and exit status 2 on bad input."""
+"""``fgrpo-theory tail-miss | peak | pass-at-k | demo``: output, JSON, and exit status 2 on bad
+input."""
 
 import json
 import subprocess

@@ -40,7 +40,9 @@ def test_lr_multiplier_paper_values_and_definition():
     assert lr_multiplier(2.0) == pytest.approx(0.3125, rel=1e-14)
     # m_gamma = E[(1 - mu)^gamma] for mu ~ Beta(3/2, 3/2)
     for gamma in (0.5, 1.7):
-        mean, _ = integrate.quad(lambda m: (1 - m) ** gamma * stats.beta(1.5, 1.5).pdf(m), 0, 1)
+        mean, _ = integrate.quad(
+            lambda m, g: (1 - m) ** g * stats.beta(1.5, 1.5).pdf(m), 0, 1, args=(gamma,)
+        )
         assert lr_multiplier(gamma) == pytest.approx(mean, rel=1e-9)
 
 

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from fgrpo_theory.passk import (
     mean_pass_at_k,
+    paired_subsampling_test,
     pass_at_k_exact,
     pass_at_k_unbiased,
-    paired_subsampling_test,
 )
 
 
@@ -209,7 +209,7 @@ def test_symmetry_in_c_and_k_and_vectorised_mixed_widths():
     c = np.array([3, 7, 500, 0])
     k = np.array([7, 3, 2, 40])
     got = pass_at_k_unbiased(n, c, k)
-    want = [float(_mp_pass_at_k(*v)) for v in zip(n.tolist(), c.tolist(), k.tolist())]
+    want = [float(_mp_pass_at_k(*v)) for v in zip(n.tolist(), c.tolist(), k.tolist(), strict=True)]
     np.testing.assert_allclose(got, want, rtol=1e-13)
     assert got[0] == got[1]  # C(n-c, k)/C(n, k) = C(n-k, c)/C(n, c)
     assert got[3] == 0.0 and pass_at_k_unbiased(10, 4, 7) == 1.0  # c = 0; n - c < k

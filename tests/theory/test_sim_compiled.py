@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgrpo_theory.sim import PRESETS, SimConfig, choose_engine, run_sweep
-from fgrpo_theory.sim import compiled
+from fgrpo_theory.sim import PRESETS, SimConfig, choose_engine, compiled, run_sweep
 from fgrpo_theory.sim.compiled import simulate_run_compiled
 from fgrpo_theory.sim.samplers import uses_guide
 from fgrpo_theory.sim.sparse import simulate_run_sparse

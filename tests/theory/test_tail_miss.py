@@ -160,7 +160,7 @@ def test_expected_count_is_sum_of_probabilities():
     tau = np.array([0.01, 0.1, 0.001, 0.05])
     N = np.array([4, 8, 16])
     got = expected_tail_miss_count(mu, tau, N)
-    want = [sum(p_tail_miss(m, t, n) for m, t in zip(mu, tau)) for n in N]
+    want = [sum(p_tail_miss(m, t, n) for m, t in zip(mu, tau, strict=True)) for n in N]
     np.testing.assert_allclose(got, want, rtol=1e-14)
 
 

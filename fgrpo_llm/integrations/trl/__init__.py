@@ -1,8 +1,11 @@
-"""F-GRPO on TRL: ``FocalGRPOTrainer`` and pass@k / Delta NLL_rare callbacks (``pip install 'fgrpo[trl]'``).
+"""F-GRPO on TRL: ``FocalGRPOTrainer`` and pass@k / Delta NLL_rare callbacks (``pip install
+'fgrpo[trl]'``).
 
     from fgrpo_llm.integrations.trl import FocalGRPOConfig, FocalGRPOTrainer, method_args
     args = FocalGRPOConfig(output_dir="runs/trl", focal_gamma=1.0, **method_args("grpo"), ...)
-    trainer = FocalGRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=ds, task=task)
+    trainer = FocalGRPOTrainer(
+        model=model, reward_funcs=[reward], args=args, train_dataset=ds, task=task
+    )
 
 The trainer hooks two private methods of TRL's ``GRPOTrainer`` (``_calculate_rewards`` and
 ``_generate_and_score_completions``), so it is pinned to the TRL versions it was tested with

@@ -42,7 +42,8 @@ class _FgrpoCallback(TrainerCallback):
 
 
 class PassAtKCallback(_FgrpoCallback):
-    """pass@k of ``task``'s ``split`` at each evaluation: ``n`` samples per problem, temperature 1."""
+    """pass@k of ``task``'s ``split`` at each evaluation: ``n`` samples per problem, temperature
+    1."""
 
     def __init__(
         self,

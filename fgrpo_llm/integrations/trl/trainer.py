@@ -119,7 +119,8 @@ def gathered_focal_weights(
     rpf = rewards_per_func.float()  # (R, F)
     if rpf.shape[0] % num_generations:
         raise ValueError(
-            f"{rpf.shape[0]} gathered rows are not whole groups of num_generations={num_generations}"
+            f"{rpf.shape[0]} gathered rows are not whole groups of "
+            f"num_generations={num_generations}"
         )
     total = (rpf * reward_weights.to(rpf.device).float()[None, :]).nansum(dim=1)  # (R,)
     total[torch.isnan(rpf).all(dim=1)] = torch.nan
@@ -147,7 +148,8 @@ def local_focal_weights(
 
 def task_dataset(task, split: str, *, chat: bool = False):
     """A ``datasets.Dataset`` of a task split: ``prompt`` (text, or one user message when ``chat``),
-    ``prompt_id`` (our stable id) and ``answer`` (as text, for :func:`fgrpo_llm.tasks.boxed_math.trl_reward`)."""
+    ``prompt_id`` (our stable id) and ``answer`` (as text, for
+    :func:`fgrpo_llm.tasks.boxed_math.trl_reward`)."""
     from datasets import Dataset
 
     rows = {"prompt": [], "prompt_id": [], "answer": []}
@@ -246,7 +248,7 @@ class FocalGRPOTrainer(GRPOTrainer):
 
             ids = [
                 i if i is not None else text_prompt_id(x.get("prompt"))
-                for i, x in zip(ids, local_inputs)
+                for i, x in zip(ids, local_inputs, strict=True)
             ]
         texts = [
             c if isinstance(c, str) else (c[-1].get("content", "") if c else "")
@@ -283,7 +285,8 @@ class FocalGRPOTrainer(GRPOTrainer):
 
 
 def task_reward_func(task):
-    """A TRL reward function scoring completions with ``task.reward`` (the dataset needs ``prompt_id``)."""
+    """A TRL reward function scoring completions with ``task.reward`` (the dataset needs
+    ``prompt_id``)."""
     problems = {}
     for split in task.splits:
         problems.update({p.id: p for p in task.problems(split)})

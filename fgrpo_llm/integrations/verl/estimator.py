@@ -1,4 +1,5 @@
-"""``focal_grpo``: verl's GRPO advantage estimator times the focal weight of each uid group (Eq. 13).
+"""``focal_grpo``: verl's GRPO advantage estimator times the focal weight of each uid group
+(Eq. 13).
 
 verl calls a registered estimator as ``fn(token_level_rewards, response_mask, config, index)``
 (``verl.trainer.ppo.ray_trainer.compute_advantage``): ``token_level_rewards`` (bs, T) whose sum
@@ -78,8 +79,8 @@ def focal_grpo_advantage(
 
 
 def register() -> str:
-    """Put ``focal_grpo`` in verl's ``ADV_ESTIMATOR_REGISTRY``; idempotent (a second call, or a second
-    import of this module under a reload, is a no-op). Returns the name."""
+    """Put ``focal_grpo`` in verl's ``ADV_ESTIMATOR_REGISTRY``; idempotent (a second call, or a
+    second import of this module under a reload, is a no-op). Returns the name."""
     from verl.trainer.ppo import core_algos
 
     current = core_algos.ADV_ESTIMATOR_REGISTRY.get(ESTIMATOR_NAME)

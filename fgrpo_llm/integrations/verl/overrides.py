@@ -23,7 +23,8 @@ __all__ = ["ALGOS", "method_overrides", "table5_overrides"]
 def method_overrides(
     algo: str, *, gamma: float, group_size: int, reward_wrong: float | None = None
 ) -> list[str]:
-    """Overrides selecting F-``algo`` with focal exponent ``gamma`` and ``group_size`` rollouts per prompt."""
+    """Overrides selecting F-``algo`` with focal exponent ``gamma`` and ``group_size`` rollouts per
+    prompt."""
     if algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got algo={algo!r}")
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma >= 0:

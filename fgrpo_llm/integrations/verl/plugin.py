@@ -4,7 +4,8 @@ Importing it registers the estimator. verl imports entry points inside ``import 
 failure, logs the exception at DEBUG level only and later says just "Unknown advantage
 estimator", so a failure here is printed to stderr and logged as an error before it is raised.
 
-    python -m fgrpo_llm.integrations.verl.plugin      # checks, in a fresh interpreter, that verl finds it
+    # checks, in a fresh interpreter, that verl finds it
+    python -m fgrpo_llm.integrations.verl.plugin
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ def _register() -> None:
     except BaseException as err:
         REGISTRATION_ERROR = err
         msg = (
-            f"fgrpo: registering the 'focal_grpo' advantage estimator with verl FAILED: {type(err).__name__}: "
-            f"{err}. verl will report 'Unknown advantage estimator' for algorithm.adv_estimator=focal_grpo."
+            "fgrpo: registering the 'focal_grpo' advantage estimator with verl FAILED: "
+            f"{type(err).__name__}: {err}. verl will report 'Unknown advantage estimator' for "
+            "algorithm.adv_estimator=focal_grpo."
         )
         print(msg, file=sys.stderr, flush=True)
         logging.getLogger("fgrpo").error(msg)
@@ -39,7 +41,8 @@ def setup_hook() -> None:
 
 
 def check() -> int:
-    """0 when a fresh ``import verl`` has ``focal_grpo`` registered without importing fgrpo first."""
+    """0 when a fresh ``import verl`` has ``focal_grpo`` registered without importing fgrpo
+    first."""
     import verl  # noqa: F401  (loads the entry points)
     from verl.trainer.ppo import core_algos
 
