@@ -1,13 +1,16 @@
 """One way to check a configuration: a table of field rules, applied in ``__post_init__``.
 
-Every config dataclass of both packages (``SimConfig``, ``TrainConfig``, ``PretrainConfig``,
-``DemoConfig``, ``MazeConfig``) declares ``RULES = {field: rule}`` and calls
-``check_fields(self, RULES)``: each rule returns the field's value in its canonical type or raises
+Every config dataclass of both packages declares a module-level table ``{field: rule}``
+(``SimConfig``: ``SIM_RULES``, ``TrainConfig``: ``RULES``, ``PretrainConfig``: ``PRETRAIN_RULES``,
+``DemoConfig``: ``DEMO_RULES``, ``MazeConfig``: ``MAZE_RULES``) and calls ``check_fields(self,
+table)`` first thing in ``__post_init__``; only the rules between fields (correct < actions, ...)
+are checked by hand after it. Each rule returns the field's value in its canonical type or raises
 one ``ValueError`` naming the field and the value ("steps must be an integer >= 1, got
-steps=0"). What every rule does the same way:
+steps=0"; a bad item of a list is named as ``seeds[1]``). What every rule does the same way:
 
 - numbers written as strings are read as numbers (PyYAML reads ``lr: 1e-4`` as the string
-  "1e-4", and ``--set KEY=VALUE`` passes text); numpy scalars become Python numbers;
+  "1e-4", and ``--set KEY=VALUE`` passes text); numpy scalars and 0-d arrays become Python
+  numbers, and a 1-d array counts as a list;
 - a bool is never taken for a number, and a float is never truncated to an integer;
 - reals must be finite unless the rule says otherwise.
 
@@ -47,12 +50,30 @@ class Rule:
         raise NotImplementedError
 
     def fail(self, name: str, value):
-        raise ValueError(f"{name} must be {self.description}, got {name}={value!r}")
+        raise ValueError(f"{name} must be {self.description}, got {name}={_short(value)}")
+
+
+#: Characters of a value's repr quoted in an error message (K initial logits would be pages).
+_REPR_CHARS = 120
+
+
+def _short(value) -> str:
+    """repr(value), cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= _REPR_CHARS else text[: _REPR_CHARS - 3] + "..."
+
+
+def _scalar(value):
+    """A 0-d array (numpy's, or anything with ``ndim == 0`` and ``item()``) as its element."""
+    if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):
+        return value.item()
+    return value
 
 
 def _number(value):
     """``value`` as a Python int / float when it is a real number (or one written as text), else
     None."""
+    value = _scalar(value)
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
@@ -71,12 +92,17 @@ def _number(value):
     return None
 
 
+def _bound(x) -> str:
+    """An integer bound written out in full (2**27, not 1.34218e+08), a real one with ``g``."""
+    return str(x) if isinstance(x, int) else f"{x:g}"
+
+
 def _bounds(minimum, maximum, open_low=False, open_high=False) -> str:
     parts = []
     if minimum is not None:
-        parts.append(f"{'>' if open_low else '>='} {minimum:g}")
+        parts.append(f"{'>' if open_low else '>='} {_bound(minimum)}")
     if maximum is not None:
-        parts.append(f"{'<' if open_high else '<='} {maximum:g}")
+        parts.append(f"{'<' if open_high else '<='} {_bound(maximum)}")
     return " and ".join(parts)
 
 
@@ -89,6 +115,7 @@ class Integer(Rule):
         self.description = "an integer" + (f" {bounds}" if bounds else "")
 
     def __call__(self, name, value):
+        value = _scalar(value)
         if isinstance(value, numbers.Integral) and not isinstance(value, bool):
             x = int(value)
         elif isinstance(value, str) and value.strip().lstrip("+-").isdigit():
@@ -128,9 +155,12 @@ class Real(Rule):
 
     def __call__(self, name, value):
         x = _number(value)
+        try:
+            x = float(x) if x is not None else None
+        except OverflowError:  # an integer beyond the float range (10**400)
+            x = None
         if x is None or math.isnan(x) or (self.finite and not math.isfinite(x)):
             self.fail(name, value)
-        x = float(x)
         lo, hi = self.minimum, self.maximum
         if lo is not None and (x <= lo if self.open_low else x < lo):
             self.fail(name, value)
@@ -188,13 +218,22 @@ class Mapping(Rule):
 
 
 class Sequence(Rule):
-    """A list / tuple of items, each checked by ``item``, returned as a tuple."""
+    """A list / tuple (or 1-d array) of items, each checked by ``item``, returned as a tuple;
+    ``length``: exactly that many items."""
 
-    def __init__(self, item: Rule, *, nonempty: bool = True, distinct: bool = False):
-        self.item, self.nonempty, self.distinct = item, nonempty, distinct
+    def __init__(
+        self,
+        item: Rule,
+        *,
+        nonempty: bool = True,
+        distinct: bool = False,
+        length: int | None = None,
+    ):
+        self.item, self.nonempty, self.distinct, self.length = item, nonempty, distinct, length
+        size = f"list of {length} values" if length is not None else "list"
         self.description = (
-            ("a non-empty " if nonempty else "a ")
-            + "list"
+            ("a non-empty " if nonempty and length is None else "a ")
+            + size
             + (" of distinct values" if distinct else "")
             + f", each {item.description}"
         )
@@ -202,8 +241,16 @@ class Sequence(Rule):
     def __call__(self, name, value):
         if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
             self.fail(name, value)
-        items = tuple(self.item(f"{name}[{i}]", v) for i, v in enumerate(value))
-        if (self.nonempty and not items) or (self.distinct and len(set(items)) != len(items)):
+        try:
+            values = list(value)
+        except TypeError:  # iterable in name only (a 0-d array)
+            self.fail(name, value)
+        items = tuple(self.item(f"{name}[{i}]", v) for i, v in enumerate(values))
+        if (
+            (self.nonempty and not items)
+            or (self.distinct and len(set(items)) != len(items))
+            or (self.length is not None and len(items) != self.length)
+        ):
             self.fail(name, value)
         return items
 
@@ -220,7 +267,9 @@ class Optional(Rule):
             return None
         try:
             return self.rule(name, value)
-        except ValueError:
+        except ValueError as err:
+            if str(err).startswith(f"{name}["):  # a bad item of a list names that item
+                raise
             self.fail(name, value)
 
 

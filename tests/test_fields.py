@@ -37,6 +37,9 @@ from fgrpo_theory.fields import (
         (Sequence(Integer(0)), [1, 2], (1, 2)),
         (Optional(Integer()), None, None),
         (Real(finite=False), float("inf"), float("inf")),
+        (Integer(0), np.array(3), 3),
+        (Real(), np.array(0.5), 0.5),
+        (Sequence(Real(), length=2), np.array([1, 2]), (1.0, 2.0)),
     ],
 )
 def test_a_rule_returns_the_canonical_value(rule, value, expected):
@@ -66,6 +69,10 @@ def test_a_rule_returns_the_canonical_value(rule, value, expected):
         (Sequence(Integer(), distinct=True), [1, 1]),
         (Sequence(Integer(0)), [1, -1]),
         (Optional(Integer(1)), 0),
+        (Real(), 10**400),
+        (Sequence(Real(), length=2), [1.0]),
+        (Sequence(Integer()), np.array(5)),
+        (Optional(Sequence(Integer(0))), [1, -1]),
     ],
 )
 def test_a_bad_value_is_one_value_error_naming_the_field(rule, value):
@@ -73,12 +80,29 @@ def test_a_bad_value_is_one_value_error_naming_the_field(rule, value):
         rule("f", value)
 
 
+def test_messages_write_integer_bounds_out_and_name_a_bad_item():
+    with pytest.raises(ValueError, match=r"^f must be an integer >= 2 and <= 134217728, got f=1$"):
+        Integer(2, 2**27)("f", 1)
+    with pytest.raises(ValueError, match=r"^f\[1\] must be an integer >= 0, got f\[1\]=-1$"):
+        Optional(Sequence(Integer(0)))("f", [1, -1])  # the item, not "None or ..."
+    with pytest.raises(ValueError, match=r"^f must be a finite number, got f=\(0\.0, .*\.\.\.$"):
+        Real()("f", (0.0,) * 1000)  # a long value is cut
+
+
 def _config_classes():
     from fgrpo_llm.config import RULES, TrainConfig
     from fgrpo_llm.experiments.countdown_base import PRETRAIN_RULES, PretrainConfig
+    from fgrpo_llm.experiments.maze import MAZE_RULES, MazeConfig
     from fgrpo_llm.experiments.plan import DEMO_RULES, DemoConfig
+    from fgrpo_theory.sim.config import SIM_RULES, SimConfig
 
-    return [(TrainConfig, RULES), (PretrainConfig, PRETRAIN_RULES), (DemoConfig, DEMO_RULES)]
+    return [
+        (TrainConfig, RULES),
+        (PretrainConfig, PRETRAIN_RULES),
+        (DemoConfig, DEMO_RULES),
+        (MazeConfig, MAZE_RULES),
+        (SimConfig, SIM_RULES),
+    ]
 
 
 def test_every_config_field_has_a_rule():

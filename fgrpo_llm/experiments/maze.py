@@ -52,6 +52,15 @@ import numpy as np
 import torch
 
 from fgrpo_llm.tasks.maze import VOCAB, MazeTask
+from fgrpo_theory.fields import (
+    Integer,
+    Optional,
+    Real,
+    Sequence,
+    Text,
+    check_fields,
+    dataclass_from_dict,
+)
 
 PAPER_TABLE = "table4_maze_heldout"
 #: Offset of the held-out evaluation seed: seed s is scored with torch seed s + EVAL_SEED_OFFSET.
@@ -116,66 +125,17 @@ class MazeConfig:
     """"auto" (CUDA when available), "cpu" or "cuda[:i]"."""
 
     def __post_init__(self):
-        def fail(name, rule):
-            raise ValueError(f"{name} must be {rule}, got {name}={getattr(self, name)!r}")
-
-        def is_int(v, low):
-            return isinstance(v, int) and not isinstance(v, bool) and v >= low
-
-        for name in (
-            "grid_size",
-            "num_train",
-            "num_test",
-            "hidden_size",
-            "num_layers",
-            "num_heads",
-            "sft_steps",
-            "sft_batch_size",
-            "rl_steps",
-            "rl_prompts_per_step",
-            "eval_every",
-            "eval_k_max",
-            "sample_batch_size",
-            "threads",
-        ):
-            if not is_int(getattr(self, name), 1):
-                fail(name, "an integer >= 1")
-        for name in ("seed", "rl_warmup_steps"):
-            if not is_int(getattr(self, name), 0):
-                fail(name, "an integer >= 0")
-        if self.grid_size < 5 or self.grid_size % 2 == 0:
-            fail("grid_size", "odd and >= 5")
-        for name in ("sft_lr", "rl_lr"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v < math.inf:
-                fail(name, "a finite number > 0")
-        for name in ("group_sizes", "gammas", "lr_matched_gammas", "rl_seeds"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, (str, bytes)) or not hasattr(v, "__iter__")):
-                fail(name, "a list")
-        object.__setattr__(self, "group_sizes", tuple(self.group_sizes))
-        if not self.group_sizes or not all(is_int(n, 2) for n in self.group_sizes):
-            fail("group_sizes", "a non-empty list of integers >= 2")
-        if len(set(self.group_sizes)) != len(self.group_sizes):
-            fail("group_sizes", "a list without repeats")
-        if not self.gammas or not all(_is_real(g) and 0 <= g < math.inf for g in self.gammas):
-            fail("gammas", "a non-empty list of finite numbers >= 0")
-        object.__setattr__(self, "gammas", tuple(float(g) for g in self.gammas))
-        if len(set(self.gammas)) != len(self.gammas):
-            fail("gammas", "a list without repeats")
-        seeds = (self.seed,) if self.rl_seeds is None else tuple(self.rl_seeds)
-        object.__setattr__(self, "rl_seeds", seeds)
-        if not seeds or not all(is_int(s, 0) for s in seeds) or len(set(seeds)) != len(seeds):
-            fail("rl_seeds", "a non-empty list of distinct integers >= 0")
-        matched = self.lr_matched_gammas
-        if matched is None:
+        check_fields(self, MAZE_RULES)  # every field's type and range (fgrpo_theory.fields)
+        if self.grid_size % 2 == 0:
+            raise ValueError(
+                f"grid_size must be odd (2 * cells + 1), got grid_size={self.grid_size}"
+            )
+        if self.rl_seeds is None:
+            object.__setattr__(self, "rl_seeds", (self.seed,))
+        if self.lr_matched_gammas is None:
             matched = tuple(g for g in self.gammas if g > 0)
-        if not all(_is_real(g) for g in matched):
-            fail("lr_matched_gammas", "a list of numbers")
-        object.__setattr__(self, "lr_matched_gammas", tuple(float(g) for g in matched))
-        if any(g <= 0 or g not in self.gammas for g in self.lr_matched_gammas) or len(
-            set(self.lr_matched_gammas)
-        ) != len(self.lr_matched_gammas):
+            object.__setattr__(self, "lr_matched_gammas", matched)
+        if not set(self.lr_matched_gammas) <= set(self.gammas):
             raise ValueError(
                 "lr_matched_gammas must be distinct positive values of gammas="
                 f"{list(self.gammas)}, got lr_matched_gammas="
@@ -204,13 +164,39 @@ class MazeConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> MazeConfig:
-        from fgrpo_llm.config import dataclass_from_dict
-
         return dataclass_from_dict(cls, data, what="maze config")
 
 
-def _is_real(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+_POSITIVE, _COUNT = Integer(1), Integer(0)
+_POSITIVE_REAL = Real(0, open_low=True)
+
+#: Type and range of every MazeConfig field (the rules between fields live in ``__post_init__``).
+MAZE_RULES = {
+    "preset": Text(),
+    "grid_size": Integer(5),
+    "num_train": _POSITIVE,
+    "num_test": _POSITIVE,
+    "seed": _COUNT,
+    "rl_seeds": Optional(Sequence(_COUNT, distinct=True)),
+    "hidden_size": _POSITIVE,
+    "num_layers": _POSITIVE,
+    "num_heads": _POSITIVE,
+    "sft_steps": _POSITIVE,
+    "sft_batch_size": _POSITIVE,
+    "sft_lr": _POSITIVE_REAL,
+    "rl_steps": _POSITIVE,
+    "rl_prompts_per_step": _POSITIVE,
+    "rl_lr": _POSITIVE_REAL,
+    "rl_warmup_steps": _COUNT,
+    "group_sizes": Sequence(Integer(2), distinct=True),
+    "gammas": Sequence(Real(0), distinct=True),
+    "lr_matched_gammas": Optional(Sequence(_POSITIVE_REAL, nonempty=False, distinct=True)),
+    "eval_every": _POSITIVE,
+    "eval_k_max": _POSITIVE,
+    "sample_batch_size": _POSITIVE,
+    "threads": _POSITIVE,
+    "device": Optional(Text()),
+}
 
 
 #: The presets. ``full`` is the paper's protocol (GPU). ``reduced`` (the MazeConfig defaults)

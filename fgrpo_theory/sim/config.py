@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
-from fgrpo_theory.checks import as_float_array, check_integer, check_nonnegative
+from fgrpo_theory.fields import Choice, Integer, Optional, Real, Sequence, check_fields
 
 OPTIMIZERS = ("sgd", "adam")
 SURROGATES = ("ratio", "prob")
@@ -78,78 +78,24 @@ class SimConfig:
     """Adam epsilon"""
 
     def __post_init__(self):
-        K = int(check_integer("actions", self.actions, minimum=2))
-        if K > MAX_ACTIONS:
-            raise ValueError(f"actions must be <= {MAX_ACTIONS}, got actions={K}")
-        C = int(check_integer("correct", self.correct, minimum=1))
+        check_fields(self, SIM_RULES)  # every field's type and range (fgrpo_theory.fields)
+        K, C = self.actions, self.correct
         if C >= K:
             raise ValueError(f"correct must be < actions={K}, got correct={C}")
-        E = int(check_integer("rare", self.rare, minimum=1))
-        if E >= C:
-            raise ValueError(f"rare must be < correct={C} (action 0 is the anchor), got rare={E}")
-        for name in ("actions", "correct", "rare"):
-            object.__setattr__(self, name, int(getattr(self, name)))
-        for name in (
-            "anchor_logit",
-            "correct_logit",
-            "incorrect_logit",
-            "reward_correct",
-            "reward_wrong",
-        ):
-            x = as_float_array(name, getattr(self, name))
-            if x.ndim != 0 or not np.isfinite(x):
-                raise ValueError(
-                    f"{name} must be one finite number, got {name}={getattr(self, name)!r}"
-                )
-            object.__setattr__(self, name, float(x))
+        if self.rare >= C:
+            raise ValueError(
+                f"rare must be < correct={C} (action 0 is the anchor), got rare={self.rare}"
+            )
         if not self.reward_correct > self.reward_wrong:
             raise ValueError(
                 f"reward_correct must exceed reward_wrong, got "
                 f"{self.reward_correct} <= {self.reward_wrong}"
             )
-        if self.initial_logits is not None:
-            z0 = as_float_array("initial_logits", self.initial_logits)
-            if z0.shape != (K,) or not np.isfinite(z0).all():
-                raise ValueError(f"initial_logits must be {K} finite values, got shape {z0.shape}")
-            object.__setattr__(self, "initial_logits", tuple(float(v) for v in z0))
-        sizes = check_integer("group_sizes", self.group_sizes, minimum=1).ravel()
-        if sizes.max() > MAX_GROUP:
-            raise ValueError(f"group_sizes must be <= {MAX_GROUP}, got {int(sizes.max())}")
-        object.__setattr__(self, "group_sizes", tuple(int(n) for n in sizes))
-        gammas = check_nonnegative("gammas", self.gammas).ravel()
-        if not np.isfinite(gammas).all():
-            raise ValueError(f"gammas must be finite, got gammas={self.gammas}")
-        object.__setattr__(self, "gammas", tuple(float(g) for g in gammas))
-        seeds = check_integer("seeds", self.seeds, minimum=0).ravel()
-        object.__setattr__(self, "seeds", tuple(int(s) for s in seeds))
-        for name in ("group_sizes", "gammas", "seeds"):
-            if len(set(getattr(self, name))) != len(getattr(self, name)):
-                raise ValueError(f"{name} must not repeat values, got {name}={getattr(self, name)}")
-        T = int(check_integer("steps", self.steps, minimum=1))
-        if T > MAX_STEPS:
-            raise ValueError(f"steps must be <= {MAX_STEPS}, got steps={T}")
-        object.__setattr__(self, "steps", T)
-        lr = as_float_array("lr", self.lr)
-        if lr.ndim != 0 or not (np.isfinite(lr) and lr > 0):
-            raise ValueError(f"lr must be one finite number > 0, got lr={self.lr!r}")
-        object.__setattr__(self, "lr", float(lr))
-        for name, allowed in (
-            ("optimizer", OPTIMIZERS),
-            ("surrogate", SURROGATES),
-            ("advantage", ADVANTAGES),
-        ):
-            if getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"{name} must be one of {allowed}, got {name}={getattr(self, name)!r}"
-                )
-        betas = as_float_array("adam_betas", self.adam_betas)
-        if betas.shape != (2,) or not (np.all(betas >= 0) and np.all(betas < 1)):
-            raise ValueError(f"adam_betas must be two values in [0, 1), got {self.adam_betas}")
-        object.__setattr__(self, "adam_betas", (float(betas[0]), float(betas[1])))
-        eps = as_float_array("adam_eps", self.adam_eps)
-        if eps.ndim != 0 or not (np.isfinite(eps) and eps > 0):
-            raise ValueError(f"adam_eps must be one finite number > 0, got {self.adam_eps!r}")
-        object.__setattr__(self, "adam_eps", float(eps))
+        if self.initial_logits is not None and len(self.initial_logits) != K:
+            raise ValueError(
+                f"initial_logits must be {K} finite values (one per action), got "
+                f"{len(self.initial_logits)} values"
+            )
 
     def logits0(self) -> np.ndarray:
         """Initial logits z_0 (K,)."""
@@ -162,6 +108,33 @@ class SimConfig:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+
+_FINITE = Real()
+_POSITIVE = Real(0, open_low=True)
+
+#: Type and range of every SimConfig field (the rules between fields live in ``__post_init__``).
+SIM_RULES = {
+    "actions": Integer(2, MAX_ACTIONS),
+    "correct": Integer(1),
+    "anchor_logit": _FINITE,
+    "correct_logit": _FINITE,
+    "incorrect_logit": _FINITE,
+    "initial_logits": Optional(Sequence(_FINITE)),
+    "rare": Integer(1),
+    "reward_correct": _FINITE,
+    "reward_wrong": _FINITE,
+    "group_sizes": Sequence(Integer(1, MAX_GROUP), distinct=True),
+    "gammas": Sequence(Real(0), distinct=True),
+    "seeds": Sequence(Integer(0), distinct=True),
+    "steps": Integer(1, MAX_STEPS),
+    "lr": _POSITIVE,
+    "optimizer": Choice(OPTIMIZERS),
+    "surrogate": Choice(SURROGATES),
+    "advantage": Choice(ADVANTAGES),
+    "adam_betas": Sequence(Real(0, 1, open_high=True), length=2),
+    "adam_eps": _POSITIVE,
+}
 
 
 def sparse_applies(cfg: SimConfig) -> bool:

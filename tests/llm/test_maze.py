@@ -246,6 +246,43 @@ def test_config_validation_and_presets():
         make_config("huge")
 
 
+def test_config_fields_follow_the_shared_rules():
+    """MAZE_RULES (fgrpo_theory.fields): numbers written as text (a YAML --config file) are read
+    as numbers and numpy values become Python numbers; a bool is never a number, a float (even
+    5.0) never an integer; every bad value is one ValueError naming the field and the value."""
+    from fgrpo_llm.experiments.maze import make_config
+
+    cfg = make_config(
+        "reduced",
+        rl_steps="5",
+        sft_lr="1e-3",
+        gammas=["0", "1"],
+        group_sizes=np.array([4, 8]),
+        seed=np.int64(2),
+    )
+    assert (cfg.rl_steps, cfg.sft_lr, cfg.gammas, cfg.group_sizes) == (5, 1e-3, (0.0, 1.0), (4, 8))
+    assert cfg.rl_seeds == (2,) and cfg.lr_matched_gammas == (1.0,)
+    assert type(cfg.seed) is type(cfg.group_sizes[0]) is int and type(cfg.gammas[0]) is float
+    for bad, message in (
+        ({"rl_steps": 5.0}, r"rl_steps must be an integer >= 1, got rl_steps=5\.0"),
+        ({"grid_size": True}, r"grid_size must be an integer >= 5, got grid_size=True"),
+        (
+            {"group_sizes": (4, 8.0)},
+            r"group_sizes\[1\] must be an integer >= 2, got group_sizes\[1\]=8\.0",
+        ),
+        ({"rl_seeds": (0, True)}, r"rl_seeds\[1\] must be an integer >= 0, got rl_seeds\[1\]=True"),
+        ({"rl_lr": True}, r"rl_lr must be a finite number > 0, got rl_lr=True"),
+        ({"sft_lr": "fast"}, r"sft_lr must be a finite number > 0, got sft_lr='fast'"),
+        (
+            {"lr_matched_gammas": (1, 0)},
+            r"lr_matched_gammas\[1\] must be a finite number > 0, got lr_matched_gammas\[1\]=0",
+        ),
+        ({"device": 0}, r"device must be None or a non-empty string, got device=0"),
+    ):
+        with pytest.raises(ValueError, match=f"^{message}$"):
+            make_config("reduced", **bad)
+
+
 def test_plan_runs_every_method_at_every_n_for_every_seed():
     from fgrpo_llm.config import TrainConfig
     from fgrpo_llm.experiments.maze import make_config, plan, train_config

@@ -354,6 +354,58 @@ def test_bad_configs_are_rejected(bad, match):
         replace(SMALL, **bad)
 
 
+def test_config_fields_follow_the_shared_rules():
+    """SIM_RULES (fgrpo_theory.fields): numbers written as text are read as numbers (a YAML or
+    --set value), numpy arrays and scalars become tuples of Python numbers."""
+    cfg = replace(
+        SMALL,
+        actions="300",
+        lr="5e-2",
+        gammas=("0", 1),
+        group_sizes=np.array([4, 8]),
+        seeds=np.arange(2),
+        steps=np.int32(40),
+        adam_betas=[0.5, 0.9],
+    )
+    assert cfg == replace(SMALL, group_sizes=(4, 8), adam_betas=(0.5, 0.9))
+    assert type(cfg.actions) is type(cfg.steps) is type(cfg.group_sizes[0]) is int
+    assert type(cfg.lr) is type(cfg.gammas[0]) is type(cfg.adam_betas[0]) is float
+    assert replace(SMALL, initial_logits=np.zeros(300)).initial_logits == (0.0,) * 300
+
+
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        (dict(actions=True), r"actions must be an integer >= 2 and <= 134217728, got actions=True"),
+        (dict(steps=40.0), r"steps must be an integer >= 1 and <= 10000000, got steps=40\.0"),
+        (
+            dict(group_sizes=(4, 8.0)),
+            r"group_sizes\[1\] must be an integer .*, got group_sizes\[1\]=8\.0",
+        ),
+        (dict(seeds=(0, True)), r"seeds\[1\] must be an integer >= 0, got seeds\[1\]=True"),
+        (dict(lr=True), r"lr must be a finite number > 0, got lr=True"),
+        (dict(lr="fast"), r"lr must be a finite number > 0, got lr='fast'"),
+        (
+            dict(reward_wrong=-(10**400)),
+            r"reward_wrong must be a finite number, got reward_wrong=-10+\.\.\.",  # repr cut
+        ),
+        (
+            dict(adam_betas=(0.9,)),
+            r"adam_betas must be a list of 2 values, .*, got adam_betas=\(0\.9,\)",
+        ),
+        (dict(group_sizes=4), r"group_sizes must be a non-empty list .*, got group_sizes=4"),
+        (
+            dict(initial_logits=(0.0,) * 299 + (np.inf,)),
+            r"initial_logits\[299\] must be a finite number, got initial_logits\[299\]=inf",
+        ),
+    ],
+)
+def test_a_bad_field_is_one_value_error_naming_it_and_its_value(bad, message):
+    """A bool is never a number, a float (even 40.0) never an integer, text must be a number."""
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        replace(SMALL, **bad)
+
+
 def test_sparse_engine_refuses_dense_options():
     with pytest.raises(ValueError, match="sparse"):
         run_sweep(replace(SMALL, surrogate="prob"), engine="sparse", progress=False)
