@@ -1,5 +1,5 @@
-"""Native thread pools pinned to the cores a simulation is given (issue: ``--workers W`` uses W
-cores and no more).
+"""Native thread pools pinned to the cores a simulation is given: ``--workers W`` uses W cores
+and no more.
 
 numpy's BLAS (OpenBLAS, MKL) and OpenMP start one thread per core by default, so W worker
 processes would put W x cores threads on the machine. ``pinned`` limits every pool loaded in

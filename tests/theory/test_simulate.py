@@ -246,7 +246,7 @@ def test_sparse_engine_survives_a_shift_of_the_logit_reference():
     assert dense["q_pos"][0, -1] > 0.99
 
 
-def test_initial_records_match_the_paperlayout():
+def test_initial_records_match_the_paper_layout():
     """Logits 5 / 3 / 0: Q_pos(0) and tau(0) from the closed form; M_ret(0) = 1."""
     K, C = 1280, 100
     cfg = SimConfig(actions=K, correct=C, group_sizes=(4,), gammas=(0.0,), seeds=(0,), steps=1)
