@@ -306,3 +306,42 @@ def test_a_single_correct_action_comes_without_runtime_warnings():
         warnings.simplefilter("error")
         got = expected_p_pos_given_k(p, correct, np.arange(4))
     np.testing.assert_allclose(got, [0.0, p[0], p[0], p[0]], rtol=1e-15)
+
+
+def test_policy_check_rejects_negative_masses_and_accepts_zero_masses():
+    mask = np.array([True, False, False])
+    with pytest.raises(ValueError, match=r"^p must be a 1-D probability vector, got shape \(3,\)"):
+        group_stats(np.array([1.5, -0.5, 0.0]), mask, [0])  # sums to 1, but p_1 < 0
+    s = group_stats(np.array([0.5, 0.5, 0.0]), mask, [0, 1])  # a zero-probability action
+    assert (s.P_pos, s.P_neg, s.Q_u_pos) == (0.5, 0.5, 0.0)
+
+
+def test_softmax_is_shift_invariant_for_large_logits():
+    for z in ([1000.0, 999.0], [-1000.0, -1001.0]):
+        np.testing.assert_allclose(softmax(np.array(z)), softmax(np.array([1.0, 0.0])), rtol=1e-15)
+
+
+def test_lemma_h1_errors_quote_the_empty_class_and_the_group_size():
+    p = np.array([0.25, 0.75])
+    with pytest.raises(
+        ValueError, match=r"^z must have at least one finite logit, got every z = -inf$"
+    ):
+        softmax(np.array([-np.inf, -np.inf]))
+    with pytest.raises(
+        ValueError, match=r"^the policy puts no mass on correct actions \(mu = 0\)$"
+    ):
+        expected_p_pos_given_k(p, np.array([False, False]), 2)
+    with pytest.raises(
+        ValueError, match=r"^the policy puts no mass on correct actions \(mu = 0\)$"
+    ):
+        expected_p_pos_given_k(np.array([0.0, 1.0]), np.array([True, False]), 2)
+    with pytest.raises(
+        ValueError, match=r"^the policy puts no mass on incorrect actions \(mu = 1\)$"
+    ):
+        expected_p_neg_given_k(p, np.array([True, True]), 1, 2)
+    with pytest.raises(
+        ValueError, match=r"^the policy puts no mass on incorrect actions \(mu = 1\)$"
+    ):
+        expected_p_neg_given_k(np.array([1.0, 0.0]), np.array([True, False]), 1, 2)
+    with pytest.raises(ValueError, match=r"^N must be an integer >= 1, got N=0$"):
+        expected_p_neg_given_k(p, np.array([True, False]), 0, 0)

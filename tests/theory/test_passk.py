@@ -411,3 +411,20 @@ def test_scalar_in_numpy_scalar_out_and_no_mpmath_where_every_subset_hits():
     # n - c < k with both c and k above the 4096-factor limit: every k-subset holds a correct one
     assert pass_at_k_unbiased(10_000, 6_000, 5_000) == 1.0
     assert pass_at_k_unbiased(np.array([10_000, 20_000]), 6_000, 5_000)[0] == 1.0
+
+
+@pytest.mark.parametrize(
+    "a_row, b_row",
+    [
+        ([1, 0, 0, 0, 0, 0, 0, 0], [0] * 8),  # A has one success, B is constant
+        ([1, 1, 1, 1, 0, 0, 0, 0], [0] * 8),  # A mixed
+        ([0] * 8, [1, 0, 0, 0, 0, 0, 0, 0]),  # B has one success, A is constant
+        ([1] * 8, [1, 1, 0, 0, 0, 0, 0, 0]),
+    ],
+)
+def test_a_problem_mixed_in_one_method_only_is_resampled(a_row, b_row):
+    """Only problems constant in both methods skip the subsampling: one mixed method is enough
+    for D*_m to vary (pass@1(m, c*) = c*/m takes several values)."""
+    A, B = np.array([a_row]), np.array([b_row])
+    res = paired_subsampling_test(A, B, m=4, iterations=200, rng=np.random.default_rng(0), k=1)
+    assert res.subsample_std > 0.05

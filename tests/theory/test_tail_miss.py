@@ -335,3 +335,44 @@ def test_stationary_point_against_an_mpmath_root(mu, tau):
         n_c = stationary_group_size(mu, tau)
         ref = mpmath.findroot(dP, mpmath.mpf(n_c))
     assert float(abs(n_c / ref - 1)) < 1e-12
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: p_tail_miss(0.3, 0.03, 1e9),  # (1 - tau)^N underflows
+        lambda: log_p_tail_miss(0.3, 0.03, 1e9),
+        lambda: p_tail_miss(0.3, 0.3, 1e9),  # N log(0) -> N * -1e300 overflows
+        lambda: log_p_tail_miss(0.3, 0.3, 1e9),
+        lambda: stationary_group_size(0.3, 0.015),  # the bracket top e^709 overflows
+    ],
+)
+def test_results_do_not_depend_on_the_callers_floating_point_error_state(call):
+    """Overflow / underflow inside the closed forms are handled there, also when the caller
+    has made every floating-point error raise (np.errstate(all="raise"))."""
+    expected = call()
+    with np.errstate(all="raise"):
+        assert call() == expected
+
+
+def test_log_forms_are_minus_inf_exactly_where_the_probability_is_zero():
+    assert log_p_tail_miss(0.3, 0.3, 8) == -np.inf  # tau = mu
+    assert log_p_tail_miss(0.3, 0.3, 1e6) == -np.inf
+    assert log_p_active(0.0, 8) == -np.inf and log_p_active(1.0, 8) == -np.inf
+    assert log_p_tail_miss(1.0, 0.5, 8) == -np.inf  # mu = 1
+    assert log_p_tail_miss(1.0, 1.0, 5) == -np.inf  # tau = 1: 1 - tau = 0
+
+
+@pytest.mark.parametrize(
+    "mu, tau, N",
+    [
+        (0.3, 0.03, 1 + 2**-40),  # N - 1 tiny: (N - 1) |log q| below 1e-9, the series branch
+        (0.6, 0.2, 1 + 2**-40),  # the same with mu > 1/2 (q = 1 - mu)
+        # q subnormal and N - 1 = 1/3: (N - 1) log(1 - q) rounds to a few bits, so
+        # log(-expm1(.)) of it is off by ~1e-7; the log-space series keeps full precision
+        (4e-321, 1e-321, 1 + 1 / 3),
+    ],
+)
+def test_log_p_tail_miss_near_N_1_and_with_a_subnormal_base(mu, tau, N):
+    ref = mp_p_tail_miss(mu, tau, N)
+    assert log_rel_err(log_p_tail_miss(mu, tau, N), ref) < TOL
