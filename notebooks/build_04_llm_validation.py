@@ -61,7 +61,7 @@ if ids:
     ax.scatter(mu, tau / np.maximum(mu, 1e-12), s=8)
     ax.set_xlabel("mu (base success rate)"); ax.set_ylabel("rho = tau / mu"); ax.set_yscale("log")
     ax.set_title("per-prompt estimates from the base rollouts")
-    plt.show()
+    display(fig); plt.close(fig)  # explicit: library plotting may have switched to Agg
 """)
 md("## Observed tail misses against Lemma 3.1")
 code("""
@@ -75,7 +75,7 @@ curve = {k: np.asarray(v, dtype=float) for k, v in result["curve"].items()}
 plot_tail_miss_vs_N(ax, curve, result["tail_miss"][early])
 ax.get_legend_handles_labels()[0] and ax.legend(fontsize=7)
 ax.set_title(f"tail miss per N ({early})")
-plt.show()
+display(fig); plt.close(fig)
 display(Markdown(tail_miss_section(result)))
 """)
 md("""
@@ -89,7 +89,7 @@ code("""
 from fgrpo_llm.experiments.report import plot_training_curves
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
 plot_training_curves(axes, runs)
-plt.show()
+display(fig); plt.close(fig)
 display(Markdown(sweep_section(result)))
 """)
 nb = nbf.v4.new_notebook(

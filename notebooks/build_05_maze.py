@@ -1,6 +1,7 @@
 """Write notebooks/05_maze.ipynb (run: .venv/bin/python notebooks/build_05_maze.py).
 
-No outputs are stored; tests/test_notebooks.py executes it with FGRPO_NOTEBOOK_FAST=1.
+`make notebooks` (notebooks/execute.py) executes it and keeps its outputs;
+tests/test_notebooks.py executes it with FGRPO_NOTEBOOK_FAST=1.
 """
 
 from pathlib import Path
@@ -30,7 +31,8 @@ cells = [
         "import tempfile\n"
         "from pathlib import Path\n\n"
         "import matplotlib.pyplot as plt\n"
-        "import numpy as np\n\n"
+        "import numpy as np\n"
+        "from IPython.display import display\n\n"
         "import fgrpo_llm\n"
         "from fgrpo_llm.experiments.maze import make_config, run_experiment\n"
         "from fgrpo_llm.experiments.maze_plots import plot_curves, plot_final\n"
@@ -80,11 +82,13 @@ cells = [
         "paper's early pass@K dip; `dips` in each run's `result.json` records its size and step."
     ),
     new_code_cell(
+        "%matplotlib inline\n"
         "fig, axes = plt.subplots(2, len(cfg.group_sizes), figsize=(3.2 * len(cfg.group_sizes)\n"
         "                         + 0.5, 5), squeeze=False, sharey='row')\n"
         "plot_curves(axes[0], cfg, results, 1)\n"
         "plot_curves(axes[1], cfg, results, cfg.eval_k_max)\n"
         "fig.tight_layout()\n"
+        "display(fig); plt.close(fig)  # explicit: the study's figure writer switched to Agg\n"
         "K = cfg.eval_k_max\n"
         "for row in results['study']['runs']:\n"
         "    dip = row['dip']\n"
@@ -103,12 +107,14 @@ cells = [
         "    print(f\"({claim}) {c['claim']}: {c['verdict']}\")"
     ),
     new_code_cell(
+        "%matplotlib inline\n"
         "print((out / 'table.md').read_text())\n"
         "fig, axes = plt.subplots(1, 2, figsize=(9, 3.3))\n"
         "paper = paper_table4()\n"
         "plot_final(axes[0], cfg, results, paper, 1)\n"
         "plot_final(axes[1], cfg, results, paper, max(k for k in cfg.ks if k <= 256))\n"
-        "fig.tight_layout()"
+        "fig.tight_layout()\n"
+        "display(fig); plt.close(fig)"
     ),
 ]
 

@@ -30,7 +30,8 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per cell")
     args = parser.parse_args(argv)
-    os.environ["MPLBACKEND"] = "Agg"
+    # the inline backend: each figure becomes a PNG output of its cell (Agg would show none)
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     if args.fast:
         os.environ["FGRPO_NOTEBOOK_FAST"] = "1"
     else:
