@@ -145,3 +145,26 @@ def _untimed_json(raw: bytes, a, b):
         if isinstance(data, dict)
         else data
     )
+
+
+def test_the_demo_quotes_the_seed_spread_the_study_measured(tmp_path):
+    """The note beside each single-seed comparison quotes the study's spread (the shipped copy),
+    says plainly when none was measured, and a damaged spread file counts as none."""
+    import json
+
+    from fgrpo_llm.experiments.demo import SEED_SPREAD, load_seed_spread
+    from fgrpo_llm.experiments.report import seed_spread_note
+
+    shipped = load_seed_spread()
+    assert shipped is not None and SEED_SPREAD.is_file()
+    assert shipped["num_seeds"] >= 3 and "fgrpo-llm study" in shipped["command"]
+    note = seed_spread_note(shipped)
+    assert f"Delta NLL_rare {shipped['sd']['delta_nll_rare']:.3f}" in note
+    assert f"Over {shipped['num_seeds']} RL seeds" in note
+    assert "has not been measured" in seed_spread_note(None)
+    bad = tmp_path / "spread.json"
+    bad.write_text("{not json")
+    assert load_seed_spread(bad) is None
+    bad.write_text(json.dumps({"sd": [1, 2]}))
+    assert load_seed_spread(bad) is None
+    assert load_seed_spread(tmp_path / "missing.json") is None
