@@ -1,0 +1,88 @@
+"""The study's verdicts (``fgrpo_llm.experiments.study.judge_claims``) on hand-made per-seed
+numbers, where each claim's verdict follows from its rule by inspection."""
+
+import numpy as np
+
+from fgrpo_llm.evaluation.stats import CONTRADICTED, HOLDS, NOT_RESOLVED
+from fgrpo_llm.experiments.plan import DemoConfig, run_specs
+from fgrpo_llm.experiments.study import judge_claims
+
+SEEDS = [0, 1, 2, 3]
+NOISE = np.array([-0.003, 0.001, 0.002, 0.0])  # per seed: paired differences have a tiny spread
+
+
+def _numbers(cfg: DemoConfig, base: dict, per_run: dict) -> dict:
+    numbers = {}
+    for spec in run_specs(cfg):
+        vals = {**base, **per_run.get(spec.name, {})}
+        numbers[spec.name] = {
+            s: {**{m: v + NOISE[i] for m, v in vals.items()}, "label": spec.name}
+            for i, s in enumerate(SEEDS)
+        }
+    return numbers
+
+
+BASE = {
+    "id_pass1": 0.45,
+    "ood_pass1": 0.10,
+    "id_passk": 0.92,
+    "ood_passk": 0.65,
+    "delta_nll_rare": 0.30,
+    "tail_miss_obs": 0.50,
+    "tail_miss_pred": 0.50,
+}
+
+
+def test_the_verdicts_follow_their_rules():
+    cfg = DemoConfig()
+    per_run = {
+        "grpo_n2": {"delta_nll_rare": 0.10},
+        "grpo_n4": {"delta_nll_rare": 0.20},
+        "grpo_n8": {"delta_nll_rare": 0.40},  # interior peak at N = 8
+        "grpo_n16": {"delta_nll_rare": 0.30},
+        "grpo_n32": {"delta_nll_rare": 0.20, "id_passk": 0.95, "ood_passk": 0.70},
+        # F-GRPO: lower Delta NLL_rare, higher pass@k both ways, pass@1 a resolved drop OOD,
+        # pass@k within 0.02 of GRPO N = 32; its early tail misses far from the prediction
+        "fgrpo_n8": {
+            "delta_nll_rare": 0.15,
+            "id_passk": 0.96,
+            "ood_passk": 0.69,
+            "ood_pass1": 0.05,
+            "tail_miss_obs": 0.80,
+        },
+        # the control has none of F-GRPO's gains
+        "grpo_n8_lrmatched": {"delta_nll_rare": 0.40},
+    }
+    claims = {c["claim"]: c for c in judge_claims(_numbers(cfg, BASE, per_run), cfg, SEEDS)}
+    assert claims[1]["verdict"] == HOLDS
+    assert claims[2]["verdict"] == HOLDS
+    assert claims[3]["verdict"] == HOLDS
+    assert claims[4]["verdict"] == CONTRADICTED
+    assert claims[5]["verdict"] == HOLDS
+    assert claims[6]["verdict"] == HOLDS
+    assert claims[7]["verdict"] == NOT_RESOLVED  # 1 of 6 runs disagrees: not more than half
+
+
+def test_the_opposite_numbers_reverse_the_verdicts():
+    cfg = DemoConfig()
+    per_run = {
+        "grpo_n2": {"delta_nll_rare": 0.10},
+        "grpo_n4": {"delta_nll_rare": 0.20},
+        "grpo_n8": {"delta_nll_rare": 0.30},
+        "grpo_n16": {"delta_nll_rare": 0.40},
+        "grpo_n32": {"delta_nll_rare": 0.50, "id_passk": 0.95},  # monotone: the peak at an end
+        "fgrpo_n8": {"delta_nll_rare": 0.35, "id_passk": 0.90, "tail_miss_obs": 0.80},
+        "grpo_n8_lrmatched": {"tail_miss_obs": 0.80},
+    }
+    numbers = _numbers(cfg, BASE, per_run)
+    for n in (2, 4, 16, 32):
+        for s in SEEDS:
+            numbers[f"grpo_n{n}"][s]["tail_miss_obs"] = 0.80
+    claims = {c["claim"]: c for c in judge_claims(numbers, cfg, SEEDS)}
+    assert claims[1]["verdict"] == CONTRADICTED
+    assert claims[2]["verdict"] == CONTRADICTED
+    assert claims[3]["verdict"] == CONTRADICTED
+    assert claims[4]["verdict"] == HOLDS  # in-domain and OOD pass@1 unchanged
+    assert claims[5]["verdict"] == NOT_RESOLVED  # F-GRPO has no resolved gain to compare
+    assert claims[6]["verdict"] == CONTRADICTED  # 0.05 below GRPO N = 32 in-domain
+    assert claims[7]["verdict"] == CONTRADICTED  # every run 0.3 above the prediction
