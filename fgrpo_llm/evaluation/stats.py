@@ -36,6 +36,7 @@ __all__ = [
     "verdict_above",
     "verdict_below",
     "verdict_not_below",
+    "combine_verdicts",
     "format_interval",
 ]
 
@@ -127,6 +128,17 @@ def verdict_not_below(iv: Interval, threshold: float = 0.0) -> str:
     if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
         return NOT_RESOLVED
     return CONTRADICTED if iv.hi < threshold else HOLDS
+
+
+def combine_verdicts(verdicts) -> str:
+    """A claim over several parts (splits, cells): holds if it holds in every part, contradicted
+    if it is contradicted in at least one, not resolved otherwise (and when there is no part)."""
+    verdicts = list(verdicts)
+    if verdicts and all(v == HOLDS for v in verdicts):
+        return HOLDS
+    if CONTRADICTED in verdicts:
+        return CONTRADICTED
+    return NOT_RESOLVED
 
 
 def format_interval(iv: Interval | None, digits: int = 3, *, signed: bool = False) -> str:

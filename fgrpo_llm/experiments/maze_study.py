@@ -39,6 +39,7 @@ from fgrpo_llm.evaluation.stats import (
     HOLDS,
     NOT_RESOLVED,
     Interval,
+    combine_verdicts,
     format_interval,
     paired_difference,
     t_interval,
@@ -128,17 +129,6 @@ def _verdict(iv: Interval | None, direction: str) -> str:
     if iv is None:
         return NOT_RESOLVED
     return verdict_above(iv, 0.0) if direction == "above" else verdict_below(iv, 0.0)
-
-
-def combine_verdicts(verdicts) -> str:
-    """A claim over several cells: holds if it holds in every cell, contradicted if it is
-    contradicted in at least one, not resolved otherwise (and when there is no cell)."""
-    verdicts = list(verdicts)
-    if verdicts and all(v == HOLDS for v in verdicts):
-        return HOLDS
-    if CONTRADICTED in verdicts:
-        return CONTRADICTED
-    return NOT_RESOLVED
 
 
 def _iv(iv: Interval | None) -> dict | None:

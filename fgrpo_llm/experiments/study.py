@@ -39,6 +39,7 @@ from fgrpo_llm.evaluation.stats import (
     HOLDS,
     NOT_RESOLVED,
     Interval,
+    combine_verdicts,
     format_interval,
     paired_difference,
     t_interval,
@@ -237,11 +238,7 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
     # 3. pass@k_max at least GRPO's, in-domain and OOD
     d3 = {m: _paired(numbers, f, g, m, seeds) for m in ("id_passk", "ood_passk")}
     v3 = [verdict_above(d) if d else NOT_RESOLVED for d in d3.values()]
-    verdict3 = (
-        CONTRADICTED
-        if CONTRADICTED in v3
-        else (HOLDS if all(v == HOLDS for v in v3) else NOT_RESOLVED)
-    )
+    verdict3 = combine_verdicts(v3)
     claims.append(
         _claim(
             3,
@@ -260,11 +257,7 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
     # 4. pass@1 kept
     d4 = {m: _paired(numbers, f, g, m, seeds) for m in ("id_pass1", "ood_pass1")}
     v4 = [verdict_not_below(d) if d else NOT_RESOLVED for d in d4.values()]
-    verdict4 = (
-        CONTRADICTED
-        if CONTRADICTED in v4
-        else (HOLDS if all(v == HOLDS for v in v4) else NOT_RESOLVED)
-    )
+    verdict4 = combine_verdicts(v4)
     claims.append(
         _claim(
             4,
@@ -333,21 +326,8 @@ def judge_claims(numbers: dict, cfg: DemoConfig, seeds) -> list[dict]:
         m: _paired(numbers, f, f"grpo_n{big}", m, seeds) if big > N else None
         for m in ("id_passk", "ood_passk")
     }
-    v6 = [
-        NOT_RESOLVED
-        if d is None
-        else (
-            HOLDS
-            if d.lo > -MATCH_MARGIN
-            else (CONTRADICTED if d.hi < -MATCH_MARGIN else NOT_RESOLVED)
-        )
-        for d in d6.values()
-    ]
-    verdict6 = (
-        CONTRADICTED
-        if CONTRADICTED in v6
-        else (HOLDS if all(v == HOLDS for v in v6) else NOT_RESOLVED)
-    )
+    v6 = [verdict_above(d, -MATCH_MARGIN) if d else NOT_RESOLVED for d in d6.values()]
+    verdict6 = combine_verdicts(v6)
     claims.append(
         _claim(
             6,
