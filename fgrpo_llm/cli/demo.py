@@ -1,6 +1,6 @@
 """``fgrpo-llm demo``: the whole story at CPU scale (see ``fgrpo_llm.experiments.demo``).
 
-    fgrpo-llm demo --out runs/demo                     # under 25 minutes on 2 CPU cores
+    fgrpo-llm demo --out runs/demo                     # under 20 minutes on 2 CPU cores
     fgrpo-llm demo --out runs/demo --fast              # tiny budgets, about a minute
     fgrpo-llm demo --out runs/gpu --config configs/gpu_full.yaml
 """  # fmt: skip
@@ -15,6 +15,7 @@ def _demo(args) -> int:
     cfg = load_demo_config(
         args.config,
         fast=args.fast,
+        for_demo=True,
         workers=args.workers,
         device=args.device,
         lr_matched_control=False if args.no_lr_control else None,

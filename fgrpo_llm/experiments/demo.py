@@ -4,9 +4,12 @@ Stages (each writes under OUT and is skipped when its output exists, so a rerun 
 
 1. theory: tail-miss figures and a reduced categorical regime sweep (``fgrpo_theory.demo``);
 2. the plan of ``fgrpo_llm.experiments.plan`` for one RL seed: the Countdown base, the
-   rare-correct set, GRPO at N in {2, 4, 8, 16, 32}, F-GRPO at N = 8 and the learning-rate-matched
-   control, each with its pass@k;
+   rare-correct set, GRPO at N in {2, 4, 8, 16}, F-GRPO at N = 8 and the learning-rate-matched
+   control, each with its pass@k (the study adds GRPO at N = 32: ``plan.DEMO_PLAN``);
 3. the cross-check (``fgrpo_llm.experiments.cross_check``) and OUT/report.md.
+
+With two or more workers the theory stage runs in a side process beside pretraining, and the base's
+pass@k beside the rare-correct set; the training runs share the worker pool.
 
 One seed cannot separate differences smaller than the seed-to-seed spread; the report says so
 beside each comparison and quotes the spread that ``fgrpo-llm study`` measured
@@ -31,6 +34,7 @@ import numpy as np
 from fgrpo_llm.experiments.plan import (
     DemoConfig,
     evaluate_stage,
+    load_demo_config,
     map_runs,
     pretrain_base,
     rare_set_stage,
@@ -91,6 +95,54 @@ def _theory(out: Path, cfg: DemoConfig) -> dict:
     return summary
 
 
+def _base_eval(out: Path, cfg: DemoConfig) -> dict:
+    return evaluate_stage(out / "base", out / "base_eval", cfg, task=task_for(out / "base"))
+
+
+def _timed(threads: int, fn, *args):
+    """In the side process: ``fn(*args)`` on ``threads`` torch threads, and its wall time."""
+    import torch
+
+    torch.set_num_threads(threads)
+    t = time.perf_counter()
+    return fn(*args), time.perf_counter() - t
+
+
+class _SideStages:
+    """The stages that wait for nothing the main process is doing run in one spare process while it
+    works: the theory stage beside pretraining, the base's pass@k beside the rare-correct set. With
+    ``cfg.workers == 1`` they run in this process, in order. Each stage is a function of the seeds
+    and settings alone, so where it runs changes no number."""
+
+    def __init__(self, cfg: DemoConfig, clock: _Clock):
+        self.cfg, self.clock, self.pool = cfg, clock, None
+        if cfg.workers > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn")
+            )
+
+    def submit(self, name: str, fn, *args):
+        if self.pool is None:
+            return name, self.clock.run(name, fn, *args)
+        print(f"[demo {self.clock.elapsed():6.0f}s] {name} (side process) ...", file=sys.stderr)
+        return name, self.pool.submit(_timed, self.cfg.threads, fn, *args)
+
+    def result(self, job):
+        name, value = job
+        if self.pool is None:
+            return value
+        value, seconds = value.result()
+        self.clock.stages[name] = seconds
+        return value
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
 def _write_timings(out: Path, clock: _Clock) -> Path:
     from fgrpo_llm.experiments.report import markdown_table
     from fgrpo_llm.files import atomic_write_text
@@ -110,7 +162,7 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
     dict."""
     import torch
 
-    cfg = cfg or DemoConfig()
+    cfg = cfg or load_demo_config(for_demo=True)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "demo_config.json", dataclasses.asdict(cfg))
@@ -119,16 +171,18 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
     clock = _Clock()
     summary: dict = {}
 
-    if cfg.theory:
-        summary["theory"] = clock.run("theory", _theory, out, cfg)
-    summary["base"] = clock.run("pretrain", pretrain_base, out, cfg)
-    rare = clock.run("rare set", rare_set_stage, out, cfg)
+    side = _SideStages(cfg, clock)
+    try:
+        theory = side.submit("theory", _theory, out, cfg) if cfg.theory else None
+        summary["base"] = clock.run("pretrain", pretrain_base, out, cfg)
+        base_eval = side.submit("eval base", _base_eval, out, cfg)
+        rare = clock.run("rare set", rare_set_stage, out, cfg)
+        evals = {"base": side.result(base_eval)}
+        if theory is not None:
+            summary["theory"] = side.result(theory)
+    finally:
+        side.close()
     task = task_for(out / "base")
-    evals = {
-        "base": clock.run(
-            "eval base", evaluate_stage, out / "base", out / "base_eval", cfg, task=task
-        )
-    }
 
     specs = run_specs(cfg)
     todo = [spec for spec in specs if not run_done(out, spec)]

@@ -299,8 +299,8 @@ def seed_spread_note(spread: dict | None) -> str:
     )
     return (
         "_One seed cannot separate differences smaller than the seed-to-seed spread. Over "
-        f"{spread.get('num_seeds')} RL seeds of this plan, `{spread.get('command')}` measured a "
-        f"standard deviation across seeds of {parts} (mean over the plan's runs)._"
+        f"{spread.get('num_seeds')} RL seeds of the study's plan, `{spread.get('command')}` "
+        f"measured a standard deviation across seeds of {parts} (mean over its runs)._"
     )
 
 

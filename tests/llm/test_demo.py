@@ -3,6 +3,7 @@ section and its figures exist, and a rerun resumes instead of recomputing."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -16,7 +17,8 @@ from fgrpo_llm.experiments.plan import DemoConfig, RunSpec, load_demo_config, ru
 
 def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
     out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--fast"]) == 0
+    # two workers: theory and the base's pass@k run in the side process, the runs in a pool
+    assert main(["demo", "--out", str(out), "--fast", "--workers", "2"]) == 0
     report = (out / "report.md").read_text()
     for heading in (
         "## Theory",
@@ -80,6 +82,37 @@ def test_run_specs_lr_matched_control():
     assert all(s.lr_match_gamma is None for s in run_specs(DemoConfig(lr_matched_control=False)))
     # gamma = 0: m_0 = 1, so the control would repeat the GRPO run
     assert all(s.lr_match_gamma is None for s in run_specs(DemoConfig(gamma=0.0)))
+
+
+def test_the_demo_plan_is_the_study_plan_without_grpo_at_n32(tmp_path):
+    """The demo's runs are the study's seed-0 runs (same names, same settings), less GRPO at N = 32,
+    and a config file can put that run back."""
+    demo, study = load_demo_config(for_demo=True), load_demo_config()
+    demo_specs, study_specs = run_specs(demo), run_specs(study)
+    assert [s.name for s in study_specs if s not in demo_specs] == ["grpo_n32"]
+    assert all(s in study_specs for s in demo_specs) and len(demo_specs) == 6
+    # every other field is the study's
+    assert dataclasses.replace(demo, sweep_group_sizes=study.sweep_group_sizes) == study
+    cfg_file = tmp_path / "with32.yaml"
+    cfg_file.write_text("sweep_group_sizes: [2, 4, 16, 32]\n")
+    assert run_specs(load_demo_config(cfg_file, for_demo=True)) == study_specs
+
+
+
+def test_the_demo_command_runs_the_demo_plan(tmp_path, monkeypatch):
+    """`fgrpo-llm demo` (what `make demo` runs) hands run_demo the demo's plan."""
+    from fgrpo_llm.experiments import demo as demo_module
+
+    seen = []
+
+    def fake_run_demo(out, cfg):
+        seen.append(cfg)
+        return {"report": str(out), "total_seconds": 0.0, "evals": {}, "runs": {}}
+
+    monkeypatch.setattr(demo_module, "run_demo", fake_run_demo)
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    assert seen == [load_demo_config(for_demo=True)]
+    assert seen[0].sweep_group_sizes == (2, 4, 16)
 
 
 def test_demo_config_validation(tmp_path, capsys):
