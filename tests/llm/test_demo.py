@@ -98,7 +98,6 @@ def test_the_demo_plan_is_the_study_plan_without_grpo_at_n32(tmp_path):
     assert run_specs(load_demo_config(cfg_file, for_demo=True)) == study_specs
 
 
-
 def test_the_demo_command_runs_the_demo_plan(tmp_path, monkeypatch):
     """`fgrpo-llm demo` (what `make demo` runs) hands run_demo the demo's plan."""
     from fgrpo_llm.experiments import demo as demo_module
