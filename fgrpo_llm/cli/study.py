@@ -1,5 +1,5 @@
-"""``fgrpo-llm study``: the demo's plan for several RL seeds, with intervals and a verdict per
-claim.
+"""``fgrpo-llm study``: the demo's plan plus GRPO at N = 32 for several RL seeds, with intervals
+and a verdict per claim.
 
     fgrpo-llm study --out runs/study --seeds 0,1,2,3,4            # the default plan, 2 workers
     fgrpo-llm study --out runs/study_fast --seeds 0,1 --fast      # tiny budgets (the tests' run)
@@ -40,7 +40,7 @@ def _study(args) -> int:
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "study",
-        help="the demo's plan over several RL seeds: intervals and verdicts",
+        help="the plan (the demo's and GRPO at N = 32) over several RL seeds: intervals, verdicts",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

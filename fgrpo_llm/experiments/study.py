@@ -1,4 +1,5 @@
-"""``fgrpo-llm study``: the demo's plan for several RL seeds, intervals, and a verdict per claim.
+"""``fgrpo-llm study``: the plan (the demo's and GRPO at N = 32) for several RL seeds, intervals,
+and a verdict per claim.
 
 From one base and one rare-correct set (``fgrpo_llm.experiments.plan``) it trains, for each RL seed
 s in ``seeds``, GRPO at N in {2, 4, 8, 16, 32}, F-GRPO at N = 8 and the learning-rate-matched GRPO
@@ -494,7 +495,8 @@ def _report(
 
     kmax = max(default_ks(cfg.eval_n))
     intro = (
-        f"`{command}`: the demo's plan trained for {len(seeds)} RL seeds "
+        f"`{command}`: the plan ({len(run_specs(cfg))} runs, the configuration in "
+        f"`study_config.json`) trained for {len(seeds)} RL seeds "
         f"({', '.join(map(str, seeds))}) from one base and one rare-correct set, every run "
         f"evaluated on the same {cfg.eval_max_problems or 'all'} problems per split with n = "
         f"{cfg.eval_n} samples (k_max = {kmax}). Intervals: mean over seeds and 95% Student-t "
