@@ -127,7 +127,11 @@ class _SideStages:
     def submit(self, name: str, fn, *args):
         if self.pool is None:
             return name, self.clock.run(name, fn, *args)
-        print(f"[demo {self.clock.elapsed():6.0f}s] {name} (side process) ...", file=sys.stderr)
+        print(
+            f"[demo {self.clock.elapsed():6.0f}s] {name} (side process) ...",
+            file=sys.stderr,
+            flush=True,
+        )
         return name, self.pool.submit(_timed, self.cfg.threads, fn, *args)
 
     def result(self, job):

@@ -155,8 +155,9 @@ DEMO_RULES = {
 EXECUTION_FIELDS = ("workers",)
 
 #: The demo's departures from the study's plan (the DemoConfig defaults): no GRPO run at N = 32.
-#: On 2 cores that run alone takes about 15 minutes, longer than the rest of the demo's training
-#: (about 10 minutes on 2 workers), so without it `make demo` ends within 20 minutes. Every run the
+#: That run alone (905 s on 2 lightly loaded cores, about twice the N = 16 run) takes longer than
+#: the rest of the demo's training on 2 workers (482 s on 2 idle cores); without it a fresh clone's
+#: `make demo` took 14.4 minutes on 2 idle cores, within the 20 it is allowed. Every run the
 #: demo keeps has the study's settings, so the demo's runs are the study's seed-0 runs (same seed,
 #: same numbers), and the study's report covers N = 32 (claims 1 and 6). Put it back with
 #: ``sweep_group_sizes: [2, 4, 16, 32]`` in a ``--config`` file.
