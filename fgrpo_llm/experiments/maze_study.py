@@ -155,6 +155,29 @@ def study(cfg: MazeConfig, results: dict) -> dict:
         values = [100 * e[f"eval/test/pass@{k}"] for e in results["sft"].values()]
         sft[f"pass@{k}"] = _iv(t_interval(values)) if values else None
 
+    def paired_rows(a: str, b: str, role: str, gamma: float, N: int) -> list[dict]:
+        """a - b at group size N for every metric, paired by seed, with its verdict."""
+        rows = []
+        for metric, (label, direction) in metrics.items():
+            iv = _paired(
+                _per_seed(cfg, results, a, N, metric), _per_seed(cfg, results, b, N, metric)
+            )
+            rows.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "role": role,
+                    "gamma": gamma,
+                    "N": N,
+                    "metric": metric,
+                    "label": label,
+                    "direction": direction,
+                    "difference": _iv(iv),
+                    "verdict": _verdict(iv, direction),
+                }
+            )
+        return rows
+
     diffs = []
     grpo = method_name(0.0)
     for gamma in [g for g in cfg.gammas if g > 0]:
@@ -164,48 +187,10 @@ def study(cfg: MazeConfig, results: dict) -> dict:
             others.append(("control", method_name(0.0, gamma)))
         for N in cfg.group_sizes:
             for role, other in others:
-                for metric, (label, direction) in metrics.items():
-                    iv = _paired(
-                        _per_seed(cfg, results, fgrpo, N, metric),
-                        _per_seed(cfg, results, other, N, metric),
-                    )
-                    diffs.append(
-                        {
-                            "a": fgrpo,
-                            "b": other,
-                            "role": role,
-                            "gamma": gamma,
-                            "N": N,
-                            "metric": metric,
-                            "label": label,
-                            "direction": direction,
-                            "difference": _iv(iv),
-                            "verdict": _verdict(iv, direction),
-                        }
-                    )
-        if gamma not in cfg.lr_matched_gammas:
-            continue
-        control = method_name(0.0, gamma)
-        for N in cfg.group_sizes:  # does a lower lr alone move GRPO? (control - GRPO)
-            for metric, (label, direction) in metrics.items():
-                iv = _paired(
-                    _per_seed(cfg, results, control, N, metric),
-                    _per_seed(cfg, results, grpo, N, metric),
-                )
-                diffs.append(
-                    {
-                        "a": control,
-                        "b": grpo,
-                        "role": "control vs GRPO",
-                        "gamma": gamma,
-                        "N": N,
-                        "metric": metric,
-                        "label": label,
-                        "direction": direction,
-                        "difference": _iv(iv),
-                        "verdict": _verdict(iv, direction),
-                    }
-                )
+                diffs += paired_rows(fgrpo, other, role, gamma, N)
+        if gamma in cfg.lr_matched_gammas:  # does a lower lr alone move GRPO? (control - GRPO)
+            for N in cfg.group_sizes:
+                diffs += paired_rows(method_name(0.0, gamma), grpo, "control vs GRPO", gamma, N)
     by = {(d["a"], d["b"], d["N"], d["metric"]): d for d in diffs}
     claims = {}
     claim_metric = {"a": "dip", "b": "pass@1", "c": f"pass@{K}"}
