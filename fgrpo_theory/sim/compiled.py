@@ -53,18 +53,15 @@ import numpy as np
 from fgrpo_theory.sim import libm_exp
 from fgrpo_theory.sim.config import SimConfig, sparse_applies
 from fgrpo_theory.sim.dense import SHIFT_SLACK
-from fgrpo_theory.sim.group import (
-    finish_records,
-    focal_table,
-    new_records,
-    record_group,
-    scalar_advantages,
-)
+from fgrpo_theory.sim.group import finish_records, focal_table, group_advantages, new_records
 from fgrpo_theory.sim.samplers import BLOCK, GUIDE_BUCKETS, GUIDE_ROWS, layout, uses_guide
 from fgrpo_theory.sim.sparse import FULL_FRACTION, _LazyAdam
 
 try:
     import numba
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
 except ImportError:  # pragma: no cover - numba is a dependency; the numpy engines still run
     numba = None
 
@@ -84,6 +81,42 @@ def _jit(fn):
     if numba is None:
         return fn
     return numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
+
+
+#: The parts of a step that ``_run_steps`` times when asked (``profile_simulate.py``).
+PROFILE_PARTS = ("record", "rng", "sampler", "touch", "moments", "move", "rest")
+
+
+if numba is not None:
+
+    @intrinsic
+    def _cycles(typingctx):
+        """The CPU's cycle counter (llvm.readcyclecounter: rdtsc on x86-64)."""
+
+        def codegen(context, builder, signature, args):
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.IntType(64), []), "llvm.readcyclecounter"
+            )
+            return builder.call(fn, [])
+
+        return types.int64(), codegen
+
+
+@_jit
+def _tick(prof, part, since):
+    """Add the cycles since ``since`` to prof[part] and return the counter; nothing (and 0)
+    when prof is empty, the default."""
+    if prof.size == 0:
+        return 0
+    now = _cycles()
+    prof[part] += now - since
+    return now
+
+
+@_jit
+def cycles_now():
+    """The cycle counter, from Python (to convert ``_run_steps``'s profile into seconds)."""
+    return _cycles()
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -863,6 +896,268 @@ def _shift(delta, y, e, ys, es, act, n, K, full, U, s_un, fast):
     return f
 
 
+@_jit
+def _run_steps(
+    t0,
+    t1,
+    T,
+    rng,
+    guide,
+    adam,
+    ist,
+    fst,
+    y,
+    e,
+    m,
+    w,
+    ys,
+    es,
+    ms,
+    ws,
+    pos,
+    act,
+    s_un,
+    U,
+    p0,
+    Q0,
+    s,
+    acc,
+    cs,
+    cslot,
+    uniq,
+    cnt,
+    F0,
+    off,
+    gb,
+    counts,
+    us,
+    bs,
+    parts,
+    u,
+    x,
+    blk,
+    hb,
+    starts,
+    cb,
+    cb2,
+    keys,
+    st,
+    r_c_tab,
+    r_w_tab,
+    g_tab,
+    A,
+    lr,
+    N,
+    K,
+    C,
+    E,
+    B,
+    fast,
+    scratch,
+    rec_q,
+    rec_tau,
+    rec_ent,
+    rec_m,
+    rec_mu,
+    rec_miss,
+    rec_qu,
+    prof,
+):
+    """Steps t0 <= t < t1 (and the record of pi_t1 when t1 = T + 1) of one run: the loop of
+    ``simulate_run_compiled``, with the run's generator ``rng`` drawn here (numba's Generator
+    methods are numpy's algorithms on the same bit generator: the same numbers). The state
+    that is not in arrays lives in ist = [n, nc, full, have, ready] and fst = [S0, sey].
+
+    r_c_tab, r_w_tab, g_tab (N + 1,): the advantages and g / N for X correct of N; A (T, 7):
+    lazy Adam's scalars c1, c2, alpha, eps_k, rebase, b1^d, sqrt(b2)^d of each step (computed
+    in Python, ``_adam_schedule``)."""
+    n, nc, full, have, ready = ist[0], ist[1], ist[2] != 0, ist[3] != 0, ist[4] != 0
+    S0, sey = fst[0], fst[1]
+    Kp = y.size
+    M = GUIDE_BUCKETS * Kp
+    old, idx, ty, te = scratch
+    c = cycles_now() if prof.size else 0
+    for t in range(t0, min(t1, T + 1)):
+        # --- record pi_t (and its block masses s)
+        if have:
+            S, q_pos, tau, ent, m_ret = _record_rest(
+                e, es, act, cslot, nc, full, C, E, U, p0, S0, Q0, s, sey
+            )
+        else:
+            S, q_pos, tau, ent, m_ret = _record(
+                y, e, ys, es, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc
+            )
+        rec_q[t], rec_tau[t], rec_ent[t], rec_m[t] = q_pos, tau, ent, m_ret
+        c = _tick(prof, 0, c)
+        if t == T:
+            break
+        dense_step = full and guide
+        # --- sample N actions from pi_t
+        if guide:
+            if not ready:
+                _guide_prefix(e, GUIDE_ROWS, F0, 0, Kp)
+            c = _tick(prof, 2, c)
+            for i in range(N):  # rng.random(N)
+                u[i] = rng.random()
+            c = _tick(prof, 1, c)
+            n_u, X, hit, mass = _draw_guide(
+                e,
+                F0,
+                u,
+                N,
+                GUIDE_ROWS,
+                M,
+                off,
+                gb,
+                counts,
+                uniq,
+                cnt,
+                C,
+                E,
+                not dense_step,
+                us,
+                bs,
+                parts,
+            )
+        else:
+            for i in range(N + 1):  # rng.standard_exponential(N + 1)
+                x[i] = rng.standard_exponential()
+            c = _tick(prof, 1, c)
+            n_u, X, hit, mass = _draw_blocks(
+                e, s, x, N, B, cs, u, blk, hb, starts, cb, cb2, keys, st, uniq, cnt, C, E
+            )
+        c = _tick(prof, 2, c)
+        # --- the group's records (``group.record_group``)
+        rec_mu[t] = X / N
+        rec_miss[t] = (X > 0) and (X < N) and not hit
+        rec_qu[t] = q_pos - mass / S
+        # --- advantages and focal weight
+        r_c, r_w, w8 = r_c_tab[X], r_w_tab[X], g_tab[X]
+        if not dense_step and not full:
+            n, nc = _touch(
+                uniq,
+                n_u,
+                y,
+                e,
+                ys,
+                es,
+                ms,
+                ws,
+                pos,
+                act,
+                n,
+                K,
+                C,
+                E,
+                B,
+                p0,
+                U,
+                s_un,
+                acc,
+                cslot,
+                nc,
+            )
+            if n * FULL_FRACTION >= K:
+                _go_full(pos, act, n, K, y, e, m, w, ys, es, ms, ws)
+                n, full = K, True
+                s_un[:] = 0.0
+                U[:] = 0.0
+        c = _tick(prof, 3, c)
+        # --- step: lazy Adam on every touched logit (and pi_{t+1}'s sums), or SGD
+        have = ready = False
+        if adam:
+            c1, c2, alpha, epsk = A[t, 0], A[t, 1], A[t, 2], A[t, 3]
+            rebase, fm, fw = A[t, 4] != 0.0, A[t, 5], A[t, 6]
+            if not dense_step:
+                _adam_sparse(
+                    uniq,
+                    cnt,
+                    n_u,
+                    r_c,
+                    r_w,
+                    w8,
+                    C,
+                    m if full else ms,
+                    w if full else ws,
+                    pos,
+                    full,
+                    c1,
+                    c2,
+                )
+            c = _tick(prof, 4, c)
+            if full:
+                ymax, sey = _move_full(
+                    y,
+                    e,
+                    m,
+                    w,
+                    counts,
+                    dense_step,
+                    K,
+                    C,
+                    r_c * w8,
+                    r_w * w8,
+                    c1,
+                    c2,
+                    alpha,
+                    epsk,
+                    rebase,
+                    fm,
+                    fw,
+                    fast,
+                    B,
+                    s,
+                    guide,
+                    GUIDE_ROWS,
+                    F0,
+                    SHIFT_SLACK,
+                    old,
+                    idx,
+                    ty,
+                    te,
+                )
+                ready = guide
+            else:
+                ymax, sey = _move_slots(
+                    y,
+                    e,
+                    ys,
+                    es,
+                    ms,
+                    ws,
+                    act,
+                    n,
+                    alpha,
+                    epsk,
+                    rebase,
+                    fm,
+                    fw,
+                    fast,
+                    B,
+                    s_un,
+                    s,
+                    acc,
+                    SHIFT_SLACK,
+                    old,
+                    idx,
+                    ty,
+                    te,
+                )
+            have = True
+        elif dense_step:
+            ymax = _sgd_dense(counts, K, C, r_c * w8, r_w * w8, lr, y, e, fast)
+        else:
+            ymax = _sgd_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, lr, y, e, ys, es, pos, full, fast)
+        c = _tick(prof, 5, c)
+        if ymax > SHIFT_SLACK:  # move the shift (rare)
+            S0 *= _shift(ymax, y, e, ys, es, act, n, K, full, U, s_un, fast)
+            have = ready = False
+        c = _tick(prof, 6, c)
+    ist[0], ist[1] = n, nc
+    ist[2], ist[3], ist[4] = 1 if full else 0, 1 if have else 0, 1 if ready else 0
+    fst[0], fst[1] = S0, sey
+
+
 # ----------------------------------------------------------------------------- availability
 
 
@@ -899,12 +1194,42 @@ def unavailable_reason() -> str | None:
 # ----------------------------------------------------------------------------- the engine
 
 
+def _adam_schedule(cfg: SimConfig) -> np.ndarray:
+    """Lazy Adam's scalars of steps k = 1..T (``sparse._LazyAdam.step``), (T, 7): c1, c2,
+    alpha_k, eps_k, rebase (1.0 / 0.0), b1^d, sqrt(b2)^d, computed by the same Python
+    expressions as the numpy engine's. They depend on k and the last rebase only, not on the
+    draws, so they are known before the run."""
+    adam = _LazyAdam(cfg)
+    b1, b2 = cfg.adam_betas
+    A = np.empty((cfg.steps, 7))
+    for t in range(cfg.steps):
+        k = t + 1
+        d = k - adam.k0
+        root = np.sqrt(1.0 - b2**k)
+        A[t] = (
+            (1.0 - b1) * b1**-d,
+            (1.0 - b2) * b2**-d,
+            adam.lr * root / (1.0 - b1**k) * (b1 / np.sqrt(b2)) ** d,
+            adam.eps * root / np.sqrt(b2) ** d,
+            1.0 if d >= adam.REBASE else 0.0,
+            b1**d,
+            np.sqrt(b2) ** d,
+        )
+        if d >= adam.REBASE:
+            adam.k0 = k
+    return A
+
+
 def simulate_run_compiled(
-    cfg: SimConfig, N: int, gamma: float, seed: int, *, progress=None
+    cfg: SimConfig, N: int, gamma: float, seed: int, *, progress=None, profile=None
 ) -> dict:
     """One run of the sparse engine (``sparse.simulate_run_sparse``) in numba kernels: the same
     draws and logits bit for bit, records equal to rounding. Requires ``sparse_applies(cfg)``.
-    Returns records with a leading run axis of length 1."""
+    Returns records with a leading run axis of length 1.
+
+    The steps run inside one kernel (``_run_steps``), in calls of several steps when
+    ``progress`` (called with the steps done) is given. profile: an int64 array (7,) to which
+    the cycles spent in each part of a step (``PROFILE_PARTS``) are added."""
     if not sparse_applies(cfg):
         raise ValueError("the compiled engine needs surrogate='ratio' and a zero-sum advantage")
     K, C, E, T = cfg.actions, cfg.correct, cfg.rare, cfg.steps
@@ -931,203 +1256,104 @@ def simulate_run_compiled(
     ms, ws = np.zeros(Kp), np.zeros(Kp)  # moments (not full)
     pos = np.full(Kp, -1, dtype=np.int64)  # action -> slot
     act = np.zeros(Kp, dtype=np.int64)  # slot -> action
-    n, full = 0, False
+    fast = fast_exp_here()
 
     guide = uses_guide(N, Kp)
     s, acc, cs = np.empty(nb), np.zeros(nb), np.empty(nb)
-    cslot, nc = np.empty(min(C, Kp), dtype=np.int64), 0  # correct slots
+    cslot = np.empty(min(C, Kp), dtype=np.int64)  # correct slots
     n_buf = min(N, Kp) if guide else N
     uniq, cnt = np.empty(n_buf, dtype=np.int64), np.empty(n_buf, dtype=np.int64)
+    one, one_i, one_i32 = np.empty(1), np.empty(1, dtype=np.int64), np.empty(1, dtype=np.int32)
+    u = np.empty(N)  # (N,) the step's uniforms (guide) or sorted uniforms (blocks)
     if guide:
         F0, off = np.empty(Kp), np.empty(Kp // GUIDE_ROWS)  # F0, then F
-        M = GUIDE_BUCKETS * Kp  # guide buckets
-        gb = np.empty(M + 2, dtype=np.int32)  # int32: half the cache
+        gb = np.empty(GUIDE_BUCKETS * Kp + 2, dtype=np.int32)  # guide (int32: half the cache)
         counts = np.empty(Kp, dtype=np.int32)
         us, bs = np.empty(N), np.empty(N, dtype=np.int32)  # draws by coarse bucket
         parts = np.empty(257, dtype=np.int64)
+        x, blk, hb, starts, cb, cb2, keys = one, one_i, one_i, one_i, one, one, one
     else:
-        F0, counts = np.empty(1), np.zeros(1, dtype=np.int32)
-        u, blk = np.empty(N), np.empty(N, dtype=np.int64)
+        F0, off, gb, counts, us, bs, parts = one, one, one_i32, one_i32, one, one_i32, one_i
+        x, blk = np.empty(N + 1), np.empty(N, dtype=np.int64)  # exponentials; blocks
         hb, starts = np.empty(N, dtype=np.int64), np.empty(N + 1, dtype=np.int64)
         cb, cb2, keys = np.empty(B), np.empty(B), np.empty(B)
-        st = np.empty(4, dtype=np.int64)
-    adam = _LazyAdam(cfg) if cfg.optimizer == "adam" else None
-    fast = fast_exp_here()
-    b1, b2 = cfg.adam_betas
+    st = np.empty(4, dtype=np.int64)
     CB = B * max(1, CHUNK // B)  # actions per chunk
     scratch = (np.empty(CB), np.empty(CB, dtype=np.int64), np.empty(CB), np.empty(CB))
-    have = False  # s and sum e*y of pi_t done by the last move (``_move_full``)
-    ready = False  # the guide's F0 of pi_t done by the last move
-    sey = 0.0
-
-    for t in range(T + 1):
-        # --- record pi_t (and its block masses s)
-        if have:
-            S, q_pos, tau, ent, m_ret = _record_rest(
-                e, es, act, cslot, nc, full, C, E, U, p0, S0, Q0, s, sey
-            )
-        else:
-            S, q_pos, tau, ent, m_ret = _record(
-                y, e, ys, es, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc
-            )
-        rec["q_pos"][0, t], rec["tau"][0, t] = q_pos, tau
-        rec["entropy"][0, t], rec["m_ret"][0, t] = ent, m_ret
-        if t == T:
-            break
-        dense_step = full and guide
-        # --- sample N actions from pi_t
-        if guide:
-            if not ready:
-                _guide_prefix(e, GUIDE_ROWS, F0, 0, Kp)
-            n_u, X, hit, mass = _draw_guide(
-                e,
-                F0,
-                rng.random(N),
-                N,
-                GUIDE_ROWS,
-                M,
-                off,
-                gb,
-                counts,
-                uniq,
-                cnt,
-                C,
-                E,
-                not dense_step,
-                us,
-                bs,
-                parts,
-            )
-        else:
-            x = rng.standard_exponential(N + 1)
-            n_u, X, hit, mass = _draw_blocks(
-                e, s, x, N, B, cs, u, blk, hb, starts, cb, cb2, keys, st, uniq, cnt, C, E
-            )
-        record_group(rec, 0, t, X=X, N=N, hit_rare=hit, sampled_correct_mass=mass, S=S, q_pos=q_pos)
-        # --- advantages and focal weight
-        r_c, r_w = scalar_advantages(X, N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
-        w8 = float(g_table[X])
-        if not dense_step and not full:
-            n, nc = _touch(
-                uniq,
-                n_u,
-                y,
-                e,
-                ys,
-                es,
-                ms,
-                ws,
-                pos,
-                act,
-                n,
-                K,
-                C,
-                E,
-                B,
-                p0,
-                U,
-                s_un,
-                acc,
-                cslot,
-                nc,
-            )
-            if n * FULL_FRACTION >= K:
-                _go_full(pos, act, n, K, y, e, m, w, ys, es, ms, ws)
-                n, full = K, True
-                s_un[:] = 0.0
-                U[:] = 0.0
-        # --- step: lazy Adam on every touched logit (and pi_{t+1}'s sums), or SGD
-        have = ready = False
-        if adam is not None:
-            k = t + 1
-            d = k - adam.k0
-            c1 = (1.0 - b1) * b1**-d
-            c2 = (1.0 - b2) * b2**-d
-            if not dense_step:
-                _adam_sparse(
-                    uniq,
-                    cnt,
-                    n_u,
-                    r_c,
-                    r_w,
-                    w8,
-                    C,
-                    m if full else ms,
-                    w if full else ws,
-                    pos,
-                    full,
-                    c1,
-                    c2,
-                )
-            root = np.sqrt(1.0 - b2**k)
-            alpha = adam.lr * root / (1.0 - b1**k) * (b1 / np.sqrt(b2)) ** d
-            epsk = adam.eps * root / np.sqrt(b2) ** d
-            rebase = d >= adam.REBASE
-            fm, fw = b1**d, np.sqrt(b2) ** d
-            if full:
-                ymax, sey = _move_full(
-                    y,
-                    e,
-                    m,
-                    w,
-                    counts,
-                    dense_step,
-                    K,
-                    C,
-                    r_c * w8,
-                    r_w * w8,
-                    c1,
-                    c2,
-                    alpha,
-                    epsk,
-                    rebase,
-                    fm,
-                    fw,
-                    fast,
-                    B,
-                    s,
-                    guide,
-                    GUIDE_ROWS,
-                    F0,
-                    SHIFT_SLACK,
-                    *scratch,
-                )
-                ready = guide
-            else:
-                ymax, sey = _move_slots(
-                    y,
-                    e,
-                    ys,
-                    es,
-                    ms,
-                    ws,
-                    act,
-                    n,
-                    alpha,
-                    epsk,
-                    rebase,
-                    fm,
-                    fw,
-                    fast,
-                    B,
-                    s_un,
-                    s,
-                    acc,
-                    SHIFT_SLACK,
-                    *scratch,
-                )
-            have = True
-            if rebase:
-                adam.k0 = k
-        elif dense_step:
-            ymax = _sgd_dense(counts, K, C, r_c * w8, r_w * w8, cfg.lr, y, e, fast)
-        else:
-            ymax = _sgd_sparse(
-                uniq, cnt, n_u, r_c, r_w, w8, C, cfg.lr, y, e, ys, es, pos, full, fast
-            )
-        if ymax > SHIFT_SLACK:  # move the shift (rare)
-            S0 *= _shift(ymax, y, e, ys, es, act, n, K, full, U, s_un, fast)
-            have = ready = False
+    r_c_tab, r_w_tab = group_advantages(
+        np.arange(N + 1), N, R_c=R_c, R_w=R_w, kind=cfg.advantage
+    )  # (N + 1,) each: bit for bit ``scalar_advantages``
+    A = _adam_schedule(cfg) if cfg.optimizer == "adam" else np.zeros((T, 7))
+    ist = np.zeros(5, dtype=np.int64)  # n, nc, full, have, ready
+    fst = np.array([S0, 0.0])  # S0, sum e*y of pi_t
+    rows = [rec[k][0] for k in ("q_pos", "tau", "entropy", "m_ret", "mu_hat")]
+    rows += [rec["tail_miss"][0], rec["q_u_pos"][0]]
+    prof = np.zeros(0, dtype=np.int64) if profile is None else profile
+    if prof.dtype != np.int64 or prof.shape not in ((0,), (len(PROFILE_PARTS),)):
+        raise ValueError(f"profile must be an int64 array of {len(PROFILE_PARTS)} cycle counts")
+    per_call = T + 1 if progress is None else max(1, (1 << 22) // max(N, 1 << 10))
+    for t0 in range(0, T + 1, per_call):
+        t1 = min(t0 + per_call, T + 1)
+        _run_steps(
+            t0,
+            t1,
+            T,
+            rng,
+            guide,
+            cfg.optimizer == "adam",
+            ist,
+            fst,
+            y,
+            e,
+            m,
+            w,
+            ys,
+            es,
+            ms,
+            ws,
+            pos,
+            act,
+            s_un,
+            U,
+            p0,
+            Q0,
+            s,
+            acc,
+            cs,
+            cslot,
+            uniq,
+            cnt,
+            F0,
+            off,
+            gb,
+            counts,
+            us,
+            bs,
+            parts,
+            u,
+            x,
+            blk,
+            hb,
+            starts,
+            cb,
+            cb2,
+            keys,
+            st,
+            r_c_tab,
+            r_w_tab,
+            g_table,
+            A,
+            float(cfg.lr),
+            N,
+            K,
+            C,
+            E,
+            B,
+            fast,
+            scratch,
+            *rows,
+            prof,
+        )
         if progress is not None:
-            progress(1)
+            progress(min(t1, T) - t0)
     return finish_records(rec, N)

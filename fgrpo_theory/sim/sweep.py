@@ -120,31 +120,41 @@ class SweepResult:
 # ----------------------------------------------------------------------------- files
 
 
-def _write_text(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (a temporary file in the same folder, renamed)."""
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: Files are written with the mode a plain ``open`` gives (0o666 less the umask), not the
+#: 0o600 of ``tempfile.mkstemp``.
+_FILE_MODE = 0o666 & ~_umask()
+
+
+def _write_atomically(path: Path, suffix: str, write) -> Path:
+    """``write(fh)`` into a temporary file next to ``path`` (binary), renamed to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=suffix)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        os.fchmod(fd, _FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _write_text(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (a temporary file in the same folder, renamed)."""
+    return _write_atomically(path, ".tmp", lambda fh: fh.write(text.encode()))
 
 
 def _save_npz(path: Path, arrays: dict) -> Path:
-    """``np.savez_compressed`` to ``path`` atomically."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npz")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """``np.savez`` to ``path`` atomically. Not compressed: the records are float series that
+    zlib shrinks by a quarter at 50x the time (0.4 s against 7 ms for paper-fig2's)."""
+    return _write_atomically(path, ".npz", lambda fh: np.savez(fh, **arrays))
 
 
 def _load_npz(path: Path, shapes: dict) -> dict | None:

@@ -1,5 +1,6 @@
 """``benchmarks/profile_simulate.py`` (where a compiled run's time goes) runs, prints one line
-per N with the kernels' shares, restores the kernels it wrapped, and rejects bad input."""
+per N with the parts of a step, and rejects bad input; the engine's profile counts every part
+and leaves the run's numbers as they are."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "profile_simulate.py"
@@ -19,15 +21,37 @@ def _run(*args):
     )
 
 
-def test_the_profile_prints_a_line_per_n_with_the_kernels():
+def test_the_profile_prints_a_line_per_n_with_the_parts_of_a_step():
     pytest.importorskip("numba")
+    from fgrpo_theory.sim.compiled import PROFILE_PARTS
+
     out = _run("--sizes", "4,20000", "--steps", "15")
     assert out.returncode == 0, out.stderr
     lines = [line for line in out.stdout.splitlines() if line.startswith("N=")]
     assert [int(re.match(r"N=\s*(\d+)", line).group(1)) for line in lines] == [4, 20000]
-    assert "draw_blocks" in lines[0] and "draw_guide" in lines[1]  # both samplers
-    assert all("ms/step" in line and "other" in line for line in lines)
+    for line in lines:
+        shares = dict(re.findall(r"(\w+) (-?\d+\.\d+)", line.split("|", 1)[1]))
+        assert set(shares) == {*PROFILE_PARTS, "python"}
+        assert float(shares["sampler"]) > 0 and float(shares["move"]) > 0
     assert "the sweep (8 runs per N) would take about" in out.stdout
+
+
+@pytest.mark.parametrize("N", [4, 20000])  # the block sampler; the guide table
+def test_a_profiled_run_counts_every_part_and_keeps_its_numbers(N):
+    pytest.importorskip("numba")
+    from fgrpo_theory.sim import compiled
+    from fgrpo_theory.sim.config import SimConfig
+
+    cfg = SimConfig(actions=2000, correct=200, group_sizes=(N,), steps=12, optimizer="adam")
+    plain = compiled.simulate_run_compiled(cfg, N, 1.0, 3)
+    ticks = np.zeros(len(compiled.PROFILE_PARTS), dtype=np.int64)
+    timed = compiled.simulate_run_compiled(cfg, N, 1.0, 3, profile=ticks)
+    assert all(np.array_equal(plain[k], timed[k]) for k in plain)
+    spent = dict(zip(compiled.PROFILE_PARTS, ticks, strict=True))
+    assert all(spent[k] > 0 for k in ("record", "rng", "sampler", "moments", "move"))
+    assert ticks.min() >= 0
+    with pytest.raises(ValueError, match="profile must be an int64 array"):
+        compiled.simulate_run_compiled(cfg, N, 1.0, 3, profile=np.zeros(7))
 
 
 @pytest.mark.parametrize("args", [["--sizes", "4,x"], ["--sizes", "1"], ["--steps", "0"]])

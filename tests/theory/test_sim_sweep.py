@@ -5,6 +5,8 @@ reference ``fgrpo_theory.advantages``."""
 
 from __future__ import annotations
 
+import os
+import stat
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
@@ -126,6 +128,19 @@ def test_checkpoints_of_another_config_or_damaged_are_not_used(tmp_path):
     victim.write_bytes(b"not an npz file")
     (ck / sorted(ck.glob("N*.npz"))[1].name).write_bytes(b"PK\x03\x04 broken zip")
     assert run_sweep(CFG, progress=False, checkpoint=ck).csv_text() == target.csv_text()
+
+
+def test_saved_results_are_readable_like_any_written_file_and_load_again(tmp_path):
+    """Written atomically through a temporary file, yet with the mode a plain ``open`` gives
+    (0o666 less the umask), not mkstemp's 0o600; loaded back (no pickle) to the same records."""
+    out = tmp_path / "out"
+    res = run_cached(replace(CFG, group_sizes=(2,)), out, progress=False)
+    mask = os.umask(0)
+    os.umask(mask)
+    for name in ("simulation.npz", "simulation_config.json"):
+        assert stat.S_IMODE((out / name).stat().st_mode) == 0o666 & ~mask, name
+    again = sweep.load_cached(replace(CFG, group_sizes=(2,)), out)
+    assert all(np.array_equal(again.records[k], res.records[k]) for k in res.records)
 
 
 def test_progress_shows_runs_done_and_time_left(capsys):
