@@ -72,6 +72,9 @@ CHUNK = 2048
 #: The block sampler computes a hit block's keys at once when it holds this many draws (else
 #: only the keys its bisection looks at).
 KEYS_AT = 3
+#: The guide sampler counts the draws per bucket (and searches only those in buckets that hold
+#: a cumulative mass) from N >= MANY_DRAWS * Kp draws on; below, it searches every draw.
+MANY_DRAWS = 1.0
 
 
 def _jit(fn):
@@ -416,7 +419,52 @@ def _guide_prefix(e, rows, F0, lo, hi):
 
 
 @_jit
-def _draw_guide(e, F, u01, N, rows, M, off, g, counts, uniq, cnt, C, E, want_uniq, us, bs, parts):
+def _guide_grouped(F, g, u, n, mult, top, scale, sh, parts, us, bs, counts, mask, ncol, rsh):
+    """Count the ranks of the draws min(u[:n] * mult, top) (u is overwritten with them): the
+    first rank q whose F exceeds the draw, in [g[b], g[b + 1]] for a draw in bucket b (a few
+    steps, then a bisection in a crowded bucket). The draws are grouped by coarse bucket first
+    (the counts do not depend on the order), so that the guide, F and the counts are read in
+    cache-sized pieces. (The search written out here: as a function it ran slower.)"""
+    P = parts.size - 1
+    parts[:] = 0
+    for k in range(n):
+        uk = min(u[k] * mult, top)
+        u[k] = uk
+        b = int(uk * scale)
+        bs[k] = b
+        parts[(b >> sh) + 1] += 1
+    for p in range(P):
+        parts[p + 1] += parts[p]
+    for k in range(n):
+        p = bs[k] >> sh
+        at = parts[p]
+        parts[p] = at + 1
+        us[at] = u[k]
+    for k in range(n):
+        uk = us[k]
+        b = int(uk * scale)
+        q = g[b]
+        stop = g[b + 1]
+        steps = 0
+        while q < stop and F[(q & mask) * ncol + (q >> rsh)] <= uk and steps < 8:
+            q += 1
+            steps += 1
+        if q < stop and F[(q & mask) * ncol + (q >> rsh)] <= uk:  # a crowded bucket: bisect
+            lo, hi = q + 1, stop
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if F[(mid & mask) * ncol + (mid >> rsh)] <= uk:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            q = lo
+        counts[(q & mask) * ncol + (q >> rsh)] += 1
+
+
+@_jit
+def _draw_guide(
+    e, F, u01, N, rows, M, off, g, counts, uniq, cnt, C, E, want_uniq, us, bs, parts, hh
+):
     """``samplers._draw_by_guide`` for the uniforms u01 (N,): counts (Kp,) of the drawn actions
     and, when ``want_uniq``, their distinct actions uniq[:n_u] and counts cnt[:n_u].
 
@@ -425,7 +473,15 @@ def _draw_guide(e, F, u01, N, rows, M, off, g, counts, uniq, cnt, C, E, want_uni
     leaves holding the column-major cumulative masses: off = cumsum(F0[rows - 1]), then
     F[i, j] = F0[i, j] + off[j - 1]; rank q is the action (q & mask) * ncol + (q >> rsh). A draw
     is the first rank whose F exceeds u = u01 * total, found through a guide table g of M
-    buckets. Returns (n_u, X, hit_rare, sampled correct mass)."""
+    buckets (``_guide_grouped``).
+
+    With many draws (hh (M,) uint16 given, N >= M), most buckets hold no F (late in a run
+    88-97%), and every draw u in such a bucket b has rank g[b]: the draws are counted per
+    bucket (hh's low 15 bits; its top bit marks the buckets that hold an F) and added to the
+    rank g[b] in one pass over the buckets, and only the draws in buckets holding an F are
+    searched. A bucket of 2^15 draws or more, which the sum of the counts reveals, sends the
+    step back to searching every draw. Either way the same rank per draw, so the same counts.
+    Returns (n_u, X, hit_rare, sampled correct mass)."""
     Kp = e.size
     ncol = Kp // rows
     mask = rows - 1  # rows is a power of 2: rank -> action by bits
@@ -448,49 +504,47 @@ def _draw_guide(e, F, u01, N, rows, M, off, g, counts, uniq, cnt, C, E, want_uni
             v = F[lo + j] + off[j - 1]
             F[lo + j] = v
             g[int(v * scale) + 1] += 1
-    for b in range(M):
-        g[b + 1] += g[b]
-    top = np.nextafter(total, 0.0)
+    many = hh.size == M
+    if many:
+        for b in range(M):
+            hh[b] = 0x8000 if g[b + 1] > 0 else 0
+            g[b + 1] += g[b]
+    else:
+        for b in range(M):
+            g[b + 1] += g[b]
+    top = np.nextafter(total, 0.0)  # u < total, so never a zero-mass rank
     counts[:] = 0
-    # the draws grouped by coarse bucket (the counts do not depend on the order), so that the
-    # guide, F and the counts are read in cache-sized pieces; u01 is overwritten
     P = parts.size - 1
     sh = 0
     while ((M - 1) >> sh) >= P:
         sh += 1
-    parts[:] = 0
-    for k in range(N):
-        uk = min(u01[k] * total, top)
-        u01[k] = uk
-        b = int(uk * scale)
-        bs[k] = b
-        parts[(b >> sh) + 1] += 1
-    for p in range(P):
-        parts[p + 1] += parts[p]
-    for k in range(N):
-        p = bs[k] >> sh
-        at = parts[p]
-        parts[p] = at + 1
-        us[at] = u01[k]
-    for k in range(N):
-        uk = us[k]
-        b = int(uk * scale)
-        q = g[b]
-        stop = g[b + 1]
-        steps = 0
-        while q < stop and F[(q & mask) * ncol + (q >> rsh)] <= uk and steps < 8:
-            q += 1
-            steps += 1
-        if q < stop and F[(q & mask) * ncol + (q >> rsh)] <= uk:  # a crowded bucket: bisect
-            lo, hi = q + 1, stop
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if F[(mid & mask) * ncol + (mid >> rsh)] <= uk:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            q = lo
-        counts[(q & mask) * ncol + (q >> rsh)] += 1
+    if many:
+        nh = 0  # the draws in buckets that hold an F, in us[:nh]
+        for k in range(N):
+            uk = min(u01[k] * total, top)
+            b = int(uk * scale)
+            v = hh[b]
+            hh[b] = v + 1
+            us[nh] = uk
+            nh += v >> 15
+        tot = 0
+        for b in range(M):  # the other draws: rank g[b]
+            v = hh[b]
+            c = v & 0x7FFF
+            tot += c
+            q = g[b]
+            counts[(q & mask) * ncol + (q >> rsh)] += c * (1 - (v >> 15))
+        if tot == N:
+            for k in range(nh):
+                u01[k] = us[k]
+            _guide_grouped(
+                F, g, u01, nh, 1.0, top, scale, sh, parts, us, bs, counts, mask, ncol, rsh
+            )
+        else:  # a bucket overflowed its 15 bits: search every draw
+            counts[:] = 0
+            many = False
+    if not many:
+        _guide_grouped(F, g, u01, N, total, top, scale, sh, parts, us, bs, counts, mask, ncol, rsh)
     X = 0
     mass = 0.0
     for a in range(C):
@@ -933,6 +987,7 @@ def _run_steps(
     us,
     bs,
     parts,
+    hh,
     u,
     x,
     blk,
@@ -1018,6 +1073,7 @@ def _run_steps(
                 us,
                 bs,
                 parts,
+                hh,
             )
         else:
             for i in range(N + 1):  # rng.standard_exponential(N + 1)
@@ -1272,8 +1328,11 @@ def simulate_run_compiled(
         us, bs = np.empty(N), np.empty(N, dtype=np.int32)  # draws by coarse bucket
         parts = np.empty(257, dtype=np.int64)
         x, blk, hb, starts, cb, cb2, keys = one, one_i, one_i, one_i, one, one, one
+        # the draws counted per guide bucket when there are many (``_draw_guide``)
+        hh = np.empty(GUIDE_BUCKETS * Kp if N >= MANY_DRAWS * Kp else 0, dtype=np.uint16)
     else:
         F0, off, gb, counts, us, bs, parts = one, one, one_i32, one_i32, one, one_i32, one_i
+        hh = np.empty(0, dtype=np.uint16)
         x, blk = np.empty(N + 1), np.empty(N, dtype=np.int64)  # exponentials; blocks
         hb, starts = np.empty(N, dtype=np.int64), np.empty(N + 1, dtype=np.int64)
         cb, cb2, keys = np.empty(B), np.empty(B), np.empty(B)
@@ -1330,6 +1389,7 @@ def simulate_run_compiled(
             us,
             bs,
             parts,
+            hh,
             u,
             x,
             blk,

@@ -149,20 +149,11 @@ def test_block_draws_are_numpys_block_sampler(seed, N, B, spread):
     assert mass == pytest.approx(float(e[uniq_ref[uniq_ref < C]].sum()), rel=1e-12, abs=0.0)
 
 
-@given(
-    st.integers(0, 2**32 - 1), st.sampled_from([64, 512, 4096]), st.floats(0.0, 12.0), st.booleans()
-)
-@settings(max_examples=30, deadline=None)
-def test_guide_draws_are_numpys_guide_sampler(seed, Kp, spread, split_prefix):
-    """The guide sampler on F0 from ``_guide_prefix`` (in one piece, or chunk by chunk as
-    ``_move_full`` builds it) gives numpy's ``samplers`` counts exactly."""
-    from fgrpo_theory.sim.samplers import GUIDE_ROWS, sample_counts
+def _guide_counts(e, N, seed, *, split_prefix=False, many=False):
+    """``compiled._draw_guide``'s counts and (n_u, X, uniq) for N draws from the masses e."""
+    from fgrpo_theory.sim.samplers import GUIDE_ROWS
 
-    rng = np.random.default_rng(seed)
-    e = np.exp(-spread * rng.random(Kp)) * (rng.random(Kp) > 0.05)
-    e[0] = 1.0
-    N = int(rng.integers(1, 3 * Kp))
-    ref = sample_counts(e, N, np.random.default_rng([seed, 2]))
+    Kp = e.size
     F0 = np.empty(Kp)
     if split_prefix:
         for lo in range(0, Kp, 32):
@@ -189,10 +180,46 @@ def test_guide_draws_are_numpys_guide_sampler(seed, Kp, spread, split_prefix):
         np.empty(N),
         np.empty(N, dtype=np.int32),
         np.empty(257, dtype=np.int64),
+        np.empty(Kp if many else 0, dtype=np.uint16),
     )
+    return counts, n_u, X, uniq
+
+
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([64, 512, 4096]),
+    st.floats(0.0, 12.0),
+    st.booleans(),
+    st.booleans(),
+)
+@settings(max_examples=40, deadline=None)
+def test_guide_draws_are_numpys_guide_sampler(seed, Kp, spread, split_prefix, many):
+    """The guide sampler on F0 from ``_guide_prefix`` (in one piece, or chunk by chunk as
+    ``_move_full`` builds it), searching every draw or counting them per bucket (``many``),
+    gives numpy's ``samplers`` counts exactly."""
+    from fgrpo_theory.sim.samplers import sample_counts
+
+    rng = np.random.default_rng(seed)
+    e = np.exp(-spread * rng.random(Kp)) * (rng.random(Kp) > 0.05)
+    e[0] = 1.0
+    N = int(rng.integers(Kp if many else 1, 3 * Kp))
+    ref = sample_counts(e, N, np.random.default_rng([seed, 2]))
+    counts, n_u, X, uniq = _guide_counts(e, N, seed, split_prefix=split_prefix, many=many)
     np.testing.assert_array_equal(counts, ref)
     np.testing.assert_array_equal(uniq[:n_u], np.flatnonzero(ref))
     assert X == int(ref[:5].sum())
+
+
+def test_guide_buckets_of_more_draws_than_15_bits_hold_fall_back_to_searching_every_draw():
+    """3 x 10^6 draws over 64 actions put ~47,000 in a guide bucket: past the 15 bits a
+    bucket's count has, so the step searches every draw, with numpy's counts still."""
+    from fgrpo_theory.sim.samplers import sample_counts
+
+    e = np.exp(-np.linspace(0.0, 3.0, 64))
+    N = 3_000_000
+    counts, _, _, _ = _guide_counts(e, N, 7, many=True)
+    np.testing.assert_array_equal(counts, sample_counts(e, N, np.random.default_rng([7, 2])))
+    assert counts.max() >= 1 << 15
 
 
 @given(
