@@ -104,6 +104,18 @@ if numba is not None:
 
         return types.int64(), codegen
 
+    @intrinsic
+    def _mulhi(typingctx, a, b):
+        """The high 64 bits of the 128-bit product of two uint64 (one mul on x86-64)."""
+        sig = types.uint64(types.uint64, types.uint64)
+
+        def codegen(context, builder, signature, args):
+            i128 = ir.IntType(128)
+            p = builder.mul(builder.zext(args[0], i128), builder.zext(args[1], i128))
+            return builder.trunc(builder.lshr(p, ir.Constant(i128, 64)), ir.IntType(64))
+
+        return sig, codegen
+
 
 @_jit
 def _tick(prof, part, since):
@@ -122,7 +134,90 @@ def cycles_now():
     return _cycles()
 
 
+#: PCG64's multiplier (numpy's ``PCG_DEFAULT_MULTIPLIER_128``).
+PCG_MULT = (2549297995355413924 << 64) + 4865540595714422341
+_U64 = (1 << 64) - 1
+
+
+def pcg_state(bitgen) -> np.ndarray | None:
+    """The state of a numpy PCG64 bit generator as the uint64 array (8,) that ``_pcg_doubles``
+    advances: the 128-bit state s, the increment c, and M^4, c (1 + M + M^2 + M^3) (mod 2^128),
+    which take four lanes four steps ahead at once, each as (high, low) words. None for
+    another bit generator."""
+    if type(bitgen) is not np.random.PCG64:
+        return None
+    st = bitgen.state["state"]
+    s, c = st["state"], st["inc"]
+    m4 = pow(PCG_MULT, 4, 1 << 128)
+    c4 = c * (1 + PCG_MULT + PCG_MULT**2 + PCG_MULT**3) % (1 << 128)
+    words = [w for v in (s, c, m4, c4) for w in (v >> 64, v & _U64)]
+    return np.array(words, dtype=np.uint64)
+
+
+def set_pcg_state(bitgen, pcg: np.ndarray) -> None:
+    """Put the state advanced by ``_pcg_doubles`` back into the bit generator."""
+    state = bitgen.state
+    state["state"]["state"] = (int(pcg[0]) << 64) | int(pcg[1])
+    bitgen.state = state
+
+
 # ----------------------------------------------------------------------------- kernels
+
+
+@_jit
+def _pcg_mul_add(ah, al, bh, bl, ch, cl):
+    """(a * b + c) mod 2^128 on (high, low) uint64 words."""
+    lo = al * bl
+    hi = _mulhi(al, bl) + al * bh + ah * bl
+    lo2 = lo + cl
+    return hi + ch + (np.uint64(1) if lo2 < lo else np.uint64(0)), lo2
+
+
+@_jit
+def _pcg_double(h, lo):
+    """PCG64's output of the state (h, lo) (XSL-RR) as numpy's next_double: (x >> 11) 2^-53."""
+    rot = h >> np.uint64(58)
+    x = h ^ lo
+    x = (x >> rot) | (x << ((np.uint64(64) - rot) & np.uint64(63)))
+    return float(x >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@_jit
+def _pcg_doubles(pcg, out, n):
+    """out[:n] = the next n doubles of numpy's PCG64 (``Generator.random(n)``) from the state
+    in pcg (``pcg_state``), which is advanced by n: the same 128-bit LCG steps and output, in
+    four lanes (states s_{i+1} ... s_{i+4}, each taken four steps ahead by M^4 and c4) that
+    the CPU runs side by side, where one generator call per number waits on the last."""
+    sh, sl, ch, cl = pcg[0], pcg[1], pcg[2], pcg[3]
+    mh, ml = np.uint64(2549297995355413924), np.uint64(4865540595714422341)
+    h0, l0 = _pcg_mul_add(sh, sl, mh, ml, ch, cl)
+    h1, l1 = _pcg_mul_add(h0, l0, mh, ml, ch, cl)
+    h2, l2 = _pcg_mul_add(h1, l1, mh, ml, ch, cl)
+    h3, l3 = _pcg_mul_add(h2, l2, mh, ml, ch, cl)
+    m4h, m4l, c4h, c4l = pcg[4], pcg[5], pcg[6], pcg[7]
+    i = 0
+    while i + 4 <= n:
+        out[i] = _pcg_double(h0, l0)
+        out[i + 1] = _pcg_double(h1, l1)
+        out[i + 2] = _pcg_double(h2, l2)
+        out[i + 3] = _pcg_double(h3, l3)
+        sh, sl = h3, l3
+        i += 4
+        h0, l0 = _pcg_mul_add(h0, l0, m4h, m4l, c4h, c4l)
+        h1, l1 = _pcg_mul_add(h1, l1, m4h, m4l, c4h, c4l)
+        h2, l2 = _pcg_mul_add(h2, l2, m4h, m4l, c4h, c4l)
+        h3, l3 = _pcg_mul_add(h3, l3, m4h, m4l, c4h, c4l)
+    r = n - i  # 0 to 3 left: the first r lanes
+    if r > 0:
+        out[i] = _pcg_double(h0, l0)
+        sh, sl = h0, l0
+    if r > 1:
+        out[i + 1] = _pcg_double(h1, l1)
+        sh, sl = h1, l1
+    if r > 2:
+        out[i + 2] = _pcg_double(h2, l2)
+        sh, sl = h2, l2
+    pcg[0], pcg[1] = sh, sl
 
 
 @_jit
@@ -956,6 +1051,7 @@ def _run_steps(
     t1,
     T,
     rng,
+    pcg,
     guide,
     adam,
     ist,
@@ -1020,7 +1116,8 @@ def _run_steps(
 ):
     """Steps t0 <= t < t1 (and the record of pi_t1 when t1 = T + 1) of one run: the loop of
     ``simulate_run_compiled``, with the run's generator ``rng`` drawn here (numba's Generator
-    methods are numpy's algorithms on the same bit generator: the same numbers). The state
+    methods are numpy's algorithms on the same bit generator: the same numbers), its uniforms
+    by ``_pcg_doubles`` from the PCG64 state pcg when that is given (8,). The state
     that is not in arrays lives in ist = [n, nc, full, have, ready] and fst = [S0, sey].
 
     r_c_tab, r_w_tab, g_tab (N + 1,): the advantages and g / N for X correct of N; A (T, 7):
@@ -1052,8 +1149,11 @@ def _run_steps(
             if not ready:
                 _guide_prefix(e, GUIDE_ROWS, F0, 0, Kp)
             c = _tick(prof, 2, c)
-            for i in range(N):  # rng.random(N)
-                u[i] = rng.random()
+            if pcg.size:  # rng.random(N), four numbers at a time
+                _pcg_doubles(pcg, u, N)
+            else:
+                for i in range(N):
+                    u[i] = rng.random()
             c = _tick(prof, 1, c)
             n_u, X, hit, mass = _draw_guide(
                 e,
@@ -1350,6 +1450,9 @@ def simulate_run_compiled(
     prof = np.zeros(0, dtype=np.int64) if profile is None else profile
     if prof.dtype != np.int64 or prof.shape not in ((0,), (len(PROFILE_PARTS),)):
         raise ValueError(f"profile must be an int64 array of {len(PROFILE_PARTS)} cycle counts")
+    pcg = pcg_state(rng.bit_generator) if guide else None  # the guide's uniforms, inline
+    if pcg is None:
+        pcg = np.zeros(0, dtype=np.uint64)
     per_call = T + 1 if progress is None else max(1, (1 << 22) // max(N, 1 << 10))
     for t0 in range(0, T + 1, per_call):
         t1 = min(t0 + per_call, T + 1)
@@ -1358,6 +1461,7 @@ def simulate_run_compiled(
             t1,
             T,
             rng,
+            pcg,
             guide,
             cfg.optimizer == "adam",
             ist,
@@ -1416,4 +1520,6 @@ def simulate_run_compiled(
         )
         if progress is not None:
             progress(min(t1, T) - t0)
+    if pcg.size:
+        set_pcg_state(rng.bit_generator, pcg)
     return finish_records(rec, N)

@@ -323,3 +323,25 @@ def test_reduced_small_preset_csv_is_byte_identical_to_the_numpy_simulator(engin
     """'small' (K = 12,800, N = 2 ... 16,384, 2 seeds) for 60 steps: both samplers, full mode."""
     res = run_sweep(replace(PRESETS["small"], steps=60), engine=engine, progress=False)
     assert res.csv_text() == (DATA / "sim_small_steps60.csv").read_text()
+
+
+@given(st.integers(0, 2**63 - 1), st.integers(0, 2**20), st.integers(0, 70))
+@settings(max_examples=40, deadline=None)
+def test_inline_pcg64_draws_numpys_uniforms_and_leaves_its_state(seed, key, n_small):
+    """``_pcg_doubles`` (four lanes of the 128-bit LCG) gives ``Generator.random(n)`` bit for
+    bit, for n below, at and past the four lanes, and the generator then continues as numpy's
+    does."""
+    for n in (n_small, 4 * n_small + 3, 1000 + n_small):
+        ours, ref = np.random.default_rng([seed, key]), np.random.default_rng([seed, key])
+        pcg = compiled.pcg_state(ours.bit_generator)
+        out = np.empty(n)
+        compiled._pcg_doubles(pcg, out, n)
+        compiled.set_pcg_state(ours.bit_generator, pcg)
+        np.testing.assert_array_equal(out, ref.random(n))
+        np.testing.assert_array_equal(ours.random(9), ref.random(9))
+        assert ours.standard_exponential() == ref.standard_exponential()
+
+
+def test_only_pcg64_is_drawn_inline():
+    assert compiled.pcg_state(np.random.MT19937(1)) is None
+    assert compiled.pcg_state(np.random.default_rng(1).bit_generator).dtype == np.uint64
