@@ -661,9 +661,11 @@ def _draw_guide(
 
 
 @_jit
-def _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un, acc, cslot, nc):
+def _touch(
+    uniq, n_u, y, e, ys, es, ms, ws, pos, act, sb, n, K, C, E, B, p0, U, s_un, acc, cslot, nc
+):
     """Touch the sampled actions not touched before (in increasing action order): new slots
-    (y, e, moments 0; correct ones also listed in cslot[:nc], in slot order), out of the
+    (y, e, moments 0, block sb; correct ones also listed in cslot[:nc], in slot order), out of the
     untouched sums U and s_un (numpy's bincount order). Returns (n, nc)."""
     first = n
     for k in range(n_u):
@@ -671,6 +673,7 @@ def _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un
         if pos[a] < 0:
             pos[a] = n
             act[n] = a
+            sb[n] = a // B
             ys[n] = y[a]
             es[n] = e[a]
             ms[n] = 0.0
@@ -682,11 +685,11 @@ def _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un
     if n == first:
         return n, nc
     for j in range(first, n):
-        acc[act[j] // B] = 0.0
+        acc[sb[j]] = 0.0
     for j in range(first, n):
         a = act[j]
         ea = e[a]
-        acc[a // B] += ea
+        acc[sb[j]] += ea
         U[0] -= ea
         if a < C:
             U[1] -= ea
@@ -695,7 +698,7 @@ def _touch(uniq, n_u, y, e, ys, es, ms, ws, pos, act, n, K, C, E, B, p0, U, s_un
                 U[2] -= ea
         U[3] -= ea * y[a]
     for j in range(first, n):  # s_un -= bincount(new // B, weights=e[new])
-        b = act[j] // B
+        b = sb[j]
         s_un[b] = s_un[b] - acc[b]
         acc[b] = 0.0  # each block's sum is subtracted once
     return n, nc
@@ -758,33 +761,37 @@ def _max_of(x, lo, hi):
 @_jit
 def _adam_y(y, m, w, lo, hi, alpha, epsk, slack, old):
     """y[lo:hi] += (m~ / (w~ + eps_k)) alpha (``sparse._LazyAdam.step``), the old values kept
-    in old[:hi - lo]. Returns (whether a y changed, whether a y exceeds slack). The loops run
+    in old[:hi - lo]. Returns (how many y changed, whether a y exceeds slack). The loops run
     over slices of the arrays: so they vectorise."""
     yy, mm, ww, oo = y[lo:hi], m[lo:hi], w[lo:hi], old[: hi - lo]
     for i in range(hi - lo):
         oo[i] = yy[i]
-    moved = False
+    moved = 0
     over = False
     for i in range(hi - lo):
         new = oo[i] + (mm[i] / (ww[i] + epsk)) * alpha
         yy[i] = new
-        moved |= new != oo[i]
+        moved += new != oo[i]
         over |= new > slack
     return moved, over
 
 
 @_jit
-def _exp_moved(y, e, lo, hi, old, idx, ty, te, fast):
-    """e = exp(y) on [lo, hi) where y differs from old (e = exp(y) holds elsewhere): the
-    moved ones gathered and exponentiated together, or the whole range when most moved
-    (late in a run most logits no longer move: their Adam steps fall below half an ulp)."""
+def _exp_moved(y, e, lo, hi, old, moved, idx, ty, te, fast):
+    """e = exp(y) on [lo, hi), where ``moved`` of the y differ from old (e = exp(y) holds
+    elsewhere, so recomputing it there changes nothing): the whole range when a third or more
+    moved, else the moved ones gathered and exponentiated together (late in a run most logits
+    no longer move: their Adam steps fall below half an ulp). Finding the moved costs about
+    half an exp per action, so below a third gathering them pays."""
+    if moved == 0:
+        return
+    if 3 * moved >= hi - lo:
+        _exp_range(y, e, lo, hi, fast)
+        return
     c = 0
     for i in range(hi - lo):  # branch-free compaction of the moved indices
         idx[c] = i
         c += y[lo + i] != old[i]
-    if 4 * c >= 3 * (hi - lo):
-        _exp_range(y, e, lo, hi, fast)
-        return
     for k in range(c):
         ty[k] = y[lo + idx[k]]
     _exp_range(ty, te, 0, c, fast)
@@ -869,8 +876,7 @@ def _move_full(
             _adam_moments(counts, m, w, max(lo, C), hi, rww, c1, c2)
         moved, big = _adam_y(y, m, w, lo, hi, alpha, epsk, slack, old)
         over |= big
-        if moved:
-            _exp_moved(y, e, lo, hi, old, idx, ty, te, fast)
+        _exp_moved(y, e, lo, hi, old, moved, idx, ty, te, fast)
         if rebase:
             _rescale(m, w, lo, hi, fm, fw)
         for b in range(lo // B, end // B):
@@ -900,6 +906,7 @@ def _move_slots(
     ms,
     ws,
     act,
+    sb,
     n,
     alpha,
     epsk,
@@ -907,7 +914,6 @@ def _move_slots(
     fm,
     fw,
     fast,
-    B,
     s_un,
     s,
     acc,
@@ -931,14 +937,14 @@ def _move_slots(
         moved, big = _adam_y(ys, ms, ws, j0, j1, alpha, epsk, slack, old)
         over |= big
         if moved:
-            _exp_moved(ys, es, j0, j1, old, idx, ty, te, fast)
+            _exp_moved(ys, es, j0, j1, old, moved, idx, ty, te, fast)
             for j in range(j0, j1):
                 e[act[j]] = es[j]
         if rebase:
             _rescale(ms, ws, j0, j1, fm, fw)
         for j in range(j0, j1):
             ea = es[j]
-            acc[act[j] // B] += ea
+            acc[sb[j]] += ea  # (the slot's block, stored: a division costs more)
             sey += ea * ys[j]
     for b in range(s.size):
         s[b] = s_un[b] + acc[b]
@@ -1066,6 +1072,7 @@ def _run_steps(
     ws,
     pos,
     act,
+    sb,
     s_un,
     U,
     p0,
@@ -1201,6 +1208,7 @@ def _run_steps(
                 ws,
                 pos,
                 act,
+                sb,
                 n,
                 K,
                 C,
@@ -1282,6 +1290,7 @@ def _run_steps(
                     ms,
                     ws,
                     act,
+                    sb,
                     n,
                     alpha,
                     epsk,
@@ -1289,7 +1298,6 @@ def _run_steps(
                     fm,
                     fw,
                     fast,
-                    B,
                     s_un,
                     s,
                     acc,
@@ -1412,6 +1420,7 @@ def simulate_run_compiled(
     ms, ws = np.zeros(Kp), np.zeros(Kp)  # moments (not full)
     pos = np.full(Kp, -1, dtype=np.int64)  # action -> slot
     act = np.zeros(Kp, dtype=np.int64)  # slot -> action
+    sb = np.zeros(Kp, dtype=np.int64)  # slot -> block
     fast = fast_exp_here()
 
     guide = uses_guide(N, Kp)
@@ -1476,6 +1485,7 @@ def simulate_run_compiled(
             ws,
             pos,
             act,
+            sb,
             s_un,
             U,
             p0,
