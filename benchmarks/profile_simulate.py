@@ -11,7 +11,8 @@ which, given a profile array, adds the CPU's cycle counter's ticks spent in each
 ``touch`` new actions, ``moments`` of the sampled actions, ``move`` the logits (Adam's pass with
 exp and the next step's sums), ``rest``); the ticks are converted to seconds by the counter's
 rate measured over the run, and "python" is the rest of the run's CPU time (set-up, the
-records' last pass).
+records' last pass; it reads slightly negative when the process was descheduled, since the
+counter runs on wall time).
 The last line estimates the paper-fig2 sweep's CPU time: 8 runs (2 gammas x 4 seeds) per N,
 gamma 1 taken to cost what gamma 0 costs. One process, one thread; a profile, not a target: no
 baseline.

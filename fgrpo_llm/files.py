@@ -15,6 +15,7 @@ import contextlib
 import json
 import math
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -48,6 +49,19 @@ def _temporary_prefix(path: Path) -> str:
     return f".{path.name}.tmp-"
 
 
+def _new_temporary_directory(path: Path) -> Path:
+    """A new empty ``.NAME.tmp-*`` sibling of ``path``, made with mode 0o777 less the umask, as
+    a plain ``mkdir`` would (``tempfile.mkdtemp`` makes it 0o700, and the directory it becomes
+    would be unreadable to anyone else)."""
+    while True:
+        tmp = path.parent / f"{_temporary_prefix(path)}{secrets.token_hex(6)}"
+        try:
+            tmp.mkdir(0o777)
+            return tmp
+        except FileExistsError:
+            continue
+
+
 @contextlib.contextmanager
 def atomic_directory(path):
     """``with atomic_directory(p) as tmp: <write files into tmp>``; on success ``tmp`` becomes
@@ -58,7 +72,7 @@ def atomic_directory(path):
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=_temporary_prefix(path), dir=path.parent))
+    tmp = _new_temporary_directory(path)
     try:
         yield tmp
         old = None

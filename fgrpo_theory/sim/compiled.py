@@ -4,34 +4,38 @@ with the same draws and the same floating-point operations, so its CSV is byte-i
 
 What stays exactly as in the numpy engine, and why it is the same bits:
 
-- the random numbers: drawn in Python from the run's ``numpy.random.Generator`` seeded by
-  (seed, N), ``standard_exponential(N + 1)`` for the block sampler and ``random(N)`` for the
-  guide table, as ``samplers`` does;
+- the random numbers: those of the run's ``numpy.random.Generator`` seeded by (seed, N),
+  ``standard_exponential(N + 1)`` for the block sampler and ``random(N)`` for the guide table,
+  as ``samplers`` draws them, drawn inside the run's kernel: through numba's ``Generator``
+  methods (numpy's algorithms on the same bit generator), and the uniforms by an inline PCG64
+  (``_pcg_doubles``: numpy's 128-bit LCG and output, tested against ``Generator.random``);
 - the sampler's arithmetic: the block masses (numpy's pairwise sum in full mode, the running
   untouched sums plus the touched masses in touch order before), the cumulative sums, the
   block of each draw (numpy's searchsorted, here a merge: both arrays are non-decreasing), the
   scaled keys inside a block, and the guide table's column-major cumulative masses F, summed
   in numpy's order: a draw is the first rank (or key) above the uniform, whatever search
   finds it;
-- the advantages (``group.scalar_advantages``, bit for bit ``group_advantages``), the focal
-  table, and lazy Adam's
-  scalars (computed in Python by the same expressions) and per-action operations, in the same
+- the advantages (``group.group_advantages`` for X = 0..N, bit for bit the numpy engine's
+  ``scalar_advantages``), the focal table, and lazy Adam's scalars (tabulated before the run by
+  the same Python expressions, ``_adam_schedule``) and per-action operations, in the same
   order (no fused multiply-add: numba leaves IEEE operations as written);
 - exp: numba's ``math.exp`` and numpy's ``np.exp`` are the same libm function on x86-64 Linux
   with AVX2; ``unavailable_reason`` checks this (and the pairwise sum) on this machine before
   the engine is used, and ``auto`` falls back to the numpy engine where they differ.
 
-What is faster: one fused pass per step over the touched actions, chunk by chunk
-(``_move_slots``; ``_move_full`` once the run is full: Adam's moments and step, exp, the next
-step's block masses, the records' sum of e*y and the guide's column sums, while a chunk is in
-cache) instead of a dozen numpy passes with temporaries; loops over array slices with numpy's
+What is faster: a run's steps in one kernel (``_run_steps``: no Python, no per-call argument
+checks between the parts of a step); one fused pass per step over the touched actions, chunk by
+chunk (``_move_slots``; ``_move_full`` once the run is full: Adam's moments and step, exp, the
+next step's block masses, the records' sum of e*y and the guide's column sums, while a chunk is
+in cache) instead of a dozen numpy passes with temporaries; loops over array slices with numpy's
 error model, so that LLVM vectorises them; exp only where a logit changed (Adam's steps of an
 action unsampled for ~300 steps fall below half an ulp, so late in a run most incorrect logits
-stop moving, exactly; the moved ones are gathered); the block sampler's cumulative sums two
-blocks at a time and its bisections branch-free; the guide table searched without
-temporaries. The records (Q_pos, tau, entropy, M_ret) are sums over the same terms in another
-order, so they agree with the numpy engine's to rounding (~1e-15, tested), far below the CSV's
-six digits.
+stop moving, exactly; the moved ones are gathered where fewer than a third of a chunk moved,
+else the whole chunk is exponentiated); the block sampler's cumulative sums two blocks at a time
+and its bisections branch-free; the guide table searched without temporaries, and with N >= Kp
+draws most draws counted per guide bucket without a search. The records (Q_pos, tau, entropy,
+M_ret) are sums over the same terms in another order, so they agree with the numpy engine's to
+rounding (~1e-15, tested), far below the CSV's six digits.
 
     >>> from fgrpo_theory.sim.config import SimConfig
     >>> from fgrpo_theory.sim.compiled import simulate_run_compiled

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import sys
-import tempfile
 import zipfile
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
@@ -120,28 +120,19 @@ class SweepResult:
 # ----------------------------------------------------------------------------- files
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-#: Files are written with the mode a plain ``open`` gives (0o666 less the umask), not the
-#: 0o600 of ``tempfile.mkstemp``.
-_FILE_MODE = 0o666 & ~_umask()
-
-
 def _write_atomically(path: Path, suffix: str, write) -> Path:
-    """``write(fh)`` into a temporary file next to ``path`` (binary), renamed to ``path``."""
+    """``write(fh)`` into a new temporary file next to ``path`` (binary), renamed to ``path``.
+    The file is created with mode 0o666 less the umask, as a plain ``open`` would (not
+    ``tempfile.mkstemp``'s 0o600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=suffix)
+    tmp = path.parent / f".{path.stem}.{secrets.token_hex(8)}{suffix}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
             write(fh)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 
