@@ -1362,6 +1362,12 @@ def unavailable_reason() -> str | None:
 # ----------------------------------------------------------------------------- the engine
 
 
+def _steps_per_call(N: int) -> int:
+    """Steps per call of the run kernel when progress is shown: about 2^22 draws (a tenth of a
+    second or so)."""
+    return max(1, (1 << 22) // max(N, 1 << 10))
+
+
 def _adam_schedule(cfg: SimConfig) -> np.ndarray:
     """Lazy Adam's scalars of steps k = 1..T (``sparse._LazyAdam.step``), (T, 7): c1, c2,
     alpha_k, eps_k, rebase (1.0 / 0.0), b1^d, sqrt(b2)^d, computed by the same Python
@@ -1466,7 +1472,7 @@ def simulate_run_compiled(
     pcg = pcg_state(rng.bit_generator) if guide else None  # the guide's uniforms, inline
     if pcg is None:
         pcg = np.zeros(0, dtype=np.uint64)
-    per_call = T + 1 if progress is None else max(1, (1 << 22) // max(N, 1 << 10))
+    per_call = T + 1 if progress is None else _steps_per_call(N)
     for t0 in range(0, T + 1, per_call):
         t1 = min(t0 + per_call, T + 1)
         _run_steps(

@@ -345,3 +345,18 @@ def test_inline_pcg64_draws_numpys_uniforms_and_leaves_its_state(seed, key, n_sm
 def test_only_pcg64_is_drawn_inline():
     assert compiled.pcg_state(np.random.MT19937(1)) is None
     assert compiled.pcg_state(np.random.default_rng(1).bit_generator).dtype == np.uint64
+
+
+@pytest.mark.parametrize("N", [6, 1 << 20])  # the block sampler; the guide, 4 steps a call
+def test_a_run_in_calls_of_a_few_steps_is_the_run_in_one_call(N, monkeypatch):
+    """With a progress callback the run kernel is called for a few steps at a time: the state
+    carried between the calls (touched set, full mode, Adam, the PCG64 state, the shift) makes
+    it the same run, record for record, and the callback counts every step once."""
+    if N < 1000:  # make the small run take several calls too
+        monkeypatch.setattr(compiled, "_steps_per_call", lambda N: 3)
+    cfg = replace(SMALL, actions=64, correct=8, rare=2, steps=17, lr=0.3)
+    whole = simulate_run_compiled(cfg, N, 1.0, 5)
+    done = []
+    parts = simulate_run_compiled(cfg, N, 1.0, 5, progress=done.append)
+    assert all(np.array_equal(whole[k], parts[k]) for k in whole)
+    assert sum(done) == cfg.steps and len(done) > 3
