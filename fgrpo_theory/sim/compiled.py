@@ -1057,73 +1057,7 @@ def _shift(delta, y, e, ys, es, act, n, K, full, U, s_un, fast):
 
 @_jit
 def _run_steps(
-    t0,
-    t1,
-    T,
-    rng,
-    pcg,
-    guide,
-    adam,
-    ist,
-    fst,
-    y,
-    e,
-    m,
-    w,
-    ys,
-    es,
-    ms,
-    ws,
-    pos,
-    act,
-    sb,
-    s_un,
-    U,
-    p0,
-    Q0,
-    s,
-    acc,
-    cs,
-    cslot,
-    uniq,
-    cnt,
-    F0,
-    off,
-    gb,
-    counts,
-    us,
-    bs,
-    parts,
-    hh,
-    u,
-    x,
-    blk,
-    hb,
-    starts,
-    cb,
-    cb2,
-    keys,
-    st,
-    r_c_tab,
-    r_w_tab,
-    g_tab,
-    A,
-    lr,
-    N,
-    K,
-    C,
-    E,
-    B,
-    fast,
-    scratch,
-    rec_q,
-    rec_tau,
-    rec_ent,
-    rec_m,
-    rec_mu,
-    rec_miss,
-    rec_qu,
-    prof,
+    t0, t1, rng, pcg, ist, fst, consts, state, bufs, guide_bufs, block_bufs, tables, rows, prof
 ):
     """Steps t0 <= t < t1 (and the record of pi_t1 when t1 = T + 1) of one run: the loop of
     ``simulate_run_compiled``, with the run's generator ``rng`` drawn here (numba's Generator
@@ -1131,14 +1065,22 @@ def _run_steps(
     by ``_pcg_doubles`` from the PCG64 state pcg when that is given (8,). The state
     that is not in arrays lives in ist = [n, nc, full, have, ready] and fst = [S0, sey].
 
-    r_c_tab, r_w_tab, g_tab (N + 1,): the advantages and g / N for X correct of N; A (T, 7):
-    lazy Adam's scalars c1, c2, alpha, eps_k, rebase, b1^d, sqrt(b2)^d of each step (computed
-    in Python, ``_adam_schedule``)."""
+    The arrays and constants come in tuples, unpacked below (``simulate_run_compiled`` builds
+    them): the run's constants, the touched set's state, the step's buffers, the guide's and
+    the block sampler's buffers, the tables (r_c_tab, r_w_tab, g_tab (N + 1,): the advantages
+    and g / N for X correct of N; A (T, 7): lazy Adam's scalars c1, c2, alpha, eps_k, rebase,
+    b1^d, sqrt(b2)^d of each step, ``_adam_schedule``) and the records' rows."""
+    T, guide, adam, p0, Q0, lr, N, K, C, E, B, fast = consts
+    y, e, m, w, ys, es, ms, ws, pos, act, sb, s_un, U = state
+    s, acc, cs, cslot, uniq, cnt, old, idx, ty, te, u = bufs
+    F0, off, gb, counts, us, bs, parts, hh = guide_bufs
+    x, blk, hb, starts, cb, cb2, keys, st = block_bufs
+    r_c_tab, r_w_tab, g_tab, A = tables
+    rec_q, rec_tau, rec_ent, rec_m, rec_mu, rec_miss, rec_qu = rows
     n, nc, full, have, ready = ist[0], ist[1], ist[2] != 0, ist[3] != 0, ist[4] != 0
     S0, sey = fst[0], fst[1]
     Kp = y.size
     M = GUIDE_BUCKETS * Kp
-    old, idx, ty, te = scratch
     c = cycles_now() if prof.size else 0
     for t in range(t0, min(t1, T + 1)):
         # --- record pi_t (and its block masses s)
@@ -1473,71 +1415,17 @@ def simulate_run_compiled(
     if pcg is None:
         pcg = np.zeros(0, dtype=np.uint64)
     per_call = T + 1 if progress is None else _steps_per_call(N)
+    adam = cfg.optimizer == "adam"
+    consts = (T, guide, adam, p0, Q0, float(cfg.lr), N, K, C, E, B, fast)
+    state = (y, e, m, w, ys, es, ms, ws, pos, act, sb, s_un, U)
+    bufs = (s, acc, cs, cslot, uniq, cnt, *scratch, u)
+    guide_bufs = (F0, off, gb, counts, us, bs, parts, hh)
+    block_bufs = (x, blk, hb, starts, cb, cb2, keys, st)
+    tables = (r_c_tab, r_w_tab, g_table, A)
+    arrays = (consts, state, bufs, guide_bufs, block_bufs, tables, tuple(rows))
     for t0 in range(0, T + 1, per_call):
         t1 = min(t0 + per_call, T + 1)
-        _run_steps(
-            t0,
-            t1,
-            T,
-            rng,
-            pcg,
-            guide,
-            cfg.optimizer == "adam",
-            ist,
-            fst,
-            y,
-            e,
-            m,
-            w,
-            ys,
-            es,
-            ms,
-            ws,
-            pos,
-            act,
-            sb,
-            s_un,
-            U,
-            p0,
-            Q0,
-            s,
-            acc,
-            cs,
-            cslot,
-            uniq,
-            cnt,
-            F0,
-            off,
-            gb,
-            counts,
-            us,
-            bs,
-            parts,
-            hh,
-            u,
-            x,
-            blk,
-            hb,
-            starts,
-            cb,
-            cb2,
-            keys,
-            st,
-            r_c_tab,
-            r_w_tab,
-            g_table,
-            A,
-            float(cfg.lr),
-            N,
-            K,
-            C,
-            E,
-            B,
-            fast,
-            scratch,
-            *rows,
-            prof,
-        )
+        _run_steps(t0, t1, rng, pcg, ist, fst, *arrays, prof)
         if progress is not None:
             progress(min(t1, T) - t0)
     if pcg.size:
