@@ -518,16 +518,17 @@ def _guide_prefix(e, rows, F0, lo, hi):
 
 
 @_jit
-def _guide_grouped(F, g, u, n, mult, top, scale, sh, parts, us, bs, counts, mask, ncol, rsh):
-    """Count the ranks of the draws min(u[:n] * mult, top) (u is overwritten with them): the
-    first rank q whose F exceeds the draw, in [g[b], g[b + 1]] for a draw in bucket b (a few
-    steps, then a bisection in a crowded bucket). The draws are grouped by coarse bucket first
+def _guide_grouped(F, g, u, n, total, top, scale, sh, parts, us, bs, counts, mask, ncol, rsh):
+    """Count the ranks of the draws min(u[:n] * total, top) of the uniforms u[:n] (u is
+    overwritten with them; us (n,) receives them grouped): the first rank q whose F exceeds the
+    draw, in [g[b], g[b + 1]] for a draw in bucket b (a few steps, then a bisection in a
+    crowded bucket). The draws are grouped by coarse bucket first
     (the counts do not depend on the order), so that the guide, F and the counts are read in
     cache-sized pieces. (The search written out here: as a function it ran slower.)"""
     P = parts.size - 1
     parts[:] = 0
     for k in range(n):
-        uk = min(u[k] * mult, top)
+        uk = min(u[k] * total, top)
         u[k] = uk
         b = int(uk * scale)
         bs[k] = b
@@ -604,13 +605,10 @@ def _draw_guide(
             F[lo + j] = v
             g[int(v * scale) + 1] += 1
     many = hh.size == M
-    if many:
-        for b in range(M):
+    for b in range(M):
+        if many:  # (before the sum, g[b + 1] is the number of F in bucket b)
             hh[b] = 0x8000 if g[b + 1] > 0 else 0
-            g[b + 1] += g[b]
-    else:
-        for b in range(M):
-            g[b + 1] += g[b]
+        g[b + 1] += g[b]
     top = np.nextafter(total, 0.0)  # u < total, so never a zero-mass rank
     counts[:] = 0
     P = parts.size - 1
@@ -618,13 +616,12 @@ def _draw_guide(
     while ((M - 1) >> sh) >= P:
         sh += 1
     if many:
-        nh = 0  # the draws in buckets that hold an F, in us[:nh]
+        nh = 0  # the draws in buckets that hold an F, in us[:nh] (as uniforms)
         for k in range(N):
-            uk = min(u01[k] * total, top)
-            b = int(uk * scale)
+            b = int(min(u01[k] * total, top) * scale)
             v = hh[b]
             hh[b] = v + 1
-            us[nh] = uk
+            us[nh] = u01[k]
             nh += v >> 15
         tot = 0
         for b in range(M):  # the other draws: rank g[b]
@@ -633,11 +630,9 @@ def _draw_guide(
             tot += c
             q = g[b]
             counts[(q & mask) * ncol + (q >> rsh)] += c * (1 - (v >> 15))
-        if tot == N:
-            for k in range(nh):
-                u01[k] = us[k]
+        if tot == N:  # (grouped into u01, no longer needed)
             _guide_grouped(
-                F, g, u01, nh, 1.0, top, scale, sh, parts, us, bs, counts, mask, ncol, rsh
+                F, g, us, nh, total, top, scale, sh, parts, u01, bs, counts, mask, ncol, rsh
             )
         else:  # a bucket overflowed its 15 bits: search every draw
             counts[:] = 0
