@@ -46,6 +46,7 @@ def _load_revision(rev: str, folder: Path):
 def main(argv=None) -> int:
     import numpy as np
 
+    from fgrpo_theory.cli.common import parse_list
     from fgrpo_theory.sim import PRESETS
     from fgrpo_theory.sim.threads import pinned
 
@@ -57,9 +58,9 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=2, help="runs per N and engine (best is kept)")
     args = p.parse_args(argv)
     try:
-        sizes = [int(n) for n in args.sizes.split(",")]
-    except ValueError:
-        p.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
+        sizes = parse_list("--sizes", args.sizes, int)
+    except ValueError as err:
+        p.error(str(err))
     if args.steps < 1 or args.repeats < 1 or min(sizes) < 2:
         p.error(
             f"need --steps >= 1, --repeats >= 1 and every N >= 2, got steps={args.steps} "
@@ -67,6 +68,9 @@ def main(argv=None) -> int:
         )
     import fgrpo_theory.sim.compiled as now
 
+    reason = now.unavailable_reason()
+    if reason:
+        p.error(f"the compiled engine is not available here: {reason}")
     with tempfile.TemporaryDirectory() as tmp:
         try:
             before = _load_revision(args.against, Path(tmp))

@@ -179,13 +179,19 @@ def main() -> None:
     args = ap.parse_args()
     from dataclasses import replace
 
+    from fgrpo_theory.cli.common import parse_list
+
+    try:
+        sizes = parse_list("--group-sizes", args.group_sizes, int)
+    except ValueError as err:
+        ap.error(str(err))
     print(f"bench_simulate: {os.cpu_count()} CPUs, {_load()}", flush=True)
     if not args.no_per_n:
         cfg = replace(
             PRESETS["paper-fig2"], actions=args.actions, correct=args.correct, steps=args.steps
         )
         with pinned(1):
-            per_group_size(cfg, [int(n) for n in args.group_sizes.split(",")], args.repeats)
+            per_group_size(cfg, list(sizes), args.repeats)
     if not args.no_sweep:
         sweep(args.workers, not args.no_baseline)
     print(f"done; {_load()}")

@@ -29,6 +29,7 @@ from dataclasses import replace
 def main(argv=None) -> int:
     import numpy as np
 
+    from fgrpo_theory.cli.common import parse_list
     from fgrpo_theory.sim import PRESETS
     from fgrpo_theory.sim.threads import pinned
 
@@ -42,9 +43,9 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=base.steps, help="steps per run (default 1000)")
     args = p.parse_args(argv)
     try:
-        sizes = [int(n) for n in args.sizes.split(",")]
-    except ValueError:
-        p.error(f"--sizes must be comma-separated integers, got {args.sizes!r}")
+        sizes = parse_list("--sizes", args.sizes, int)
+    except ValueError as err:
+        p.error(str(err))
     if args.steps < 1 or min(sizes) < 2:
         p.error(f"need --steps >= 1 and every N >= 2, got steps={args.steps} sizes={sizes}")
 
