@@ -354,36 +354,69 @@ def _merge_right(arr, keys, n, out):
 
 
 @_jit
-def _block_draws(e, u, i, stop, lo, B, cb, keys, tot, base, rowf, st, mass, uniq, cnt, C, E):
+def _target(u, base, tot, rowf):
+    """A draw's search key among a hit block's keys: row + frac, frac = (u - base) / tot
+    clipped to [0, 1 - 1e-12] (``samplers._draw_by_blocks``)."""
+    frac = (u - base) / tot
+    return rowf + min(max(frac, 0.0), 1.0 - 1e-12)
+
+
+@_jit
+def _bisect4(keys, t0, t1, t2, t3):
+    """For four targets at once, the first j in [0, BLOCK - 1] with keys[j] > t (keys
+    non-decreasing, keys[BLOCK - 1] taken as above every target): four branch-free
+    bisections in lockstep, so the four chains of dependent loads overlap."""
+    j0 = j1 = j2 = j3 = 0
+    n = BLOCK - 1  # (a constant length: the loop unrolls)
+    while n > 1:
+        half = n >> 1
+        j0 += half * (keys[j0 + half - 1] <= t0)
+        j1 += half * (keys[j1 + half - 1] <= t1)
+        j2 += half * (keys[j2 + half - 1] <= t2)
+        j3 += half * (keys[j3 + half - 1] <= t3)
+        n -= half
+    j0 += n * (keys[j0] <= t0)
+    j1 += n * (keys[j1] <= t1)
+    j2 += n * (keys[j2] <= t2)
+    j3 += n * (keys[j3] <= t3)
+    return j0, j1, j2, j3
+
+
+@_jit
+def _block_draws(e, u, i, stop, lo, B, cb, keys, tot, base, rowf, st, mass, uniq, cnt, C, E, ad):
     """The draws u[i:stop] of the block at lo (cumulative masses cb, total tot, the cumulative
     mass before it base, its row among the hit blocks rowf): each is the first j with
     key_j = cb_j / tot + row > row + frac (the last key is row + 1, so j <= B - 1), numpy's
-    keys and searchsorted (the keys are non-decreasing); appended to uniq / cnt.
-    The keys are computed at once when the block holds KEYS_AT draws or more, else where the
-    bisection looks; the bisection and the bookkeeping are branch-free (draws of one block
-    land on unpredictable actions). st = [n_u, X, hit, last action], updated; returns the
-    sampled correct mass, mass plus the new correct actions' masses in draw order."""
-    hi_frac = 1.0 - 1e-12
-    if stop - i >= KEYS_AT:  # the keys of the whole block, vectorised
+    keys and searchsorted (the keys are non-decreasing); their actions in ad[i:stop], then
+    appended to uniq / cnt in draw order.
+    The keys are computed at once when the block holds KEYS_AT draws or more (then searched
+    four draws at a time, ``_bisect4``), else where the bisection looks; the bisections and
+    the bookkeeping are branch-free (draws of one block land on unpredictable actions).
+    st = [n_u, X, hit, last action], updated; returns the sampled correct mass, mass plus the
+    new correct actions' masses in draw order."""
+    many = stop - i >= KEYS_AT
+    if many:  # the keys of the whole block, vectorised
         kk, cc = keys[:B], cb[:B]
         for j in range(B):
             kk[j] = cc[j] / tot + rowf
-    n_u, X, hit, last = st[0], st[1], st[2] != 0, st[3]
-    many = stop - i >= KEYS_AT
-    for k in range(i, stop):
-        frac = (u[k] - base) / tot
-        frac = min(max(frac, 0.0), hi_frac)
-        target = rowf + frac
-        j = 0  # branch-free bisection of [0, B - 1]: the
-        n = B - 1  # draws' searches are independent, so overlap
-        if many and B == BLOCK:  # (a constant length: the loop unrolls)
-            n = BLOCK - 1
-            while n > 1:
-                half = n >> 1
-                j += half * (keys[j + half - 1] <= target)
-                n -= half
-            j += n * (keys[j] <= target)
-        elif many:
+    k = i
+    if many and B == BLOCK:
+        while k + 4 <= stop:
+            j0, j1, j2, j3 = _bisect4(
+                keys,
+                _target(u[k], base, tot, rowf),
+                _target(u[k + 1], base, tot, rowf),
+                _target(u[k + 2], base, tot, rowf),
+                _target(u[k + 3], base, tot, rowf),
+            )
+            ad[k], ad[k + 1], ad[k + 2], ad[k + 3] = lo + j0, lo + j1, lo + j2, lo + j3
+            k += 4
+    rest = k
+    for k in range(rest, stop):
+        target = _target(u[k], base, tot, rowf)
+        j = 0  # branch-free bisection of [0, B - 1]
+        n = B - 1
+        if many:
             while n > 1:
                 half = n >> 1
                 j += half * (keys[j + half - 1] <= target)
@@ -395,7 +428,10 @@ def _block_draws(e, u, i, stop, lo, B, cb, keys, tot, base, rowf, st, mass, uniq
                 j += half * (cb[j + half - 1] / tot + rowf <= target)
                 n -= half
             j += n * (cb[j] / tot + rowf <= target)
-        a = lo + j
+        ad[k] = lo + j
+    n_u, X, hit, last = st[0], st[1], st[2] != 0, st[3]
+    for k in range(i, stop):
+        a = ad[k]
         new = a != last
         last = a
         n_u += 1 if new else 0
@@ -409,15 +445,16 @@ def _block_draws(e, u, i, stop, lo, B, cb, keys, tot, base, rowf, st, mass, uniq
 
 
 @_jit
-def _draw_blocks(e, s, x, N, B, cs, u, blk, hb, starts, cb, cb2, keys, st, uniq, cnt, C, E):
+def _draw_blocks(e, s, x, N, B, cs, u, blk, hb, starts, cbs, keys, st, uniq, cnt, C, E):
     """``samplers._draw_by_blocks`` for N draws from the exponentials x (N + 1,), compressed to
     distinct increasing actions uniq[:n_u] with counts cnt[:n_u]. Returns
     (n_u, X, hit_rare, sampled correct mass).
 
     The block of each draw is numpy's ``searchsorted(cs, u, side='right')``, found by a merge
     (``_merge_right``: cs and u are both non-decreasing); the hit blocks' cumulative masses
-    (numpy's cumsum, one dependent chain of B additions each) are computed two blocks at a
-    time, so the two chains overlap; each block's draws then go to ``_block_draws``."""
+    (numpy's cumsum, one dependent chain of B additions each) are computed four blocks at a
+    time into the rows of cbs (4, B), so the four chains overlap; each block's draws then go to
+    ``_block_draws``."""
     nb = s.size
     acc = 0.0
     for b in range(nb):
@@ -442,62 +479,44 @@ def _draw_blocks(e, s, x, N, B, cs, u, blk, hb, starts, cb, cb2, keys, st, uniq,
     tiny = 2.2250738585072014e-308
     st[0], st[1], st[2], st[3] = 0, 0, 0, -1
     mass = 0.0
-    for h in range(0, nh, 2):
-        two = h + 1 < nh
-        lo = hb[h] * B
-        lo2 = hb[h + 1] * B if two else lo
-        c = 0.0
-        c2 = 0.0
-        if two:
-            for j in range(B):  # two cumulative sums, interleaved
-                c += e[lo + j]
-                cb[j] = c
-                c2 += e[lo2 + j]
-                cb2[j] = c2
-        else:
-            for j in range(B):
-                c += e[lo + j]
-                cb[j] = c
-        b = hb[h]
-        mass = _block_draws(
-            e,
-            u,
-            starts[h],
-            starts[h + 1],
-            lo,
-            B,
-            cb,
-            keys,
-            max(c, tiny),
-            cs[b - 1] if b > 0 else 0.0,
-            float(h),
-            st,
-            mass,
-            uniq,
-            cnt,
-            C,
-            E,
-        )
-        if two:
-            b = hb[h + 1]
+    for h in range(0, nh, 4):
+        r = min(4, nh - h)  # up to four hit blocks; a missing one repeats the first
+        lo0 = hb[h] * B
+        lo1 = hb[h + 1] * B if r > 1 else lo0
+        lo2 = hb[h + 2] * B if r > 2 else lo0
+        lo3 = hb[h + 3] * B if r > 3 else lo0
+        c0 = c1 = c2 = c3 = 0.0
+        cb0, cb1, cb2, cb3 = cbs[0], cbs[1], cbs[2], cbs[3]
+        for j in range(B):  # four cumulative sums, interleaved
+            c0 += e[lo0 + j]
+            cb0[j] = c0
+            c1 += e[lo1 + j]
+            cb1[j] = c1
+            c2 += e[lo2 + j]
+            cb2[j] = c2
+            c3 += e[lo3 + j]
+            cb3[j] = c3
+        for q in range(r):
+            b = hb[h + q]
             mass = _block_draws(
                 e,
                 u,
-                starts[h + 1],
-                starts[h + 2],
-                lo2,
+                starts[h + q],
+                starts[h + q + 1],
+                b * B,
                 B,
-                cb2,
+                cbs[q],
                 keys,
-                max(c2, tiny),
+                max(cbs[q, B - 1], tiny),
                 cs[b - 1] if b > 0 else 0.0,
-                float(h + 1),
+                float(h + q),
                 st,
                 mass,
                 uniq,
                 cnt,
                 C,
                 E,
+                blk,
             )
     return st[0], st[1], st[2] != 0, mass
 
@@ -1069,7 +1088,7 @@ def _run_steps(
     y, e, m, w, ys, es, ms, ws, pos, act, sb, s_un, U = state
     s, acc, cs, cslot, uniq, cnt, old, idx, ty, te, u = bufs
     F0, off, gb, counts, us, bs, parts, hh = guide_bufs
-    x, blk, hb, starts, cb, cb2, keys, st = block_bufs
+    x, blk, hb, starts, cbs, keys, st = block_bufs
     r_c_tab, r_w_tab, g_tab, A = tables
     rec_q, rec_tau, rec_ent, rec_m, rec_mu, rec_miss, rec_qu = rows
     n, nc, full, have, ready = ist[0], ist[1], ist[2] != 0, ist[3] != 0, ist[4] != 0
@@ -1128,7 +1147,7 @@ def _run_steps(
                 x[i] = rng.standard_exponential()
             c = _tick(prof, 1, c)
             n_u, X, hit, mass = _draw_blocks(
-                e, s, x, N, B, cs, u, blk, hb, starts, cb, cb2, keys, st, uniq, cnt, C, E
+                e, s, x, N, B, cs, u, blk, hb, starts, cbs, keys, st, uniq, cnt, C, E
             )
         c = _tick(prof, 2, c)
         # --- the group's records (``group.record_group``)
@@ -1383,7 +1402,7 @@ def simulate_run_compiled(
         counts = np.empty(Kp, dtype=np.int32)
         us, bs = np.empty(N), np.empty(N, dtype=np.int32)  # draws by coarse bucket
         parts = np.empty(257, dtype=np.int64)
-        x, blk, hb, starts, cb, cb2, keys = one, one_i, one_i, one_i, one, one, one
+        x, blk, hb, starts, cbs, keys = one, one_i, one_i, one_i, np.empty((4, 1)), one
         # the draws counted per guide bucket when there are many (``_draw_guide``)
         hh = np.empty(GUIDE_BUCKETS * Kp if N >= MANY_DRAWS * Kp else 0, dtype=np.uint16)
     else:
@@ -1391,7 +1410,7 @@ def simulate_run_compiled(
         hh = np.empty(0, dtype=np.uint16)
         x, blk = np.empty(N + 1), np.empty(N, dtype=np.int64)  # exponentials; blocks
         hb, starts = np.empty(N, dtype=np.int64), np.empty(N + 1, dtype=np.int64)
-        cb, cb2, keys = np.empty(B), np.empty(B), np.empty(B)
+        cbs, keys = np.empty((4, B)), np.empty(B)  # four blocks' cumulative masses; keys
     st = np.empty(4, dtype=np.int64)
     CB = B * max(1, CHUNK // B)  # actions per chunk
     scratch = (np.empty(CB), np.empty(CB, dtype=np.int64), np.empty(CB), np.empty(CB))
@@ -1415,7 +1434,7 @@ def simulate_run_compiled(
     state = (y, e, m, w, ys, es, ms, ws, pos, act, sb, s_un, U)
     bufs = (s, acc, cs, cslot, uniq, cnt, *scratch, u)
     guide_bufs = (F0, off, gb, counts, us, bs, parts, hh)
-    block_bufs = (x, blk, hb, starts, cb, cb2, keys, st)
+    block_bufs = (x, blk, hb, starts, cbs, keys, st)
     tables = (r_c_tab, r_w_tab, g_table, A)
     arrays = (consts, state, bufs, guide_bufs, block_bufs, tables, tuple(rows))
     for t0 in range(0, T + 1, per_call):

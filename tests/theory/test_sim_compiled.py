@@ -115,9 +115,9 @@ def test_merge_search_is_numpys_searchsorted_on_sorted_input(seed, n, k, zeros):
 )
 @settings(max_examples=40, deadline=None)
 def test_block_draws_are_numpys_block_sampler(seed, N, B, spread):
-    """The compiled block sampler (merge search, two cumulative sums at a time, keys computed
-    per block or per probe, branch-free bisection) gives numpy's ``samplers`` draws exactly,
-    on masses that span many orders of magnitude (some zero)."""
+    """The compiled block sampler (merge search, four cumulative sums at a time, keys computed
+    per block or per probe, branch-free bisections, four at a time) gives numpy's ``samplers``
+    draws exactly, on masses that span many orders of magnitude (some zero)."""
     from fgrpo_theory.sim.samplers import sample_group
 
     rng = np.random.default_rng(seed)
@@ -135,8 +135,7 @@ def test_block_draws_are_numpys_block_sampler(seed, N, B, spread):
         blk=np.empty(N, dtype=np.int64),
         hb=np.empty(N, dtype=np.int64),
         starts=np.empty(N + 1, dtype=np.int64),
-        cb=np.empty(B),
-        cb2=np.empty(B),
+        cbs=np.empty((4, B)),
         keys=np.empty(B),
         st=np.empty(4, dtype=np.int64),
     )
