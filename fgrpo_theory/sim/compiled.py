@@ -31,11 +31,11 @@ in cache) instead of a dozen numpy passes with temporaries; loops over array sli
 error model, so that LLVM vectorises them; exp only where a logit changed (Adam's steps of an
 action unsampled for ~300 steps fall below half an ulp, so late in a run most incorrect logits
 stop moving, exactly; the moved ones are gathered where fewer than a third of a chunk moved,
-else the whole chunk is exponentiated); the block sampler's cumulative sums two blocks at a time
-and its bisections branch-free; the guide table searched without temporaries, and with N >= Kp
-draws most draws counted per guide bucket without a search. The records (Q_pos, tau, entropy,
-M_ret) are sums over the same terms in another order, so they agree with the numpy engine's to
-rounding (~1e-15, tested), far below the CSV's six digits.
+else the whole chunk is exponentiated); the block sampler's cumulative sums four blocks at a
+time and its bisections branch-free, four draws in lockstep; the guide table searched without
+temporaries, and with N >= Kp draws most draws counted per guide bucket without a search. The
+records (Q_pos, tau, entropy, M_ret) are sums over the same terms in another order, so they
+agree with the numpy engine's to rounding (~1e-15, tested), far below the CSV's six digits.
 
     >>> from fgrpo_theory.sim.config import SimConfig
     >>> from fgrpo_theory.sim.compiled import simulate_run_compiled
