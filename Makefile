@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-slow bench venv clean mutation test-engines docs notebooks lint
+.PHONY: demo test test-slow test-other-kernels bench venv clean mutation test-engines docs notebooks lint
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,15 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -m slow
+
+# The theory tests as on a CPU of the other family: on an AVX-512 machine with numpy's AVX-512
+# dispatch off (np.exp then rounds as on an AVX2 CPU), elsewhere as they are. No result may
+# depend on which (docs/simulator.md, "The engines' contract").
+NPY_AVX512 := AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR X86_V4
+test-other-kernels: $(STAMP)
+	if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
+	  NPY_DISABLE_CPU_FEATURES="$(NPY_AVX512)" $(PY) -m pytest -q -p no:cacheprovider tests/theory; \
+	else echo "no AVX-512 here: numpy has one dispatch"; $(PY) -m pytest -q -p no:cacheprovider tests/theory; fi
 
 # The engines' integration tests (docs/engines.md), each engine in its own environment (verl pins
 # transformers < 5.11, TRL takes the newest), both with the CPU torch build held by the constraints file.

@@ -13,9 +13,11 @@ Modules, from the bottom up:
 - ``group``: a group's advantages (closed form), focal-weight table and per-step records;
 - ``dense``: the reference engine, every option, on whole (R, K) arrays;
 - ``sparse``: the paper's setting on the touched actions only (numpy);
-- ``compiled``: the sparse engine's draws and arithmetic bit for bit, in numba kernels;
+- ``fast_exp``: a vectorisable exp for the numba kernels;
+- ``compiled``: the sparse engine's draws and arithmetic in numba kernels;
 - ``torch_engine``: many (N, gamma, seed) runs as one batch on a GPU (imported on request);
 - ``engines``: which engine runs a config, and the work items;
+- ``agreement``: whether two engines' sweeps agree in distribution (the engines' contract);
 - ``threads``: native thread pools pinned to the cores a sweep is given;
 - ``sweep``: ``run_sweep``, ``run_cached``, ``SweepResult``, progress, resume, output files.
 

@@ -5,14 +5,18 @@ Section 5.1, Appendix J).
   arrays; the reference.
 - ``sparse`` (``fgrpo_theory.sim.sparse``): the paper's setting (ratio surrogate, zero-sum
   advantages) on the touched actions only; numpy.
-- ``compiled`` (``fgrpo_theory.sim.compiled``): the sparse engine's draws and arithmetic bit
-  for bit, in numba kernels; used by ``auto`` where it applies.
+- ``compiled`` (``fgrpo_theory.sim.compiled``): the sparse engine's draws and arithmetic in
+  numba kernels, with its own vectorised exp; used by ``auto`` where it applies.
 - ``torch`` (``fgrpo_theory.sim.torch_engine``): many (N, gamma, seed) runs as one batch on a
-  GPU (or the CPU); its own random numbers, so results agree with the others within seed noise
-  only. Never chosen by ``auto``.
+  GPU (or the CPU); its own random numbers. Never chosen by ``auto``.
 
-``auto`` takes ``compiled`` where the sparse engine applies and numba works, else ``sparse``
-where it applies, else ``dense``.
+The contract (``fgrpo_theory.sim.agreement``): each engine is deterministic for a given
+(config, seed, machine), and the engines agree in distribution over seeds; the numpy-draws
+engines also share a seed's draws (with probability ~1 - 1e-15 per draw) and so agree run by
+run to rounding.
+
+``auto`` takes ``compiled`` where the sparse engine applies and numba runs (with a warning
+where it does not), else ``sparse`` where it applies, else ``dense``.
 
     >>> from fgrpo_theory.sim.config import SimConfig
     >>> choose_engine(SimConfig(surrogate="prob"), "auto")
@@ -20,6 +24,8 @@ where it applies, else ``dense``.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -61,7 +67,16 @@ def choose_engine(cfg: SimConfig, engine: str) -> str:
         return "dense"
     from fgrpo_theory.sim import compiled
 
-    return "compiled" if compiled.unavailable_reason() is None else "sparse"
+    why = compiled.unavailable_reason()
+    if why is None:
+        return "compiled"
+    warnings.warn(
+        f"the compiled simulator engine is not available ({why}); the numpy sparse engine "
+        "runs instead, about 3x slower",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    return "sparse"
 
 
 def simulate_runs(

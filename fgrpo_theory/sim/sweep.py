@@ -42,8 +42,9 @@ from fgrpo_theory.sim.group import GROUP_RECORDS, POLICY_RECORDS
 from fgrpo_theory.sim.threads import pin_worker, pinned
 
 #: Bumped whenever the simulator draws or computes differently for the same config, so that
-#: results cached by an older version are recomputed (2: the guide-table sampler for large N).
-SIMULATOR_VERSION = 2
+#: results cached by an older version are recomputed (2: the guide-table sampler for large N;
+#: 3: the compiled engine's own exp).
+SIMULATOR_VERSION = 3
 
 RECORD_KEYS = POLICY_RECORDS + GROUP_RECORDS
 

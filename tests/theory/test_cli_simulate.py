@@ -11,6 +11,7 @@ import matplotlib
 import pytest
 
 from fgrpo_theory.cli import main
+from tests.theory.csv_compare import assert_csv_close
 
 matplotlib.use("Agg")
 
@@ -164,7 +165,8 @@ def test_engines_give_the_same_csv(tmp_path):
             == 0
         )
     texts = {k: p.read_text() for k, p in paths.items()}
-    assert texts["dense"] == texts["sparse"] == texts["compiled"]
+    assert_csv_close(texts["dense"], texts["sparse"])  # the same draws, sums in another order
+    assert_csv_close(texts["compiled"], texts["sparse"])  # the same draws, exp to an ulp
 
 
 def test_torch_engine_flag_runs_on_cpu(tmp_path):

@@ -1,7 +1,9 @@
-"""The compiled engine reproduces the numpy sparse engine (paper Section 5.1, App. J): the same
-draws bit for bit, records equal to rounding, and CSVs byte-identical to those the simulator
-wrote before the compiled engine existed (fixtures written by the numpy code at commit 89a52c2:
-``fgrpo-theory simulate --preset tiny`` and ``--preset small --steps 60``)."""
+"""The compiled engine follows the numpy sparse engine (paper Section 5.1, App. J): the same
+random numbers and the same arithmetic up to exp's last bits (its own vectorised exp), so the
+same draws and records equal to rounding, also with its exp an ulp off (``EXP_SCALE``); its
+samplers give numpy's draws exactly; and its CSVs match, to the six digits they print, those
+the numpy simulator wrote (fixtures ``fgrpo-theory simulate --preset tiny`` and ``--preset small
+--steps 60``). Agreement in distribution, the engines' contract, is in test_sim_agreement.py."""
 
 from __future__ import annotations
 
@@ -17,6 +19,10 @@ from fgrpo_theory.sim import PRESETS, SimConfig, choose_engine, compiled, run_sw
 from fgrpo_theory.sim.compiled import simulate_run_compiled
 from fgrpo_theory.sim.samplers import uses_guide
 from fgrpo_theory.sim.sparse import simulate_run_sparse
+from tests.theory.csv_compare import assert_csv_close, exp_scale
+
+#: exp exact, and an ulp above or below (``compiled.EXP_SCALE``)
+EXP_SCALES = (1.0, 1.0 + 2.0**-52, 1.0 - 2.0**-53)
 
 DATA = Path(__file__).parent / "data"
 SMALL = SimConfig(
@@ -46,8 +52,13 @@ def _assert_same_run(a: dict, b: dict) -> None:
     st.floats(0.0, 2.0),
 )
 @settings(max_examples=15, deadline=None)
-def test_compiled_engine_equals_the_numpy_sparse_engine(seed, N, optimizer, advantage, gamma):
-    """Block sampler (N < Kp / 8), guide table (N >= 64 here), touched set and full mode."""
+@pytest.mark.parametrize("scale", EXP_SCALES)
+def test_compiled_engine_follows_the_numpy_sparse_engine(
+    scale, seed, N, optimizer, advantage, gamma
+):
+    """Block sampler (N < Kp / 8), guide table (N >= 64 here), touched set and full mode; the
+    compiled engine's exp exact or an ulp off. (A draw differs only where a uniform falls
+    between the two engines' cumulative masses, about 1e-15 per draw.)"""
     cfg = replace(
         SMALL,
         optimizer=optimizer,
@@ -55,27 +66,33 @@ def test_compiled_engine_equals_the_numpy_sparse_engine(seed, N, optimizer, adva
         steps=30,
         lr=0.05 if optimizer == "adam" else 3.0,
     )
-    _assert_same_run(
-        simulate_run_sparse(cfg, N, gamma, seed), simulate_run_compiled(cfg, N, gamma, seed)
-    )
+    with exp_scale(scale):
+        got = simulate_run_compiled(cfg, N, gamma, seed)
+    _assert_same_run(simulate_run_sparse(cfg, N, gamma, seed), got)
 
 
+@pytest.mark.parametrize("scale", EXP_SCALES)
 @pytest.mark.parametrize("N", [8, 200])
-def test_compiled_engine_survives_a_shift_of_the_logit_reference(N):
+def test_compiled_engine_survives_a_shift_of_the_logit_reference(N, scale):
     """SGD with a huge lr pushes logits far above the initial max (the shift c moves)."""
     cfg = replace(SMALL, optimizer="sgd", lr=400.0, steps=25)
-    a, b = simulate_run_sparse(cfg, N, 0.0, 0), simulate_run_compiled(cfg, N, 0.0, 0)
+    with exp_scale(scale):
+        b = simulate_run_compiled(cfg, N, 0.0, 0)
+    a = simulate_run_sparse(cfg, N, 0.0, 0)
     np.testing.assert_array_equal(a["mu_hat"], b["mu_hat"])
     np.testing.assert_allclose(b["q_pos"], a["q_pos"], rtol=1e-9, atol=1e-12)
     assert a["q_pos"][0, -1] > 0.99
 
 
-def test_compiled_engine_goes_full_on_the_block_path_and_rebases_adam():
+@pytest.mark.parametrize("scale", EXP_SCALES)
+def test_compiled_engine_goes_full_on_the_block_path_and_rebases_adam(scale):
     """Many steps at a moderate N: the touched set passes K / 2 while N < Kp / 8 (the block
     sampler on whole arrays) and lazy Adam rebases its moments (every 100 steps)."""
     cfg = replace(PRESETS["tiny"], steps=250)
     assert not uses_guide(128, 1280)
-    _assert_same_run(simulate_run_sparse(cfg, 128, 1.0, 4), simulate_run_compiled(cfg, 128, 1.0, 4))
+    with exp_scale(scale):
+        got = simulate_run_compiled(cfg, 128, 1.0, 4)
+    _assert_same_run(simulate_run_sparse(cfg, 128, 1.0, 4), got)
 
 
 def test_block_sum_is_numpys_pairwise_sum():
@@ -231,9 +248,9 @@ def test_guide_buckets_of_more_draws_than_15_bits_hold_fall_back_to_searching_ev
 @settings(max_examples=30, deadline=None)
 def test_fused_full_pass_is_lazy_adam_exp_and_the_block_sums(seed, K, dense, rebase, frozen):
     """``_move_full`` against numpy: lazy Adam's moments and step (``sparse._LazyAdam``'s
-    operations), e = exp(y) (np.exp, bit for bit: the moved ones only, whole chunks or
-    gathered), numpy's pairwise block sums and the guide's column sums; a fraction of the
-    logits do not move (their step is below half an ulp)."""
+    operations, bit for bit), e = exp(y) (within 2 ulp of np.exp: the moved ones only, whole
+    chunks or gathered), the block sums and the guide's column sums (to rounding); a fraction
+    of the logits do not move (their step is below half an ulp)."""
     from fgrpo_theory.sim.samplers import GUIDE_ROWS, layout
 
     rng = np.random.default_rng(seed)
@@ -283,7 +300,7 @@ def test_fused_full_pass_is_lazy_adam_exp_and_the_block_sums(seed, K, dense, reb
         rebase,
         fm,
         fw,
-        compiled.fast_exp_here(),
+        1.0,
         B,
         s,
         True,
@@ -292,22 +309,24 @@ def test_fused_full_pass_is_lazy_adam_exp_and_the_block_sums(seed, K, dense, reb
         -1.0,
         *scratch,
     )
-    for got, want in ((y, Y), (e, Ee), (m, M), (w, W), (s, S), (F0, F0ref)):
+    for got, want in ((y, Y), (m, M), (w, W)):
         np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(e, Ee, rtol=5e-16, atol=0.0)
+    for got, want in ((s, S), (F0, F0ref)):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=0.0)
     assert ymax == Y[:K].max()  # above the slack (-1): the true max
     assert sey == pytest.approx(float(np.dot(Ee[:K], Y[:K])), rel=1e-12)
 
 
-def test_exp_and_the_block_sum_match_numpy_here():
-    """The engine's precondition on this machine (else 'auto' takes the numpy engine)."""
+def test_auto_takes_the_compiled_engine_wherever_numba_runs():
     assert compiled.unavailable_reason() is None
     assert choose_engine(SMALL, "auto") == "compiled"
 
 
 @pytest.mark.parametrize("engine", ["compiled", "sparse"])
-def test_tiny_preset_csv_is_byte_identical_to_the_numpy_simulator(engine):
+def test_tiny_preset_csv_is_the_numpy_simulators(engine):
     res = run_sweep(PRESETS["tiny"], engine=engine, progress=False)
-    assert res.csv_text() == (DATA / "sim_tiny.csv").read_text()
+    assert_csv_close(res.csv_text(), (DATA / "sim_tiny.csv").read_text())
 
 
 @pytest.mark.parametrize(
@@ -318,10 +337,10 @@ def test_tiny_preset_csv_is_byte_identical_to_the_numpy_simulator(engine):
         pytest.param("dense", marks=pytest.mark.slow),
     ],
 )
-def test_reduced_small_preset_csv_is_byte_identical_to_the_numpy_simulator(engine):
+def test_reduced_small_preset_csv_is_the_numpy_simulators(engine):
     """'small' (K = 12,800, N = 2 ... 16,384, 2 seeds) for 60 steps: both samplers, full mode."""
     res = run_sweep(replace(PRESETS["small"], steps=60), engine=engine, progress=False)
-    assert res.csv_text() == (DATA / "sim_small_steps60.csv").read_text()
+    assert_csv_close(res.csv_text(), (DATA / "sim_small_steps60.csv").read_text())
 
 
 @given(st.integers(0, 2**63 - 1), st.integers(0, 2**20), st.integers(0, 70))
@@ -359,3 +378,11 @@ def test_a_run_in_calls_of_a_few_steps_is_the_run_in_one_call(N, monkeypatch):
     parts = simulate_run_compiled(cfg, N, 1.0, 5, progress=done.append)
     assert all(np.array_equal(whole[k], parts[k]) for k in whole)
     assert sum(done) == cfg.steps and len(done) > 3
+
+
+def test_auto_warns_when_it_falls_back_to_the_numpy_engine(monkeypatch):
+    monkeypatch.setattr(compiled, "unavailable_reason", lambda: "numba is not installed")
+    with pytest.warns(RuntimeWarning, match="numba is not installed"):
+        assert choose_engine(SMALL, "auto") == "sparse"
+    with pytest.raises(ValueError, match="not available here: numba is not installed"):
+        choose_engine(SMALL, "compiled")

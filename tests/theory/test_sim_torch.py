@@ -1,6 +1,6 @@
-"""The batched torch engine (paper Section 5.1, App. J) on CPU torch: its final Q_pos and M_ret
-agree with the numpy engine's within seed noise on a reduced preset; a run's numbers do not
-depend on the batch it runs in; bad devices are one clear error."""
+"""The batched torch engine (paper Section 5.1, App. J) on CPU torch: a run's numbers do not
+depend on the batch it runs in; every option runs; bad devices are one clear error. (Its
+agreement in distribution with the numpy engines: test_sim_agreement.py.)"""
 
 from __future__ import annotations
 
@@ -20,21 +20,6 @@ CFG = SimConfig(
     steps=60,
     lr=3e-2,
 )
-
-
-def test_torch_engine_agrees_with_the_numpy_engine_within_seed_noise():
-    ref = run_sweep(CFG, progress=False)
-    got = run_sweep(CFG, progress=False, engine="torch", device="cpu")
-    n = len(CFG.seeds)
-    moved = 0.0
-    for key in ("q_pos", "m_ret"):
-        a, b = ref.records[key][..., -1], got.records[key][..., -1]  # (nN, nG, nS)
-        se = np.sqrt(a.var(axis=2, ddof=1) / n + b.var(axis=2, ddof=1) / n)
-        gap = np.abs(a.mean(axis=2) - b.mean(axis=2))
-        assert np.all(gap <= 4.5 * se + 2e-3), (key, gap, se)
-        moved = max(moved, float(np.abs(a[..., 0] - ref.records[key][..., 0, 0]).max()))
-    assert moved > 0.05  # the policy moved, so the check has teeth
-    assert not np.array_equal(ref.records["q_pos"], got.records["q_pos"])  # torch's draws
 
 
 def test_torch_engine_runs_do_not_depend_on_their_batch():
