@@ -29,6 +29,9 @@ def _out(x: np.ndarray):
 def focal_weight(mu_hat, gamma):
     """g = (1 - mu_hat)^gamma (Eq. 11), with 0^0 = 1 so that gamma = 0 is the base method.
 
+    Computed as exp(gamma log1p(-mu_hat)): 1 - mu_hat loses mu_hat below an ulp of 1, which a
+    large gamma would amplify (g(1e-300, 1e300) = e^-1, not 1).
+
     Args:
         mu_hat: empirical success rate X / N of the group, in [0, 1].
         gamma: focal exponent, >= 0.
@@ -36,7 +39,9 @@ def focal_weight(mu_hat, gamma):
     mu_hat = check_probability("mu_hat", mu_hat)
     gamma = check_nonnegative("gamma", gamma)
     mu_hat, gamma = broadcast(mu_hat=mu_hat, gamma=gamma)
-    return _out(np.power(1.0 - mu_hat, gamma))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = np.exp(gamma * np.log1p(-mu_hat))
+    return _out(np.where(gamma == 0, 1.0, g))
 
 
 def focal_advantage_magnitudes(mu, gamma):

@@ -1302,28 +1302,14 @@ def _steps_per_call(N: int) -> int:
 
 
 def _adam_schedule(cfg: SimConfig) -> np.ndarray:
-    """Lazy Adam's scalars of steps k = 1..T (``sparse._LazyAdam.step``), (T, 7): c1, c2,
-    alpha_k, eps_k, rebase (1.0 / 0.0), b1^d, sqrt(b2)^d, computed by the same Python
-    expressions as the numpy engine's. They depend on k and the last rebase only, not on the
-    draws, so they are known before the run."""
+    """Lazy Adam's scalars of steps k = 1..T, (T, 7): c1, c2, alpha_k, eps_k, rebase (1.0 /
+    0.0), f_m, f_w, the numpy engine's own (``sparse._LazyAdam.scalars``). They depend on k and
+    the last rebase only, not on the draws, so they are known before the run."""
     adam = _LazyAdam(cfg)
-    b1, b2 = cfg.adam_betas
     A = np.empty((cfg.steps, 7))
     for t in range(cfg.steps):
-        k = t + 1
-        d = k - adam.k0
-        root = np.sqrt(1.0 - b2**k)
-        A[t] = (
-            (1.0 - b1) * b1**-d,
-            (1.0 - b2) * b2**-d,
-            adam.lr * root / (1.0 - b1**k) * (b1 / np.sqrt(b2)) ** d,
-            adam.eps * root / np.sqrt(b2) ** d,
-            1.0 if d >= adam.REBASE else 0.0,
-            b1**d,
-            np.sqrt(b2) ** d,
-        )
-        if d >= adam.REBASE:
-            adam.k0 = k
+        c1, c2, alpha, epsk, rebase, fm, fw = adam.scalars(t + 1)
+        A[t] = (c1, c2, alpha, epsk, 1.0 if rebase else 0.0, fm, fw)
     return A
 
 

@@ -85,9 +85,13 @@ def record_group(rec, r, t, *, X, N, hit_rare, sampled_correct_mass, S, q_pos):
 
 
 def finish_records(rec, N: int) -> dict:
-    """Lemma 3.1 at the (mu, tau) = (Q_pos, tau) each group was drawn from, all steps at once."""
+    """Lemma 3.1 at the (mu, tau) = (Q_pos, tau) each group was drawn from, all steps at once.
+    Q_pos and tau are sums of probabilities: rounding can put them an ulp outside [0, 1] (a
+    policy with all its mass on correct actions), so they are clipped into it first."""
     from fgrpo_theory.tail_miss import p_tail_miss
 
+    for key in ("q_pos", "tau", "q_u_pos"):
+        np.clip(rec[key], 0.0, 1.0, out=rec[key])
     mu, tau = rec["q_pos"][:, :-1], rec["tau"][:, :-1]
     rec["p_tail_miss"][:] = p_tail_miss(mu, np.minimum(tau, mu), N)
     return rec

@@ -22,6 +22,8 @@ Shapes: ``K`` actions (``Kp`` padded to whole blocks), ``N`` group, ``T`` steps.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fgrpo_theory.sim.config import SimConfig, sparse_applies
@@ -54,40 +56,75 @@ class _LazyAdam:
     which is bias-corrected Adam, lr m_hat / (sqrt(v_hat) + eps), at step k rewritten exactly."""
 
     REBASE = 100
-    """fold the scales into the moments every REBASE steps (b1^-d stays far from overflow)"""
+    """fold the scales into the moments every REBASE steps at most (b1^-d stays far from
+    overflow); fewer where beta1 or beta2 is small (``rebase_every``)"""
 
     def __init__(self, cfg: SimConfig):
         self.lr, self.eps = cfg.lr, cfg.adam_eps
         self.b1, self.b2 = cfg.adam_betas
         self.k0 = 0
+        self.every = rebase_every(self.b1, self.b2, self.REBASE)
+
+    def scalars(self, k: int) -> tuple[float, float, float, float, bool, float, float]:
+        """Step k's (c1, c2, alpha_k, eps_k, rebase, f_m, f_w): m~ += c1 G, w~ = sqrt(w~^2 +
+        c2 G^2), z += alpha_k m~ / (w~ + eps_k), then, when rebase, m~ *= f_m and w~ *= f_w.
+        They depend on k and the last rebase only, not on the draws. With ``every`` = 0 (beta1
+        or beta2 too small for any rescaling, e.g. beta1 = 0) the moments are kept decayed for
+        the next step instead: m~ = b1 m, w~ = sqrt(b2 v) after each step, so c1 = 1 - b1,
+        c2 = 1 - b2 and f_m = b1, f_w = sqrt(b2) every step (the same bias-corrected Adam)."""
+        b1, b2 = self.b1, self.b2
+        root = np.sqrt(1.0 - b2**k)
+        if self.every == 0:
+            return (1.0 - b1, 1.0 - b2, self.lr * root / (1.0 - b1**k), self.eps * root, True,
+                    b1, np.sqrt(b2))  # fmt: skip
+        d = k - self.k0
+        rebase = d >= self.every
+        if rebase:
+            self.k0 = k
+        return (
+            (1.0 - b1) * b1**-d,
+            (1.0 - b2) * b2**-d,
+            self.lr * root / (1.0 - b1**k) * (b1 / np.sqrt(b2)) ** d,
+            self.eps * root / np.sqrt(b2) ** d,
+            rebase,
+            b1**d,
+            np.sqrt(b2) ** d,
+        )
 
     def step(self, y, m, w, sl, g, k: int, tmp) -> None:
         """In place, step k = 1, 2, ...: y, m~, w~ (n,) all touched; ascent direction g (n_u,) on
         the slots sl (n_u,), or g (n,) on every slot when sl is None (many draws: dense passes
         beat gathers; sqrt(w~^2) = w~ exactly where g = 0); tmp (n,) scratch."""
-        b1, b2 = self.b1, self.b2
-        d = k - self.k0
+        c1, c2, alpha, epsk, rebase, fm, fw = self.scalars(k)
         if sl is None:
-            np.multiply(g, (1.0 - b1) * b1**-d, out=tmp)
+            np.multiply(g, c1, out=tmp)
             m += tmp
             np.multiply(g, g, out=tmp)
-            tmp *= (1.0 - b2) * b2**-d
+            tmp *= c2
             w *= w
             w += tmp
             np.sqrt(w, out=w)
         else:
-            m[sl] += ((1.0 - b1) * b1**-d) * g
-            w[sl] = np.sqrt(w[sl] ** 2 + ((1.0 - b2) * b2**-d) * g**2)
-        root = np.sqrt(1.0 - b2**k)
-        alpha = self.lr * root / (1.0 - b1**k) * (b1 / np.sqrt(b2)) ** d
-        np.add(w, self.eps * root / np.sqrt(b2) ** d, out=tmp)
+            m[sl] += c1 * g
+            w[sl] = np.sqrt(w[sl] ** 2 + c2 * g**2)
+        np.add(w, epsk, out=tmp)
         np.divide(m, tmp, out=tmp)
         tmp *= alpha
         y += tmp
-        if d >= self.REBASE:
-            m *= b1**d
-            w *= np.sqrt(b2) ** d
-            self.k0 = k
+        if rebase:
+            m *= fm
+            w *= fw
+
+
+def rebase_every(b1: float, b2: float, most: int = 100) -> int:
+    """The largest d <= ``most`` with b1^-d and b2^-d <= 1e100 (lazy Adam's rescaled moments
+    stay far from overflow), or 0 when not even d = 1 qualifies (beta = 0 or below 1e-100)."""
+    small = min(b1, b2)
+    if small >= 1.0:  # pragma: no cover - SimConfig keeps betas below 1
+        return most
+    if small <= 1e-100:
+        return 0
+    return int(min(most, math.floor(100.0 * math.log(10.0) / -math.log(small))))
 
 
 class _TouchedSet:
