@@ -7,6 +7,7 @@
   :func:`remove_stale_temporaries` deletes.
 - :func:`read_jsonl`: one dict per line, with clear errors naming the file and line.
 - :func:`strict_json`: ``json.dumps`` that writes NaN / Infinity as ``null`` (strict JSON).
+- :func:`directory_lock`: one process at a time in a run directory (an OS lock on ``.lock``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,46 @@ __all__ = [
     "read_jsonl",
     "strict_json",
     "finite_or_none",
+    "directory_lock",
+    "DirectoryInUse",
 ]
+
+
+class DirectoryInUse(ValueError):
+    """Another process holds the directory's lock."""
+
+
+@contextlib.contextmanager
+def directory_lock(directory, *, what: str = "run"):
+    """Hold an exclusive lock on ``directory/.lock`` (``fcntl.flock``) while the block runs.
+
+    The operating system releases it when the process ends, however it ends (``kill -9``
+    included), so a stale lock never blocks a rerun. A second process raises
+    :class:`DirectoryInUse` naming the holder's pid (written into the file). The file stays
+    (removing it would race with a process that has just opened it). Where ``fcntl`` does not
+    exist (Windows) the block runs unlocked."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            raise DirectoryInUse(
+                f"{directory} is in use by another {what} (pid {holder}); wait for it to end "
+                "or choose another directory"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def atomic_write_text(path, text: str) -> Path:

@@ -46,7 +46,7 @@ import torch
 from fgrpo_llm.advantages import focal_weight, grpo_advantages
 from fgrpo_llm.checkpoint import capture_rng, restore_rng, resume_point, save_checkpoint
 from fgrpo_llm.config import TrainConfig, save_config
-from fgrpo_llm.files import remove_stale_temporaries
+from fgrpo_llm.files import directory_lock, remove_stale_temporaries
 from fgrpo_llm.losses import policy_loss
 from fgrpo_llm.model import (
     load_model_and_tokenizer,
@@ -377,6 +377,12 @@ def train(
     amp = resolve_autocast_dtype(device, cfg.dtype)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out must be a directory, but {out} is a file")
+    with directory_lock(out, what="fgrpo-llm run"):  # one process at a time in a run directory
+        return _train(cfg, out, device, amp, resume, evaluators, task)
+
+
+def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
+    """``train`` inside the run directory's lock."""
     if not resume and ((out / "metrics.jsonl").exists() or (out / "config.json").exists()):
         raise ValueError(
             f"{out} already holds a run; pass --resume to continue it or choose another --out"

@@ -1,0 +1,71 @@
+"""One process at a time in a run directory (``fgrpo_llm.files.directory_lock``): a second
+``fgrpo-llm train`` on the same ``--out`` (``--resume`` included) refuses with one line naming
+the holder, and a lock held by a killed process does not block the next run."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fgrpo_llm.cli import main
+from fgrpo_llm.files import DirectoryInUse, directory_lock
+
+ROOT = Path(__file__).resolve().parents[2]
+HOLD = (
+    "import sys, time\n"
+    "from pathlib import Path\n"
+    "from fgrpo_llm.files import directory_lock\n"
+    "with directory_lock(sys.argv[1]):\n"
+    "    Path(sys.argv[2]).write_text('held')\n"
+    "    time.sleep(120)\n"
+)
+
+
+def _holder(directory: Path, flag: Path) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(directory), str(flag)], cwd=ROOT)
+    for _ in range(600):
+        if flag.exists():
+            return proc
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("the lock holder did not start")
+
+
+def test_a_second_process_is_refused_and_a_killed_holder_frees_the_directory(tmp_path):
+    run = tmp_path / "run"
+    proc = _holder(run, tmp_path / "flag")
+    try:
+        with pytest.raises(DirectoryInUse, match=rf"pid {proc.pid}"):
+            with directory_lock(run):
+                pass
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with directory_lock(run):  # the OS released the dead holder's lock
+        pass
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_train_on_a_directory_in_use_is_one_line(tiny_checkpoint, tmp_path, capsys, resume):
+    run = tmp_path / "run"
+    argv = ["train", "--base", str(tiny_checkpoint), "--out", str(run), "--steps", "1",
+            "--prompts-per-step", "2", "--group-size", "2", "--no-progress"]  # fmt: skip
+    if resume:  # a run to resume, then another process in it
+        assert main(argv) == 0
+        argv = ["train", "--out", str(run), "--steps", "2", "--resume", "--no-progress"]
+    before = sorted(p.name for p in run.iterdir()) if run.exists() else [".lock"]
+    capsys.readouterr()
+    proc = _holder(run, tmp_path / "flag")
+    try:
+        assert main(argv) == 2
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"pid {proc.pid}" in err[0] and "Traceback" not in err[0]
+    assert sorted(p.name for p in run.iterdir()) == before  # nothing of a run written
