@@ -1,6 +1,7 @@
 """F-GRPO with TRL on a CPU: the built-in tiny Countdown base, a few FocalGRPOTrainer steps.
 
-Runs in about a minute on 2 CPU cores (``make test-engines`` runs it). It
+Runs in about a minute on 2 CPU cores, in one process or several (``make test-engines`` runs it
+both ways). It
 
 1. pretrains a small Countdown base (``fgrpo_llm.experiments.countdown_base.pretrain``, a step
 budget);
@@ -11,6 +12,15 @@ budget);
    and the final checkpoint (a Hugging Face directory that ``fgrpo-llm eval`` loads).
 
     .venv-trl/bin/python examples/trl_countdown_cpu.py --out runs/trl_cpu --steps 4 --gamma 1.0
+    .venv-trl/bin/python -m torch.distributed.run --nproc_per_node 2 \
+        examples/trl_countdown_cpu.py --out runs/trl_cpu2 --steps 4
+
+(On a CPU, ``accelerate launch --cpu --num_processes 2`` starts one process unless it is given
+an MPI hostfile; torch's launcher starts two, which talk over gloo.)
+
+With several processes the main one pretrains the base and builds the rare set while the others
+wait, then every process loads them, trains on its share of each batch and evaluates its share
+of the problems.
 
 The numbers of so few steps on a tiny model show that the pipeline runs, not what F-GRPO does.
 """
@@ -36,8 +46,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     import torch
+    from accelerate import PartialState
 
-    from fgrpo_llm.evaluation.rare import build_rare_set, save_rare_set
+    from fgrpo_llm.evaluation.rare import build_rare_set, load_rare_set, save_rare_set
     from fgrpo_llm.experiments.countdown_base import PretrainConfig, pretrain
     from fgrpo_llm.integrations.trl import (
         DeltaNLLRareCallback,
@@ -65,21 +76,25 @@ def main(argv=None) -> int:
         eval_prompts=0,
         warmup_steps=5,
     )
-    pretrain(cfg, out / "base", progress=False)
-    model, tok = load_model_and_tokenizer(out / "base", device="cpu")
+    state = PartialState(cpu=True)
     task = CountdownTask(seed=cfg.task_seed, num_test=cfg.num_test, num_ood=cfg.num_ood)
-
-    rare = build_rare_set(
-        model,
-        tok,
-        task,
-        task.problems("train")[:8],
-        num_rollouts=32,
-        top_fraction=0.05,
-        max_new_tokens=12,
-        generator=torch.Generator().manual_seed(a.seed),
-    )
-    save_rare_set(rare, out / "rare_set.json")
+    if state.is_main_process:
+        pretrain(cfg, out / "base", progress=False)
+        model, tok = load_model_and_tokenizer(out / "base", device="cpu")
+        rare = build_rare_set(
+            model,
+            tok,
+            task,
+            task.problems("train")[:8],
+            num_rollouts=32,
+            top_fraction=0.05,
+            max_new_tokens=12,
+            generator=torch.Generator().manual_seed(a.seed),
+        )
+        save_rare_set(rare, out / "rare_set.json")
+    state.wait_for_everyone()
+    model, tok = load_model_and_tokenizer(out / "base", device="cpu")
+    rare = load_rare_set(out / "rare_set.json")
 
     G = a.group_size
     args = FocalGRPOConfig(
@@ -131,12 +146,15 @@ def main(argv=None) -> int:
     )
     trainer.train()
     trainer.save_model(str(out / "final"))
+    if not state.is_main_process:
+        return 0
     tok.save_pretrained(str(out / "final"))
     summary = {
         "steps": int(trainer.state.global_step),
         "pass@k": passk.history[-1] if passk.history else None,
         "rare": rare_cb.history[-1] if rare_cb.history else None,
         "rare_set_size": len(rare),
+        "processes": state.num_processes,
         "run_dir": str(out / "run"),
         "final": str(out / "final"),
     }

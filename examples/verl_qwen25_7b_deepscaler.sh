@@ -51,8 +51,8 @@ print('\n'.join(method_overrides('$ALGO', gamma=float('$GAMMA'), group_size=int(
     actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8 \
     actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8 \
     actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.tensor_model_parallel_size=2 \
-    custom_reward_function.path="$("$PY" -c 'import fgrpo_llm.tasks.boxed_math as m; print(m.__file__)')" \
-    custom_reward_function.name=compute_score \
+    reward.custom_reward_function.path="$("$PY" -c 'import fgrpo_llm.tasks.boxed_math as m; print(m.__file__)')" \
+    reward.custom_reward_function.name=compute_score \
     trainer.rollout_data_dir="$OUT/rollouts" \
     trainer.default_local_dir="$OUT/checkpoints" \
     trainer.n_gpus_per_node=8 trainer.nnodes=1 trainer.logger='[console]' \

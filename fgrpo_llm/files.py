@@ -77,11 +77,15 @@ def atomic_write_text(path, text: str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp.replace(path)
+    finally:
+        if tmp.exists():  # a failed write (a full disk) leaves nothing behind
+            tmp.unlink()
     return path
 
 
@@ -114,7 +118,12 @@ def atomic_directory(path):
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _new_temporary_directory(path)
     try:
-        yield tmp
+        try:
+            yield tmp
+        except Exception as err:
+            if _is_write_failure(err):  # safetensors reports a full disk as its own error
+                raise OSError(f"could not write {path}: {err}") from err
+            raise
         old = None
         if path.exists():
             old = Path(tempfile.mkdtemp(prefix=_temporary_prefix(path), dir=path.parent)) / "old"
@@ -125,6 +134,12 @@ def atomic_directory(path):
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _is_write_failure(err: Exception) -> bool:
+    """An error of a file writer that is an OSError in all but type (safetensors'
+    ``SafetensorError`` on a full disk or a failed write)."""
+    return not isinstance(err, OSError) and type(err).__name__ == "SafetensorError"
 
 
 def writable_directory(path, *, what: str = "output directory") -> Path:

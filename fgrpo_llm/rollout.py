@@ -175,11 +175,7 @@ def _generate_chunk(
             probs = torch.softmax(
                 filter_logits(logits / temperature, top_k=top_k, top_p=top_p), dim=-1
             )
-            token = (
-                torch.multinomial(probs.to(generator.device), 1, generator=generator)
-                .squeeze(1)
-                .to(device)
-            )
+            token = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (M,)
         token = torch.where(alive, token, torch.full_like(token, pad_id))  # (M,)
         tokens.append(token)
         logps.append(torch.where(alive, logprobs.gather(1, token[:, None]).squeeze(1), 0.0))
@@ -207,6 +203,20 @@ def _generate_chunk(
         else torch.zeros(M, dtype=torch.bool, device=device)
     )
     return gen, gen_mask, torch.stack(logps, dim=1), finished
+
+
+def generator_on(generator: torch.Generator, device) -> torch.Generator:
+    """A generator on ``device`` for sampling there: ``generator`` itself when it is on that
+    device, else a new one seeded by one draw from it (so a CUDA model with a CPU generator
+    samples on the GPU, seeded and reproducible, instead of copying (rows, vocab) probabilities
+    to the host at every token)."""
+    device = torch.device(device)
+    if generator.device.type == device.type and (
+        device.index is None or generator.device.index in (None, device.index)
+    ):
+        return generator
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def sample_completions(
@@ -251,6 +261,7 @@ def sample_completions(
     if pad_id is None:
         raise ValueError("the tokenizer has neither a pad nor an EOS token")
     device = next(model.parameters()).device
+    generator = generator_on(generator, device)
     N = num_samples
     prompt_ids, prompt_mask = _encode_prompts(tokenizer, prompts, pad_id)  # (B, P)
     prompt_ids = prompt_ids.repeat_interleave(N, dim=0).to(device)  # (M, P)

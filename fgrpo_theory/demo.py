@@ -23,6 +23,7 @@ from fgrpo_theory.plots import (
     plot_focal_magnitudes,
     plot_large_group,
     plot_tail_miss_curves,
+    save_figure,
 )
 from fgrpo_theory.tail_miss import peak_group_size, stationary_group_size
 
@@ -41,7 +42,7 @@ def _save(fig, path: Path, dpi: int) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    save_figure(fig, path, dpi=dpi)
     plt.close(fig)
     return path
 
@@ -177,7 +178,7 @@ def regime_sweep_demo(out_dir, *, fast: bool = False) -> dict:
     csv_path = res.write_csv(out / "regimes.csv")
     fig = plot_fig2(res)
     png = out / "regimes.png"
-    fig.savefig(png, dpi=90)
+    save_figure(fig, png, dpi=90)
     plt.close(fig)
     m = res.records["m_ret"][..., -1].mean(axis=2)  # (nN, nG)
     return {

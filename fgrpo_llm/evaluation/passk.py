@@ -27,6 +27,7 @@ import torch
 from fgrpo_llm.files import atomic_write_text
 from fgrpo_llm.tasks.base import check_split
 from fgrpo_theory.checks import check_integer
+from fgrpo_theory.plots import save_figure
 
 #: Name of the files written by :func:`write_eval_outputs`.
 EVAL_JSON = "eval.json"
@@ -349,7 +350,7 @@ def write_eval_outputs(
     ax.legend(fontsize=8)
     ax.set_title(f"pass@k (n={results['n']})")
     fig.tight_layout()
-    fig.savefig(out / EVAL_PLOT, dpi=120)
+    save_figure(fig, out / EVAL_PLOT, dpi=120)
     plt.close(fig)
     return {"json": out / EVAL_JSON, "csv": out / EVAL_CSV, "plot": out / EVAL_PLOT}
 

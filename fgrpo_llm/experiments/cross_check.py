@@ -35,6 +35,7 @@ from fgrpo_llm.evaluation.tail_miss import (
     tail_miss_records,
 )
 from fgrpo_llm.files import atomic_write_text, strict_json
+from fgrpo_theory.plots import save_figure
 
 __all__ = ["cross_check"]
 
@@ -104,7 +105,7 @@ def cross_check(
     legend_if_labelled(axes[1])
     axes[1].set_title("predicted vs observed (95% intervals)")
     fig.tight_layout()
-    fig.savefig(out / "tail_miss_check.png", dpi=120)
+    save_figure(fig, out / "tail_miss_check.png", dpi=120)
     plt.close(fig)
     figures["tail_miss"] = "tail_miss_check.png"
 
@@ -118,7 +119,7 @@ def cross_check(
         fig, ax = plt.subplots(figsize=(5, 3.5))
         plot_delta_nll(ax, rows, controls)
         fig.tight_layout()
-        fig.savefig(out / "delta_nll_rare.png", dpi=120)
+        save_figure(fig, out / "delta_nll_rare.png", dpi=120)
         plt.close(fig)
         figures["delta_nll"] = "delta_nll_rare.png"
     result = {

@@ -13,6 +13,7 @@ import numpy as np
 
 from fgrpo_llm.evaluation.stats import t_interval
 from fgrpo_llm.experiments.maze import MazeConfig, method_name, methods
+from fgrpo_theory.plots import save_figure
 
 
 def _band(values: list[float]) -> tuple[float, float, float]:
@@ -126,13 +127,13 @@ def write_figures(cfg: MazeConfig, results: dict, paper: dict | None, out: Path)
     )
     fig.tight_layout()
     paths.append(out / "maze_curves.png")
-    fig.savefig(paths[-1], dpi=110)
+    save_figure(fig, paths[-1], dpi=110)
     plt.close(fig)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     plot_final(axes[0], cfg, results, paper, 1)
     plot_final(axes[1], cfg, results, paper, max(k for k in cfg.ks if k <= 256))
     fig.tight_layout()
     paths.append(out / "maze_final.png")
-    fig.savefig(paths[-1], dpi=110)
+    save_figure(fig, paths[-1], dpi=110)
     plt.close(fig)
     return paths

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_theory.plots import save_figure
+
 
 def fmt(x, digits: int = 3) -> str:
     """A number for a table cell; missing values become an en dash."""
@@ -422,7 +424,7 @@ def write_demo_report(
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
         plot_training_curves(axes, runs)
         fig.tight_layout()
-        fig.savefig(out / "training_curves.png", dpi=120)
+        save_figure(fig, out / "training_curves.png", dpi=120)
         plt.close(fig)
         rows = [
             [r.label, r.N, r.gamma, getattr(r, "lr_scale", 1.0), r.steps, r.delta_nll_rare]
@@ -445,7 +447,7 @@ def write_demo_report(
         )
         plot_pass_at_k_models(axes[0], evals)
         fig.tight_layout()
-        fig.savefig(out / "passk.png", dpi=120)
+        save_figure(fig, out / "passk.png", dpi=120)
         plt.close(fig)
         sections.append(
             ("pass@k", "![pass@k](passk.png)\n\n" + pass_at_k_section(evals) + "\n\n" + note)

@@ -60,6 +60,7 @@ from fgrpo_llm.experiments.plan import (
     task_for,
     write_json,
 )
+from fgrpo_theory.plots import save_figure
 
 __all__ = ["run_study", "MATCH_MARGIN", "METRICS"]
 
@@ -464,7 +465,7 @@ def _plot(out: Path, numbers: dict, cfg: DemoConfig, seeds) -> list[str]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "study_sweep.png", dpi=110)
+    save_figure(fig, out / "study_sweep.png", dpi=110)
     plt.close(fig)
     figs.append("study_sweep.png")
     return figs

@@ -148,6 +148,38 @@ class RunRecorder:
             )
         return out
 
+    def log_forms(self, *, step: int, prompt_ids: list, forms: list, group_ids=None) -> list[dict]:
+        """As :meth:`log_batch`, from each row's form: the form of a correct completion, None for
+        a wrong one (what a process sends when the completions' texts stay where they are)."""
+        M = len(prompt_ids)
+        if len(forms) != M:
+            raise ValueError(
+                f"prompt_ids and forms must have one entry per row, got {M}, {len(forms)}"
+            )
+        group_ids = list(prompt_ids) if group_ids is None else list(group_ids)
+        rows: dict = {}
+        for i, g in enumerate(group_ids):
+            rows.setdefault(g.item() if hasattr(g, "item") else g, []).append(i)
+        return [
+            self.log_group(
+                step=step,
+                prompt_id=str(prompt_ids[idx[0]]),
+                num_correct=sum(forms[i] is not None for i in idx),
+                N=len(idx),
+                forms=[forms[i] for i in idx if forms[i] is not None],
+            )
+            for idx in rows.values()
+        ]
+
+    def truncate(self, max_step: int) -> None:
+        """Drop the lines of steps after ``max_step`` (a run resumed from that step's
+        checkpoint writes them again)."""
+        self.close()
+        for name in ("groups.jsonl", "metrics.jsonl"):
+            truncate_jsonl(self.run_dir / name, max_step=int(max_step))
+        self._groups = JsonlWriter(self.run_dir / "groups.jsonl")
+        self._metrics = JsonlWriter(self.run_dir / "metrics.jsonl")
+
     def log_metrics(self, step: int, metrics: dict) -> None:
         """One line ``{"step": step, **metrics}`` of ``metrics.jsonl`` (e.g. ``rare/delta_nll``)."""
         self._metrics.write({"step": int(step), **metrics})

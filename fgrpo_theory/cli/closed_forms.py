@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_theory.checks import check_integer, single
+from fgrpo_theory.plots import save_figure
 
 #: At most this many table rows (curves x group sizes, or values x k): a bigger request is a
 #: typo far more often than a wish to print a million lines.
@@ -225,7 +226,7 @@ def _plot_tail_miss(curves, N, path: Path) -> None:
             )
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path, dpi=110)
     except OSError as err:
         raise OSError(err.errno, f"cannot write --plot ({err.strerror})", str(path)) from None
     finally:

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from fgrpo_theory.cli.common import parse_list
+from fgrpo_theory.plots import save_figure
 
 #: The most worker processes the command starts.
 MAX_WORKERS = 1024
@@ -141,7 +142,7 @@ def run_simulate(args) -> int:
         from fgrpo_theory.plots_categorical import plot_fig2
 
         fig = plot_fig2(res)
-        fig.savefig(out / "fig2.png", dpi=100)
+        save_figure(fig, out / "fig2.png", dpi=100)
         plt.close(fig)
         res.write_jsonl(out / "metrics.jsonl")
         print(f"wrote {out / 'fig2.png'} and {out / 'metrics.jsonl'}", file=sys.stderr)

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 import trl.trainer.grpo_trainer as grpo_module  # noqa: E402
 from datasets import Dataset  # noqa: E402
 
+import fgrpo_llm.integrations.trl.trainer as trainer_module  # noqa: E402
 from fgrpo_llm.advantages import focal_weight, grpo_advantages  # noqa: E402
 from fgrpo_llm.integrations.focal import FocalSettings  # noqa: E402
 from fgrpo_llm.integrations.trl import (  # noqa: E402
@@ -33,7 +34,7 @@ def target_reward(completions, target, **kwargs):
     return [float(t) for t in target]
 
 
-def _trainer(tmp_path, *, algo="grpo", gamma=1.0, G=4, **overrides):
+def _trainer(tmp_path, *, algo="grpo", gamma=1.0, G=4, reward_funcs=None, **overrides):
     model = build_tiny_model(
         TOK, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=64, seed=0
     )
@@ -58,7 +59,11 @@ def _trainer(tmp_path, *, algo="grpo", gamma=1.0, G=4, **overrides):
     kwargs.update(overrides)
     args = FocalGRPOConfig(**kwargs)
     trainer = FocalGRPOTrainer(
-        model=model, reward_funcs=[target_reward], args=args, train_dataset=ds, processing_class=TOK
+        model=model,
+        reward_funcs=reward_funcs or [target_reward],
+        args=args,
+        train_dataset=ds,
+        processing_class=TOK,
     )
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer's loop; _compute_loss reads it
     return trainer
@@ -89,7 +94,9 @@ def test_split_group_weight_comes_from_rewards_of_both_processes(tmp_path, monke
         grpo_module, "gather", lambda t: torch.cat([other_t.to(t), t]) if t.shape[0] == 6 else t
     )
     monkeypatch.setattr(
-        grpo_module, "gather_object", lambda x: [None] * 6 + list(x) if len(x) == 6 else list(x)
+        trainer_module,
+        "gather_object",
+        lambda x: [("q0", None)] * 6 + list(x) if len(x) == 6 else list(x),
     )
     monkeypatch.setattr(type(trainer.accelerator), "process_index", property(lambda self: 1))
     trainer.model.train()
@@ -103,7 +110,6 @@ def test_split_group_weight_comes_from_rewards_of_both_processes(tmp_path, monke
     assert out["advantages"][:2].abs().min() > 0.1
     g_local, X, N = local_focal_weights(
         torch.cat([other_t, torch.tensor(local, dtype=torch.float32)[:, None]]),
-        torch.ones(1),
         num_generations=4,
         process_index=1,
         local_size=6,
@@ -253,3 +259,200 @@ def test_cpu_example_end_to_end(tmp_path):
     assert delta_nll_rare(model, rare, pad_token_id=tok.pad_token_id) == pytest.approx(
         summary["rare"]["rare/delta_nll"], abs=1e-6
     )
+
+
+def format_reward(completions, **kwargs):
+    """A format reward that every completion earns."""
+    return [1.0] * len(completions)
+
+
+def test_two_reward_functions_need_the_correct_one_named(tmp_path):
+    with pytest.raises(ValueError, match="focal_correct_reward is required with 2 reward"):
+        _trainer(tmp_path, reward_funcs=[format_reward, target_reward])
+    with pytest.raises(ValueError, match="'accuracy' is not the reward functions"):
+        _trainer(
+            tmp_path, reward_funcs=[format_reward, target_reward], focal_correct_reward="accuracy"
+        )
+    with pytest.raises(ValueError, match="not an index"):
+        _trainer(tmp_path, reward_funcs=[format_reward, target_reward], focal_correct_reward=2)
+
+
+@pytest.mark.parametrize("choice", ["target_reward", 1])
+def test_x_comes_from_the_verifier_column_alone(tmp_path, choice):
+    """A format reward that is always 1 beside an accuracy reward that is always 0: every group
+    has X = 0 (not X = N, as the summed reward against the halfway threshold gave), so g = 1
+    and groups.jsonl records num_correct = 0."""
+    from fgrpo_llm.evaluation.runs import load_run
+
+    trainer = _trainer(
+        tmp_path, reward_funcs=[format_reward, target_reward], focal_correct_reward=choice
+    )
+    assert trainer.focal_column == 1
+    trainer.model.train()
+    rows = [{**r, "target": 0} for r in _rows([0] * 4)]
+    trainer._generate_and_score_completions(rows)
+    trainer.recorder.close()
+    run = load_run(tmp_path / "out")
+    assert [g["num_correct"] for g in run.groups] == [0]
+    assert trainer._metrics["train"]["focal/weight_mean"] == [1.0]
+
+
+def test_a_resumed_run_records_each_step_once(tmp_path):
+    """Resuming from the checkpoint of step 2 drops the records of steps 3 and 4 before the
+    steps are trained again: groups.jsonl and metrics.jsonl hold each step once."""
+    import json
+
+    out = tmp_path / "out"
+
+    def run(max_steps, resume):
+        t = _trainer(
+            tmp_path,
+            max_steps=max_steps,
+            save_strategy="steps",
+            save_steps=2,
+            per_device_train_batch_size=4,
+        )
+        t.train(resume_from_checkpoint=True if resume else None)
+        t.recorder.close()
+
+    run(4, False)
+    assert (out / "checkpoint-2").is_dir()
+    import shutil
+
+    shutil.rmtree(out / "checkpoint-4")  # the run is taken back to its step-2 checkpoint
+    run(4, True)
+    steps = [json.loads(line)["step"] for line in (out / "groups.jsonl").read_text().splitlines()]
+    assert sorted(steps) == [1, 2, 3, 4]
+    metric_steps = [
+        json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert len(metric_steps) == len(set(metric_steps)) == 4
+
+
+def test_callback_metrics_reach_the_trainers_loggers(tmp_path):
+    """The callbacks log through Trainer.log: every reporting callback's on_log sees
+    rare/delta_nll and eval_pass@k, and they land in log_history and metrics.jsonl."""
+    import json
+
+    import numpy as np
+    from transformers import TrainerCallback
+
+    from fgrpo_llm.evaluation.rare import RareSet
+    from fgrpo_llm.integrations.trl import DeltaNLLRareCallback, PassAtKCallback
+    from fgrpo_llm.tasks.countdown import CountdownTask
+
+    seen = []
+
+    class Tracker(TrainerCallback):  # what TensorBoard / trackio / W&B callbacks receive
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            seen.append(dict(logs or {}))
+
+    trainer = _trainer(tmp_path, max_steps=2, per_device_train_batch_size=4)
+    trainer.add_callback(Tracker())
+    ids = TOK("1 2=3:")["input_ids"] + TOK("3")["input_ids"]
+    rare = RareSet(["p0"], [ids], [len(ids) - 1], ["3"], [None], np.zeros(1), {})
+    DeltaNLLRareCallback(rare, every_steps=1).attach(trainer)
+    trainer.train()
+    logged = [d for d in seen if "rare/delta_nll" in d]
+    assert len(logged) == 2 and all(np.isfinite(d["rare/delta_nll"]) for d in logged)
+    assert sum("rare/delta_nll" in h for h in trainer.state.log_history) == 2
+    passk = PassAtKCallback(CountdownTask(seed=0, num_test=3, num_ood=2), TOK, n=2,
+                            max_new_tokens=4).attach(trainer)  # fmt: skip
+    passk._emit(trainer.state, passk.evaluate(trainer.model, 2))
+    assert {"eval_pass@1/test", "eval_pass@2/test"} <= set(seen[-1])
+    trainer.recorder.close()
+    lines = [json.loads(x) for x in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert sum("rare/delta_nll" in m for m in lines) == 2
+    assert any("eval_pass@1/test" in m for m in lines)
+
+
+def test_an_empty_rare_set_warns_and_logs_nothing():
+    import numpy as np
+
+    from fgrpo_llm.evaluation.rare import RareSet
+    from fgrpo_llm.integrations.trl import DeltaNLLRareCallback
+
+    empty = RareSet([], [], [], [], [], np.zeros(0), {})
+    with pytest.warns(RuntimeWarning, match="empty"):
+        cb = DeltaNLLRareCallback(empty)
+    assert cb.evaluate(None, 3) == {}
+
+
+def test_fsdp_is_refused_at_attach_time(tmp_path):
+    from fgrpo_llm.integrations.trl import PassAtKCallback
+    from fgrpo_llm.tasks.countdown import CountdownTask
+
+    trainer = _trainer(tmp_path)
+    trainer.is_fsdp_enabled = True
+    with pytest.raises(ValueError, match="FSDP"):
+        PassAtKCallback(CountdownTask(seed=0, num_test=2, num_ood=1), TOK).attach(trainer)
+
+
+def test_pass_at_k_does_not_depend_on_the_process_count(tmp_path):
+    """Problem p is sampled with its own generator: two 'processes' (shards 0 and 1 of 2)
+    together give the one-process counts."""
+    from fgrpo_llm.integrations.trl import PassAtKCallback
+    from fgrpo_llm.tasks.countdown import CountdownTask
+
+    trainer = _trainer(tmp_path)
+    task = CountdownTask(seed=0, num_test=5, num_ood=2)
+    cb = PassAtKCallback(task, TOK, n=4, max_new_tokens=4).attach(trainer)
+    whole = cb.evaluate(trainer.model, 7)
+    parts = []
+    for rank in (0, 1):
+        cb._shard = lambda rank=rank: (rank, 2)
+        cb._gather = lambda items, parts=parts: parts.extend(items) or list(parts)
+        cb.evaluate(trainer.model, 7)
+    assert sorted(p for p, _ in parts) == [0, 1, 2, 3, 4]
+    assert cb.history[-1] == {"step": 7, **whole}
+
+
+def _run_example(out, *launcher):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "trl_countdown_cpu.py"
+    argv = [*launcher, str(example), "--out", str(out), "--steps", "3", "--gamma", "1.0"]
+    argv = argv if launcher else [sys.executable, *argv]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def test_two_processes(tmp_path):
+    """The CPU example in two processes (torch's launcher: gloo on the CPU; accelerate's own
+    `launch --cpu` starts one process unless given an MPI hostfile): the records hold each step
+    once with both processes' groups, the focal weight TRL applied (the mean logged as
+    focal/weight_mean) is (1 - X/N)^gamma of the recorded groups, and both callbacks logged
+    finite values, every process taking part (no hang)."""
+    import json
+    import math
+    import socket
+    import sys
+
+    from fgrpo_llm.evaluation.runs import load_run
+
+    with socket.socket() as sock:  # a free port for the processes' rendezvous
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = _run_example(
+        tmp_path, sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+        "--master_addr", "127.0.0.1", "--master_port", str(port),
+    )  # fmt: skip
+    assert '"processes": 2' in proc.stdout
+    run = load_run(tmp_path / "run")
+    assert {g["step"] for g in run.groups} == {1, 2, 3}
+    per_step = {s: [g for g in run.groups if g["step"] == s] for s in (1, 2, 3)}
+    assert all(len(gs) == 2 * 4 for gs in per_step.values())  # 4 prompts per process and step
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    weights = {m["step"]: m["focal/weight_mean"] for m in metrics if "focal/weight_mean" in m}
+    for step, w in weights.items():
+        gs = per_step[step]
+        expected = sum((1 - g["num_correct"] / g["N"]) ** 1.0 for g in gs) / len(gs)
+        assert w == pytest.approx(expected, abs=1e-6), step
+    assert weights
+    evals = [m for m in metrics if "eval_pass@1/test" in m]
+    assert evals and all(0.0 <= m["eval_pass@1/test"] <= 1.0 for m in evals)
+    rare = [m["rare/delta_nll"] for m in metrics if "rare/delta_nll" in m]
+    assert all(math.isfinite(v) for v in rare)

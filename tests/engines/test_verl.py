@@ -399,3 +399,56 @@ def test_verl_rollout_dump_becomes_run_records(tmp_path):
     assert [(r["prompt_id"], r["N"], r["num_correct"]) for r in run.groups[1:2]] == [
         ("train-1", 3, 1)
     ]
+
+
+def test_verls_dapo_group_filter_with_our_overrides_and_scores(monkeypatch):
+    """F-DAPO's overrides select verl's group filter on the metric ``reward`` (the summed
+    response reward, which our ``compute_score`` puts on the last token) and no key that verl
+    0.9.1 ignores; verl's own V1 replay buffer then drops exactly the groups whose verifier
+    scores are all equal and keeps the others."""
+    import verl.trainer.ppo.v1.replay_buffer as rb
+    from fgrpo_llm.tasks.boxed_math import compute_score
+
+    overrides = method_overrides("dapo", gamma=1.0, group_size=3)
+    assert not any("max_num_gen_batches" in o for o in overrides)
+    cfg = _compose(overrides + LAUNCH)
+    assert (
+        cfg.algorithm.filter_groups.enable and cfg.algorithm.filter_groups.max_num_gen_batches == 0
+    )
+    buffer = rb.ReplayBuffer(
+        trainer_mode="sync",
+        trainer_config=cfg,
+        max_off_policy_threshold=None,
+        max_off_policy_strategy="drop",
+        sampler_kwargs={},
+        refill_fn=lambda *args, **kwargs: None,
+        filter_groups_metric=cfg.algorithm.filter_groups.metric,
+        train_batch_size=2,
+        gen_batch_size=1,
+        max_inflight_gen_batches=cfg.algorithm.filter_groups.max_inflight_gen_batches,
+    )
+    answers = {  # u0 mixed (kept), u1 all wrong and u2 all right (dropped)
+        "u0": ["\\boxed{4}", "\\boxed{5}", "\\boxed{4}"],
+        "u1": ["\\boxed{7}", "\\boxed{7}", "\\boxed{7}"],
+        "u2": ["\\boxed{4}", "\\boxed{2+2}", "\\boxed{4}"],
+    }
+    scores = {}
+    for uid, outs in answers.items():
+        buffer.finished_keys["train"].add(uid)
+        for j, out in enumerate(outs):
+            key = f"{uid}_{j}_0"
+            buffer.partitions["train"][key] = {"status": "finished"}
+            rm = torch.zeros(5)
+            rm[-1] = compute_score(
+                "math", out, "4"
+            )  # verl's reward manager: score on the last token
+            scores[key] = rm
+
+    def kv_batch_get(keys, partition_id, select_fields):
+        assert select_fields == ["rm_scores"]
+        return {"rm_scores": [scores[k] for k in keys]}
+
+    monkeypatch.setattr(rb.tq, "kv_batch_get", kv_batch_get)
+    dropped, counts = buffer._dapo_filtered_keys("train")
+    assert dropped == {"u1", "u2"}
+    assert counts == {0.0: 1, 1.0: 1}

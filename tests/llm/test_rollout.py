@@ -274,3 +274,30 @@ def test_concat_rollouts_relayouts_batches_with_different_prompt_lengths(model, 
     with torch.no_grad():
         lp = token_logprobs(model, c.sequences, c.attention_mask)
     assert torch.allclose(c.old_logprobs[c.completion_mask], lp[c.completion_mask], atol=1e-5)
+
+
+def test_sampling_uses_the_generator_on_the_models_device(model, tok, monkeypatch):
+    """A generator on the model's device is used as it is (CPU runs draw what they drew); one
+    on another device seeds a new generator on the model's device from one of its draws, so the
+    probabilities never leave the device."""
+    import fgrpo_llm.rollout as rollout
+
+    g = torch.Generator().manual_seed(3)
+    assert rollout.generator_on(g, "cpu") is g
+    assert rollout.generator_on(g, torch.device("cpu")) is g
+    expected_seed = int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(3)))
+    real = torch.Generator
+    made = []
+
+    class FakeGen:  # a CUDA generator stands in as a CPU one (no GPU here)
+        def __init__(self, device=None):
+            made.append(torch.device(device))
+            self._g = real()
+
+        def manual_seed(self, seed):
+            made.append(seed)
+            return self._g.manual_seed(seed)
+
+    monkeypatch.setattr(rollout.torch, "Generator", FakeGen)
+    new = rollout.generator_on(g, "cuda")
+    assert made == [torch.device("cuda"), expected_seed] and new is not g

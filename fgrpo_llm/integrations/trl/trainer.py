@@ -1,12 +1,18 @@
 """``FocalGRPOTrainer``: TRL's ``GRPOTrainer`` with the focal weight g = (1 - X/N)^gamma (Eq. 13).
 
 Where the weight enters. TRL scores the completions of each process, gathers the rewards of all
-processes (``_calculate_rewards`` returns the gathered (P * B, F) matrix), normalises them per
-group of ``num_generations`` consecutive rows, and only then keeps its own slice of rows. A group
-may straddle two processes, so g must come from the gathered rewards: this trainer keeps the
-gathered matrix, computes every group's X and g from it (:func:`local_focal_weights`), and
-multiplies its own slice of TRL's advantages by the matching slice of g. Nothing else changes
-(rewards, clipping, importance weights).
+processes (``_calculate_rewards`` returns the gathered (P * B, F) matrix, one column per reward
+function), normalises them per group of ``num_generations`` consecutive rows, and only then keeps
+its own slice of rows. A group may straddle two processes, so g must come from the gathered
+rewards: this trainer keeps the gathered matrix, computes every group's X and g from it
+(:func:`local_focal_weights`), and multiplies its own slice of TRL's advantages by the matching
+slice of g. Nothing else changes (rewards, clipping, importance weights).
+
+Which reward decides correctness. X counts the completions that the verifier accepts, so it
+comes from one reward function's column alone (``focal_correct_reward``: the function's name as
+TRL reports it, or its index), never from the weighted sum: with a format reward beside an
+accuracy reward, every well-formatted wrong answer would count as correct. With one reward
+function it is that one; with several the setting is required.
 
 It also writes the run records of the tail-miss cross-check (``run.json``, ``groups.jsonl``;
 :mod:`fgrpo_llm.integrations.records`) from the main process, with the prompt ids of the
@@ -25,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-import trl.trainer.grpo_trainer as _grpo_module
+from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer
 
 from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
@@ -70,7 +76,15 @@ class FocalGRPOConfig(GRPOConfig):
     focal_correct_threshold: float | None = field(
         default=None,
         metadata={
-            "help": "Total reward at or above which a completion is correct (default: halfway)."
+            "help": "Reward of focal_correct_reward at or above which a completion is correct "
+            "(default: halfway between focal_reward_wrong and focal_reward_correct)."
+        },
+    )
+    focal_correct_reward: str | int | None = field(
+        default=None,
+        metadata={
+            "help": "The reward function that decides correctness (its name, as in TRL's "
+            "rewards/<name> metrics, or its index in reward_funcs); required with several."
         },
     )
     focal_algo: str = field(
@@ -104,17 +118,50 @@ class FocalGRPOConfig(GRPOConfig):
         )
 
 
+def correct_reward_index(choice, names: list[str]) -> int:
+    """The column of the reward function that decides correctness: ``choice`` (a name in
+    ``names``, or an index), or the only function when there is one."""
+    F = len(names)
+    if choice is None:
+        if F == 1:
+            return 0
+        raise ValueError(
+            f"focal_correct_reward is required with {F} reward functions {names}: name the one "
+            "that decides correctness (the verifier), e.g. focal_correct_reward="
+            f"{names[-1]!r}; X counts its correct completions"
+        )
+    if isinstance(choice, bool) or not isinstance(choice, (int, str)):
+        raise ValueError(
+            f"focal_correct_reward must be a reward function's name or index, got {choice!r}"
+        )
+    if isinstance(choice, int):
+        if not 0 <= choice < F:
+            raise ValueError(
+                f"focal_correct_reward={choice} is not an index of the {F} reward functions {names}"
+            )
+        return choice
+    hits = [i for i, n in enumerate(names) if n == choice]
+    if len(hits) != 1:
+        what = "is not" if not hits else "names several of"
+        raise ValueError(
+            f"focal_correct_reward={choice!r} {what} the reward functions {names}; give an "
+            "index instead"
+        )
+    return hits[0]
+
+
 def gathered_focal_weights(
     rewards_per_func: torch.Tensor,
-    reward_weights: torch.Tensor,
     *,
     num_generations: int,
     settings: FocalSettings,
+    column: int = 0,
 ):
     """The per-row focal weight ``(g, X, N)``, each (R,), of TRL's gathered (R, F) reward matrix.
 
-    Rows ``k * num_generations .. (k+1) * num_generations - 1`` are group k; the total reward of a
-    row is TRL's weighted ``nansum``; an unscorable row (all NaN) counts as wrong.
+    Rows ``k * num_generations .. (k+1) * num_generations - 1`` are group k; a row is correct
+    when its reward in ``column`` (the verifier's) is >= ``settings.threshold``; an unscored row
+    (NaN) counts as wrong.
     """
     rpf = rewards_per_func.float()  # (R, F)
     if rpf.shape[0] % num_generations:
@@ -122,25 +169,24 @@ def gathered_focal_weights(
             f"{rpf.shape[0]} gathered rows are not whole groups of "
             f"num_generations={num_generations}"
         )
-    total = (rpf * reward_weights.to(rpf.device).float()[None, :]).nansum(dim=1)  # (R,)
-    total[torch.isnan(rpf).all(dim=1)] = torch.nan
+    score = rpf[:, column]  # (R,)
     group = torch.arange(rpf.shape[0], device=rpf.device) // num_generations  # (R,)
-    return group_focal_weights(total, group.tolist(), settings)
+    return group_focal_weights(score, group.tolist(), settings)
 
 
 def local_focal_weights(
     rewards_per_func: torch.Tensor,
-    reward_weights: torch.Tensor,
     *,
     num_generations: int,
     process_index: int,
     local_size: int,
     settings: FocalSettings,
+    column: int = 0,
 ):
     """This process's slice (rows ``process_index * local_size .. + local_size``) of
     :func:`gathered_focal_weights`: the weight comes from the rewards of *all* processes."""
     g, X, N = gathered_focal_weights(
-        rewards_per_func, reward_weights, num_generations=num_generations, settings=settings
+        rewards_per_func, num_generations=num_generations, settings=settings, column=column
     )
     sl = slice(process_index * local_size, (process_index + 1) * local_size)
     return g[sl], X[sl], N[sl]
@@ -179,6 +225,9 @@ class FocalGRPOTrainer(GRPOTrainer):
                 f"FocalGRPOTrainer needs args=FocalGRPOConfig(...), got {type(self.args).__name__}"
             )
         self.focal = self.args.focal_settings()
+        self.focal_column = correct_reward_index(
+            self.args.focal_correct_reward, list(self.reward_func_names)
+        )
         self.task = task
         self._problems = {}
         if task is not None:
@@ -200,6 +249,15 @@ class FocalGRPOTrainer(GRPOTrainer):
                 gamma=self.focal.gamma,
                 lr_scale=float(self.args.focal_lr_scale),
             )
+
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        """Trainer.train; resuming from a checkpoint first drops the run records of the steps
+        after it (they are trained, and recorded, again), so no step is counted twice."""
+        if resume_from_checkpoint and self.recorder is not None:
+            step = _checkpoint_step(resume_from_checkpoint, self.args.output_dir)
+            if step is not None:
+                self.recorder.truncate(step)
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     # TRL private hook 1: the gathered rewards (and this process's completions) of one batch
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -225,9 +283,9 @@ class FocalGRPOTrainer(GRPOTrainer):
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
         g_all, _, _ = gathered_focal_weights(
             rewards_per_func,
-            self.reward_weights,
             num_generations=num_generations,
             settings=self.focal,
+            column=self.focal_column,
         )  # (R,) every process's rows
         start = self.accelerator.process_index * len(local_inputs)
         g = g_all[start : start + len(local_inputs)]  # (B,) the rows TRL kept for this process
@@ -241,6 +299,8 @@ class FocalGRPOTrainer(GRPOTrainer):
         return output
 
     def _record_groups(self, rewards_per_func, local_inputs, completions, num_generations):
+        """One ``groups.jsonl`` record per group: every process sends the main process its rows'
+        prompt ids and the forms of its correct completions only (not their texts)."""
         col = self.args.focal_prompt_id_column
         ids = [str(x[col]) if col in x else None for x in local_inputs]
         if any(i is None for i in ids):
@@ -250,27 +310,27 @@ class FocalGRPOTrainer(GRPOTrainer):
                 i if i is not None else text_prompt_id(x.get("prompt"))
                 for i, x in zip(ids, local_inputs, strict=True)
             ]
+        start = self.accelerator.process_index * len(local_inputs)
+        score = rewards_per_func[start : start + len(local_inputs), self.focal_column].float()
+        correct = (score >= self.focal.threshold).tolist()  # (B,), NaN is wrong
         texts = [
             c if isinstance(c, str) else (c[-1].get("content", "") if c else "")
             for c in completions
         ]
-        all_ids = _grpo_module.gather_object(ids)
-        all_texts = _grpo_module.gather_object(texts)
+        from fgrpo_llm.integrations.records import forms_of
+
+        forms = [
+            forms_of([t], [True], task=self.task, problem=self._problems.get(i))[0] if ok else None
+            for t, ok, i in zip(texts, correct, ids, strict=True)
+        ]  # (B,): a form for each correct row, None for the others
+        rows = gather_object(list(zip(ids, forms, strict=True)))  # (R,) (prompt id, form)
         if self.recorder is None:
             return
-        total = (
-            rewards_per_func.float() * self.reward_weights.to(rewards_per_func.device)[None, :]
-        ).nansum(dim=1)
-        correct = (total >= self.focal.threshold).tolist()
-        group = [i // num_generations for i in range(len(all_ids))]
-        self.recorder.log_batch(
+        self.recorder.log_forms(
             step=int(self.state.global_step) + 1,
-            prompt_ids=all_ids,
-            completions=all_texts,
-            correct=correct,
-            group_ids=group,
-            task=self.task,
-            problems=self._problems,
+            prompt_ids=[r[0] for r in rows],
+            forms=[r[1] for r in rows],
+            group_ids=[i // num_generations for i in range(len(rows))],
         )
 
     def log(self, logs: dict, start_time: float | None = None) -> None:
@@ -282,6 +342,27 @@ class FocalGRPOTrainer(GRPOTrainer):
                 if isinstance(v, (int, float)) and not isinstance(v, bool)
             }
             self.recorder.log_metrics(int(self.state.global_step), keep)
+
+
+def _checkpoint_step(resume_from_checkpoint, output_dir) -> int | None:
+    """The global step of the checkpoint a run resumes from (``True``: the last one in
+    ``output_dir``), from its ``trainer_state.json``; None when there is none (transformers
+    then reports the missing checkpoint itself)."""
+    import json
+    from pathlib import Path
+
+    from transformers.trainer_utils import get_last_checkpoint
+
+    path = resume_from_checkpoint
+    if path is True:
+        path = get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+    if not path:
+        return None
+    state = Path(path) / "trainer_state.json"
+    try:
+        return int(json.loads(state.read_text())["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def task_reward_func(task):

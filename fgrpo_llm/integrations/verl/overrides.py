@@ -4,7 +4,9 @@ Each list is what ``python -m verl.trainer.main_ppo`` takes on its command line;
 compose verl's real ``ppo_trainer`` config with them, and ``examples/verl_qwen25_7b_deepscaler.sh``
 prints them. The method-defining part (:func:`method_overrides`) matches this package's losses
 (``fgrpo_llm.losses``): token-mean aggregation, no KL; GRPO clip 0.2; DAPO clip-higher
-(0.2 / 0.28) with verl's group filtering (drop groups whose rewards are all equal, resample);
+(0.2 / 0.28) with verl's group filtering (drop groups whose rewards are all equal, resample; the
+metric ``reward`` is the sequence's summed reward, i.e. the verifier's score; verl's replay
+buffer bounds the resampling with its own ``max_inflight_gen_batches``, default 1);
 CISPO with verl's ``cispo`` loss mode and bounds (1.0, 5.0), so the detached importance weight is
 clamped to [0, 6]. gamma = 0 gives the base methods exactly.
 
@@ -55,7 +57,6 @@ def method_overrides(
             "actor_rollout_ref.actor.clip_ratio_high=0.28",
             "algorithm.filter_groups.enable=True",
             "algorithm.filter_groups.metric=reward",
-            "algorithm.filter_groups.max_num_gen_batches=10",
         ]
     else:
         out += [
