@@ -52,6 +52,41 @@ def _quiet_hub():
             hf_logging.enable_progress_bar()
 
 
+@contextlib.contextmanager
+def _quiet_loading():
+    """transformers' own load report (a table of every missing and unexpected weight) off: a
+    mismatch is reported by ``_check_loading_info`` in one line instead."""
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def _check_loading_info(path: Path, model, info: dict) -> None:
+    """A ValueError when the weights in ``path`` do not fill the model its config.json builds
+    (another architecture's config beside them, or weights of another model): transformers
+    would initialise the missing weights at random and carry on."""
+    tied = set()
+    for key in getattr(model, "_tied_weights_keys", None) or ():
+        tied.update([key] if isinstance(key, str) else list(key))
+    missing = [k for k in info.get("missing_keys", ()) if k not in tied]
+    unexpected = list(info.get("unexpected_keys", ()))
+    mismatched = list(info.get("mismatched_keys", ()))
+    if missing or mismatched:
+        kind = getattr(model.config, "model_type", "?")
+        parts = [f"{len(missing)} weights missing (e.g. {missing[0]})"] if missing else []
+        if mismatched:
+            parts.append(f"{len(mismatched)} of another shape (e.g. {mismatched[0][0]})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected (e.g. {unexpected[0]})")
+        raise ValueError(
+            f"cannot load checkpoint {path}: its weights do not fit the model_type={kind!r} that "
+            f"its config.json describes ({'; '.join(parts)}); is config.json from another model?"
+        )
+
+
 def resolve_device(device: str | torch.device | None = None) -> torch.device:
     """``device`` as a ``torch.device``; None picks CUDA when available, else CPU."""
     if device is None or device == "auto":
@@ -195,16 +230,17 @@ def load_model_and_tokenizer(path, *, device: str | torch.device | None = None):
         )
     resolved = resolve_device(device)
     try:
-        with _quiet_hub():
+        with _quiet_hub(), _quiet_loading():
             tokenizer = _load_tokenizer(path)
-            model = AutoModelForCausalLM.from_pretrained(
-                path, local_files_only=True, dtype=torch.float32
+            model, info = AutoModelForCausalLM.from_pretrained(
+                path, local_files_only=True, dtype=torch.float32, output_loading_info=True
             )
     except (
         Exception
     ) as err:  # OSError, JSONDecodeError, SafetensorError, ...: all mean "unreadable"
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"cannot load checkpoint {path}: {first}") from err
+    _check_loading_info(path, model, info)
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
     return model.to(resolved).eval(), tokenizer

@@ -175,7 +175,13 @@ def _generate_chunk(
             probs = torch.softmax(
                 filter_logits(logits / temperature, top_k=top_k, top_p=top_p), dim=-1
             )
-            token = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (M,)
+            try:
+                token = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (M,)
+            except RuntimeError as err:  # inf / NaN / negative probabilities
+                raise ValueError(
+                    "cannot sample: the model's next-token probabilities are not finite (its "
+                    f"weights overflow, or diverged): {str(err).splitlines()[0]}"
+                ) from err
         token = torch.where(alive, token, torch.full_like(token, pad_id))  # (M,)
         tokens.append(token)
         logps.append(torch.where(alive, logprobs.gather(1, token[:, None]).squeeze(1), 0.0))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import sys
 from pathlib import Path
 
@@ -224,14 +225,67 @@ def group_record(
     """One line of ``groups.jsonl``: a sampled group of N completions of prompt ``prompt_id`` at
     ``step``, X = ``num_correct`` of them correct, the solution form of each correct one
     (``fgrpo_llm.tasks.base.solution_form``), and whether the update used it."""
-    if not 0 <= num_correct <= N:
-        raise ValueError(f"num_correct must lie in [0, N={N}], got num_correct={num_correct}")
-    return {
-        "step": int(step),
+    record = {
+        "step": _integer(step),
         "prompt_id": str(prompt_id),
-        "N": int(N),
-        "num_correct": int(num_correct),
+        "N": _integer(N),
+        "num_correct": _integer(num_correct),
         "forms": [None if f is None else str(f) for f in forms],
         "trained": bool(trained),
         **extra,
     }
+    check_group_record(record)
+    return record
+
+
+#: The largest group size and step a group record may hold.
+MAX_GROUP_SIZE = 1 << 30
+MAX_STEP = 1 << 53
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _integer(v):
+    """A numpy or Python integer as an int; anything else as it is (for the check to name)."""
+    if isinstance(v, bool):
+        return v
+    try:
+        return operator.index(v)
+    except TypeError:
+        return v
+
+
+def check_group_record(g, where: str = "") -> None:
+    """The rules of a ``groups.jsonl`` line, the same on write and on read: a ValueError naming
+    ``where`` (file:line) and the bad field. step an integer in [0, 2^53], prompt_id a string
+    (or integer), N an integer in [1, 2^30], num_correct an integer in [0, N], forms (when
+    present) a list of num_correct strings or nulls, trained (when present) a boolean."""
+    at = f"{where}: " if where else ""
+    if not isinstance(g, dict):
+        raise ValueError(f"{at}a group record must be a JSON object, got {type(g).__name__}")
+    missing = [k for k in ("step", "prompt_id", "N", "num_correct") if k not in g]
+    if missing:
+        raise ValueError(f"{at}lacks {missing}")
+    step, N, X = g["step"], g["N"], g["num_correct"]
+    if not _is_int(step) or not 0 <= step <= MAX_STEP:
+        raise ValueError(f"{at}step must be an integer in [0, 2^53], got step={step!r}")
+    if not isinstance(g["prompt_id"], str) and not _is_int(g["prompt_id"]):
+        raise ValueError(f"{at}prompt_id must be a string, got prompt_id={g['prompt_id']!r}")
+    if not _is_int(N) or not 1 <= N <= MAX_GROUP_SIZE:
+        raise ValueError(f"{at}N must be an integer in [1, 2^30], got N={N!r}")
+    if not _is_int(X) or not 0 <= X <= N:
+        raise ValueError(f"{at}num_correct must be an integer in [0, N={N}], got num_correct={X!r}")
+    forms = g.get("forms")
+    if forms is not None and (
+        not isinstance(forms, list)
+        or len(forms) != X
+        or not all(f is None or isinstance(f, str) for f in forms)
+    ):
+        raise ValueError(
+            f"{at}forms must be a list of num_correct={X} strings (or nulls), got forms="
+            f"{str(forms)[:80]}"
+        )
+    if "trained" in g and not isinstance(g["trained"], bool):
+        raise ValueError(f"{at}trained must be true or false, got trained={g['trained']!r}")

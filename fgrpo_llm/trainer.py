@@ -49,6 +49,7 @@ from fgrpo_llm.config import TrainConfig, save_config
 from fgrpo_llm.files import directory_lock, remove_stale_temporaries
 from fgrpo_llm.losses import policy_loss
 from fgrpo_llm.model import (
+    autocast,
     load_model_and_tokenizer,
     resolve_autocast_dtype,
     resolve_device,
@@ -208,6 +209,33 @@ def _diverged(step: int, what: str) -> TrainingDiverged:
         f"is saved (the last checkpoint stays resumable). Lower the learning rate or keep "
         f"gradient clipping on (grad_clip > 0)."
     )
+
+
+def _probe_ids(tok, prompt: str, device) -> torch.Tensor:
+    """(1, P) token ids of one prompt: the input of ``_check_policy``."""
+    ids = tok(prompt, add_special_tokens=False)["input_ids"] or [tok.eos_token_id or 0]
+    return torch.tensor([ids], dtype=torch.long, device=device)
+
+
+@torch.no_grad()
+def _check_policy(model, probe: torch.Tensor, amp, where: str) -> None:
+    """TrainingDiverged when the policy's next-token logits on ``probe`` are not finite: weights
+    that are finite but huge (too large a learning rate) overflow in the forward pass, and the
+    next sampling would fail. Checked after each optimizer phase, before anything of the step is
+    logged or saved, and on the checkpoint a run resumes from."""
+    was_training = model.training
+    model.eval()
+    try:
+        with autocast(probe.device, amp):
+            logits = model(input_ids=probe).logits[:, -1, :]  # (1, V)
+    finally:
+        model.train(was_training)
+    if not torch.isfinite(logits).all():
+        raise TrainingDiverged(
+            f"{where}: the policy's logits are NaN or inf (its weights are finite but overflow "
+            "in the forward pass); the run stops and nothing of this step is saved. Lower the "
+            "learning rate or keep gradient clipping on (grad_clip > 0)."
+        )
 
 
 def _optimize(
@@ -454,6 +482,9 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
     group_log = JsonlWriter(out / "groups.jsonl")
     evaluators = list(evaluators)
     B, N = cfg.prompts_per_step, cfg.group_size
+    probe = _probe_ids(tok, problems[0].prompt, device)
+    if point is not None:  # a checkpoint whose finite weights overflow is no place to resume
+        _check_policy(model, probe, amp, f"the checkpoint of step {start}")
     metrics: dict = {}
     model.train()
 
@@ -523,6 +554,7 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
                     generator,
                     amp,
                 )
+                _check_policy(model, probe, amp, f"step {step}")
             # a step whose groups were all dropped took no optimizer step
             with warnings.catch_warnings():
                 warnings.filterwarnings(

@@ -11,6 +11,9 @@ from __future__ import annotations
 def _demo(args) -> int:
     from fgrpo_llm.experiments.demo import run_demo
     from fgrpo_llm.experiments.plan import load_demo_config
+    from fgrpo_llm.model import resolve_device
+
+    resolve_device(args.device)  # a bad --device fails before any file is written
 
     cfg = load_demo_config(
         args.config,

@@ -19,10 +19,10 @@ from fgrpo_llm.files import atomic_write_text, strict_json, writable_directory
 
 
 def _eval(args) -> int:
-    import torch
 
-    from fgrpo_llm.evaluation.passk import evaluate_model, parse_ks, write_eval_outputs
-    from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
+    from fgrpo_llm.evaluation.passk import parse_ks
+    from fgrpo_llm.model import load_model_and_tokenizer
+    from fgrpo_llm.tasks import check_split
 
     if args.n < 1:
         raise ValueError(f"--n must be >= 1, got {args.n}")
@@ -30,10 +30,28 @@ def _eval(args) -> int:
     if ks and max(ks) > args.n:
         raise ValueError(f"every k must be <= n={args.n}, got k={max(ks)}")
     model_dir = Path(args.model)
-    out = writable_directory(args.out if args.out else model_dir / "eval", what="--out")
     model, tokenizer = load_model_and_tokenizer(model_dir, device=args.device)
     task = task_from_args(args, model_dir, tokenizer)
     splits = [s for s in args.splits.split(",") if s] if args.splits else None
+    for split in splits or []:
+        check_split(task, split)
+    out_arg = Path(args.out if args.out else model_dir / "eval")
+    created = not out_arg.exists()
+    out = writable_directory(out_arg, what="--out")  # checked before the long sampling
+    try:
+        return _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out)
+    except BaseException:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # an early error leaves no empty --out behind
+        raise
+
+
+def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
+    import torch
+
+    from fgrpo_llm.evaluation.passk import evaluate_model, write_eval_outputs
+    from fgrpo_llm.model import resolve_autocast_dtype
+
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(args.seed)
     results, outcomes = evaluate_model(

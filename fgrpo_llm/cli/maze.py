@@ -114,6 +114,9 @@ def run(args) -> int:
     )
     values.pop("preset", None)
     cfg = make_config(args.preset, **values)
+    from fgrpo_llm.model import resolve_device
+
+    resolve_device(cfg.device)  # a bad device fails before any file is written
     results = run_experiment(cfg, args.out, workers=args.workers, progress=not args.no_progress)
     for name in ("table.md", "report.md"):
         path = os.path.join(args.out, name)

@@ -19,9 +19,14 @@ import sys
 def _study(args) -> int:
     from fgrpo_llm.experiments.plan import load_demo_config
     from fgrpo_llm.experiments.study import run_study
+    from fgrpo_llm.model import resolve_device
     from fgrpo_theory.cli.common import parse_list
 
     seeds = parse_list("--seeds", args.seeds, int)
+    bad = [s for s in seeds if not 0 <= s < 2**32]
+    if bad:
+        raise ValueError(f"--seeds must be integers in [0, 2^32), got {bad[0]}")
+    resolve_device(args.device)  # a bad --device fails before any file is written
     cfg = load_demo_config(
         args.config, fast=args.fast, workers=args.workers, device=args.device, theory=False
     )

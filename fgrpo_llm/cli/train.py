@@ -17,6 +17,7 @@ OUT/groups.jsonl, OUT/checkpoints/ and OUT/model/.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 #: flag destination -> TrainConfig field, for flags whose names differ from the field.
@@ -166,6 +167,17 @@ def _task_defaults(data: dict) -> dict:
     return data
 
 
+def _vocab_size(base) -> int | None:
+    """The vocabulary size in the base's config.json (None where it cannot be read: loading
+    the base then says what is wrong)."""
+    try:
+        data = json.loads((Path(base) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    size = data.get("vocab_size") if isinstance(data, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
 def run(args) -> int:
     from fgrpo_llm.trainer import train
 
@@ -174,7 +186,8 @@ def run(args) -> int:
     if args.rare_set:
         from fgrpo_llm.evaluation.rare import load_rare_set, make_rare_evaluator
 
-        evaluators.append(make_rare_evaluator(load_rare_set(args.rare_set)))
+        rare = load_rare_set(args.rare_set, vocab_size=_vocab_size(cfg.base))
+        evaluators.append(make_rare_evaluator(rare))
         if not cfg.eval_every:
             raise ValueError(
                 "--rare-set needs --eval-every K > 0 (how often to measure Delta NLL_rare)"

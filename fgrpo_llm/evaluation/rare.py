@@ -25,6 +25,7 @@ every correct completion), which is what the tail-miss cross-check (``validate.p
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -305,26 +306,82 @@ def save_rare_set(rare_set: RareSet, path) -> Path:
     return atomic_write_text(path, json.dumps(data))
 
 
-def load_rare_set(path) -> RareSet:
-    """Read an artifact written by :func:`save_rare_set`."""
+def load_rare_set(path, *, vocab_size: int | None = None) -> RareSet:
+    """Read an artifact written by :func:`save_rare_set`, checked with the rules it was written
+    by (:func:`check_rare_set_data`); with ``vocab_size``, every token id must lie below it."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"rare-correct set not found: {path}")
     try:
         data = json.loads(path.read_text())
-        trajs = data["trajectories"]
-        return RareSet(
-            prompt_ids=[t["prompt_id"] for t in trajs],
-            token_ids=[t["token_ids"] for t in trajs],
-            prompt_lengths=[t["prompt_length"] for t in trajs],
-            texts=[t["text"] for t in trajs],
-            forms=[t.get("form") for t in trajs],
-            base_nll=np.array([t["base_nll"] for t in trajs], dtype=np.float64),
-            prompts=data["prompts"],
-            meta=data.get("meta", {}),
-        )
-    except (KeyError, TypeError, json.JSONDecodeError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         raise ValueError(f"{path} is not a rare-correct set file ({err})") from err
+    check_rare_set_data(data, str(path), vocab_size=vocab_size)
+    trajs = data["trajectories"]
+    return RareSet(
+        prompt_ids=[str(t["prompt_id"]) for t in trajs],
+        token_ids=[t["token_ids"] for t in trajs],
+        prompt_lengths=[t["prompt_length"] for t in trajs],
+        texts=[t["text"] for t in trajs],
+        forms=[t.get("form") for t in trajs],
+        base_nll=np.array([t["base_nll"] for t in trajs], dtype=np.float64),
+        prompts=data["prompts"],
+        meta=data.get("meta", {}),
+    )
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_rare_set_data(data, where: str, *, vocab_size: int | None = None) -> None:
+    """A ValueError naming ``where`` and the first bad entry unless ``data`` is a rare-correct
+    set as :func:`save_rare_set` writes it: ``prompts`` an object of objects (``mu`` and ``tau``
+    in [0, 1] where present, ``rare_forms`` a list), ``trajectories`` a list of objects with
+    ``token_ids`` non-negative integers (below ``vocab_size`` when given), ``prompt_length`` in
+    [0, len(token_ids)), a finite ``base_nll``, a string ``text``."""
+    bad = f"{where} is not a rare-correct set file"
+    if not isinstance(data, dict):
+        raise ValueError(f"{bad}: not a JSON object")
+    prompts, trajs = data.get("prompts"), data.get("trajectories")
+    if not isinstance(prompts, dict):
+        raise ValueError(f"{bad}: 'prompts' must be an object, got {str(prompts)[:40]!r}")
+    for pid, p in prompts.items():
+        if not isinstance(p, dict):
+            raise ValueError(f"{bad}: prompts[{pid!r}] must be an object")
+        for key in ("mu", "tau", "mu_exact", "tau_exact"):
+            if key in p and not (_is_number(p[key]) and 0.0 <= p[key] <= 1.0):
+                raise ValueError(f"{bad}: prompts[{pid!r}].{key} must lie in [0, 1]")
+        if not isinstance(p.get("rare_forms", []), list):
+            raise ValueError(f"{bad}: prompts[{pid!r}].rare_forms must be a list")
+    if not isinstance(trajs, list):
+        raise ValueError(f"{bad}: 'trajectories' must be a list")
+    if "meta" in data and not isinstance(data["meta"], dict):
+        raise ValueError(f"{bad}: 'meta' must be an object")
+    for i, t in enumerate(trajs):
+        at = f"{bad}: trajectory {i}"
+        if not isinstance(t, dict):
+            raise ValueError(f"{at} must be an object")
+        ids, pl = t.get("token_ids"), t.get("prompt_length")
+        if not isinstance(ids, list) or not ids or not all(_is_int(x) and x >= 0 for x in ids):
+            raise ValueError(f"{at}: token_ids must be a non-empty list of integers >= 0")
+        if vocab_size is not None and max(ids) >= vocab_size:
+            raise ValueError(
+                f"{at}: token id {max(ids)} is outside the model's vocabulary of {vocab_size} "
+                "(a rare set built with another tokenizer?)"
+            )
+        if not _is_int(pl) or not 0 <= pl < len(ids):
+            raise ValueError(f"{at}: prompt_length must be an integer in [0, {len(ids)})")
+        if not _is_number(t.get("base_nll")):
+            raise ValueError(f"{at}: base_nll must be a finite number")
+        if not isinstance(t.get("text"), str) or not isinstance(t.get("prompt_id"), (str, int)):
+            raise ValueError(f"{at}: text and prompt_id must be strings")
+        if t.get("form") is not None and not isinstance(t["form"], str):
+            raise ValueError(f"{at}: form must be a string or null")
 
 
 def delta_nll_rare(

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fgrpo_llm.files import read_jsonl
-from fgrpo_llm.tracking import read_run_info
+from fgrpo_llm.tracking import check_group_record, read_run_info
 
 __all__ = ["RunInfo", "run_label", "is_base_lr", "load_run"]
 
@@ -88,10 +88,8 @@ def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
         if (run_dir / "groups.jsonl").is_file()
         else []
     )
-    for i, g in enumerate(groups, 1):
-        missing = [k for k in ("prompt_id", "N", "num_correct") if k not in g]
-        if missing:
-            raise ValueError(f"{run_dir / 'groups.jsonl'}:{i} lacks {missing}")
+    for i, g in enumerate(groups, 1):  # the rules the writers follow (tracking.group_record)
+        check_group_record(g, f"{run_dir / 'groups.jsonl'}:{i}")
     delta, steps = None, None
     if (run_dir / "metrics.jsonl").is_file():
         delta, steps = _last_delta_nll(read_jsonl(run_dir / "metrics.jsonl", what="metrics log"))

@@ -210,7 +210,21 @@ def read_verl_dump(dump_dir) -> list[dict]:
             missing = [k for k in ("input", "output", "score") if k not in row]
             if missing:
                 raise ValueError(f"{path}:{i} lacks {missing}; not a verl rollout dump line")
-            row.setdefault("step", int(path.stem))
+            score = row["score"]
+            if (
+                isinstance(score, bool)
+                or not isinstance(score, (int, float))
+                or not math.isfinite(score)
+            ):
+                raise ValueError(
+                    f"{path}:{i}: score must be a finite number, got score={score!r} (an "
+                    "unscored response cannot be counted as right or wrong)"
+                )
+            if not isinstance(row["input"], str) or not isinstance(row["output"], str):
+                raise ValueError(f"{path}:{i}: input and output must be strings")
+            step = row.setdefault("step", int(path.stem))
+            if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+                raise ValueError(f"{path}:{i}: step must be an integer >= 0, got step={step!r}")
             rows.append(row)
     return rows
 
@@ -249,7 +263,29 @@ def records_from_verl_dump(
     from fgrpo_llm.integrations.focal import FocalSettings
 
     settings = settings or FocalSettings(gamma=gamma)
-    rows = read_verl_dump(dump_dir)
+    rows = read_verl_dump(dump_dir)  # every row checked before anything is written
+    batches = []
+    by_step: dict[int, list[dict]] = {}
+    for row in rows:
+        by_step.setdefault(int(row["step"]), []).append(row)
+    for step, step_rows in sorted(by_step.items()):
+        ids = []
+        for row in step_rows:
+            pid = row.get("prompt_id")
+            if pid is None and prompt_id_of is not None:
+                pid = prompt_id_of(row)
+            ids.append(str(pid) if pid is not None else text_prompt_id(row["input"]))
+        batches.append(
+            dict(
+                step=step,
+                prompt_ids=ids,
+                completions=[r["output"] for r in step_rows],
+                correct=[float(r["score"]) >= settings.threshold for r in step_rows],
+                group_ids=[
+                    (_verl_group_key(r), pid) for r, pid in zip(step_rows, ids, strict=True)
+                ],
+            )
+        )
     rec = RunRecorder(
         run_dir,
         engine="verl",
@@ -260,31 +296,8 @@ def records_from_verl_dump(
         lr_match_gamma=lr_match_gamma,
     )
     try:
-        by_step: dict[int, list[dict]] = {}
-        for row in rows:
-            by_step.setdefault(int(row["step"]), []).append(row)
-        for step, step_rows in sorted(by_step.items()):
-            ids = []
-            for row in step_rows:
-                pid = row.get("prompt_id")
-                if pid is None and prompt_id_of is not None:
-                    pid = prompt_id_of(row)
-                ids.append(str(pid) if pid is not None else text_prompt_id(row["input"]))
-            score = [
-                float(r["score"]) if isinstance(r["score"], (int, float)) else math.nan
-                for r in step_rows
-            ]
-            rec.log_batch(
-                step=step,
-                prompt_ids=ids,
-                completions=[r["output"] for r in step_rows],
-                correct=[s >= settings.threshold for s in score],
-                group_ids=[
-                    (_verl_group_key(r), pid) for r, pid in zip(step_rows, ids, strict=True)
-                ],
-                task=task,
-                problems=problems,
-            )
+        for batch in batches:
+            rec.log_batch(**batch, task=task, problems=problems)
     finally:
         rec.close()
     return Path(run_dir)

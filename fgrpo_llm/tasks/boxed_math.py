@@ -46,6 +46,9 @@ from fgrpo_llm.tasks.base import Problem, check_split
 SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
 MAX_PROMPT_TOKENS = 1024
 MAX_ANSWER_CHARS = 1000
+#: A prompt longer than this many characters per allowed token is too long without tokenizing it
+#: (no tokenizer's token is this long; a 20 MB problem would otherwise take gigabytes to tokenize).
+MAX_CHARS_PER_TOKEN = 64
 """Longer reference answers are bad rows; longer boxed answers in a completion are wrong."""
 VERIFY_TIMEOUT_S = 5.0
 """Wall-clock limit of one comparison (the helper process is killed past it)."""
@@ -390,7 +393,8 @@ def load_boxed_problems(
     """Read and prepare one JSONL split; returns the problems and their :class:`DataStats`.
 
     Prompt length is counted in ``tokenizer`` tokens when given, else in characters (an
-    upper bound for any subword tokenizer).
+    upper bound for any subword tokenizer); a problem of more than ``MAX_CHARS_PER_TOKEN``
+    characters per allowed token is too long without being tokenized.
     """
     path = Path(path)
     if not path.is_file():
@@ -416,6 +420,9 @@ def load_boxed_problems(
             stats.duplicates += 1
             continue
         emitted.add(problem)
+        if len(problem) > max_prompt_tokens * MAX_CHARS_PER_TOKEN:
+            stats.too_long += 1
+            continue
         prompt = format_prompt(problem, tokenizer, system_prompt)
         length = (
             len(tokenizer(prompt, add_special_tokens=False).input_ids)

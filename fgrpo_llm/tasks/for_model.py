@@ -43,13 +43,24 @@ def model_task_kwargs(model_dir, name: str) -> dict:
         if cfg is not None and isinstance(cfg.get("base"), str):
             candidates.append(Path(cfg["base"]))
     for d in candidates:
-        cfg = _read_json_object(d / PRETRAIN_CONFIG) if (d / PRETRAIN_CONFIG).is_file() else None
-        if cfg is not None:
-            return {
-                "seed": cfg.get("task_seed", 0),
-                "num_test": cfg.get("num_test", 200),
-                "num_ood": cfg.get("num_ood", 200),
-            }
+        path = d / PRETRAIN_CONFIG
+        if not path.is_file():
+            continue
+        cfg = _read_json_object(path)
+        if cfg is None:  # the defaults' test split could overlap the base's training prompts
+            raise ValueError(
+                f"{path} is damaged (not a JSON object): the base's task settings cannot be "
+                "read; restore it or pass the task settings (--task-arg seed=...,num_test=...)"
+            )
+        kwargs = {
+            "seed": cfg.get("task_seed", 0),
+            "num_test": cfg.get("num_test", 200),
+            "num_ood": cfg.get("num_ood", 200),
+        }
+        for key, value in kwargs.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{path}: {key} must be an integer >= 0, got {value!r}")
+        return kwargs
     return {}
 
 
