@@ -154,8 +154,10 @@ def write_run_info(
     gamma: float,
     lr_scale: float = 1.0,
     lr_match_gamma: float | None = None,
+    environment: dict | None = None,
 ) -> Path:
-    """Write ``run_dir/run.json`` (atomically) after checking every field."""
+    """Write ``run_dir/run.json`` (atomically) after checking every field. ``environment``
+    (``fgrpo_llm.environment.environment``): what the run ran on, when known."""
     info = {
         "engine": engine,
         "algo": algo,
@@ -164,6 +166,8 @@ def write_run_info(
         "lr_scale": lr_scale,
         "lr_match_gamma": lr_match_gamma,
     }
+    if environment is not None:
+        info["environment"] = environment
     _check_run_info(info, Path(run_dir) / RUN_INFO)
     return atomic_write_text(
         Path(run_dir) / RUN_INFO, json.dumps(info, indent=1, sort_keys=True) + "\n"
@@ -194,6 +198,8 @@ def _check_run_info(info, path: Path) -> dict:
         isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g < 0
     ):
         raise ValueError(f"{path}: lr_match_gamma must be null or a finite number >= 0, got {g!r}")
+    if info.get("environment") is not None and not isinstance(info["environment"], dict):
+        raise ValueError(f"{path}: environment must be an object")
     return info
 
 

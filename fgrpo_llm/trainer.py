@@ -46,6 +46,7 @@ import torch
 from fgrpo_llm.advantages import focal_weight, grpo_advantages
 from fgrpo_llm.checkpoint import capture_rng, restore_rng, resume_point, save_checkpoint
 from fgrpo_llm.config import TrainConfig, save_config
+from fgrpo_llm.environment import environment
 from fgrpo_llm.files import directory_lock, remove_stale_temporaries
 from fgrpo_llm.losses import policy_loss
 from fgrpo_llm.model import (
@@ -470,6 +471,7 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
         gamma=cfg.gamma,
         lr_scale=cfg.effective_lr / cfg.lr,
         lr_match_gamma=cfg.lr_match_gamma,
+        environment=environment(device),
     )
     logger = MetricsLogger(
         out,

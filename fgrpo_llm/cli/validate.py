@@ -10,12 +10,14 @@ OUT/validation.json and the figures.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 
 
 def _validate(args) -> int:
+    from fgrpo_llm.environment import environment_differences, environment_section
     from fgrpo_llm.evaluation.rare import load_rare_set
     from fgrpo_llm.evaluation.runs import load_run
     from fgrpo_llm.experiments.cross_check import cross_check
@@ -35,6 +37,12 @@ def _validate(args) -> int:
     writable_directory(args.out, what="--out")
     labels = args.label or [None] * len(args.run)
     runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels, strict=True)]
+    for line in environment_differences({r.label: r.environment for r in runs}):
+        print(
+            f"fgrpo-llm validate: warning: the runs compared come from different environments "
+            f"({line}); their differences include the kernels' rounding, not only the method",
+            file=sys.stderr,
+        )
     rare = load_rare_set(args.rare_set)
     result = cross_check(
         runs,
@@ -58,6 +66,7 @@ def _validate(args) -> int:
     ]
     if result.get("lr_control"):
         sections.append(("Learning-rate-matched control", lr_control_section(result)))
+    sections.append(("Environments", environment_section({r.label: r.environment for r in runs})))
     path = write_report(Path(args.out) / "report.md", "Theory-vs-LLM cross-check", sections)
     print(f"wrote {path}")
     for s in result["orderings"]:

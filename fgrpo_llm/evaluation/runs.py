@@ -47,6 +47,8 @@ class RunInfo:
     """The gamma whose m_gamma scaled the lr (the low-LR control), or None."""
     engine: str = "fgrpo"
     """Which trainer wrote the run."""
+    environment: dict | None = None
+    """What the run ran on (``fgrpo_llm.environment``), when recorded."""
 
 
 def run_label(algo: str, N: int | None, gamma: float, lr_scale: float = 1.0) -> str:
@@ -118,4 +120,5 @@ def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
         lr_scale=lr_scale,
         lr_match_gamma=None if match is None else float(match),
         engine=info["engine"],
+        environment=info.get("environment"),
     )

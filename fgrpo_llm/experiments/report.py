@@ -319,8 +319,8 @@ def write_demo_report(
 ) -> Path:
     """OUT/report.md: configuration, theory figures, base, rare set, training curves, pass@k, the
     tail-miss check, the sweep next to the paper and the learning-rate-matched control, each
-    comparison with the note of :func:`seed_spread_note`. No wall times: the same command gives the
-    same report on any machine."""
+    comparison with the note of :func:`seed_spread_note`, and the runs' environment. No wall
+    times: the same command on the same machine gives the same report."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -484,6 +484,9 @@ def write_demo_report(
                 "with is missing (not finished?)._",
             )
         )
+    from fgrpo_llm.environment import environment_section
+
+    sections.append(("Environment", environment_section({r.label: r.environment for r in runs})))
     return write_report(
         out / "report.md", "F-GRPO demo: theory, rare-correct set, GRPO vs F-GRPO", sections
     )

@@ -129,6 +129,7 @@ def _collect(out: Path, cfg: DemoConfig, seeds, rare, *, exact: bool) -> dict:
             numbers.setdefault(spec.name, {})[s] = {
                 **_run_numbers(run, rare, early_steps=cfg.early_steps, exact=exact),
                 "label": run.label,
+                "environment": run.environment,
                 "N": spec.N,
                 "gamma": spec.gamma,
                 "lr_match_gamma": spec.lr_match_gamma,
@@ -472,7 +473,7 @@ def _plot(out: Path, numbers: dict, cfg: DemoConfig, seeds) -> list[str]:
 
 
 def _report(
-    out: Path, cfg: DemoConfig, seeds, rows, claims, spread, rare_summary, figs, command
+    out: Path, cfg: DemoConfig, seeds, rows, claims, spread, rare_summary, figs, command, envs
 ) -> Path:
     from fgrpo_llm.experiments.report import markdown_table, write_report
 
@@ -541,6 +542,9 @@ def _report(
         ),
         ("Rare-correct set and (mu, tau)", rare_summary),
     ]
+    from fgrpo_llm.environment import environment_section
+
+    sections.append(("Environment", environment_section(envs)))
     return write_report(out / "report.md", "F-GRPO study: seeds, intervals and verdicts", sections)
 
 
@@ -609,8 +613,28 @@ def run_study(
     claims = judge_claims(numbers, cfg, seeds)
     spread = seed_spread(rows, seeds, command)
     figs = _plot(out, numbers, cfg, seeds)
+    envs = {
+        f"{name} seed {s}": v.get("environment")
+        for name, per in numbers.items()
+        for s, v in per.items()
+    }
+    from fgrpo_llm.environment import environment_differences
+
+    for s in seeds:  # runs paired within a seed must share the kernels that round them
+        paired = {k: v for k, v in envs.items() if k.endswith(f" seed {s}")}
+        for line in environment_differences(paired):
+            print(f"fgrpo-llm study: warning: paired runs of seed {s}: {line}", file=sys.stderr)
     report = _report(
-        out, cfg, seeds, rows, claims, spread, _rare_summary(rare, exact_summary), figs, command
+        out,
+        cfg,
+        seeds,
+        rows,
+        claims,
+        spread,
+        _rare_summary(rare, exact_summary),
+        figs,
+        command,
+        envs,
     )
     result = {
         "command": command,

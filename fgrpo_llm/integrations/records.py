@@ -52,6 +52,7 @@ class RunRecorder:
     """Writes ``run.json`` once, then ``groups.jsonl`` / ``metrics.jsonl`` line by line (flushed).
 
     ``resume_step``: drop lines of later steps first (a resumed run rewrites them).
+    ``environment``: what the run runs on (``fgrpo_llm.environment.environment``), for run.json.
     """
 
     def __init__(
@@ -65,6 +66,7 @@ class RunRecorder:
         lr_scale: float = 1.0,
         lr_match_gamma: float | None = None,
         resume_step: int | None = None,
+        environment: dict | None = None,
     ):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -76,6 +78,7 @@ class RunRecorder:
             gamma=float(gamma),
             lr_scale=float(lr_scale),
             lr_match_gamma=lr_match_gamma,
+            environment=environment,
         )
         if resume_step is not None:
             for name in ("groups.jsonl", "metrics.jsonl"):

@@ -407,6 +407,7 @@ def test_verls_dapo_group_filter_with_our_overrides_and_scores(monkeypatch):
     0.9.1 ignores; verl's own V1 replay buffer then drops exactly the groups whose verifier
     scores are all equal and keeps the others."""
     import verl.trainer.ppo.v1.replay_buffer as rb
+
     from fgrpo_llm.tasks.boxed_math import compute_score
 
     overrides = method_overrides("dapo", gamma=1.0, group_size=3)

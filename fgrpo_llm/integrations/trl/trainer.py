@@ -34,6 +34,7 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer
 
+from fgrpo_llm.environment import environment
 from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
 
 __all__ = [
@@ -248,6 +249,11 @@ class FocalGRPOTrainer(GRPOTrainer):
                 group_size=int(self.num_generations),
                 gamma=self.focal.gamma,
                 lr_scale=float(self.args.focal_lr_scale),
+                environment={
+                    **environment(self.accelerator.device),
+                    "processes": int(self.accelerator.num_processes),
+                    "trl": _trl_version(),
+                },
             )
 
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
@@ -342,6 +348,12 @@ class FocalGRPOTrainer(GRPOTrainer):
                 if isinstance(v, (int, float)) and not isinstance(v, bool)
             }
             self.recorder.log_metrics(int(self.state.global_step), keep)
+
+
+def _trl_version() -> str:
+    import trl
+
+    return trl.__version__
 
 
 def _checkpoint_step(resume_from_checkpoint, output_dir) -> int | None:

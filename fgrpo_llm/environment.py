@@ -1,0 +1,183 @@
+"""What made a run: package versions, the CPU and the kernels torch and numpy use on it.
+
+Floating-point results depend on the CPU's vector instructions (torch and numpy dispatch other
+kernels on AVX-512 and AVX2 CPUs, and round differently), so a base model pretrained on one
+machine is not the one pretrained on another. Every run records :func:`environment` in its
+``run.json``; reports print it (:func:`environment_markdown`), and
+:func:`environment_differences` names what differs between runs that are compared as a pair.
+
+    >>> env = environment("cpu")
+    >>> sorted(env)[:3]
+    ['cpu', 'device', 'fgrpo']
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+__all__ = [
+    "environment",
+    "environment_differences",
+    "environment_markdown",
+    "environment_section",
+    "KERNEL_KEYS",
+]
+
+#: The fields that decide a run's floating-point numbers on the same code: when two runs differ
+#: in one of these, their numbers differ too (by rounding at first, then by more).
+KERNEL_KEYS = (
+    "torch",
+    "torch_cpu_capability",
+    "transformers",
+    "numpy",
+    "cpu",
+    "device",
+    "ATEN_CPU_CAPABILITY",
+    "NPY_DISABLE_CPU_FEATURES",
+)
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def _git_commit() -> str | None:
+    """The commit of the checkout this package runs from (with "+dirty" when it has changes),
+    or None when it is not a git checkout."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    try:
+        run = dict(cwd=root, capture_output=True, text=True, timeout=10)
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "-uno"], **run).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (commit + ("+dirty" if dirty else "")) or None
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _cpu_flags() -> list[str]:
+    """The vector-instruction flags that decide which kernels run (AVX2, AVX-512F)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                return [f for f in ("avx2", "fma", "avx512f") if f in flags]
+    except OSError:
+        pass
+    return []
+
+
+def environment(device=None) -> dict:
+    """The environment of a run on ``device``: versions (fgrpo and its git commit, python,
+    torch, transformers, numpy), the CPU model and its vector flags, torch's CPU kernel family
+    (``torch.backends.cpu.get_cpu_capability()``) and thread count, the device, and the
+    variables that switch kernel families (``ATEN_CPU_CAPABILITY``,
+    ``NPY_DISABLE_CPU_FEATURES``) when set."""
+    import numpy as np
+
+    env = {
+        "fgrpo": _version("fgrpo"),
+        "git_commit": _git_commit(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": None,
+        "torch_cpu_capability": None,
+        "torch_threads": None,
+        "transformers": _version("transformers"),
+        "cpu": _cpu_model(),
+        "cpu_flags": _cpu_flags(),
+        "platform": platform.platform(),
+        "device": None if device is None else str(device),
+    }
+    try:
+        import torch
+
+        env["torch"] = torch.__version__
+        env["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        env["torch_threads"] = torch.get_num_threads()
+        if device is not None and str(device).startswith("cuda") and torch.cuda.is_available():
+            env["device_name"] = torch.cuda.get_device_name(torch.device(device))
+    except ImportError:
+        pass
+    for var in ("ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES"):
+        if os.environ.get(var):
+            env[var] = os.environ[var]
+    return env
+
+
+def environment_differences(envs: dict) -> list[str]:
+    """For ``{name: environment}`` (a missing one as None), one sentence per
+    :data:`KERNEL_KEYS` field whose values differ, each value with the runs that have it (the
+    first three named); [] when all agree or fewer than two environments are known."""
+    known = {name: env for name, env in envs.items() if isinstance(env, dict)}
+    if len(known) < 2:
+        return []
+    out = []
+    for key in KERNEL_KEYS:
+        groups: dict[str, list[str]] = {}
+        for name, env in known.items():
+            groups.setdefault(str(env.get(key)), []).append(str(name))
+        if len(groups) > 1:
+            shown = "; ".join(f"{value} ({_names(names)})" for value, names in groups.items())
+            out.append(f"{key} differs: {shown}")
+    return out
+
+
+def _names(names: list[str]) -> str:
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return ", ".join(names[:3]) + more
+
+
+def environment_section(envs: dict) -> str:
+    """A report's section on the environments of its runs (``{name: environment}``): one table
+    when they agree on every field that decides rounding, else what differs, then the first."""
+    diffs = environment_differences(envs)
+    first = next((e for e in envs.values() if isinstance(e, dict)), None)
+    if not diffs:
+        head = "The runs agree on every field that decides their rounding."
+        if sum(isinstance(e, dict) for e in envs.values()) < len(envs):
+            head = "Some runs did not record their environment; the others agree."
+        return head + "\n\n" + environment_markdown(first)
+    return (
+        "**The runs come from different environments**, so their differences include the "
+        "kernels' rounding, not only the method: "
+        + "; ".join(diffs)
+        + ".\n\nThe first run's:\n\n"
+        + environment_markdown(first)
+    )
+
+
+#: Fields a report leaves out: torch's thread count follows the worker count (a worker process
+#: runs one thread), and the numbers do not depend on it (tested).
+NOT_REPORTED = ("torch_threads",)
+
+
+def environment_markdown(env: dict | None) -> str:
+    """A two-column table of an environment, for a report."""
+    if not env:
+        return "Not recorded (a run written before environments were recorded)."
+    rows = "\n".join(
+        f"| {key} | {value} |" for key, value in env.items() if key not in NOT_REPORTED
+    )
+    return "| what | value |\n|---|---|\n" + rows
