@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from fgrpo_llm.evaluation.stats import wilson_interval
 from fgrpo_llm.tasks.base import solution_form
 from fgrpo_theory.checks import check_integer, check_probability, check_real_scalar
 
@@ -89,9 +90,6 @@ RECORDED_KEYS = (
     "tau_exact_slack",
     "exact",
 )
-
-#: Two-sided 95% normal quantile (Wilson intervals of the summary).
-_Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True)
@@ -490,14 +488,6 @@ def exact_mu_tau(
     return result
 
 
-def _wilson(successes: np.ndarray, n: np.ndarray, z: float = _Z95) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval of a binomial proportion (elementwise)."""
-    phat = successes / n
-    centre = (phat + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
-
-
 def _mean(x: np.ndarray) -> float | None:
     return float(np.mean(x)) if len(x) else None
 
@@ -553,9 +543,9 @@ def sampling_error_summary(
         M = np.broadcast_to(M, (P,)) if M.size == 1 else M
         if len(M) != P:
             raise ValueError(f"num_rollouts needs one entry per prompt ({P}), got {len(M)}")
-        lo, hi = _wilson(np.round(mu_s * M), M)
+        lo, hi = wilson_interval(np.round(mu_s * M), M)
         out["mu_in_ci95_frac"] = _mean(((lo <= mu_e) & (mu_e <= hi)).astype(np.float64))
-        lo, hi = _wilson(np.round(ts * M[ev]), M[ev])
+        lo, hi = wilson_interval(np.round(ts * M[ev]), M[ev])
         out["tau_in_ci95_frac"] = _mean(((lo <= te) & (te <= hi)).astype(np.float64))
     return out
 

@@ -38,7 +38,37 @@ __all__ = [
     "verdict_not_below",
     "combine_verdicts",
     "format_interval",
+    "wilson_interval",
+    "Z95",
 ]
+
+#: The two-sided 95% normal quantile.
+Z95 = 1.959963984540054
+
+
+def wilson_interval(successes, trials, *, z: float = Z95):
+    """The Wilson score interval of a binomial proportion, successes of trials (scalars or
+    arrays, elementwise; (0, 1) where there are no trials):
+
+        centre = (p + z^2 / 2n) / (1 + z^2 / n),
+        half   = z sqrt(p (1 - p) / n + z^2 / 4n^2) / (1 + z^2 / n),   p = successes / n,
+
+    clipped to [0, 1] (0 successes: lower bound 0; all: upper bound 1). Scalars in give floats
+    out."""
+    k = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = k / n
+        denom = 1.0 + z * z / n
+        centre = (p + z * z / (2.0 * n)) / denom
+        half = z * np.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / denom
+    empty = n <= 0  # and the bounds that are exactly 0 or 1, free of rounding:
+    lo = np.where(empty | (k <= 0), 0.0, np.clip(centre - half, 0.0, 1.0))
+    hi = np.where(empty | (k >= n), 1.0, np.clip(centre + half, 0.0, 1.0))
+    if lo.ndim == 0:
+        return float(lo), float(hi)
+    return lo, hi
+
 
 HOLDS, CONTRADICTED, NOT_RESOLVED = "holds", "contradicted", "not resolved at this scale"
 

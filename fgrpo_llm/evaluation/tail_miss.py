@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from fgrpo_llm.evaluation.stats import Z95, wilson_interval
 from fgrpo_theory.checks import check_integer
 
 __all__ = [
@@ -34,8 +35,6 @@ __all__ = [
     "plot_tail_miss_vs_N",
     "plot_predicted_vs_observed",
 ]
-
-Z95 = 1.959963984540054
 
 
 def tail_miss_records(
@@ -97,17 +96,6 @@ def tail_miss_records(
         "p_tail_miss": np.asarray(p_tail_miss(mu, tau, N), dtype=np.float64),
         "prompt_id": pid.astype(object),
     }
-
-
-def wilson_interval(successes: int, trials: int, *, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion; (0, 1) when there are no trials."""
-    if trials <= 0:
-        return 0.0, 1.0
-    p = successes / trials
-    denom = 1 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denom
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def summarise_tail_miss(records: dict[str, np.ndarray]) -> list[dict]:

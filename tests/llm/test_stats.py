@@ -92,3 +92,21 @@ def test_verdicts():
     assert verdict_not_below(across) == HOLDS and verdict_not_below(down) == CONTRADICTED
     assert verdict_above(up, 0.2) == CONTRADICTED and verdict_below(up, 0.2) == HOLDS
     assert format_interval(down, signed=True) == "-0.100 [-0.150, -0.050]"
+
+
+def test_the_wilson_interval_is_scipys():
+    """One Wilson interval for the project (fgrpo_llm.evaluation.stats.wilson_interval), against
+    scipy.stats.binomtest(...).proportion_ci("wilson"), for scalars and arrays."""
+    from scipy.stats import binomtest
+
+    from fgrpo_llm.evaluation.stats import wilson_interval
+
+    cases = [(0, 1), (0, 10), (3, 10), (10, 10), (1, 1000), (500, 1000), (7, 13)]
+    for k, n in cases:
+        ref = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+        lo, hi = wilson_interval(k, n)
+        assert (lo, hi) == pytest.approx((ref.low, ref.high), rel=1e-12, abs=1e-15)
+    k, n = np.array([c[0] for c in cases]), np.array([c[1] for c in cases])
+    lo, hi = wilson_interval(k, n)
+    assert lo.shape == (len(cases),) and all(lo <= k / n) and all(k / n <= hi)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
