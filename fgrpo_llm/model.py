@@ -266,11 +266,27 @@ def save_model_and_tokenizer(model, tokenizer, path, *, keep: tuple[str, ...] = 
                 shutil.copy2(path / name, tmp / name)
 
 
-def check_finite_parameters(model) -> None:
-    """A ValueError naming the first parameter that holds NaN or inf (weights of a diverged run)."""
+#: The largest weight magnitude a healthy model holds: beyond it, a float32 dot product of two
+#: such weight vectors overflows over a few hundred terms (3.4e38), so sampling from the model
+#: fails even though every weight is finite (a diverged run, e.g. too large a learning rate).
+MAX_WEIGHT = 1e15
+
+
+def weight_problem(model) -> str | None:
+    """What is wrong with the model's weights, or None: the first parameter that holds NaN or
+    inf, or a magnitude beyond :data:`MAX_WEIGHT`."""
     for name, p in model.named_parameters():
         if not torch.isfinite(p).all():
-            raise ValueError(
-                f"parameter {name} holds non-finite values (NaN or inf): the model diverged; "
-                f"refusing to save it"
-            )
+            return f"parameter {name} holds non-finite values (NaN or inf)"
+        big = float(p.detach().abs().max()) if p.numel() else 0.0
+        if big > MAX_WEIGHT:
+            return f"parameter {name} holds a weight of magnitude {big:.3g} (beyond {MAX_WEIGHT:g})"
+    return None
+
+
+def check_finite_parameters(model) -> None:
+    """A ValueError naming the first parameter that holds NaN or inf, or a weight beyond
+    :data:`MAX_WEIGHT` (weights of a diverged run)."""
+    problem = weight_problem(model)
+    if problem:
+        raise ValueError(f"{problem}: the model diverged; refusing to save it")

@@ -55,6 +55,7 @@ from fgrpo_llm.model import (
     resolve_autocast_dtype,
     resolve_device,
     save_model_and_tokenizer,
+    weight_problem,
 )
 from fgrpo_llm.rollout import (
     RolloutBatch,
@@ -315,6 +316,13 @@ def _optimize(
             optimizer.step()
             if not all(torch.isfinite(p).all() for p in params):
                 raise _diverged(step, "a weight")
+            problem = weight_problem(model)
+            if problem:  # finite, but sampling from it would overflow
+                raise TrainingDiverged(
+                    f"step {step}: {problem}; the run stops here and nothing of this step is "
+                    "saved (the last checkpoint stays resumable). Lower the learning rate or "
+                    "keep gradient clipping on (grad_clip > 0)."
+                )
     return stats
 
 
@@ -486,6 +494,12 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
     B, N = cfg.prompts_per_step, cfg.group_size
     probe = _probe_ids(tok, problems[0].prompt, device)
     if point is not None:  # a checkpoint whose finite weights overflow is no place to resume
+        problem = weight_problem(model)
+        if problem:
+            raise TrainingDiverged(
+                f"the checkpoint of step {start}: {problem}; it cannot be resumed. Remove it to "
+                "resume from an earlier one, or start again with a lower learning rate."
+            )
         _check_policy(model, probe, amp, f"the checkpoint of step {start}")
     metrics: dict = {}
     model.train()

@@ -160,7 +160,7 @@ def test_finite_weights_that_overflow_stop_the_run_before_anything_is_saved(
             "--checkpoint-every", "1", "--warmup-steps", "1", "--no-progress"]  # fmt: skip
     assert main(argv) == 2
     line = _one_line(capsys)
-    assert "NaN or inf" in line and "nothing of this step is saved" in line
+    assert ("NaN or inf" in line or "beyond 1e+15" in line) and "nothing of this step" in line
     step = int(line.split("step ")[1].split(":")[0])
     steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert max(steps, default=0) == step - 1
@@ -168,7 +168,34 @@ def test_finite_weights_that_overflow_stop_the_run_before_anything_is_saved(
         model, _ = load_model_and_tokenizer(ckpt)
         assert int(ckpt.name.split("_")[1]) < step
     assert main(["train", "--out", str(run), "--resume", "--no-progress"]) == 2
-    assert "NaN or inf" in _one_line(capsys)
+    line = capsys.readouterr().err.strip().splitlines()[-1]  # after "no checkpoint yet", if so
+    assert "NaN or inf" in line or "beyond 1e+15" in line
+
+
+def test_a_checkpoint_with_overflowing_weights_is_refused_on_resume(
+    tiny_checkpoint, tmp_path, capsys
+):
+    """A checkpoint whose weights are finite but huge (written by a run without this check)
+    cannot be resumed: one line naming it and the parameter, before any step."""
+    from safetensors.torch import load_file, save_file
+
+    from fgrpo_llm.checkpoint import MANIFEST, _write_manifest
+
+    run = tmp_path / "run"
+    argv = ["train", "--base", str(tiny_checkpoint), "--out", str(run), "--steps", "2",
+            "--prompts-per-step", "2", "--group-size", "2", "--checkpoint-every", "1",
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    ckpt = run / "checkpoints" / "step_000002"
+    weights = load_file(str(ckpt / "model.safetensors"))
+    name = next(iter(weights))
+    weights[name] = weights[name] * 1e20
+    save_file(weights, str(ckpt / "model.safetensors"))
+    (ckpt / MANIFEST).unlink()
+    _write_manifest(ckpt)  # an intact checkpoint, as far as its files go
+    capsys.readouterr()
+    assert main(["train", "--out", str(run), "--resume", "--steps", "3", "--no-progress"]) == 2
+    _one_line(capsys, "the checkpoint of step 2", "beyond 1e+15")
 
 
 @pytest.mark.parametrize(
