@@ -59,7 +59,9 @@ def _git_commit() -> str | None:
     try:
         run = dict(cwd=root, capture_output=True, text=True, timeout=10)
         commit = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "-uno"], **run).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "--no-optional-locks", "status", "--porcelain", "-uno"], **run
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return (commit + ("+dirty" if dirty else "")) or None

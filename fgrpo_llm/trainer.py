@@ -446,6 +446,16 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
     task = task if task is not None else get_task(cfg.task, model_tokenizer=tok, **cfg.task_kwargs)
     check_task(task)
     problems = task.problems(check_split(task, cfg.split))
+    probe = _probe_ids(tok, problems[0].prompt if problems else "", device)
+    # before anything is written: a checkpoint whose finite weights overflow is no place to resume
+    if point is not None:
+        problem = weight_problem(model)
+        if problem:
+            raise TrainingDiverged(
+                f"the checkpoint of step {start}: {problem}; it cannot be resumed. Remove it to "
+                "resume from an earlier one, or start again with a lower learning rate."
+            )
+        _check_policy(model, probe, amp, f"the checkpoint of step {start}")
     ref_model = None
     if cfg.kl_coef > 0:  # a frozen copy of the base only when the KL penalty is on
         ref_model = load_model_and_tokenizer(cfg.base, device=device)[0].requires_grad_(False)
@@ -492,15 +502,6 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
     group_log = JsonlWriter(out / "groups.jsonl")
     evaluators = list(evaluators)
     B, N = cfg.prompts_per_step, cfg.group_size
-    probe = _probe_ids(tok, problems[0].prompt, device)
-    if point is not None:  # a checkpoint whose finite weights overflow is no place to resume
-        problem = weight_problem(model)
-        if problem:
-            raise TrainingDiverged(
-                f"the checkpoint of step {start}: {problem}; it cannot be resumed. Remove it to "
-                "resume from an earlier one, or start again with a lower learning rate."
-            )
-        _check_policy(model, probe, amp, f"the checkpoint of step {start}")
     metrics: dict = {}
     model.train()
 

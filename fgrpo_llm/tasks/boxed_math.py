@@ -46,10 +46,11 @@ from fgrpo_llm.tasks.base import Problem, check_split
 SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
 MAX_PROMPT_TOKENS = 1024
 MAX_ANSWER_CHARS = 1000
-#: A prompt longer than this many characters per allowed token is too long without tokenizing it
-#: (no tokenizer's token is this long; a 20 MB problem would otherwise take gigabytes to tokenize).
-MAX_CHARS_PER_TOKEN = 64
 """Longer reference answers are bad rows; longer boxed answers in a completion are wrong."""
+MAX_CHARS_PER_TOKEN = 64
+"""A prompt longer than this many characters per allowed token is too long without tokenizing it
+(no tokenizer's token is this long; a 20 MB problem would otherwise take gigabytes to
+tokenize)."""
 VERIFY_TIMEOUT_S = 5.0
 """Wall-clock limit of one comparison (the helper process is killed past it)."""
 WORKER_START_TIMEOUT_S = 120.0

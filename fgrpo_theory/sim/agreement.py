@@ -11,8 +11,10 @@ quantity), with S_a and S_b runs (independent seeds) and their means and sample 
 and the pair agrees when |t| <= t*, the two-sided Student-t quantile at alpha / m for the
 Welch-Satterthwaite degrees of freedom, m the number of comparisons (Bonferroni). Where both
 engines have the same distribution (and a run's final value is close to normal over seeds),
-a check fails with probability at most alpha, whatever m: the false-alarm rate. A floor
-``atol`` covers cells where every run ends at the same value (se = 0).
+a check fails with probability at most alpha, whatever m: the false-alarm rate. A difference of
+means below ``atol`` (1e-6 by default: rounding, far below anything the sweep resolves) counts
+as agreement whatever the spread, which also covers cells where every run ends at the same
+value (se = 0).
 
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
@@ -51,8 +53,10 @@ class Cell:
 
     @property
     def excess(self) -> float:
-        """|t| / t* (0 where both engines' runs all end at one value and agree, inf where
-        they do not)."""
+        """|t| / t* (0 where the means differ by less than ``atol``, inf where every run ends
+        at one value and they do not agree)."""
+        if self.ok and abs(self.t) > self.limit:  # agreement by the atol floor
+            return 0.0
         if self.limit > 0:
             return abs(self.t) / self.limit
         return 0.0 if self.ok else float("inf")
@@ -119,7 +123,10 @@ def compare(
                 se = float(np.sqrt(va + vb))
                 gap = float(ra.mean() - rb.mean())
                 if se > 0:
-                    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+                    with np.errstate(all="ignore"):
+                        df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+                    if not np.isfinite(df):  # variances too small to square: the normal limit
+                        df = np.inf
                     limit = float(stats.t.ppf(1.0 - alpha / (2 * m), df))
                     t = gap / se
                     ok = abs(t) <= limit or abs(gap) <= atol

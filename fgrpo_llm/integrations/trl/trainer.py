@@ -81,11 +81,12 @@ class FocalGRPOConfig(GRPOConfig):
             "(default: halfway between focal_reward_wrong and focal_reward_correct)."
         },
     )
-    focal_correct_reward: str | int | None = field(
+    focal_correct_reward: str | None = field(
         default=None,
         metadata={
             "help": "The reward function that decides correctness (its name, as in TRL's "
-            "rewards/<name> metrics, or its index in reward_funcs); required with several."
+            "rewards/<name> metrics, or its index in reward_funcs, e.g. '1'); required with "
+            "several."
         },
     )
     focal_algo: str = field(
@@ -135,6 +136,8 @@ def correct_reward_index(choice, names: list[str]) -> int:
         raise ValueError(
             f"focal_correct_reward must be a reward function's name or index, got {choice!r}"
         )
+    if isinstance(choice, str) and choice.strip().isdigit() and choice not in names:
+        choice = int(choice)  # an index given as text (the command line)
     if isinstance(choice, int):
         if not 0 <= choice < F:
             raise ValueError(
