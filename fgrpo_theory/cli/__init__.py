@@ -18,6 +18,7 @@ from fgrpo_theory.cli.common import build_command_parser, run_command
 COMMAND_MODULES = [
     "fgrpo_theory.cli.closed_forms",  # tail-miss, peak, pass-at-k
     "fgrpo_theory.cli.simulate",  # simulate
+    "fgrpo_theory.cli.plan",  # plan
     "fgrpo_theory.cli.demo",  # demo
 ]
 

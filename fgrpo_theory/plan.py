@@ -1,0 +1,123 @@
+"""Which group size N, and which weighting, for a model's own pass rates (paper Lemma 3.1,
+Section 4): the expected fraction of groups that carry signal, the expected tail-miss rate
+(the rare correct mode unsampled in an active group) over the prompts, where it peaks, and the
+share of the update that each weighting sends to hard prompts.
+
+Per prompt p with success rate mu_p and rare-mode mass tau_p = rho mu_p, at group size N:
+
+    P(active)   = 1 - mu^N - (1 - mu)^N,
+    P(B_{E,N})  = Lemma 3.1 (``fgrpo_theory.tail_miss.p_tail_miss``),
+    U_p(w)      = E_{X ~ Bin(N, mu_p)} [ w(X/N) * 2 N sqrt(m (1 - m)) ],   m = X / N,
+
+U_p being the expected L1 mass of the group's advantages (GRPO's, population std, eps -> 0:
+sum_i |A_i| = 2 N sqrt(m (1 - m))) under weighting w. The share of prompt set H is
+sum_{p in H} U_p / sum_p U_p; "hard" prompts are those with mu_p < 1/2.
+
+Pass rates measured from n samples (c correct) are uncertain: ``plan`` redraws each mu_p from
+its Jeffreys posterior Beta(c + 1/2, n - c + 1/2) ``draws`` times and reports the 2.5% and 97.5%
+quantiles of the prompt-averaged tail-miss rate.
+
+    >>> res = plan([0.2, 0.5, 0.9], rho=0.1, group_sizes=[2, 8, 32])
+    >>> [round(r["active"], 3) for r in res["rows"]]
+    [0.333, 0.798, 0.988]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from fgrpo_theory.checks import check_integer, check_probability
+from fgrpo_theory.tail_miss import p_active, p_tail_miss
+from fgrpo_theory.weighting import Weighting, parse_weighting
+
+__all__ = ["plan", "update_mass", "HARD_BELOW"]
+
+#: A prompt is "hard" when its success rate is below this.
+HARD_BELOW = 0.5
+#: The largest group size the calculator takes (U_p sums over X = 0..N for every prompt).
+MAX_GROUP = 1 << 16
+
+
+def update_mass(mu, N: int, weighting: Weighting) -> np.ndarray:
+    """U_p(w) for every mu_p (P,) at group size N: the expected sum of |advantages| of a group,
+    E_{X ~ Bin(N, mu)} [w(X/N) 2 N sqrt(m (1 - m))]."""
+    mu = np.atleast_1d(np.asarray(mu, dtype=np.float64))
+    X = np.arange(N + 1)
+    m = X / N
+    per_x = weighting(m) * 2.0 * N * np.sqrt(m * (1.0 - m))  # (N + 1,), 0 at X = 0 and N
+    return np.array([float(stats.binom.pmf(X, N, p) @ per_x) for p in mu])
+
+
+def plan(
+    mu,
+    *,
+    rho: float,
+    group_sizes,
+    n=None,
+    c=None,
+    weightings=("none", "focal:1", "maxrl"),
+    prompts_per_step: int = 32,
+    draws: int = 200,
+    seed: int = 0,
+) -> dict:
+    """The table of :mod:`fgrpo_theory.plan` for pass rates ``mu`` (P,) (or counts c of n, which
+    give mu = c / n and the uncertainty), rare fraction ``rho`` = tau / mu, the ``group_sizes``
+    and ``weightings`` (``parse_weighting`` texts or ``Weighting``). Returns ``{"rows": [...],
+    "peak_N": ..., "prompts": P, "hard_prompts": ..., ...}``; each row: N, rollouts_per_step,
+    active, tail_miss, tail_miss_lo, tail_miss_hi (None without counts), hard_share per
+    weighting label."""
+    rho = float(check_probability("rho", rho))
+    Ns = [int(v) for v in np.atleast_1d(check_integer("group_sizes", group_sizes, minimum=1))]
+    if not Ns or max(Ns) > MAX_GROUP:
+        raise ValueError(f"group_sizes must be 1 ... {MAX_GROUP}, got {Ns}")
+    prompts_per_step = int(check_integer("prompts_per_step", prompts_per_step, minimum=1))
+    draws = int(check_integer("draws", draws, minimum=1))
+    if c is not None:
+        n_arr = np.atleast_1d(check_integer("n", n, minimum=1))
+        c_arr = np.atleast_1d(check_integer("c", c, minimum=0))
+        if n_arr.shape != c_arr.shape or np.any(c_arr > n_arr):
+            raise ValueError("n and c must have one entry per prompt with 0 <= c <= n")
+        mu = c_arr / n_arr
+    mu = np.atleast_1d(np.asarray(check_probability("mu", mu), dtype=np.float64))
+    if mu.size == 0:
+        raise ValueError("give at least one prompt's pass rate")
+    ws = [w if isinstance(w, Weighting) else parse_weighting(w) for w in weightings]
+    hard = mu < HARD_BELOW
+    post = None
+    if c is not None:
+        rng = np.random.default_rng(seed)
+        post = rng.beta(c_arr + 0.5, n_arr - c_arr + 0.5, size=(draws, mu.size))  # (D, P)
+    rows = []
+    for N in Ns:
+        tm = p_tail_miss(mu, rho * mu, N)  # (P,)
+        row = {
+            "N": N,
+            "rollouts_per_step": N * prompts_per_step,
+            "active": float(np.mean(p_active(mu, N))),
+            "tail_miss": float(np.mean(tm)),
+            "tail_miss_lo": None,
+            "tail_miss_hi": None,
+            "hard_share": {},
+        }
+        if post is not None:
+            means = np.mean(p_tail_miss(post, rho * post, N), axis=1)  # (D,)
+            row["tail_miss_lo"], row["tail_miss_hi"] = (
+                float(np.quantile(means, 0.025)),
+                float(np.quantile(means, 0.975)),
+            )
+        for w in ws:
+            U = update_mass(mu, N, w)
+            total = float(U.sum())
+            row["hard_share"][w.label] = float(U[hard].sum() / total) if total > 0 else None
+        rows.append(row)
+    peak = max(rows, key=lambda r: r["tail_miss"])["N"]
+    return {
+        "prompts": int(mu.size),
+        "hard_prompts": int(hard.sum()),
+        "mean_mu": float(mu.mean()),
+        "rho": rho,
+        "weightings": [w.label for w in ws],
+        "peak_N": int(peak),
+        "rows": rows,
+    }

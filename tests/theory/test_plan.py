@@ -1,0 +1,144 @@
+"""``fgrpo_theory.weighting`` and ``fgrpo-theory plan``: the weighting identities (GRPO's w = 1,
+F-GRPO's focal weight, MaxRL's advantage (r - mu) / mu on 0/1 rewards), the calculator against a
+brute-force Monte Carlo of groups on a small pass-rate histogram, the finite-n uncertainty, and
+the CLI on outcome files, counts and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fgrpo_theory.cli import main
+from fgrpo_theory.focal import focal_advantage_magnitudes, focal_weight
+from fgrpo_theory.plan import plan, update_mass
+from fgrpo_theory.weighting import focal, maxrl, none, parse_weighting
+
+MU = np.linspace(0.0, 1.0, 101)
+
+
+def test_grpo_is_one_and_focal_is_the_focal_weight():
+    assert np.array_equal(none()(MU), np.ones_like(MU))
+    for gamma in (0.0, 0.5, 1.0, 2.0):
+        np.testing.assert_array_equal(focal(gamma)(MU), focal_weight(MU, gamma))
+        pos, neg = focal(gamma).magnitudes(MU[1:-1])
+        ref = focal_advantage_magnitudes(MU[1:-1], gamma)
+        np.testing.assert_allclose(pos, ref[0], rtol=1e-13)
+        np.testing.assert_allclose(neg, ref[1], rtol=1e-13)
+
+
+@pytest.mark.parametrize("N", [2, 3, 8, 64])
+def test_maxrl_times_grpo_is_maxrls_advantage(N):
+    """On 0/1 rewards, w(mu_hat) times GRPO's advantage (population std, eps -> 0) is MaxRL's
+    (r - mu_hat) / mu_hat; X = 0 groups get 0."""
+    for X in range(1, N):
+        m = X / N
+        r = np.array([1.0] * X + [0.0] * (N - X))
+        grpo = (r - m) / np.sqrt(m * (1 - m))
+        np.testing.assert_allclose(maxrl()(m) * grpo, (r - m) / m, rtol=1e-12)
+    assert maxrl()(0.0) == 0.0 and maxrl()(1.0) == 0.0
+    w = maxrl()(MU[1:])
+    np.testing.assert_allclose(w, focal(0.5)(MU[1:]) / np.sqrt(MU[1:]), rtol=1e-13)
+
+
+def test_parse_weighting_and_its_errors():
+    assert parse_weighting("focal:0.5") == focal(0.5) and parse_weighting("GRPO") == none()
+    assert parse_weighting("focal").gamma == 1.0 and parse_weighting(" maxrl ") == maxrl()
+    for bad in ("focal:-1", "focal:x", "ppo", ""):
+        with pytest.raises(ValueError, match="weighting|focal"):
+            parse_weighting(bad)
+
+
+def test_the_calculator_matches_a_monte_carlo_of_groups():
+    """A small histogram of pass rates, 20,000 groups per prompt and N: the active fraction,
+    the tail-miss rate and each weighting's share of the update to hard prompts are the
+    calculator's within 4 standard errors."""
+    mu = np.array([0.1, 0.3, 0.6, 0.85])
+    rho = 0.2
+    res = plan(mu, rho=rho, group_sizes=[4, 16], weightings=["none", "focal:1", "maxrl"])
+    rng = np.random.default_rng(3)
+    G = 20_000
+    for row in res["rows"]:
+        N = row["N"]
+        active, miss = np.empty((mu.size, G)), np.empty((mu.size, G))
+        mass = {w: np.empty(mu.size) for w in ("none", "focal:1", "maxrl")}
+        for p, m in enumerate(mu):
+            draws = rng.multinomial(N, [rho * m, (1 - rho) * m, 1 - m], size=G)  # (G, 3)
+            X = draws[:, 0] + draws[:, 1]
+            act = (X > 0) & (X < N)
+            active[p], miss[p] = act, act & (draws[:, 0] == 0)
+            mh = X / N
+            l1 = 2 * N * np.sqrt(mh * (1 - mh))
+            for w in mass:
+                mass[w][p] = np.mean(parse_weighting(w)(mh) * l1)
+        for got, sample in ((row["active"], active), (row["tail_miss"], miss)):
+            se = np.sqrt(np.sum(sample.var(axis=1) / G)) / mu.size
+            assert abs(sample.mean() - got) <= 4 * se + 1e-12, (N, got, sample.mean())
+        hard = mu < 0.5
+        for w, label in (("none", "GRPO"), ("focal:1", "F-GRPO (gamma=1)"), ("maxrl", "MaxRL")):
+            mc = mass[w][hard].sum() / mass[w].sum()
+            assert row["hard_share"][label] == pytest.approx(mc, abs=0.01), (N, w)
+            np.testing.assert_allclose(
+                update_mass(mu, N, parse_weighting(w)), mass[w], rtol=0.03, atol=1e-3
+            )
+    assert res["peak_N"] in (4, 16)
+
+
+def test_the_finite_n_range_narrows_with_more_samples():
+    mu = np.array([0.1, 0.4, 0.7])
+    widths = []
+    for n in (16, 1024):
+        c = np.round(mu * n).astype(int)
+        row = plan(None, n=[n] * 3, c=c, rho=0.1, group_sizes=[8], draws=400)["rows"][0]
+        assert row["tail_miss_lo"] < row["tail_miss_hi"]
+        widths.append(row["tail_miss_hi"] - row["tail_miss_lo"])
+    assert widths[1] < widths[0] / 4
+    with pytest.raises(ValueError, match="0 <= c <= n"):
+        plan(None, n=[4], c=[5], rho=0.1, group_sizes=[8])
+
+
+def test_cli_reads_outcomes_and_counts_and_writes_json_and_a_plot(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    out = (rng.random((20, 32)) < rng.random((20, 1))).astype(np.int8)
+    d = tmp_path / "eval"
+    d.mkdir()
+    np.save(d / "outcomes_test.npy", out)
+    argv = ["plan", "--outcomes", str(d), "--split", "test", "--group-sizes", "2,8", "--json"]
+    assert main(argv) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["prompts"] == 20 and [r["N"] for r in res["rows"]] == [2, 8]
+    assert res["rows"][1]["tail_miss_lo"] is not None
+    csv = tmp_path / "c.csv"
+    csv.write_text("prompt_id,n,c\n" + "".join(f"p{i},32,{v}\n" for i, v in enumerate(out.sum(1))))
+    png = tmp_path / "plan.png"
+    assert main(["plan", "--counts", str(csv), "--group-sizes", "2,8", "--plot", str(png)]) == 0
+    text = capsys.readouterr().out
+    assert "tail misses peak at N =" in text and png.stat().st_size > 0
+    assert main(["plan", "--mu", "0.2,0.5", "--weightings", "focal:0.5,maxrl"]) == 0
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["plan"], "exactly one of"),
+        (["plan", "--mu", "0.2", "--counts", "x.csv"], "exactly one of"),
+        (["plan", "--mu", "1.5"], "mu"),
+        (["plan", "--mu", "0.2", "--weightings", "ppo"], "weighting"),
+        (["plan", "--mu", "0.2", "--group-sizes", "0"], "--group-sizes"),
+        (["plan", "--mu", "0.2", "--rho", "2"], "rho"),
+        (["plan", "--counts", "nowhere.csv"], "not found"),
+        (["plan", "--outcomes", "nowhere.npy"], "not found"),
+    ],
+)
+def test_cli_bad_input_is_one_line(argv, needle, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0] and "Traceback" not in err[0]
+
+
+def test_a_damaged_counts_file_names_its_line(tmp_path, capsys):
+    csv = tmp_path / "c.csv"
+    csv.write_text("prompt_id,n,c\np0,10,3\np1,10,11\n")
+    assert main(["plan", "--counts", str(csv)]) == 2
+    assert "c.csv:3" in capsys.readouterr().err
