@@ -19,6 +19,7 @@ import numbers
 import torch
 
 __all__ = [
+    "maxrl_advantages",
     "grpo_advantages",
     "mean_centred_advantages",
     "group_success_rate",
@@ -131,6 +132,21 @@ def focal_weight(mu_hat: torch.Tensor, *, gamma: float) -> torch.Tensor:
     if gamma == 0:
         return torch.ones_like(mu_hat)
     return (1.0 - mu_hat).pow(gamma)
+
+
+def maxrl_advantages(correct: torch.Tensor) -> torch.Tensor:
+    """MaxRL's advantages (arXiv 2602.02710) on the verifier's verdicts, per group (row):
+
+        A_i = (r_i - mu_hat) / mu_hat,   r_i in {0, 1},   mu_hat = X / N,
+
+    0 for a group with X = 0. On 0/1 rewards this is GRPO's advantage (population std,
+    eps -> 0) times w(mu_hat) = sqrt((1 - mu_hat) / mu_hat) (``fgrpo_theory.weighting.maxrl``).
+    ``correct`` (B, N) bool or 0/1; returns (B, N) float."""
+    if not isinstance(correct, torch.Tensor) or correct.dim() != 2:
+        raise ValueError("correct must be a (groups, N) tensor of verdicts")
+    r = correct.float()  # (B, N)
+    mu = r.mean(dim=1, keepdim=True)  # (B, 1)
+    return torch.where(mu > 0, (r - mu) / mu.clamp_min(torch.finfo(r.dtype).tiny), 0.0)
 
 
 def focal_advantages(

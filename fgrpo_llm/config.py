@@ -31,6 +31,8 @@ from fgrpo_theory.fields import (
 )
 
 ALGOS = ("grpo", "dapo", "cispo")
+#: Success-rate weightings of the advantages (``fgrpo_theory.weighting``).
+WEIGHTINGS = ("focal", "maxrl")
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ class TrainConfig:
     gamma: float = 0.0
     """Focal exponent: advantages are multiplied by g = (1 - X/N)^gamma (Eq. 11-13). 0 = base
     method."""
+    weighting: str = "focal"
+    """How a group's success rate weights its advantages: "focal" (g = (1 - X/N)^gamma times
+    GRPO's, the default) or "maxrl" (MaxRL's (r - X/N) / (X/N) on the verifier's verdicts r;
+    gamma must be 0)."""
     task: str = "countdown"
     """Task name for ``fgrpo_llm.tasks.get_task``."""
     task_kwargs: dict = field(default_factory=dict)
@@ -147,6 +153,8 @@ class TrainConfig:
             fail("group_size", "at least 2 with the Bessel std (adv_std='bessel')")
         if self.num_mini_batches > self.prompts_per_step:
             fail("num_mini_batches", f"at most prompts_per_step={self.prompts_per_step}")
+        if self.weighting == "maxrl" and self.gamma != 0:
+            fail("gamma", "0 with weighting='maxrl' (MaxRL has no exponent)")
         # Resolve the algorithm-dependent defaults so the saved config states what ran.
         if self.clip_eps_low is None:
             object.__setattr__(self, "clip_eps_low", 0.2)
@@ -197,6 +205,7 @@ RULES = {
     "out": Text(),
     "algo": Choice(ALGOS),
     "gamma": _NONNEG,
+    "weighting": Choice(WEIGHTINGS),
     "task": Text(),
     "task_kwargs": Mapping(),
     "split": Text(),

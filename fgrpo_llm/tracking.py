@@ -155,6 +155,7 @@ def write_run_info(
     lr_scale: float = 1.0,
     lr_match_gamma: float | None = None,
     environment: dict | None = None,
+    weighting: str = "focal",
 ) -> Path:
     """Write ``run_dir/run.json`` (atomically) after checking every field. ``environment``
     (``fgrpo_llm.environment.environment``): what the run ran on, when known."""
@@ -166,6 +167,8 @@ def write_run_info(
         "lr_scale": lr_scale,
         "lr_match_gamma": lr_match_gamma,
     }
+    if weighting != "focal":  # (absent: the focal weight, as every earlier run)
+        info["weighting"] = weighting
     if environment is not None:
         info["environment"] = environment
     _check_run_info(info, Path(run_dir) / RUN_INFO)
@@ -198,6 +201,8 @@ def _check_run_info(info, path: Path) -> dict:
         isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g < 0
     ):
         raise ValueError(f"{path}: lr_match_gamma must be null or a finite number >= 0, got {g!r}")
+    if info.get("weighting", "focal") not in ("focal", "maxrl"):
+        raise ValueError(f"{path}: weighting must be 'focal' or 'maxrl', got {info['weighting']!r}")
     if info.get("environment") is not None and not isinstance(info["environment"], dict):
         raise ValueError(f"{path}: environment must be an object")
     return info

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fgrpo_llm.advantages import focal_weight, grpo_advantages
+from fgrpo_llm.advantages import focal_weight, grpo_advantages, maxrl_advantages
 from fgrpo_llm.checkpoint import capture_rng, restore_rng, resume_point, save_checkpoint
 from fgrpo_llm.config import TrainConfig, save_config
 from fgrpo_llm.environment import environment
@@ -490,6 +490,7 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
         lr_scale=cfg.effective_lr / cfg.lr,
         lr_match_gamma=cfg.lr_match_gamma,
         environment=environment(device),
+        weighting=cfg.weighting,
     )
     logger = MetricsLogger(
         out,
@@ -546,6 +547,9 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
             # (Bk, N)
             A_grpo = grpo_advantages(rewards, std=cfg.adv_std, eps=cfg.adv_eps) if Bk else rewards
             A = g[:, None] * A_grpo  # (Bk, N): the one change F-GRPO makes to GRPO
+            if cfg.weighting == "maxrl":  # MaxRL instead: (r - mu_hat) / mu_hat on the verdicts
+                A = maxrl_advantages(correct) if Bk else A  # (Bk, N)
+                g = torch.where(mu_hat > 0, ((1 - mu_hat) / mu_hat.clamp_min(1e-30)).sqrt(), 0.0)
             active = (A_grpo != 0).any(dim=1)  # (Bk,) groups that carry a learning signal
 
             # --- loss and step: PPO epochs x mini-batches, token-mean loss, AdamW, grad clip ---

@@ -51,11 +51,16 @@ class RunInfo:
     """What the run ran on (``fgrpo_llm.environment``), when recorded."""
 
 
-def run_label(algo: str, N: int | None, gamma: float, lr_scale: float = 1.0) -> str:
-    """The paper's row name: ``"GRPO N=8"`` for gamma = 0, ``"F-GRPO N=8"`` otherwise; a run at a
+def run_label(
+    algo: str, N: int | None, gamma: float, lr_scale: float = 1.0, weighting: str = "focal"
+) -> str:
+    """The paper's row name: ``"GRPO N=8"`` for gamma = 0, ``"F-GRPO N=8"`` otherwise,
+    ``"MaxRL N=8"`` (``"MaxRL-DAPO N=8"`` with another loss) for the MaxRL weighting; a run at a
     scaled learning rate (the low-LR control) gets ``" (lr x0.50)"`` appended."""
     name = algo.upper()
-    if gamma > 0:
+    if weighting == "maxrl":
+        name = "MaxRL" if algo == "grpo" else f"MaxRL-{name}"
+    elif gamma > 0:
         name = f"F-{name}"
     name = f"{name} N={N}" if N is not None else name
     return name if is_base_lr(lr_scale) else f"{name} (lr x{lr_scale:.2f})"
@@ -109,7 +114,7 @@ def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
     match = info.get("lr_match_gamma")
     return RunInfo(
         path=run_dir,
-        label=label or run_label(info["algo"], N, gamma, lr_scale),
+        label=label or run_label(info["algo"], N, gamma, lr_scale, info.get("weighting", "focal")),
         algo=info["algo"],
         N=N,
         gamma=gamma,

@@ -33,8 +33,16 @@ class FocalSettings:
     reward_correct: float = 1.0
     reward_wrong: float = 0.0
     correct_threshold: float | None = None
+    weighting: str = "focal"
+    """"focal" (g = (1 - mu_hat)^gamma) or "maxrl" (g = sqrt((1 - mu_hat) / mu_hat), 0 at
+    mu_hat = 0: times the engine's GRPO advantage this is MaxRL's (r - mu_hat) / mu_hat with
+    the population std and eps -> 0; with the Bessel std, that times sqrt((N - 1) / N))"""
 
     def __post_init__(self):
+        if self.weighting not in ("focal", "maxrl"):
+            raise ValueError(
+                f"focal weighting must be 'focal' or 'maxrl', got weighting={self.weighting!r}"
+            )
         for name in ("gamma", "reward_correct", "reward_wrong"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -93,5 +101,9 @@ def group_focal_weights(scores: torch.Tensor, group_ids, settings: FocalSettings
     X = torch.zeros(G, device=scores.device).index_add_(0, inverse, correct)  # (G,)
     # (G,)
     N = torch.zeros(G, device=scores.device).index_add_(0, inverse, torch.ones_like(correct))
-    g = focal_weight(X / N, gamma=float(settings.gamma))  # (G,)
+    mu_hat = X / N  # (G,)
+    if settings.weighting == "maxrl":
+        g = torch.where(mu_hat > 0, ((1 - mu_hat) / mu_hat.clamp_min(1e-30)).sqrt(), 0.0)
+    else:
+        g = focal_weight(mu_hat, gamma=float(settings.gamma))  # (G,)
     return g[inverse], X[inverse].long(), N[inverse].long()

@@ -67,6 +67,7 @@ class RunRecorder:
         lr_match_gamma: float | None = None,
         resume_step: int | None = None,
         environment: dict | None = None,
+        weighting: str = "focal",
     ):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -79,6 +80,7 @@ class RunRecorder:
             lr_scale=float(lr_scale),
             lr_match_gamma=lr_match_gamma,
             environment=environment,
+            weighting=weighting,
         )
         if resume_step is not None:
             for name in ("groups.jsonl", "metrics.jsonl"):
@@ -297,6 +299,7 @@ def records_from_verl_dump(
         gamma=gamma,
         lr_scale=lr_scale,
         lr_match_gamma=lr_match_gamma,
+        weighting=settings.weighting,
     )
     try:
         for batch in batches:

@@ -29,7 +29,13 @@ MAX_WORKERS = 1024
 
 
 def register(subparsers) -> None:
-    from fgrpo_theory.sim.config import ADVANTAGES, OPTIMIZERS, PRESETS, SURROGATES
+    from fgrpo_theory.sim.config import (
+        ADVANTAGES,
+        OPTIMIZERS,
+        PRESETS,
+        SIM_WEIGHTINGS,
+        SURROGATES,
+    )
     from fgrpo_theory.sim.engines import ENGINES
 
     p = subparsers.add_parser(
@@ -53,6 +59,12 @@ def register(subparsers) -> None:
     p.add_argument("--optimizer", choices=OPTIMIZERS)
     p.add_argument("--surrogate", choices=SURROGATES)
     p.add_argument("--advantage", choices=ADVANTAGES)
+    p.add_argument(
+        "--weighting",
+        choices=SIM_WEIGHTINGS,
+        help="focal (w = (1 - X/N)^gamma, default) or maxrl (w = sqrt((1 - X/N) / (X/N)); "
+        "give one gamma)",
+    )
     p.add_argument(
         "--workers",
         type=int,
@@ -105,6 +117,7 @@ def _config(args):
             "optimizer",
             "surrogate",
             "advantage",
+            "weighting",
         )
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}

@@ -1331,7 +1331,7 @@ def simulate_run_compiled(
     xs = float(EXP_SCALE)
     rng = np.random.default_rng([seed, N])
     rec = new_records(1, T)
-    g_table = focal_table(N, gamma)[0]  # (N + 1,) g / N
+    g_table = focal_table(N, gamma, cfg.weighting)[0]  # (N + 1,) g / N
 
     # the state of ``sparse._TouchedSet``: touched slots in touch order, masses by action
     y = np.full(Kp, -np.inf)  # (Kp,) shifted logits

@@ -22,6 +22,10 @@ import numpy as np
 from fgrpo_theory.fields import Choice, Integer, Optional, Real, Sequence, check_fields
 
 OPTIMIZERS = ("sgd", "adam")
+#: How a group's advantages are weighted by its success rate (``fgrpo_theory.weighting``):
+#: 'focal' w = (1 - X/N)^gamma for each gamma of the sweep (gamma 0: GRPO); 'maxrl'
+#: w = sqrt((1 - X/N) / (X/N)) (one gamma, ignored).
+SIM_WEIGHTINGS = ("focal", "maxrl")
 SURROGATES = ("ratio", "prob")
 ADVANTAGES = ("centered", "grpo", "raw")
 
@@ -76,6 +80,9 @@ class SimConfig:
     """Adam (beta1, beta2)"""
     adam_eps: float = 1e-8
     """Adam epsilon"""
+    weighting: str = "focal"
+    """'focal' (w = (1 - X/N)^gamma per gamma) or 'maxrl' (w = sqrt((1 - X/N) / (X/N)); then
+    gammas must hold one value, which is ignored)"""
 
     def __post_init__(self):
         check_fields(self, SIM_RULES)  # every field's type and range (fgrpo_theory.fields)
@@ -90,6 +97,11 @@ class SimConfig:
             raise ValueError(
                 f"reward_correct must exceed reward_wrong, got "
                 f"{self.reward_correct} <= {self.reward_wrong}"
+            )
+        if self.weighting == "maxrl" and len(self.gammas) != 1:
+            raise ValueError(
+                f"weighting='maxrl' ignores gamma: give one gamma (e.g. gammas=(0.0,)), got "
+                f"gammas={self.gammas}"
             )
         if self.initial_logits is not None and len(self.initial_logits) != K:
             raise ValueError(
@@ -134,6 +146,7 @@ SIM_RULES = {
     "advantage": Choice(ADVANTAGES),
     "adam_betas": Sequence(Real(0, 1, open_high=True), length=2),
     "adam_eps": _POSITIVE,
+    "weighting": Choice(SIM_WEIGHTINGS),
 }
 
 

@@ -81,7 +81,7 @@ def simulate_batch(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *, pro
     if adam:
         m, v = np.zeros((R, Kp)), np.zeros((R, Kp))
     rec = new_records(R, T)
-    g_table = focal_table(N, gamma)  # (R, N + 1)
+    g_table = focal_table(N, gamma, cfg.weighting)  # (R, N + 1)
     p0 = np.exp(z[0, :C] - c[0]) / np.exp(z[0, :K] - c[0]).sum()  # (C,) initial correct probs
 
     def softmax_and_record(t: int):

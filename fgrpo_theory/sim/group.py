@@ -60,12 +60,19 @@ def scalar_advantages(X: int, N: int, *, R_c: float, R_w: float, kind: str):
     return float(r_c), float(r_w)
 
 
-def focal_table(N: int, gamma) -> np.ndarray:
-    """g / N for every possible X = 0..N: focal_weight(X / N, gamma) / N, (R, N + 1)."""
+def focal_table(N: int, gamma, weighting: str = "focal") -> np.ndarray:
+    """g / N for every possible X = 0..N, (R, N + 1): focal_weight(X / N, gamma) / N, or with
+    ``weighting='maxrl'`` sqrt((1 - X/N) / (X/N)) / N (``fgrpo_theory.weighting``; gamma only
+    sets R)."""
     from fgrpo_theory.focal import focal_weight
 
     mu_hat = np.arange(N + 1) / N
     gamma = np.atleast_1d(np.asarray(gamma, dtype=np.float64))
+    if weighting == "maxrl":
+        from fgrpo_theory.weighting import maxrl
+
+        w = np.broadcast_to(maxrl()(mu_hat), (gamma.size, N + 1))
+        return np.array(w, dtype=np.float64) / N
     return np.asarray(focal_weight(mu_hat[None, :], gamma[:, None]), dtype=np.float64) / N
 
 

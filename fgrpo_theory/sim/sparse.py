@@ -278,7 +278,7 @@ def simulate_run_sparse(cfg: SimConfig, N: int, gamma: float, seed: int, *, prog
     R_c, R_w = cfg.reward_correct, cfg.reward_wrong
     rng = np.random.default_rng([seed, N])
     rec = new_records(1, T)
-    g_table = focal_table(N, gamma)[0]  # (N + 1,) g / N
+    g_table = focal_table(N, gamma, cfg.weighting)[0]  # (N + 1,) g / N
     run = _TouchedSet(cfg)
     adam = _LazyAdam(cfg) if cfg.optimizer == "adam" else None
     tmp = np.empty(0)

@@ -129,7 +129,10 @@ def _batch(cfg: SimConfig, runs, torch, dev, progress) -> dict:
                 var = (R_c - R_w) ** 2 * X * (Ns - X) / (Ns * (Ns - 1).clamp_min(1.0))
                 scale = 1.0 / (var.sqrt() + GRPO_EPS)
                 r_c, r_w = r_c * scale, r_w * scale
-        w = torch.pow(1.0 - X / Ns, gamma) / Ns  # (R,) g / N
+        if cfg.weighting == "maxrl":  # sqrt((1 - mu) / mu), 0 at X = 0
+            w = torch.where(X > 0, torch.sqrt((Ns - X) / X.clamp_min(1.0)), 0.0) / Ns
+        else:
+            w = torch.pow(1.0 - X / Ns, gamma) / Ns  # (R,) g / N
         r_a = torch.empty_like(p)  # (R, K) r of each action
         r_a[:, :C] = r_c[:, None]
         r_a[:, C:] = r_w[:, None]

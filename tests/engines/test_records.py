@@ -108,3 +108,30 @@ def test_absent_engine_is_a_clear_import_error(engine):
         pytest.skip(f"{engine} is installed here")
     with pytest.raises(ImportError, match=f"pip install 'fgrpo\\[{engine}\\]'"):
         importlib.import_module(f"fgrpo_llm.integrations.{engine}")
+
+
+def test_maxrl_weighting_gives_maxrls_advantage_with_the_population_std():
+    """FocalSettings(weighting='maxrl'): g = sqrt((1 - mu_hat) / mu_hat) per group, 0 when no
+    answer is right; times GRPO's advantage with the population std and eps -> 0 it is MaxRL's
+    (r - mu_hat) / mu_hat; the records label such a run MaxRL."""
+    from fgrpo_llm.advantages import maxrl_advantages
+
+    R = torch.tensor([[1.0, 0, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0]])  # (B, N)
+    ids = np.repeat(["a", "b", "c"], 4)
+    g, X, _ = group_focal_weights(R.reshape(-1), ids, FocalSettings(weighting="maxrl"))
+    A = g.reshape(3, 4) * grpo_advantages(R, std="population", eps=0.0)
+    torch.testing.assert_close(A, maxrl_advantages(R.bool()), rtol=1e-6, atol=1e-6)
+    assert g.reshape(3, 4)[2].abs().sum() == 0
+    with pytest.raises(ValueError, match="weighting"):
+        FocalSettings(weighting="ppo")
+
+
+def test_a_maxrl_run_is_labelled_maxrl(tmp_path):
+    from fgrpo_llm.evaluation.runs import load_run
+    from fgrpo_llm.integrations.records import RunRecorder
+
+    rec = RunRecorder(tmp_path / "r", engine="trl", algo="grpo", group_size=4, gamma=0.0,
+                      weighting="maxrl")  # fmt: skip
+    rec.log_batch(step=1, prompt_ids=["p"] * 4, completions=["a"] * 4, correct=[1, 0, 0, 0])
+    rec.close()
+    assert load_run(tmp_path / "r").label == "MaxRL N=4"

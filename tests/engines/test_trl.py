@@ -460,3 +460,19 @@ def test_two_processes(tmp_path):
         assert len(rare) >= 2 and all(math.isfinite(v) for v in rare)
     else:
         assert rare == []
+
+
+def test_maxrl_weighting_multiplies_trls_advantage(tmp_path):
+    """focal_weighting='maxrl': TRL's GRPO advantage times sqrt((1 - mu_hat) / mu_hat), and
+    the run is recorded as MaxRL."""
+    import json
+
+    trainer = _trainer(tmp_path, gamma=0.0, G=4, focal_weighting="maxrl")
+    trainer.model.train()
+    targets = [1, 0, 0, 0]
+    out = trainer._generate_and_score_completions(_rows(targets))
+    R = torch.tensor([targets], dtype=torch.float32)
+    w = ((1 - 0.25) / 0.25) ** 0.5
+    expected = (w * grpo_advantages(R, eps=1e-4))[0]
+    torch.testing.assert_close(out["advantages"], expected, rtol=1e-5, atol=1e-6)
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["weighting"] == "maxrl"

@@ -296,3 +296,26 @@ def test_groups_of_one_and_the_tensor_type_message():
         TypeError, match=r"^rewards must be a torch\.Tensor of shape \(B, N\), got list$"
     ):
         adv.grpo_advantages([[1.0, 0.0]])
+
+
+def test_maxrl_advantages_are_r_minus_mu_over_mu_and_grpo_times_the_weighting():
+    """MaxRL (arXiv 2602.02710) on 0/1 verdicts: (r - mu_hat) / mu_hat per group, 0 when no
+    completion is correct; GRPO's advantage (population std, eps 0) times
+    fgrpo_theory.weighting.maxrl()'s w(mu_hat) is the same."""
+    maxrl_advantages = adv.maxrl_advantages
+    from fgrpo_theory.weighting import maxrl
+
+    correct = torch.tensor(
+        [[1, 0, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.bool
+    )
+    A = maxrl_advantages(correct)
+    r = correct.double()
+    mu = r.mean(dim=1, keepdim=True)
+    expected = torch.where(mu > 0, (r - mu) / mu.clamp_min(1e-300), 0.0)
+    torch.testing.assert_close(A.double(), expected)
+    grpo = adv.grpo_advantages(r[:2], std="population", eps=0.0)
+    w = torch.as_tensor(maxrl()(mu[:2, 0].numpy()))
+    torch.testing.assert_close((w[:, None] * grpo).float(), A[:2], rtol=1e-6, atol=1e-6)
+    assert A[2].abs().sum() == 0 and A[3].abs().sum() == 0
+    with pytest.raises(ValueError, match="groups, N"):
+        maxrl_advantages(torch.ones(4))

@@ -126,3 +126,31 @@ def test_bad_input_is_one_line_and_exit_2(tiny_checkpoint, tmp_path, capsys, ext
 def test_missing_base_flag_is_an_error(tmp_path, capsys):
     assert main(["train", "--out", str(tmp_path / "x")]) == 2
     assert "--base" in capsys.readouterr().err
+
+
+def test_maxrl_weighting_trains_and_is_labelled(tiny_checkpoint, tmp_path, capsys):
+    """--weighting maxrl: the run trains with MaxRL's advantages, records the weighting in
+    run.json (label "MaxRL N=2") and logs w = sqrt((1 - mu_hat) / mu_hat); with gamma > 0 it is
+    one clear error."""
+    import json
+    import math
+
+    from fgrpo_llm.evaluation.runs import load_run
+
+    out = tmp_path / "m"
+    argv = ["train", "--base", str(tiny_checkpoint), "--out", str(out), "--steps", "2",
+            "--prompts-per-step", "4", "--group-size", "2", "--weighting", "maxrl",
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    run = load_run(out)
+    assert run.label == "MaxRL N=2"
+    assert json.loads((out / "run.json").read_text())["weighting"] == "maxrl"
+    for g in run.groups:
+        if g.get("trained") and "focal_weight" in g:
+            m = g["num_correct"] / g["N"]
+            want = math.sqrt((1 - m) / m) if m > 0 else 0.0
+            assert g["focal_weight"] == pytest.approx(want, rel=1e-6)
+    capsys.readouterr()
+    bad = [*argv[:4], str(tmp_path / "x"), *argv[5:], "--gamma", "1"]
+    assert main(bad) == 2
+    assert "weighting='maxrl'" in capsys.readouterr().err

@@ -64,7 +64,7 @@ def test_an_engine_that_ignores_gamma_disagrees(sparse_other, monkeypatch):
     """The check has teeth: the compiled engine with every run at gamma = 0 fails it, at the
     group sizes where the focal weight matters."""
     table = compiled.focal_table
-    monkeypatch.setattr(compiled, "focal_table", lambda N, gamma: table(N, 0.0))
+    monkeypatch.setattr(compiled, "focal_table", lambda N, gamma, *rest: table(N, 0.0, *rest))
     agreement = compare_sweeps(run_sweep(CFG, engine="compiled", progress=False), sparse_other)
     assert not agreement.ok
     bad = {(c.N, c.gamma) for c in agreement.cells if not c.ok}
@@ -171,3 +171,27 @@ def test_both_numpy_dispatches_give_the_same_findings(tmp_path):
         assert agreement.ok, (e, agreement.summary())
     on, off = np.load(tmp_path / "on_compiled.npz"), np.load(tmp_path / "off_compiled.npz")
     np.testing.assert_allclose(on["q_pos"], off["q_pos"], rtol=1e-9, atol=1e-12)
+
+
+def test_maxrl_weighting_in_every_engine_agrees_in_distribution():
+    """SimConfig(weighting='maxrl'): w = sqrt((1 - X/N) / (X/N)) in the numpy, compiled and
+    torch engines alike (``fgrpo_theory.weighting.maxrl``), and the engines agree."""
+    from fgrpo_theory.sim.group import focal_table
+    from fgrpo_theory.weighting import maxrl
+
+    np.testing.assert_allclose(
+        focal_table(8, 0.0, "maxrl")[0] * 8, maxrl()(np.arange(9) / 8), rtol=1e-15
+    )
+    cfg = replace(CFG, group_sizes=(4, 128, 2048), gammas=(0.0,), weighting="maxrl")
+    ref = run_sweep(replace(cfg, seeds=OTHER.seeds), engine="sparse", progress=False)
+    for engine in ("compiled", "dense", "torch"):
+        if engine == "torch":
+            pytest.importorskip("torch")
+        kw = {"device": "cpu"} if engine == "torch" else {}
+        got = run_sweep(cfg, engine=engine, progress=False, **kw)
+        agreement = compare_sweeps(got, ref)
+        assert agreement.ok, (engine, agreement.summary())
+    focal_run = run_sweep(replace(cfg, weighting="focal", gammas=(1.0,)), progress=False)
+    assert not np.array_equal(focal_run.records["q_pos"], got.records["q_pos"])
+    with pytest.raises(ValueError, match="maxrl' ignores gamma"):
+        replace(CFG, weighting="maxrl")

@@ -89,6 +89,12 @@ class FocalGRPOConfig(GRPOConfig):
             "several."
         },
     )
+    focal_weighting: str = field(
+        default="focal",
+        metadata={
+            "help": "focal (g = (1 - mu_hat)^gamma) or maxrl (g = sqrt((1 - mu_hat) / mu_hat))."
+        },
+    )
     focal_algo: str = field(
         default="grpo", metadata={"help": "grpo, dapo or cispo: the run.json label."}
     )
@@ -117,6 +123,7 @@ class FocalGRPOConfig(GRPOConfig):
             reward_correct=float(self.focal_reward_correct),
             reward_wrong=float(self.focal_reward_wrong),
             correct_threshold=self.focal_correct_threshold,
+            weighting=str(self.focal_weighting),
         )
 
 
@@ -252,6 +259,7 @@ class FocalGRPOTrainer(GRPOTrainer):
                 group_size=int(self.num_generations),
                 gamma=self.focal.gamma,
                 lr_scale=float(self.args.focal_lr_scale),
+                weighting=self.focal.weighting,
                 environment={
                     **environment(self.accelerator.device),
                     "processes": int(self.accelerator.num_processes),

@@ -14,7 +14,8 @@ may be ragged), ``config`` verl's ``algorithm`` section. This estimator
 
 Settings, read from ``algorithm`` (add them with Hydra's ``+``): ``focal_gamma`` (default 0:
 exactly verl's ``grpo``), ``focal_reward_correct`` / ``focal_reward_wrong`` (1 / 0) and
-``focal_correct_threshold`` (default halfway between them; a score at or above it is correct).
+``focal_correct_threshold`` (default halfway between them; a score at or above it is correct),
+``focal_weighting`` ("focal", the default, or "maxrl": g = sqrt((1 - mu_hat) / mu_hat)).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def focal_settings(config) -> FocalSettings:
         gamma=float(_get(config, "focal_gamma", 0.0)),
         reward_correct=float(_get(config, "focal_reward_correct", 1.0)),
         reward_wrong=float(_get(config, "focal_reward_wrong", 0.0)),
+        weighting=str(_get(config, "focal_weighting", "focal")),
         correct_threshold=None if threshold is None else float(threshold),
     )
 
