@@ -211,6 +211,40 @@ def pass_at_k_table(counts, n: int, ks) -> dict[str, float]:
     return {f"pass@{int(k)}": float(v) for k, v in zip(ks, values, strict=True)}
 
 
+def coverage_against(base, trained, k: int) -> dict:
+    """Coverage against the base (the count of Yue et al., NeurIPS 2025): of the problems, how
+    many the base solves within k samples that the trained model no longer solves ("lost"), and
+    the reverse ("gained"), from the two (P, n) 0/1 outcome matrices of the same problems.
+
+    Per problem, pass@k is the unbiased estimate 1 - C(n - c, k) / C(n, k) (the probability
+    that k fresh samples hold a correct one); the counts are expected counts over independent
+    samplings: lost = sum_p pass_b (1 - pass_t), gained = sum_p (1 - pass_b) pass_t, also
+    both and neither. ``k`` must be at most both matrices' n."""
+    from fgrpo_theory.passk import pass_at_k_unbiased as pass_at_k
+
+    b, t = np.asarray(base), np.asarray(trained)
+    if b.ndim != 2 or t.ndim != 2 or b.shape[0] != t.shape[0]:
+        raise ValueError(
+            f"base and trained must be (problems, n) matrices of the same problems, got "
+            f"{b.shape} and {t.shape}"
+        )
+    k = int(check_integer("k", k, minimum=1))
+    if k > min(b.shape[1], t.shape[1]):
+        raise ValueError(
+            f"k must be <= n of both matrices, got k={k}, n={b.shape[1]}, {t.shape[1]}"
+        )
+    pb = np.asarray(pass_at_k(b.shape[1], b.sum(axis=1), k), dtype=np.float64)  # (P,)
+    pt = np.asarray(pass_at_k(t.shape[1], t.sum(axis=1), k), dtype=np.float64)  # (P,)
+    return {
+        "k": k,
+        "problems": int(b.shape[0]),
+        "lost": float(np.sum(pb * (1 - pt))),
+        "gained": float(np.sum((1 - pb) * pt)),
+        "both": float(np.sum(pb * pt)),
+        "neither": float(np.sum((1 - pb) * (1 - pt))),
+    }
+
+
 def split_role(split: str) -> str:
     """Which column of the paper's tables a split feeds: ``in_domain`` or ``ood``."""
     return "ood" if "ood" in split.lower() else "in_domain"

@@ -288,6 +288,38 @@ SPREAD_NAMES = {
 }
 
 
+def coverage_section(base_eval: Path, runs) -> str:
+    """Per run and split: of the problems, how many the base solves within k samples that the
+    run no longer solves, and the reverse (expected counts from the unbiased per-problem pass@k,
+    ``evaluation.passk.coverage_against``), k the largest both evaluations allow. "" when the
+    base's or the runs' outcome matrices are missing."""
+    from fgrpo_llm.evaluation.passk import coverage_against, load_eval
+
+    try:
+        _, base = load_eval(base_eval)
+    except (FileNotFoundError, ValueError):
+        return ""
+    rows = []
+    for run in runs:
+        try:
+            _, mine = load_eval(Path(run.path) / "eval")
+        except (FileNotFoundError, ValueError):
+            continue
+        for split in sorted(set(base) & set(mine)):
+            if base[split].shape[0] != mine[split].shape[0]:
+                continue
+            k = min(base[split].shape[1], mine[split].shape[1])
+            c = coverage_against(base[split], mine[split], k)
+            rows.append([run.label, split, k, c["problems"], c["lost"], c["gained"]])
+    if not rows:
+        return ""
+    return (
+        "Expected number of problems the base solves within k samples that the run no longer "
+        "solves (lost), and the reverse (gained), from each problem's unbiased pass@k.\n\n"
+        + markdown_table(["run", "split", "k", "problems", "lost", "gained"], rows)
+    )
+
+
 def seed_spread_note(spread: dict | None) -> str:
     """The sentence set beside each single-seed comparison: what one seed cannot separate."""
     if not spread:
@@ -452,6 +484,9 @@ def write_demo_report(
         sections.append(
             ("pass@k", "![pass@k](passk.png)\n\n" + pass_at_k_section(evals) + "\n\n" + note)
         )
+        coverage = coverage_section(out / "base_eval", runs)
+        if coverage:
+            sections.append(("Coverage against the base (Yue et al.)", coverage))
 
     vfig = result.get("figures", {})
     tm = (

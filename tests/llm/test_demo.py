@@ -29,6 +29,8 @@ def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
         "## Cross-check: tail miss",
         "## Cross-check: group-size sweep",
         "## Learning-rate-matched control",
+        "## Coverage against the base (Yue et al.)",
+        "## Environment",
     ):
         assert heading in report
     for target in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report):

@@ -229,3 +229,23 @@ def test_eval_and_compare_cli(tiny_checkpoint, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "k must be <= n" in err or "k=4" in err
     assert "not found" in err
+
+
+def test_coverage_against_the_base_on_a_hand_made_outcome_matrix():
+    """Yue et al.'s count: problem 0 the base solves half the time at k = 2 and the trained
+    model never (lost 0.5), problem 1 the reverse at 1 - C(2,2)/C(4,2) = 5/6 (gained), problem 2
+    both always, problem 3 neither."""
+    from fgrpo_llm.evaluation.passk import coverage_against
+
+    base = np.array([[1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]])
+    trained = np.array([[0, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]])
+    c = coverage_against(base, trained, 2)
+    assert c["lost"] == pytest.approx(0.5) and c["gained"] == pytest.approx(5 / 6)
+    assert c["both"] == pytest.approx(1.0) and c["neither"] == pytest.approx(0.5 * 1 + 1 / 6 + 1)
+    assert c["lost"] + c["gained"] + c["both"] + c["neither"] == pytest.approx(4)
+    at4 = coverage_against(base, trained, 4)  # k = n: solved iff any sample was right
+    assert (at4["lost"], at4["gained"], at4["both"], at4["neither"]) == (1.0, 1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="same problems"):
+        coverage_against(base, trained[:3], 2)
+    with pytest.raises(ValueError, match="k must be <="):
+        coverage_against(base, trained, 5)
