@@ -92,6 +92,33 @@ plot_training_curves(axes, runs)
 display(fig); plt.close(fig)
 display(Markdown(sweep_section(result)))
 """)
+md("""
+## Which N, which weighting, for this base (`fgrpo-theory plan`)
+
+From the base's own outcome matrix on the test split: per group size, the expected fraction of
+active groups, the expected tail-miss rate over the prompts (Lemma 3.1 at tau = rho mu, with its
+95% range from the finite number of samples) and each weighting's share of the update to hard
+prompts (pass rate < 1/2). rho = 0.05 is an assumption here, not a measurement.
+""")
+code("""
+from fgrpo_theory.plan import plan
+from fgrpo_llm.evaluation.passk import load_eval
+_, outcomes = load_eval(run_dir / "base_eval")
+split = "test" if "test" in outcomes else next(iter(outcomes))
+m = outcomes[split]
+res = plan(None, n=np.full(m.shape[0], m.shape[1]), c=m.sum(axis=1), rho=0.05,
+           group_sizes=[2, 4, 8, 16, 32, 64], weightings=["none", "focal:1", "maxrl"])
+shares = " | ".join(f"hard share {w}" for w in res["weightings"])
+head = f"| N | active | tail miss [95%] | {shares} |"
+lines = [head, "|" + "---|" * (3 + len(res["weightings"]))]
+for r in res["rows"]:
+    shares = " | ".join("-" if r["hard_share"][w] is None else f"{r['hard_share'][w]:.3f}"
+                        for w in res["weightings"])
+    lines.append(f"| {r['N']} | {r['active']:.3f} | {r['tail_miss']:.3f} [{r['tail_miss_lo']:.3f}, "
+                 f"{r['tail_miss_hi']:.3f}] | {shares} |")
+display(Markdown(f"{res['prompts']} prompts of the {split} split, {m.shape[1]} samples each; "
+                 f"tail misses peak at N = {res['peak_N']}.\\n\\n" + "\\n".join(lines)))
+""")
 nb = nbf.v4.new_notebook(
     cells=cells,
     metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
