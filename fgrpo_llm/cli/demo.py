@@ -23,7 +23,10 @@ def _demo(args) -> int:
         device=args.device,
         lr_matched_control=False if args.no_lr_control else None,
     )
-    summary = run_demo(args.out, cfg)
+    from fgrpo_llm.files import directory_lock
+
+    with directory_lock(args.out, what="fgrpo-llm demo"):  # one process per output directory
+        summary = run_demo(args.out, cfg)
     print(f"report: {summary['report']} ({summary['total_seconds'] / 60:.1f} min)")
     for name, res in summary["evals"].items():
         line = "; ".join(

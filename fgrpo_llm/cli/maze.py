@@ -117,7 +117,10 @@ def run(args) -> int:
     from fgrpo_llm.model import resolve_device
 
     resolve_device(cfg.device)  # a bad device fails before any file is written
-    results = run_experiment(cfg, args.out, workers=args.workers, progress=not args.no_progress)
+    from fgrpo_llm.files import directory_lock
+
+    with directory_lock(args.out, what="fgrpo-llm maze"):  # one process per output directory
+        results = run_experiment(cfg, args.out, workers=args.workers, progress=not args.no_progress)
     for name in ("table.md", "report.md"):
         path = os.path.join(args.out, name)
         if os.path.isfile(path):

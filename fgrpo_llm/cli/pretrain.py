@@ -14,6 +14,7 @@ import os
 
 from fgrpo_llm.config import read_config_file
 from fgrpo_llm.experiments.countdown_base import PretrainConfig, pretrain
+from fgrpo_llm.files import directory_lock
 
 
 def register(subparsers) -> None:
@@ -53,7 +54,8 @@ def run(args) -> int:
         if getattr(args, k) is not None
     }
     cfg = dataclasses.replace(cfg, **overrides)
-    summary = pretrain(cfg, args.out, progress=not args.no_progress)
+    with directory_lock(args.out, what="fgrpo-llm pretrain"):  # one process per base directory
+        summary = pretrain(cfg, args.out, progress=not args.no_progress)
     shown = ", ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()
     )

@@ -35,7 +35,12 @@ def _study(args) -> int:
         if len(sys.argv) > 2 and sys.argv[1] == "study"
         else f"fgrpo-llm study --seeds {args.seeds}" + (" --fast" if args.fast else "")
     )
-    result = run_study(args.out, cfg, seeds=seeds, command=command, spread_file=args.spread_file)
+    from fgrpo_llm.files import directory_lock
+
+    with directory_lock(args.out, what="fgrpo-llm study"):  # one process per output directory
+        result = run_study(
+            args.out, cfg, seeds=seeds, command=command, spread_file=args.spread_file
+        )
     for c in result["claims"]:
         print(f"claim {c['claim']}: {c['verdict']}: {c['text']}")
     print(f"report: {args.out}/report.md")

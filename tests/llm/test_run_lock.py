@@ -69,3 +69,26 @@ def test_train_on_a_directory_in_use_is_one_line(tiny_checkpoint, tmp_path, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"pid {proc.pid}" in err[0] and "Traceback" not in err[0]
     assert sorted(p.name for p in run.iterdir()) == before  # nothing of a run written
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["pretrain", "--steps", "2", "--no-progress"],
+        ["demo", "--fast"],
+        ["study", "--fast", "--seeds", "0"],
+        ["maze", "--preset", "reduced", "--no-progress"],
+    ],
+)
+def test_pipelines_refuse_an_output_directory_in_use(tmp_path, capsys, argv):
+    """pretrain, demo, study and maze own their output directory too."""
+    out = tmp_path / "out"
+    proc = _holder(out, tmp_path / "flag")
+    try:
+        assert main([*argv, "--out", str(out)]) == 2
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"pid {proc.pid}" in err[0], err
+    assert sorted(p.name for p in out.iterdir()) == [".lock"]
