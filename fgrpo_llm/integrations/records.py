@@ -25,7 +25,14 @@ from pathlib import Path
 from fgrpo_llm.files import read_jsonl
 from fgrpo_llm.tracking import JsonlWriter, group_record, truncate_jsonl, write_run_info
 
-__all__ = ["RunRecorder", "forms_of", "text_prompt_id", "records_from_verl_dump", "read_verl_dump"]
+__all__ = [
+    "RunRecorder",
+    "forms_of",
+    "row_forms",
+    "text_prompt_id",
+    "records_from_verl_dump",
+    "read_verl_dump",
+]
 
 
 def text_prompt_id(text: str) -> str:
@@ -46,6 +53,15 @@ def forms_of(completions: list, correct: list[bool], *, task=None, problem=None)
                 forms.append(form if form is not None else str(c).strip())
         return forms
     return [str(c).strip() for c, ok in zip(completions, correct, strict=True) if ok]
+
+
+def row_forms(prompt_ids, completions, correct, *, task=None, problems=None) -> list:
+    """Each row's form: that of its completion when correct (``forms_of``), None when wrong."""
+    out = []
+    for pid, c, ok in zip(prompt_ids, completions, correct, strict=True):
+        problem = problems.get(str(pid)) if problems else None
+        out.append(forms_of([c], [True], task=task, problem=problem)[0] if ok else None)
+    return out
 
 
 class RunRecorder:
@@ -83,10 +99,16 @@ class RunRecorder:
             weighting=weighting,
         )
         if resume_step is not None:
-            for name in ("groups.jsonl", "metrics.jsonl"):
-                truncate_jsonl(self.run_dir / name, max_step=int(resume_step))
+            self._truncate_files(resume_step)
+        self._open()
+
+    def _open(self) -> None:
         self._groups = JsonlWriter(self.run_dir / "groups.jsonl")
         self._metrics = JsonlWriter(self.run_dir / "metrics.jsonl")
+
+    def _truncate_files(self, max_step: int) -> None:
+        for name in ("groups.jsonl", "metrics.jsonl"):
+            truncate_jsonl(self.run_dir / name, max_step=int(max_step))
 
     def log_group(
         self,
@@ -130,30 +152,14 @@ class RunRecorder:
                 f"prompt_ids, completions and correct must have one entry per row, got {M}, "
                 f"{len(completions)}, {len(correct)}"
             )
-        group_ids = list(prompt_ids) if group_ids is None else list(group_ids)
-        trained = [trained] * M if isinstance(trained, bool) else list(trained)
-        rows: dict = {}
-        for i, g in enumerate(group_ids):
-            rows.setdefault(g.item() if hasattr(g, "item") else g, []).append(i)
-        out = []
-        for idx in rows.values():
-            pid = str(prompt_ids[idx[0]])
-            ok = [bool(correct[i]) for i in idx]
-            problem = problems.get(pid) if problems else None
-            forms = forms_of([completions[i] for i in idx], ok, task=task, problem=problem)
-            out.append(
-                self.log_group(
-                    step=step,
-                    prompt_id=pid,
-                    num_correct=sum(ok),
-                    N=len(idx),
-                    forms=forms,
-                    trained=any(trained[i] for i in idx),
-                )
-            )
-        return out
+        forms = row_forms(prompt_ids, completions, correct, task=task, problems=problems)
+        return self.log_forms(
+            step=step, prompt_ids=prompt_ids, forms=forms, group_ids=group_ids, trained=trained
+        )
 
-    def log_forms(self, *, step: int, prompt_ids: list, forms: list, group_ids=None) -> list[dict]:
+    def log_forms(
+        self, *, step: int, prompt_ids: list, forms: list, group_ids=None, trained=True
+    ) -> list[dict]:
         """As :meth:`log_batch`, from each row's form: the form of a correct completion, None for
         a wrong one (what a process sends when the completions' texts stay where they are)."""
         M = len(prompt_ids)
@@ -162,6 +168,7 @@ class RunRecorder:
                 f"prompt_ids and forms must have one entry per row, got {M}, {len(forms)}"
             )
         group_ids = list(prompt_ids) if group_ids is None else list(group_ids)
+        trained = [trained] * M if isinstance(trained, bool) else list(trained)
         rows: dict = {}
         for i, g in enumerate(group_ids):
             rows.setdefault(g.item() if hasattr(g, "item") else g, []).append(i)
@@ -172,6 +179,7 @@ class RunRecorder:
                 num_correct=sum(forms[i] is not None for i in idx),
                 N=len(idx),
                 forms=[forms[i] for i in idx if forms[i] is not None],
+                trained=any(trained[i] for i in idx),
             )
             for idx in rows.values()
         ]
@@ -180,10 +188,8 @@ class RunRecorder:
         """Drop the lines of steps after ``max_step`` (a run resumed from that step's
         checkpoint writes them again)."""
         self.close()
-        for name in ("groups.jsonl", "metrics.jsonl"):
-            truncate_jsonl(self.run_dir / name, max_step=int(max_step))
-        self._groups = JsonlWriter(self.run_dir / "groups.jsonl")
-        self._metrics = JsonlWriter(self.run_dir / "metrics.jsonl")
+        self._truncate_files(max_step)
+        self._open()
 
     def log_metrics(self, step: int, metrics: dict) -> None:
         """One line ``{"step": step, **metrics}`` of ``metrics.jsonl`` (e.g. ``rare/delta_nll``)."""

@@ -334,12 +334,9 @@ class FocalGRPOTrainer(GRPOTrainer):
             c if isinstance(c, str) else (c[-1].get("content", "") if c else "")
             for c in completions
         ]
-        from fgrpo_llm.integrations.records import forms_of
+        from fgrpo_llm.integrations.records import row_forms
 
-        forms = [
-            forms_of([t], [True], task=self.task, problem=self._problems.get(i))[0] if ok else None
-            for t, ok, i in zip(texts, correct, ids, strict=True)
-        ]  # (B,): a form for each correct row, None for the others
+        forms = row_forms(ids, texts, correct, task=self.task, problems=self._problems)  # (B,)
         rows = gather_object(list(zip(ids, forms, strict=True)))  # (R,) (prompt id, form)
         if self.recorder is None:
             return
