@@ -20,6 +20,7 @@ import torch
 
 __all__ = [
     "maxrl_advantages",
+    "maxrl_weight",
     "grpo_advantages",
     "mean_centred_advantages",
     "group_success_rate",
@@ -132,6 +133,13 @@ def focal_weight(mu_hat: torch.Tensor, *, gamma: float) -> torch.Tensor:
     if gamma == 0:
         return torch.ones_like(mu_hat)
     return (1.0 - mu_hat).pow(gamma)
+
+
+def maxrl_weight(mu_hat: torch.Tensor) -> torch.Tensor:
+    """MaxRL's success-rate weight w = sqrt((1 - mu_hat) / mu_hat) (0 at mu_hat = 0),
+    elementwise: GRPO's advantage (population std, eps -> 0) times w is MaxRL's
+    (``maxrl_advantages``; ``fgrpo_theory.weighting.maxrl`` in numpy)."""
+    return torch.where(mu_hat > 0, ((1 - mu_hat) / mu_hat.clamp_min(1e-30)).sqrt(), 0.0)
 
 
 def maxrl_advantages(correct: torch.Tensor) -> torch.Tensor:

@@ -43,13 +43,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fgrpo_llm.advantages import focal_weight, grpo_advantages, maxrl_advantages
+from fgrpo_llm.advantages import (
+    focal_weight,
+    grpo_advantages,
+    maxrl_advantages,
+    maxrl_weight,
+)
 from fgrpo_llm.checkpoint import capture_rng, restore_rng, resume_point, save_checkpoint
 from fgrpo_llm.config import TrainConfig, save_config
 from fgrpo_llm.environment import environment
 from fgrpo_llm.files import directory_lock, remove_stale_temporaries
 from fgrpo_llm.losses import policy_loss
 from fgrpo_llm.model import (
+    MAX_WEIGHT,
     autocast,
     load_model_and_tokenizer,
     resolve_autocast_dtype,
@@ -314,15 +320,16 @@ def _optimize(
                 raise _diverged(step, "the gradient")
             stats.grad_norms.append(float(norm))
             optimizer.step()
-            if not all(torch.isfinite(p).all() for p in params):
-                raise _diverged(step, "a weight")
-            problem = weight_problem(model)
-            if problem:  # finite, but sampling from it would overflow
-                raise TrainingDiverged(
-                    f"step {step}: {problem}; the run stops here and nothing of this step is "
-                    "saved (the last checkpoint stays resumable). Lower the learning rate or "
-                    "keep gradient clipping on (grad_clip > 0)."
-                )
+            for p in params:  # one reduction per weight: NaN / inf, or finite but overflowing
+                largest = float(p.detach().abs().max()) if p.numel() else 0.0
+                if not math.isfinite(largest):
+                    raise _diverged(step, "a weight")
+                if largest > MAX_WEIGHT:  # sampling from it would overflow
+                    raise TrainingDiverged(
+                        f"step {step}: {weight_problem(model)}; the run stops here and nothing "
+                        "of this step is saved (the last checkpoint stays resumable). Lower the "
+                        "learning rate or keep gradient clipping on (grad_clip > 0)."
+                    )
     return stats
 
 
@@ -543,13 +550,14 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
             # --- advantages: A = g * A_GRPO with g = (1 - X/N)^gamma per group (Eq. 11-13) ---
             X = correct.sum(dim=1)  # (Bk,) correct completions per group
             mu_hat = X.float() / N  # (Bk,) the group's empirical success rate
-            g = focal_weight(mu_hat, gamma=cfg.gamma)  # (Bk,) one focal weight per group
             # (Bk, N)
             A_grpo = grpo_advantages(rewards, std=cfg.adv_std, eps=cfg.adv_eps) if Bk else rewards
-            A = g[:, None] * A_grpo  # (Bk, N): the one change F-GRPO makes to GRPO
             if cfg.weighting == "maxrl":  # MaxRL instead: (r - mu_hat) / mu_hat on the verdicts
-                A = maxrl_advantages(correct) if Bk else A  # (Bk, N)
-                g = torch.where(mu_hat > 0, ((1 - mu_hat) / mu_hat.clamp_min(1e-30)).sqrt(), 0.0)
+                g = maxrl_weight(mu_hat)  # (Bk,) logged as the group's weight
+                A = maxrl_advantages(correct) if Bk else A_grpo  # (Bk, N)
+            else:
+                g = focal_weight(mu_hat, gamma=cfg.gamma)  # (Bk,) one focal weight per group
+                A = g[:, None] * A_grpo  # (Bk, N): the one change F-GRPO makes to GRPO
             active = (A_grpo != 0).any(dim=1)  # (Bk,) groups that carry a learning signal
 
             # --- loss and step: PPO epochs x mini-batches, token-mean loss, AdamW, grad clip ---

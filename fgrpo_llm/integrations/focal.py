@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fgrpo_llm.advantages import focal_weight
+from fgrpo_llm.advantages import focal_weight, maxrl_weight
 
 __all__ = ["FocalSettings", "group_index", "group_focal_weights"]
 
@@ -103,7 +103,7 @@ def group_focal_weights(scores: torch.Tensor, group_ids, settings: FocalSettings
     N = torch.zeros(G, device=scores.device).index_add_(0, inverse, torch.ones_like(correct))
     mu_hat = X / N  # (G,)
     if settings.weighting == "maxrl":
-        g = torch.where(mu_hat > 0, ((1 - mu_hat) / mu_hat.clamp_min(1e-30)).sqrt(), 0.0)
+        g = maxrl_weight(mu_hat)  # (G,)
     else:
         g = focal_weight(mu_hat, gamma=float(settings.gamma))  # (G,)
     return g[inverse], X[inverse].long(), N[inverse].long()

@@ -319,3 +319,11 @@ def test_maxrl_advantages_are_r_minus_mu_over_mu_and_grpo_times_the_weighting():
     assert A[2].abs().sum() == 0 and A[3].abs().sum() == 0
     with pytest.raises(ValueError, match="groups, N"):
         maxrl_advantages(torch.ones(4))
+
+
+def test_maxrl_weight_is_the_numpy_weighting():
+    from fgrpo_theory.weighting import maxrl
+
+    mu = torch.linspace(0.0, 1.0, 33, dtype=torch.float64)
+    np.testing.assert_allclose(adv.maxrl_weight(mu).numpy(), maxrl()(mu.numpy()), rtol=1e-12)
+    assert adv.maxrl_weight(torch.tensor([0.0])).item() == 0.0
