@@ -68,26 +68,21 @@ def _git_commit() -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _cpu_model() -> str:
+def _cpu() -> tuple[str, list[str]]:
+    """The CPU model and its vector-instruction flags that decide which kernels run (AVX2, FMA,
+    AVX-512F), from /proc/cpuinfo where there is one."""
+    model, flags = None, None
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _cpu_flags() -> list[str]:
-    """The vector-instruction flags that decide which kernels run (AVX2, AVX-512F)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                return [f for f in ("avx2", "fma", "avx512f") if f in flags]
-    except OSError:
-        pass
-    return []
+        lines = []
+    for line in lines:  # the first processor's entries
+        if model is None and line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+        elif flags is None and line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+    model = model or platform.processor() or platform.machine()
+    return model, [f for f in ("avx2", "fma", "avx512f") if f in (flags or ())]
 
 
 def environment(device=None) -> dict:
@@ -98,6 +93,7 @@ def environment(device=None) -> dict:
     ``NPY_DISABLE_CPU_FEATURES``) when set."""
     import numpy as np
 
+    cpu, flags = _cpu()
     env = {
         "fgrpo": _version("fgrpo"),
         "git_commit": _git_commit(),
@@ -107,8 +103,8 @@ def environment(device=None) -> dict:
         "torch_cpu_capability": None,
         "torch_threads": None,
         "transformers": _version("transformers"),
-        "cpu": _cpu_model(),
-        "cpu_flags": _cpu_flags(),
+        "cpu": cpu,
+        "cpu_flags": flags,
         "platform": platform.platform(),
         "device": None if device is None else str(device),
     }
