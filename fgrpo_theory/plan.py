@@ -42,11 +42,22 @@ MAX_GROUP = 1 << 16
 def update_mass(mu, N: int, weighting: Weighting) -> np.ndarray:
     """U_p(w) for every mu_p (P,) at group size N: the expected sum of |advantages| of a group,
     E_{X ~ Bin(N, mu)} [w(X/N) 2 N sqrt(m (1 - m))]."""
+    return _update_masses(mu, N, [weighting])[0]
+
+
+def _update_masses(mu, N: int, weightings) -> list[np.ndarray]:
+    """``update_mass`` for several weightings, with Bin(N, mu_p) tabulated once."""
     mu = np.atleast_1d(np.asarray(mu, dtype=np.float64))
     X = np.arange(N + 1)
     m = X / N
-    per_x = weighting(m) * 2.0 * N * np.sqrt(m * (1.0 - m))  # (N + 1,), 0 at X = 0 and N
-    return np.array([float(stats.binom.pmf(X, N, p) @ per_x) for p in mu])
+    l1 = 2.0 * N * np.sqrt(m * (1.0 - m))  # (N + 1,) sum of |A|, 0 at X = 0 and N
+    per_x = np.stack([w(m) * l1 for w in weightings], axis=1)  # (N + 1, W)
+    rows = max(1, (1 << 22) // (N + 1))  # prompts per block: (rows, N + 1) stays ~32 MB
+    U = np.concatenate(
+        [stats.binom.pmf(X[None, :], N, mu[i : i + rows, None]) @ per_x
+         for i in range(0, mu.size, rows)]
+    )  # fmt: skip  # (P, W)
+    return list(U.T)
 
 
 def plan(
@@ -106,8 +117,7 @@ def plan(
                 float(np.quantile(means, 0.025)),
                 float(np.quantile(means, 0.975)),
             )
-        for w in ws:
-            U = update_mass(mu, N, w)
+        for w, U in zip(ws, _update_masses(mu, N, ws), strict=True):
             total = float(U.sum())
             row["hard_share"][w.label] = float(U[hard].sum() / total) if total > 0 else None
         rows.append(row)
