@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from fgrpo_llm.config import WEIGHTINGS
 from fgrpo_llm.files import atomic_write_text, strict_json
 
 __all__ = [
@@ -201,8 +202,10 @@ def _check_run_info(info, path: Path) -> dict:
         isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g < 0
     ):
         raise ValueError(f"{path}: lr_match_gamma must be null or a finite number >= 0, got {g!r}")
-    if info.get("weighting", "focal") not in ("focal", "maxrl"):
-        raise ValueError(f"{path}: weighting must be 'focal' or 'maxrl', got {info['weighting']!r}")
+    if info.get("weighting", "focal") not in WEIGHTINGS:
+        raise ValueError(
+            f"{path}: weighting must be one of {WEIGHTINGS}, got {info['weighting']!r}"
+        )
     if info.get("environment") is not None and not isinstance(info["environment"], dict):
         raise ValueError(f"{path}: environment must be an object")
     return info

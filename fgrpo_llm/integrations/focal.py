@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from fgrpo_llm.advantages import focal_weight, maxrl_weight
+from fgrpo_llm.config import WEIGHTINGS
 
 __all__ = ["FocalSettings", "group_index", "group_focal_weights"]
 
@@ -39,9 +40,9 @@ class FocalSettings:
     the population std and eps -> 0; with the Bessel std, that times sqrt((N - 1) / N))"""
 
     def __post_init__(self):
-        if self.weighting not in ("focal", "maxrl"):
+        if self.weighting not in WEIGHTINGS:
             raise ValueError(
-                f"focal weighting must be 'focal' or 'maxrl', got weighting={self.weighting!r}"
+                f"focal weighting must be one of {WEIGHTINGS}, got weighting={self.weighting!r}"
             )
         for name in ("gamma", "reward_correct", "reward_wrong"):
             v = getattr(self, name)
