@@ -26,6 +26,8 @@ __all__ = [
     "environment_markdown",
     "environment_section",
     "KERNEL_KEYS",
+    "KERNEL_FAMILIES",
+    "kernel_family_env",
 ]
 
 #: The fields that decide a run's floating-point numbers on the same code: when two runs differ
@@ -40,6 +42,31 @@ KERNEL_KEYS = (
     "ATEN_CPU_CAPABILITY",
     "NPY_DISABLE_CPU_FEATURES",
 )
+
+
+#: The two kernel families a study draws its bases under: "default" (what torch and numpy pick on
+#: this CPU) and "other" (what they pick on a CPU of the other family).
+KERNEL_FAMILIES = ("default", "other")
+
+#: numpy's AVX-512 features: switched off, np.exp and reductions round as on an AVX2-only CPU.
+NPY_AVX512 = (
+    "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL "
+    "AVX512_SPR X86_V4"
+)
+
+
+def kernel_family_env(family: str) -> dict[str, str | None]:
+    """The environment variables of a process that computes under kernel ``family``: "default"
+    removes both variables (torch and numpy dispatch for this CPU); "other" on an AVX-512 CPU
+    asks torch for its AVX2 kernels and numpy for no AVX-512, elsewhere torch's unvectorised
+    kernels (a CPU without AVX2 has nothing further down)."""
+    if family == "default":
+        return {"ATEN_CPU_CAPABILITY": None, "NPY_DISABLE_CPU_FEATURES": None}
+    if family != "other":
+        raise ValueError(f"family must be one of {KERNEL_FAMILIES}, got family={family!r}")
+    if "avx512f" in _cpu()[1]:
+        return {"ATEN_CPU_CAPABILITY": "avx2", "NPY_DISABLE_CPU_FEATURES": NPY_AVX512}
+    return {"ATEN_CPU_CAPABILITY": "default", "NPY_DISABLE_CPU_FEATURES": None}
 
 
 def _version(package: str) -> str | None:

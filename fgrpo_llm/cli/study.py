@@ -1,12 +1,17 @@
-"""``fgrpo-llm study``: the demo's plan plus GRPO at N = 32 for several RL seeds, with intervals
-and a verdict per claim.
+"""``fgrpo-llm study``: the plan over K base models (half under each CPU kernel family) and S RL
+seeds per base, with intervals over bases, variance components and a verdict per claim.
 
-    fgrpo-llm study --out runs/study --seeds 0,1,2,3,4            # the default plan, 2 workers
-    fgrpo-llm study --out runs/study_fast --seeds 0,1 --fast      # tiny budgets (the tests' run)
+    fgrpo-llm study --out runs/study                                  # 6 bases x 2 seeds, 2 workers
+    fgrpo-llm study --out runs/study --bases 0,1,2,3 --seeds 0 --sweep-bases 0
+    fgrpo-llm study --out runs/fast --bases 0,1 --seeds 0,1 --fast    # tiny budgets (the tests')
 
-Reruns resume: finished runs are kept and the report is rebuilt. Writes OUT/report.md,
-OUT/study.json, OUT/seed_spread.json (the seed spread the demo quotes; ``--spread-file`` also
-writes it elsewhere, e.g. the copy shipped with the package) and OUT/timings.md.
+Base b is pretrained with seed b; bases alternate between this CPU's default kernels and the other
+family (``--families`` to choose). Every base trains GRPO and F-GRPO at N = 8 and the lr-matched
+control for every RL seed; the ``--sweep-bases`` also train the GRPO group-size sweep
+(``--sweep-sizes``) at the first seed. Reruns resume: prepared bases and finished runs are kept and
+the report is rebuilt. Writes OUT/report.md, OUT/study.json, OUT/seed_spread.json (the spread the
+demo quotes; ``--spread-file`` also writes it elsewhere, e.g. the copy shipped with the package) and
+OUT/timings.json (wall and CPU seconds per invocation).
 """
 
 from __future__ import annotations
@@ -18,29 +23,42 @@ import sys
 
 def _study(args) -> int:
     from fgrpo_llm.experiments.plan import load_demo_config
-    from fgrpo_llm.experiments.study import run_study
+    from fgrpo_llm.experiments.study import StudyDesign, run_study
     from fgrpo_llm.model import resolve_device
     from fgrpo_theory.cli.common import parse_list
 
-    seeds = parse_list("--seeds", args.seeds, int)
-    bad = [s for s in seeds if not 0 <= s < 2**32]
-    if bad:
-        raise ValueError(f"--seeds must be integers in [0, 2^32), got {bad[0]}")
+    lists = {}
+    for flag in ("bases", "seeds", "sweep_bases"):
+        value = getattr(args, flag)
+        lists[flag] = parse_list(f"--{flag.replace('_', '-')}", value, int) if value else []
+        bad = [s for s in lists[flag] if not 0 <= s < 2**32]
+        if bad:
+            name = flag.replace("_", "-")
+            raise ValueError(f"--{name} must be integers in [0, 2^32), got {bad[0]}")
+    families = parse_list("--families", args.families, str) if args.families else []
+    design = StudyDesign(lists["bases"], lists["seeds"], lists["sweep_bases"], families)
     resolve_device(args.device)  # a bad --device fails before any file is written
+    extra = {}
+    if args.sweep_sizes:
+        extra["sweep_group_sizes"] = parse_list("--sweep-sizes", args.sweep_sizes, int)
     cfg = load_demo_config(
-        args.config, fast=args.fast, workers=args.workers, device=args.device, theory=False
+        args.config,
+        fast=args.fast,
+        workers=args.workers,
+        device=args.device,
+        theory=False,
+        **extra,
     )
     command = (
         "fgrpo-llm study " + " ".join(shlex.quote(a) for a in sys.argv[2:])
         if len(sys.argv) > 2 and sys.argv[1] == "study"
-        else f"fgrpo-llm study --seeds {args.seeds}" + (" --fast" if args.fast else "")
+        else f"fgrpo-llm study --bases {args.bases} --seeds {args.seeds}"
+        + (" --fast" if args.fast else "")
     )
     from fgrpo_llm.files import directory_lock
 
     with directory_lock(args.out, what="fgrpo-llm study"):  # one process per output directory
-        result = run_study(
-            args.out, cfg, seeds=seeds, command=command, spread_file=args.spread_file
-        )
+        result = run_study(args.out, cfg, design, command=command, spread_file=args.spread_file)
     for c in result["claims"]:
         print(f"claim {c['claim']}: {c['verdict']}: {c['text']}")
     print(f"report: {args.out}/report.md")
@@ -50,13 +68,33 @@ def _study(args) -> int:
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "study",
-        help="the plan (the demo's and GRPO at N = 32) over several RL seeds: intervals, verdicts",
+        help="the plan over several bases (both kernel families) and RL seeds: intervals over "
+        "bases, variance components, verdicts",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", default="runs/study", help="output directory (default runs/study)")
     p.add_argument(
-        "--seeds", default="0,1,2,3,4", help="RL seeds, comma-separated (default 0,1,2,3,4)"
+        "--bases",
+        default="0,1,2,3,4,5",
+        help="pretraining seeds, one base each (default 0,1,2,3,4,5)",
+    )
+    p.add_argument("--seeds", default="0,1", help="RL seeds on every base (default 0,1)")
+    p.add_argument(
+        "--sweep-bases",
+        default="0,1",
+        help="bases that also train the GRPO group-size sweep, at the first seed (default 0,1; "
+        "empty: none)",
+    )
+    p.add_argument(
+        "--sweep-sizes",
+        default=None,
+        help="group sizes of the sweep besides N = 8 (default: the plan's, 2,4,16,32)",
+    )
+    p.add_argument(
+        "--families",
+        default=None,
+        help="kernel family per base, default or other (default: alternating, from default)",
     )
     p.add_argument("--fast", action="store_true", help="tiny budgets (the test suite's smoke run)")
     p.add_argument("--config", default=None, help="YAML/JSON file of plan (DemoConfig) fields")

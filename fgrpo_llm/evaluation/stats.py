@@ -10,6 +10,13 @@ them on the same problems. Per run and metric the seeds give S values x_1..x_S; 
 same seed, base and evaluation problems, and its interval is the t interval of the d_s
 (:func:`paired_difference`): seed-to-seed variation that both runs share cancels.
 
+When the base model is a random factor too (a study over K bases, S_b RL seeds on base b), the
+base is the unit: the values x_{b,s} are averaged within each base, x_b = (1/S_b) sum_s x_{b,s},
+and the interval is the t interval of the K base means (:func:`base_level_interval`, K - 1 degrees
+of freedom); a paired effect is averaged the same way from its per-(base, seed) differences. How
+the variation splits between bases and between seeds within a base is the one-way random-effects
+decomposition of :func:`variance_components`.
+
 A claim gets one of three verdicts from an interval (:func:`verdict_above` and friends):
 ``holds`` when the whole interval supports it, ``contradicted`` when the whole interval
 contradicts it, ``not resolved`` otherwise (the interval straddles the boundary: this many seeds
@@ -40,6 +47,11 @@ __all__ = [
     "format_interval",
     "wilson_interval",
     "Z95",
+    "by_base",
+    "base_level_interval",
+    "VarianceComponents",
+    "variance_components",
+    "welch_difference",
 ]
 
 #: The two-sided 95% normal quantile.
@@ -179,3 +191,91 @@ def format_interval(iv: Interval | None, digits: int = 3, *, signed: bool = Fals
     if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
         return f.format(iv.mean)
     return f"{f.format(iv.mean)} [{f.format(iv.lo)}, {f.format(iv.hi)}]"
+
+
+# ---------------------------------------------------------------- the base as a random factor
+def by_base(values) -> dict:
+    """``{(base, seed): x}`` -> ``{base: [x over its seeds, seed order]}``."""
+    groups: dict = {}
+    for (base, _seed), x in sorted(values.items(), key=lambda kv: kv[0]):
+        groups.setdefault(base, []).append(float(x))
+    return groups
+
+
+def base_level_interval(values, *, confidence: float = 0.95) -> Interval:
+    """The base as the unit: x_b = mean over base b's seeds of x_{b,s}, then the Student-t
+    interval over the K base means, x_bar -/+ t_{(1+c)/2, K-1} sd_b / sqrt(K) (``n`` = K).
+
+    ``values`` maps (base, seed) to a value; for a paired effect, pass the per-(base, seed)
+    differences. Seed-to-seed noise enters through the base means; a base with more seeds counts
+    once, like any other."""
+    if not values:
+        raise ValueError("values must hold at least one (base, seed) value, got none")
+    groups = by_base(values)
+    means = [float(np.mean(_values(f"values of base {b}", xs))) for b, xs in groups.items()]
+    return t_interval(means, confidence=confidence)
+
+
+@dataclass(frozen=True)
+class VarianceComponents:
+    """One-way random-effects decomposition x_{b,s} = m + u_b + e_{b,s} over K bases."""
+
+    between_sd: float
+    """sigma_base: the sd of u_b (nan with one base)."""
+    within_sd: float
+    """sigma_seed: the sd of e_{b,s} within a base (nan when no base has two seeds)."""
+    bases: int
+    units: int
+
+    @property
+    def total_sd(self) -> float:
+        """sqrt(sigma_base^2 + sigma_seed^2): the spread of one run on a base drawn anew."""
+        return math.sqrt(self.between_sd**2 + self.within_sd**2)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "total_sd": self.total_sd}
+
+
+def variance_components(values) -> VarianceComponents:
+    """Method-of-moments estimates of the two variance components, for unequal seeds per base:
+
+        sigma_seed^2 = sum_b sum_s (x_{b,s} - x_b)^2 / sum_b (S_b - 1)      (pooled within bases)
+        sigma_base^2 = max(0, var_b(x_b) - sigma_seed^2 * mean_b(1 / S_b))
+
+    var_b is the sample variance of the K base means (ddof 1): a base mean varies by sigma_base^2
+    plus sigma_seed^2 / S_b, so the second term takes the seeds' share out."""
+    groups = {b: _values(f"values of base {b}", xs) for b, xs in by_base(values).items()}
+    if not groups:
+        raise ValueError("values must hold at least one (base, seed) value, got none")
+    dof = sum(x.size - 1 for x in groups.values())
+    ss = sum(float(((x - x.mean()) ** 2).sum()) for x in groups.values())
+    within = ss / dof if dof > 0 else math.nan
+    means = np.array([x.mean() for x in groups.values()])
+    if means.size < 2:
+        between = math.nan
+    else:
+        inverse_seeds = float(np.mean([1.0 / x.size for x in groups.values()]))
+        share = (within if dof > 0 else 0.0) * inverse_seeds
+        between = max(0.0, float(means.var(ddof=1)) - share)
+    return VarianceComponents(
+        math.sqrt(between), math.sqrt(within), len(groups), sum(x.size for x in groups.values())
+    )
+
+
+def welch_difference(a, b, *, confidence: float = 0.95) -> Interval:
+    """mean(a) - mean(b) for two independent samples with Welch's t interval:
+    se^2 = s_a^2 / n_a + s_b^2 / n_b, Welch-Satterthwaite degrees of freedom. ``n`` is n_a + n_b;
+    undefined (nan bounds) when either side has one value. ``sd`` is the standard error."""
+    from scipy.stats import t as student_t
+
+    a, b = _values("a", a), _values("b", b)
+    mean = float(a.mean() - b.mean())
+    if a.size < 2 or b.size < 2:
+        return Interval(mean, math.nan, math.nan, a.size + b.size, math.nan, confidence)
+    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+    se = math.sqrt(va + vb)
+    if se == 0.0:
+        return Interval(mean, mean, mean, a.size + b.size, 0.0, confidence)
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    half = float(student_t.ppf(0.5 + confidence / 2, df)) * se
+    return Interval(mean, mean - half, mean + half, a.size + b.size, se, confidence)

@@ -1,0 +1,123 @@
+"""Run an experiment's tasks in fresh processes, each under its own environment variables.
+
+A study pretrains several bases and trains many runs; each base may need another kernel family
+(torch's ``ATEN_CPU_CAPABILITY``, numpy's ``NPY_DISABLE_CPU_FEATURES``), which a process reads once,
+when it starts. So every task runs in a process of its own, started (spawned, not forked: no
+inherited torch thread pools) with the task's variables set:
+
+    tasks = [Task("base1/seed0/grpo_n8", train_one, (out, cfg, spec),
+                  env={"ATEN_CPU_CAPABILITY": "avx2"}, cost=8)]
+    for task, seconds in run_tasks(tasks, workers=2):
+        print(task.name, "done in", seconds)
+
+Tasks start in the order given (put the longest first so the workers finish together). When one
+fails, no queued task starts, the running ones finish (their work is kept: tasks resume), and
+:class:`TaskFailed` names the one that failed. With one worker and nothing to change in the
+environment the tasks run in this process (no start-up cost). Every number a task computes depends
+on its arguments and environment only, so the worker count and the finishing order change none.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["Task", "TaskFailed", "run_tasks"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of work: ``fn(*args)`` in a process with ``env`` applied."""
+
+    name: str
+    fn: Callable
+    """A module-level function (it is pickled into the new process)."""
+    args: tuple = ()
+    env: Mapping[str, str | None] = field(default_factory=dict)
+    """Variables to set (a string) or to remove (None) in the task's process."""
+    cost: float = 1.0
+    """Relative cost; informational (callers order tasks by it)."""
+
+
+class TaskFailed(RuntimeError):
+    """A task's process ended with an error (its traceback went to stderr)."""
+
+
+def _env_applies(env: Mapping[str, str | None]) -> bool:
+    """Whether this process already has ``env``."""
+    return all(os.environ.get(k) == v for k, v in env.items())
+
+
+def _child(fn: Callable, args: tuple) -> None:
+    try:
+        fn(*args)
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def _start(ctx, task: Task):
+    """Spawn ``task``'s process with its variables: set here around the start (the new process
+    inherits this process's environment at that moment), then restored."""
+    saved = {k: os.environ.get(k) for k in task.env}
+    try:
+        for k, v in task.env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = str(v)
+        proc = ctx.Process(target=_child, args=(task.fn, task.args), name=task.name, daemon=False)
+        proc.start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return proc
+
+
+def run_tasks(tasks, workers: int = 1) -> Iterator[tuple[Task, float]]:
+    """Yield ``(task, seconds)`` as tasks finish, at most ``workers`` at a time, started in the
+    given order. Raises :class:`TaskFailed` (after the running tasks finish) when one fails."""
+    tasks = list(tasks)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got workers={workers!r}")
+    if workers == 1 and all(_env_applies(t.env) for t in tasks):
+        for task in tasks:
+            start = time.perf_counter()
+            task.fn(*task.args)
+            yield task, time.perf_counter() - start
+        return
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    ctx = multiprocessing.get_context("spawn")
+    queue, running, failed = list(tasks), {}, None
+    try:
+        while queue or running:
+            while queue and len(running) < workers and failed is None:
+                task = queue.pop(0)
+                proc = _start(ctx, task)
+                running[proc.sentinel] = (proc, task, time.perf_counter())
+            for sentinel in wait(list(running)):
+                proc, task, start = running.pop(sentinel)
+                proc.join()
+                if proc.exitcode == 0:
+                    yield task, time.perf_counter() - start
+                elif failed is None:
+                    failed = (task, proc.exitcode)
+                    queue.clear()  # cancel what has not started; the running tasks finish
+    except BaseException:  # interrupted (Ctrl-C, a consumer's error): stop every task's process
+        for proc, _task, _start_time in running.values():
+            proc.terminate()
+            proc.join()
+        raise
+    if failed is not None:
+        task, code = failed
+        raise TaskFailed(f"task {task.name} failed (exit code {code}); its traceback is above")

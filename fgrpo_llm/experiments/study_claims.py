@@ -1,0 +1,325 @@
+"""The study's claims, each judged with the base model as the unit.
+
+The study (``fgrpo_llm.experiments.study``) gives, per run name and metric, one value per
+(base, RL seed) unit: ``numbers[name][(base, seed)][metric]``. Every interval here is over bases
+(``fgrpo_llm.evaluation.stats.base_level_interval``: the values averaged within each base, then a
+Student t interval over the K base means), and every difference is paired within (base, seed)
+before it is averaged: same base, same RL seed, same evaluation problems. Delta NLL_rare's scale
+moves with the base, so its claims are judged on paired differences (whose sign does not depend on
+the scale); the ratio F-GRPO / GRPO is shown beside them. Each claim says how many bases it rests
+on. The seven claims:
+
+1. Delta NLL_rare is non-monotone in N with its peak at an intermediate N (paper: N = 8; Table 2);
+2. F-GRPO at N = 8 has a lower Delta NLL_rare than GRPO at N = 8;
+3. F-GRPO at N = 8 has pass@k at the largest k at least that of GRPO at N = 8, in-domain and OOD;
+4. F-GRPO at N = 8 keeps pass@1 (no drop beyond the interval);
+5. the learning-rate-matched control does not reproduce F-GRPO's gains (Table 3);
+6. F-GRPO at N = 8 matches GRPO at N = 32 at the largest k with a quarter of the rollouts;
+7. early in training the observed tail-miss frequency agrees with Lemma 3.1.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fgrpo_llm.evaluation.stats import (
+    CONTRADICTED,
+    HOLDS,
+    NOT_RESOLVED,
+    Interval,
+    base_level_interval,
+    combine_verdicts,
+    format_interval,
+    verdict_above,
+    verdict_below,
+    verdict_not_below,
+)
+
+__all__ = ["judge_claims", "unit_values", "interval", "paired", "ratio", "MATCH_MARGIN", "METRICS"]
+
+#: How close F-GRPO at N = 8 must come to GRPO at N = 32 at the largest k to "match" it (claim 6).
+MATCH_MARGIN = 0.02
+
+#: Per-run metrics of the study tables (fractions; Delta NLL_rare in nats per token).
+METRICS = {
+    "id_pass1": "in-domain pass@1",
+    "id_passk": "in-domain pass@k_max",
+    "ood_pass1": "OOD pass@1",
+    "ood_passk": "OOD pass@k_max",
+    "delta_nll_rare": "Delta NLL_rare",
+    "tail_miss_obs": "early tail miss (obs)",
+    "tail_miss_pred": "early tail miss (Lemma 3.1)",
+}
+
+
+# ----------------------------------------------------------------------------- unit values
+def unit_values(numbers: dict, name: str, metric: str) -> dict:
+    """``{(base, seed): value}`` of one run and metric, finite values only."""
+    out = {}
+    for unit, vals in numbers.get(name, {}).items():
+        v = vals.get(metric)
+        if v is not None and math.isfinite(v):
+            out[unit] = float(v)
+    return out
+
+
+def interval(numbers, name, metric) -> Interval | None:
+    """Mean over bases with its t interval over bases (None when no unit has the value)."""
+    v = unit_values(numbers, name, metric)
+    return base_level_interval(v) if v else None
+
+
+def paired(numbers, a, b, metric, metric_b=None) -> Interval | None:
+    """Run a minus run b (or metric minus ``metric_b`` of the same run), paired within each
+    (base, seed) unit both have, then averaged within bases: the interval over bases."""
+    va, vb = unit_values(numbers, a, metric), unit_values(numbers, b, metric_b or metric)
+    d = {u: va[u] - vb[u] for u in va.keys() & vb.keys()}
+    return base_level_interval(d) if d else None
+
+
+def ratio(numbers, a, b, metric) -> Interval | None:
+    """Run a over run b per (base, seed) unit (both positive), averaged over bases: a scale-free
+    view of an effect whose size moves with the base."""
+    va, vb = unit_values(numbers, a, metric), unit_values(numbers, b, metric)
+    r = {u: va[u] / vb[u] for u in va.keys() & vb.keys() if va[u] > 0 and vb[u] > 0}
+    return base_level_interval(r) if r else None
+
+
+def _bases(iv: Interval | None) -> str:
+    return "no base" if iv is None else f"{iv.n} base{'s' if iv.n != 1 else ''}"
+
+
+# ----------------------------------------------------------------------------- claims
+def _claim(number: int, text: str, verdict: str, evidence: str, rule: str) -> dict:
+    return {"claim": number, "text": text, "verdict": verdict, "evidence": evidence, "rule": rule}
+
+
+def _iv(iv, signed=False, digits=3) -> str:
+    return format_interval(iv, digits, signed=signed)
+
+
+def judge_claims(numbers: dict, cfg) -> list[dict]:
+    """The seven claims of the module docstring, each with its verdict, evidence and rule."""
+    N = cfg.group_size
+    g, f, c = f"grpo_n{N}", f"fgrpo_n{N}", f"grpo_n{N}_lrmatched"
+    sweep = sorted({N, *cfg.sweep_group_sizes})
+    claims = []
+
+    # 1. non-monotone Delta NLL_rare with an interior peak
+    means = {n: interval(numbers, f"grpo_n{n}", "delta_nll_rare") for n in sweep}
+    rule1 = (
+        "N* = the N with the largest mean over bases. Holds if N* is neither the smallest nor the "
+        "largest N and Delta NLL_rare(N*) exceeds both ends' in paired 95% intervals; "
+        "contradicted if N* is an end and exceeds every other N's in paired intervals (monotone "
+        "towards that end); else not resolved."
+    )
+    if all(means.values()) and len(sweep) >= 3:
+        peak = max(sweep, key=lambda n: means[n].mean)
+        diffs = {
+            n: paired(numbers, f"grpo_n{peak}", f"grpo_n{n}", "delta_nll_rare")
+            for n in sweep
+            if n != peak
+        }
+        shown = ", ".join(f"N={n}: {_iv(means[n])}" for n in sweep)
+        ends = (sweep[0], sweep[-1])
+        if peak not in ends:
+            verdict = HOLDS if all(verdict_above(diffs[n]) == HOLDS for n in ends) else NOT_RESOLVED
+        else:
+            verdict = (
+                CONTRADICTED
+                if all(verdict_above(d) == HOLDS for d in diffs.values())
+                else NOT_RESOLVED
+            )
+        evidence = (
+            f"Delta NLL_rare of GRPO, mean [95% CI] over bases "
+            f"({_bases(min(means.values(), key=lambda iv: iv.n))}): {shown}; peak at N = "
+            f"{peak} (paper: N = 8); paired differences peak - N: "
+            + ", ".join(f"N={n}: {_iv(d, True)}" for n, d in diffs.items())
+            + "."
+        )
+    elif len(sweep) < 3:
+        verdict, evidence = (
+            NOT_RESOLVED,
+            f"the sweep has {len(sweep)} group sizes; an interior peak needs three.",
+        )
+    else:
+        verdict, evidence = NOT_RESOLVED, "a GRPO run of the sweep is missing."
+    claims.append(
+        _claim(
+            1,
+            "Delta NLL_rare is non-monotone in N, with its peak at an intermediate N "
+            "(paper: N = 8)",
+            verdict,
+            evidence,
+            rule1,
+        )
+    )
+
+    # 2. F-GRPO lowers Delta NLL_rare
+    d2 = paired(numbers, f, g, "delta_nll_rare")
+    r2 = ratio(numbers, f, g, "delta_nll_rare")
+    claims.append(
+        _claim(
+            2,
+            f"F-GRPO at N = {N} has a lower Delta NLL_rare than GRPO at N = {N}",
+            verdict_below(d2) if d2 else NOT_RESOLVED,
+            f"over {_bases(d2)}: paired difference F-GRPO - GRPO {_iv(d2, True)}, ratio "
+            f"F-GRPO / GRPO {_iv(r2)} (F-GRPO {_iv(interval(numbers, f, 'delta_nll_rare'))}, "
+            f"GRPO {_iv(interval(numbers, g, 'delta_nll_rare'))}).",
+            "Judged on the paired difference (its sign does not depend on the base's scale): "
+            "holds if its 95% interval over bases lies below 0, contradicted if above 0, else not "
+            "resolved.",
+        )
+    )
+
+    # 3. pass@k_max at least GRPO's, in-domain and OOD
+    d3 = {m: paired(numbers, f, g, m) for m in ("id_passk", "ood_passk")}
+    v3 = [verdict_above(d) if d else NOT_RESOLVED for d in d3.values()]
+    verdict3 = combine_verdicts(v3)
+    claims.append(
+        _claim(
+            3,
+            f"F-GRPO at N = {N} has pass@k at the largest k at least that of GRPO at N = {N}, "
+            f"in-domain and OOD",
+            verdict3,
+            f"over {_bases(d3['id_passk'])}: paired difference F-GRPO - GRPO: "
+            + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d3.items())
+            + ".",
+            "Holds if both paired 95% intervals lie above 0 (F-GRPO higher in-domain and OOD), "
+            "contradicted if either lies below 0, else not resolved (no difference this many "
+            "bases can resolve).",
+        )
+    )
+
+    # 4. pass@1 kept
+    d4 = {m: paired(numbers, f, g, m) for m in ("id_pass1", "ood_pass1")}
+    v4 = [verdict_not_below(d) if d else NOT_RESOLVED for d in d4.values()]
+    verdict4 = combine_verdicts(v4)
+    claims.append(
+        _claim(
+            4,
+            f"F-GRPO at N = {N} keeps pass@1 (no drop beyond the interval)",
+            verdict4,
+            f"over {_bases(d4['id_pass1'])}: paired difference F-GRPO - GRPO: "
+            + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d4.items())
+            + ".",
+            "Contradicted if a paired 95% interval lies entirely below 0 (a resolved drop, "
+            "in-domain or OOD), else holds.",
+        )
+    )
+
+    # 5. the lr-matched control does not reproduce the gains
+    gains = []
+    for m, better in (
+        ("delta_nll_rare", verdict_below),
+        ("id_passk", verdict_above),
+        ("ood_passk", verdict_above),
+        ("id_pass1", verdict_above),
+        ("ood_pass1", verdict_above),
+    ):
+        d = paired(numbers, f, g, m)
+        if d is not None and better(d) == HOLDS:
+            gains.append((m, better))
+    if c not in numbers:
+        verdict5, evidence5 = NOT_RESOLVED, "the control run is missing."
+    elif not gains:
+        verdict5 = NOT_RESOLVED
+        evidence5 = (
+            "F-GRPO has no resolved gain over GRPO here, so there is nothing for the control to "
+            "reproduce."
+        )
+    else:
+        parts, kept, reproduced = [], 0, 0
+        for m, better in gains:
+            fc = paired(numbers, f, c, m)  # F-GRPO - control
+            cg = paired(numbers, c, g, m)  # control - GRPO
+            kept += better(fc) == HOLDS  # F-GRPO still better than the control
+            reproduced += better(fc) != HOLDS and better(cg) == HOLDS
+            parts.append(
+                f"{METRICS[m]}: F-GRPO - control {_iv(fc, True)}, control - GRPO {_iv(cg, True)}"
+            )
+        verdict5 = (
+            HOLDS
+            if kept == len(gains)
+            else (CONTRADICTED if reproduced == len(gains) else NOT_RESOLVED)
+        )
+        evidence5 = (
+            f"over {_bases(fc)}, for each resolved gain of F-GRPO over GRPO: "
+            + "; ".join(parts)
+            + "."
+        )
+    claims.append(
+        _claim(
+            5,
+            f"the learning-rate-matched control (GRPO at lr x m_{cfg.gamma:g} = "
+            f"{_lr_scale(cfg):.3f}) does not reproduce F-GRPO's gains (paper Table 3)",
+            verdict5,
+            evidence5,
+            "Over the metrics where F-GRPO beats GRPO in a paired 95% interval: holds if F-GRPO "
+            "also beats the control on every one; contradicted if on every one the control beats "
+            "GRPO and F-GRPO does not beat the control; else not resolved.",
+        )
+    )
+
+    # 6. F-GRPO N=8 matches GRPO N=32 at the largest k
+    big = max(sweep)
+    d6 = {
+        m: paired(numbers, f, f"grpo_n{big}", m) if big > N else None
+        for m in ("id_passk", "ood_passk")
+    }
+    v6 = [verdict_above(d, -MATCH_MARGIN) if d else NOT_RESOLVED for d in d6.values()]
+    verdict6 = combine_verdicts(v6)
+    claims.append(
+        _claim(
+            6,
+            f"F-GRPO at N = {N} matches GRPO at N = {big} at the largest k with "
+            f"{N}/{big} of the rollouts",
+            verdict6,
+            f"over {_bases(d6['id_passk'])}: paired difference F-GRPO N={N} - GRPO N={big}: "
+            + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d6.items())
+            + ".",
+            f"Holds if both paired 95% intervals lie above -{MATCH_MARGIN} (within "
+            f"{MATCH_MARGIN:g} or better), contradicted if either lies below -{MATCH_MARGIN}, else "
+            "not resolved.",
+        )
+    )
+
+    # 7. early tail misses against Lemma 3.1
+    rows, agree, disagree = [], 0, 0
+    for name in [f"grpo_n{n}" for n in sweep] + [f]:
+        d = paired(numbers, name, name, "tail_miss_obs", "tail_miss_pred")
+        if d is None:
+            continue
+        agree += not d.excludes(0.0)
+        disagree += d.excludes(0.0)
+        label = next(iter(numbers[name].values()))["label"]
+        rows.append(
+            f"{label} ({_bases(d)}): observed {_iv(interval(numbers, name, 'tail_miss_obs'))}, "
+            f"predicted {_iv(interval(numbers, name, 'tail_miss_pred'))}, difference "
+            f"{_iv(d, True)}"
+        )
+    if not rows:
+        verdict7, evidence7 = NOT_RESOLVED, "no training group hit a prompt with a rare event."
+    else:
+        verdict7 = (
+            HOLDS if disagree == 0 else (CONTRADICTED if disagree > len(rows) / 2 else NOT_RESOLVED)
+        )
+        evidence7 = f"first {cfg.early_steps} steps: " + "; ".join(rows) + "."
+    claims.append(
+        _claim(
+            7,
+            "early in training the observed tail-miss frequency agrees with Lemma 3.1",
+            verdict7,
+            evidence7,
+            "Per run, the paired 95% interval over bases of observed - predicted frequency: holds "
+            "if it contains 0 for every run, contradicted if it excludes 0 for more than half of "
+            "them, else not resolved.",
+        )
+    )
+    return claims
+
+
+def _lr_scale(cfg) -> float:
+    from fgrpo_theory.focal import lr_multiplier
+
+    return float(lr_multiplier(cfg.gamma))

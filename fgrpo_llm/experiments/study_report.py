@@ -1,0 +1,449 @@
+"""The study's numbers per run, its tables (intervals over bases, variance components, the kernel
+family's effect), figures and report (``OUT/report.md``, ``OUT/study.json``)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from fgrpo_llm.evaluation.stats import (
+    by_base,
+    format_interval,
+    variance_components,
+    welch_difference,
+)
+from fgrpo_llm.experiments.plan import write_json
+from fgrpo_llm.experiments.study_claims import METRICS, interval, unit_values
+from fgrpo_theory.plots import save_figure
+
+__all__ = ["run_numbers", "write_study_outputs", "component_rows", "family_rows"]
+
+#: Metrics whose spread the demo quotes beside a single run.
+SPREAD_METRICS = ("id_pass1", "id_passk", "ood_pass1", "ood_passk", "delta_nll_rare")
+
+
+# ----------------------------------------------------------------------------- per-run numbers
+def _split_value(results: dict, role: str, k) -> float | None:
+    ks = results["ks"]
+    kk = max(ks) if k == "max" else int(k)
+    vals = [
+        e[f"pass@{kk}"]
+        for e in results["splits"].values()
+        if e["role"] == role and f"pass@{kk}" in e
+    ]
+    return float(np.mean(vals)) if vals else None
+
+
+def run_numbers(run, rare, *, early_steps: int, exact: bool) -> dict:
+    """The study's metrics of one finished run (see ``METRICS``) plus its pass@k curves."""
+    from fgrpo_llm.evaluation.tail_miss import tail_miss_records
+
+    rec = tail_miss_records(run.groups, rare, max_step=early_steps, exact=exact)
+    res = run.eval
+    return {
+        "id_pass1": _split_value(res, "in_domain", 1),
+        "id_passk": _split_value(res, "in_domain", "max"),
+        "ood_pass1": _split_value(res, "ood", 1),
+        "ood_passk": _split_value(res, "ood", "max"),
+        "delta_nll_rare": run.delta_nll_rare,
+        "tail_miss_obs": float(rec["tail_miss"].mean()) if len(rec["N"]) else None,
+        "tail_miss_pred": float(rec["p_tail_miss"].mean()) if len(rec["N"]) else None,
+        "tail_miss_groups": int(len(rec["N"])),
+        "passk": {
+            split: {f"pass@{k}": e[f"pass@{k}"] for k in res["ks"]}
+            for split, e in res["splits"].items()
+        },
+        "kmax": max(res["ks"]),
+    }
+
+
+def _iv(iv, signed=False, digits=3) -> str:
+    return format_interval(iv, digits, signed=signed)
+
+
+def _sd(x: float) -> str:
+    return "–" if not math.isfinite(x) else f"{x:.3f}"
+
+
+def _effects(cfg) -> list[tuple[str, str, str]]:
+    """The paired effects the claims rest on: (label, run a, run b), a - b."""
+    N = cfg.group_size
+    g, f, c = f"grpo_n{N}", f"fgrpo_n{N}", f"grpo_n{N}_lrmatched"
+    return [("F-GRPO - GRPO", f, g), ("control - GRPO", c, g), ("F-GRPO - control", f, c)]
+
+
+def _effect_values(numbers, a, b, metric) -> dict:
+    va, vb = unit_values(numbers, a, metric), unit_values(numbers, b, metric)
+    return {u: va[u] - vb[u] for u in va.keys() & vb.keys()}
+
+
+# ----------------------------------------------------------------------------- tables
+def component_rows(numbers: dict, cfg) -> list[dict]:
+    """Variance components (between bases, between RL seeds within a base) of every run's
+    metrics and of the paired effects, per metric."""
+    rows = []
+    items = [(next(iter(runs.values()))["label"], name, None) for name, runs in numbers.items()]
+    items += [(label, a, b) for label, a, b in _effects(cfg)]
+    for label, a, b in items:
+        for m in SPREAD_METRICS:
+            vals = unit_values(numbers, a, m) if b is None else _effect_values(numbers, a, b, m)
+            if not vals:
+                continue
+            vc = variance_components(vals)
+            rows.append({"what": label, "metric": m, "effect": b is not None, **vc.to_dict()})
+    return rows
+
+
+def family_rows(numbers: dict, cfg, bases: dict) -> list[dict]:
+    """Per quantity (a run's metric or a paired effect): the difference of base means between the
+    kernel families, other - default, with Welch's 95% interval."""
+    fam = {b: info["family"] for b, info in bases.items()}
+    N = cfg.group_size
+    quantities = [
+        (f"{METRICS[m]}, {name}", unit_values(numbers, name, m))
+        for name in (f"grpo_n{N}", f"fgrpo_n{N}")
+        for m in SPREAD_METRICS
+    ] + [
+        (f"{METRICS[m]}, {label}", _effect_values(numbers, a, b, m))
+        for label, a, b in _effects(cfg)[:1]
+        for m in SPREAD_METRICS
+    ]
+    rows = []
+    for what, vals in quantities:
+        means = {b: float(np.mean(xs)) for b, xs in by_base(vals).items()}
+        groups = {f: [v for b, v in means.items() if fam.get(b) == f] for f in ("default", "other")}
+        if not groups["default"] or not groups["other"]:
+            continue
+        d = welch_difference(groups["other"], groups["default"])
+        rows.append(
+            {
+                "what": what,
+                "default": float(np.mean(groups["default"])),
+                "other": float(np.mean(groups["other"])),
+                "difference": d.to_dict(),
+                "bases": [len(groups["default"]), len(groups["other"])],
+                "resolved": d.excludes(0.0),
+            }
+        )
+    return rows
+
+
+def summary_rows(numbers: dict) -> list[dict]:
+    """Per run (plan order): label, units, and per metric the interval over bases."""
+    rows = []
+    for name, runs in numbers.items():
+        first = next(iter(runs.values()))
+        rows.append(
+            {
+                "name": name,
+                "label": first["label"],
+                "N": first["N"],
+                "gamma": first["gamma"],
+                "units": sorted(runs),
+                "bases": len({b for b, _ in runs}),
+                **{m: interval(numbers, name, m) for m in METRICS},
+            }
+        )
+    return rows
+
+
+def spread(components: list[dict], design, command: str) -> dict:
+    """What one run cannot separate, per metric, averaged over the runs (not the effects): the
+    sd of one run on a base drawn anew (``sd``), and its two parts."""
+    out = {"command": command, "num_bases": len(design.bases), "num_seeds": len(design.seeds)}
+    for key, field in (
+        ("sd", "total_sd"),
+        ("between_base_sd", "between_sd"),
+        ("within_base_sd", "within_sd"),
+    ):
+        out[key] = {}
+        for m in SPREAD_METRICS:
+            vals = [
+                r[field]
+                for r in components
+                if r["metric"] == m and not r["effect"] and math.isfinite(r[field])
+            ]
+            out[key][m] = float(np.mean(vals)) if vals else None
+    return out
+
+
+# ----------------------------------------------------------------------------- figures
+def _errorbar(ax, x, iv, **kw):
+    lo = iv.mean - iv.lo if math.isfinite(iv.lo) else 0.0
+    hi = iv.hi - iv.mean if math.isfinite(iv.hi) else 0.0
+    ax.errorbar([x], [iv.mean], yerr=[[lo], [hi]], capsize=3, **kw)
+
+
+def _plot(out: Path, numbers: dict, cfg, bases: dict) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    N = cfg.group_size
+    runs = [
+        (f"grpo_n{N}", "GRPO"),
+        (f"fgrpo_n{N}", f"F-GRPO (gamma {cfg.gamma:g})"),
+        (f"grpo_n{N}_lrmatched", "GRPO, lr-matched"),
+    ]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    colors = {"default": "tab:blue", "other": "tab:orange"}
+    for ax, metric in zip(axes, ("delta_nll_rare", "id_pass1", "ood_passk"), strict=True):
+        for b, info in bases.items():  # one line per base: the base's mean over its seeds
+            ys = []
+            for name, _ in runs:
+                xs = [v for (bb, _s), v in unit_values(numbers, name, metric).items() if bb == b]
+                ys.append(float(np.mean(xs)) if xs else np.nan)
+            ax.plot(range(len(runs)), ys, "o-", color=colors[info["family"]], alpha=0.6, lw=1)
+        for i, (name, _) in enumerate(runs):
+            iv = interval(numbers, name, metric)
+            if iv is not None:
+                _errorbar(ax, i + 0.15, iv, fmt="ks", ms=6)
+        ax.set_xticks(range(len(runs)), [label for _, label in runs], fontsize=7)
+        ax.set_title(
+            f"{METRICS[metric]}: per base (blue: default kernels, orange: other); "
+            "black: mean, 95% CI over bases",
+            fontsize=7,
+        )
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    save_figure(fig, out / "study_bases.png", dpi=110)
+    plt.close(fig)
+    figs = ["study_bases.png"]
+
+    sweep = sorted({N, *cfg.sweep_group_sizes})
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, metric in zip(axes, ("delta_nll_rare", "ood_passk"), strict=True):
+        pts = [(n, interval(numbers, f"grpo_n{n}", metric)) for n in sweep]
+        for n, iv in pts:
+            if iv is not None:
+                _errorbar(ax, n, iv, fmt="o", color="tab:blue")
+        iv = interval(numbers, f"fgrpo_n{N}", metric)
+        if iv is not None:
+            _errorbar(ax, N * 1.08, iv, fmt="*", ms=11, color="tab:red", label="F-GRPO")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("group size N (GRPO: dots)")
+        ax.set_title(f"{METRICS[metric]}: mean, 95% CI over bases", fontsize=9)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    save_figure(fig, out / "study_sweep.png", dpi=110)
+    plt.close(fig)
+    return figs + ["study_sweep.png"]
+
+
+# ----------------------------------------------------------------------------- report
+def _design_text(cfg, design, bases: dict, command: str) -> str:
+    from fgrpo_llm.evaluation.passk import default_ks
+
+    fams = {f: [b for b in design.bases if design.family(b) == f] for f in ("default", "other")}
+    return (
+        f"`{command}`: {len(design.bases)} base models (pretraining seeds "
+        f"{', '.join(map(str, design.bases))}; {len(bases)} prepared), bases "
+        f"{', '.join(map(str, fams['default'])) or 'none'} under this CPU's default kernels and "
+        f"{', '.join(map(str, fams['other'])) or 'none'} under the other kernel family. On every "
+        f"base: GRPO and F-GRPO at N = {cfg.group_size} and the lr-matched control for RL seeds "
+        f"{', '.join(map(str, design.seeds))}; on bases "
+        f"{', '.join(map(str, design.sweep_bases)) or 'none'} also GRPO at N in "
+        f"{sorted(set(cfg.sweep_group_sizes) - {cfg.group_size})} at RL seed {design.seeds[0]}. "
+        f"{cfg.steps} RL steps per run; every run evaluated on "
+        f"{cfg.eval_max_problems or 'all'} problems per split with n = {cfg.eval_n} "
+        f"(k_max = {max(default_ks(cfg.eval_n))}); the configuration is in `study_config.json`.\n\n"
+        "**Intervals take the base as the unit**: each value is averaged over a base's RL seeds, "
+        "then the mean and 95% Student-t interval are over the K base means (K - 1 degrees of "
+        "freedom). Differences are paired within (base, RL seed) before that. Delta NLL_rare's "
+        "scale moves with the base, so its claims are judged on paired differences; the ratio "
+        "F-GRPO / GRPO is shown beside them. A claim that rests on fewer bases says so."
+    )
+
+
+def _bases_table(bases: dict, numbers: dict, cfg) -> str:
+    from fgrpo_llm.experiments.report import markdown_table
+
+    N = cfg.group_size
+    rows = []
+    for b, info in bases.items():
+        env = info["environment"] or {}
+        cells = []
+        for name in (f"grpo_n{N}", f"fgrpo_n{N}", f"grpo_n{N}_lrmatched"):
+            xs = [
+                v for (bb, _), v in unit_values(numbers, name, "delta_nll_rare").items() if bb == b
+            ]
+            cells.append(f"{np.mean(xs):.3f}" if xs else "–")
+        base_pass1 = next(
+            (
+                e.get("pass@1")
+                for e in info["base_eval"]["splits"].values()
+                if e.get("role") == "in_domain"
+            ),
+            None,
+        )
+        rows.append(
+            [
+                b,
+                info["family"],
+                env.get("torch_cpu_capability", "?"),
+                f"{base_pass1:.3f}" if base_pass1 is not None else "–",
+                info["rare_trajectories"],
+                info["rare_prompts"],
+                *cells,
+            ]
+        )
+    return markdown_table(
+        [
+            "base",
+            "kernels",
+            "torch capability",
+            "base in-domain pass@1",
+            "rare trajectories",
+            "prompts with E(x)",
+            f"Delta NLL_rare GRPO N={N}",
+            f"F-GRPO N={N}",
+            "lr-matched",
+        ],
+        rows,
+    )
+
+
+def _report(
+    out: Path, cfg, design, numbers, bases, claims, rows, comps, fams, figs, command
+) -> Path:
+    from fgrpo_llm.environment import environment_section
+    from fgrpo_llm.experiments.report import markdown_table, write_report
+
+    verdicts = markdown_table(
+        ["#", "claim", "verdict", "numbers"],
+        [[c["claim"], c["text"], f"**{c['verdict']}**", c["evidence"]] for c in claims],
+    )
+    rules = "\n".join(f"- Claim {c['claim']}: {c['rule']}" for c in claims)
+    runs_table = markdown_table(
+        ["run", "bases", "units", *[METRICS[m] for m in METRICS]],
+        [[r["label"], r["bases"], len(r["units"]), *[_iv(r[m]) for m in METRICS]] for r in rows],
+    )
+    comp_table = markdown_table(
+        [
+            "run or paired effect",
+            "metric",
+            "bases",
+            "units",
+            "sd between bases",
+            "sd between seeds within a base",
+        ],
+        [
+            [
+                c["what"],
+                METRICS[c["metric"]],
+                c["bases"],
+                c["units"],
+                _sd(c["between_sd"]),
+                _sd(c["within_sd"]),
+            ]
+            for c in comps
+        ],
+    )
+    resolved = [r["what"] for r in fams if r["resolved"]]
+    fam_text = (
+        "Difference of base means, other kernel family - default, with Welch's 95% interval "
+        "(bases default / other in the last column). "
+        + (
+            "**No difference is resolved**: at this many bases the kernel family explains nothing "
+            "beyond base-to-base variation (a small effect would go unseen)."
+            if fams and not resolved
+            else f"**Resolved** for: {'; '.join(resolved)}."
+            if resolved
+            else "Not computed: both families need a prepared base with runs."
+        )
+        + "\n\n"
+        + markdown_table(
+            ["quantity", "default", "other", "other - default", "bases"],
+            [
+                [
+                    r["what"],
+                    f"{r['default']:.3f}",
+                    f"{r['other']:.3f}",
+                    format_interval(_interval_from(r["difference"]), 3, signed=True),
+                    "/".join(map(str, r["bases"])),
+                ]
+                for r in fams
+            ],
+        )
+    )
+    envs = {f"base {b}": info["environment"] for b, info in bases.items()}
+    sections = [
+        ("Study", _design_text(cfg, design, bases, command)),
+        ("Verdicts", verdicts + "\n\nHow each verdict is decided:\n\n" + rules),
+        ("Bases", _bases_table(bases, numbers, cfg)),
+        ("Runs: mean [95% CI] over bases", "".join(f"![{p}]({p})\n\n" for p in figs) + runs_table),
+        (
+            "Variance components",
+            "One-way random effects per quantity "
+            "(`fgrpo_llm.evaluation.stats.variance_components`):"
+            " the sd of the base effect and of the RL seed within a base.\n\n" + comp_table,
+        ),
+        ("Kernel family", fam_text),
+        ("Environment", environment_section(envs)),
+    ]
+    return write_report(
+        out / "report.md", "F-GRPO study: bases, seeds, intervals and verdicts", sections
+    )
+
+
+def _interval_from(d: dict):
+    from fgrpo_llm.evaluation.stats import Interval
+
+    return Interval(**d)
+
+
+def write_study_outputs(
+    out: Path, cfg, design, numbers, bases, claims, *, command, spread_file, timing
+) -> dict:
+    """Tables, figures, OUT/report.md, OUT/study.json and OUT/seed_spread.json; the result."""
+    from fgrpo_llm.environment import environment_differences
+
+    for b, s in sorted({u for runs in numbers.values() for u in runs}):
+        paired_envs = {
+            name: runs[(b, s)].get("environment")
+            for name, runs in numbers.items()
+            if (b, s) in runs
+        }
+        for line in environment_differences(paired_envs):  # pairs must share their kernels
+            print(
+                f"fgrpo-llm study: warning: paired runs of base {b} seed {s}: {line}",
+                file=sys.stderr,
+            )
+    rows = summary_rows(numbers)
+    comps = component_rows(numbers, cfg)
+    fams = family_rows(numbers, cfg, bases)
+    figs = _plot(out, numbers, cfg, bases) if numbers else []
+    report = _report(out, cfg, design, numbers, bases, claims, rows, comps, fams, figs, command)
+    spread_ = spread(comps, design, command)
+    result = {
+        "command": command,
+        "design": design.to_dict(),
+        "runs": [
+            {
+                **{k: v for k, v in r.items() if k not in METRICS},
+                **{m: (r[m].to_dict() if r[m] else None) for m in METRICS},
+            }
+            for r in rows
+        ],
+        "per_unit": [
+            {"name": name, "base": b, "seed": s, **vals}
+            for name, runs in numbers.items()
+            for (b, s), vals in sorted(runs.items())
+        ],
+        "bases": {str(b): info for b, info in bases.items()},
+        "claims": claims,
+        "variance_components": comps,
+        "kernel_family": fams,
+        "seed_spread": spread_,
+        "timing": timing,
+    }
+    write_json(out / "study.json", result)
+    write_json(out / "seed_spread.json", spread_)
+    if spread_file:
+        write_json(Path(spread_file), spread_)
+    print(f"[study] wrote {report}", file=sys.stderr)
+    return result
