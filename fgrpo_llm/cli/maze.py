@@ -92,6 +92,19 @@ def register(subparsers) -> None:
         default=2,
         help="processes training the RL runs (default 2; changes no number)",
     )
+    p.add_argument(
+        "--bases",
+        type=_list(int, "integers"),
+        default=None,
+        help="run the experiment once per SFT seed (base), e.g. 0,1,2,3, half under each CPU "
+        "kernel family, and pool them with the base as the unit (replaces --seed)",
+    )
+    p.add_argument(
+        "--families",
+        type=_list(str, "names"),
+        default=None,
+        help="kernel family per base, default or other (default: alternating, from default)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars and stage lines")
     p.set_defaults(func=run)
 
@@ -119,13 +132,34 @@ def run(args) -> int:
     resolve_device(cfg.device)  # a bad device fails before any file is written
     from fgrpo_llm.files import directory_lock
 
+    if args.families and not args.bases:
+        raise ValueError("--families needs --bases (one kernel family per base)")
+    if args.bases and args.seed is not None:
+        raise ValueError("--seed and --bases exclude each other: base b is SFT seed b")
     with directory_lock(args.out, what="fgrpo-llm maze"):  # one process per output directory
-        results = run_experiment(cfg, args.out, workers=args.workers, progress=not args.no_progress)
+        if args.bases:
+            from fgrpo_llm.experiments.maze_bases import run_maze_bases
+
+            results = run_maze_bases(
+                cfg,
+                args.out,
+                bases=args.bases,
+                families=args.families,
+                workers=args.workers,
+                progress=not args.no_progress,
+            )
+        else:
+            results = run_experiment(
+                cfg, args.out, workers=args.workers, progress=not args.no_progress
+            )
     for name in ("table.md", "report.md"):
         path = os.path.join(args.out, name)
         if os.path.isfile(path):
             with open(path) as fh:
                 print(fh.read())
+    if "timings" not in results:  # pooled over bases: each base's timings.json has its own
+        print(f"maze study over bases in {args.out}: {len(results['runs'])} RL runs")
+        return 0
     call = results["timings"]["calls"][-1]
     print(
         f"maze experiment in {args.out}: {len(results['runs'])} RL runs; this call "

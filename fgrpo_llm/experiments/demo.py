@@ -11,10 +11,11 @@ Stages (each writes under OUT and is skipped when its output exists, so a rerun 
 With two or more workers the theory stage runs in a side process beside pretraining, and the base's
 pass@k beside the rare-correct set; the training runs share the worker pool.
 
-One seed cannot separate differences smaller than the seed-to-seed spread; the report says so
-beside each comparison and quotes the spread that ``fgrpo-llm study`` measured
+One run on one base cannot separate differences smaller than the run-to-run spread, and another
+machine's kernels give another base; the report says so beside each comparison and quotes the
+spread that ``fgrpo-llm study`` measured over bases of both kernel families and RL seeds
 (``seed_spread.json``, shipped beside this module). The report holds no wall times (they go to
-OUT/timings.md), so the same command gives the same report on any machine, busy or idle.
+OUT/timings.md), so the same command gives the same report on one machine, busy or idle.
 
     fgrpo-llm demo --out runs/demo                 # the default plan, 2 worker processes
     fgrpo-llm demo --out runs/demo --fast          # a smoke run in about a minute
@@ -47,7 +48,7 @@ from fgrpo_llm.experiments.plan import (
 
 __all__ = ["run_demo", "SEED_SPREAD", "load_seed_spread"]
 
-#: The seed-to-seed spread measured by ``fgrpo-llm study`` (written by its ``--spread-file``).
+#: The run-to-run spread measured by ``fgrpo-llm study`` (written by its ``--spread-file``).
 SEED_SPREAD = Path(__file__).with_name("seed_spread.json")
 
 
@@ -60,7 +61,10 @@ def load_seed_spread(path=SEED_SPREAD) -> dict | None:
         data = json.loads(path.read_text())
     except (ValueError, RecursionError):
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("sd"), dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("sd"), dict):
+        return None
+    parts = [data.get(k) for k in ("between_base_sd", "within_base_sd") if k in data]
+    return data if all(isinstance(p, dict) for p in parts) else None
 
 
 class _Clock:

@@ -39,9 +39,9 @@ from fgrpo_llm.evaluation.stats import (
     HOLDS,
     NOT_RESOLVED,
     Interval,
+    base_level_interval,
     combine_verdicts,
     format_interval,
-    paired_difference,
     t_interval,
     verdict_above,
     verdict_below,
@@ -108,21 +108,44 @@ def collect(cfg: MazeConfig, out: Path) -> dict:
     return {"sft": sft, "runs": runs}
 
 
+def unit(run: dict) -> tuple[int, int]:
+    """A run's (base, RL seed); a single-base experiment's runs are base 0's."""
+    return int(run.get("base", 0)), int(run["seed"])
+
+
+def sft_units(results: dict) -> dict:
+    """``{(base, seed): SFT evaluation}``: keys "s" (one base) or "b/s" (``maze_bases``)."""
+    out = {}
+    for key, e in results["sft"].items():
+        b, _, s = str(key).rpartition("/")
+        out[(int(b or 0), int(s))] = e
+    return out
+
+
 def _per_seed(cfg: MazeConfig, results: dict, method: str, N: int, metric: str) -> dict:
-    """{seed: value} of one (method, N) over the seeds that finished."""
+    """{(base, seed): value} of one (method, N) over the units that finished."""
     return {
-        r["seed"]: _value(cfg, r, metric)
+        unit(r): _value(cfg, r, metric)
         for r in results["runs"].values()
         if r["method"] == method and r["N"] == N
     }
 
 
+def unit_interval(values: dict) -> Interval:
+    """Over bases when the values come from several (each base's seeds averaged first:
+    ``base_level_interval``), else over the RL seeds of the one base."""
+    if len({b for b, _ in values}) > 1:
+        return base_level_interval(values)
+    return t_interval([values[u] for u in sorted(values)])
+
+
 def _paired(a: dict, b: dict) -> Interval | None:
-    """Paired t interval of a_s - b_s over the seeds both finished (None: none in common)."""
-    seeds = sorted(set(a) & set(b))
-    if not seeds:
+    """a - b paired within each (base, seed) both finished, then :func:`unit_interval` (None:
+    no unit in common)."""
+    units = sorted(set(a) & set(b))
+    if not units:
         return None
-    return paired_difference([a[s] for s in seeds], [b[s] for s in seeds])
+    return unit_interval({u: a[u] - b[u] for u in units})
 
 
 def _verdict(iv: Interval | None, direction: str) -> str:
@@ -146,14 +169,15 @@ def study(cfg: MazeConfig, results: dict) -> dict:
             row = {"method": method, "gamma": gamma, "lr_match_gamma": matched, "N": N}
             for metric in metrics:
                 values = _per_seed(cfg, results, method, N, metric)
-                row["seeds"] = sorted(values)
-                row[metric] = _iv(t_interval(list(values.values()))) if values else None
-                row[f"{metric} per seed"] = [values[s] for s in sorted(values)]
+                one_base = len({b for b, _ in values}) <= 1  # units: seeds, or (base, seed)
+                row["seeds"] = [u[1] if one_base else list(u) for u in sorted(values)]
+                row[metric] = _iv(unit_interval(values)) if values else None
+                row[f"{metric} per seed"] = [values[u] for u in sorted(values)]
             rows.append(row)
     sft = {}
     for k in (1, K):
-        values = [100 * e[f"eval/test/pass@{k}"] for e in results["sft"].values()]
-        sft[f"pass@{k}"] = _iv(t_interval(values)) if values else None
+        values = {u: 100 * e[f"eval/test/pass@{k}"] for u, e in sft_units(results).items()}
+        sft[f"pass@{k}"] = _iv(unit_interval(values)) if values else None
 
     def paired_rows(a: str, b: str, role: str, gamma: float, N: int) -> list[dict]:
         """a - b at group size N for every metric, paired by seed, with its verdict."""
@@ -233,6 +257,7 @@ def study(cfg: MazeConfig, results: dict) -> dict:
     }
     return {
         "seeds": list(cfg.rl_seeds),
+        "bases": sorted({unit(r)[0] for r in results["runs"].values()}),
         "K": K,
         "sft": sft,
         "runs": rows,
@@ -321,7 +346,10 @@ def _write_table(rows: list[dict], out: Path, cfg: MazeConfig, results: dict) ->
     ]
     for run in results["runs"].values():
         d = run["dips"]
-        cells = [str(run["seed"]), f"{run['method']} N={run['N']}"]
+        cells = [
+            f"{run['base']}/{run['seed']}" if "base" in run else str(run["seed"]),
+            f"{run['method']} N={run['N']}",
+        ]
         for k in (1, K):
             dip = d[f"dip/pass@{k}"]
             cells += [
@@ -347,16 +375,28 @@ def _tied(iv: dict | None) -> bool:
     return iv is not None and iv["n"] >= 2 and iv["sd"] == 0
 
 
-def _rule_text(cfg: MazeConfig) -> list[str]:
+def _rule_text(cfg: MazeConfig, bases: int = 1) -> list[str]:
     K = cfg.eval_k_max
+    unit = (
+        " Intervals take the SFT model (the base) as the unit: a run's values are averaged over "
+        "its base's RL seeds, then the 95% Student-t interval is over the "
+        f"{bases} base means (mean -/+ t_(0.975, K-1) sd / sqrt(K)). A difference F-GRPO - X is "
+        "paired within (base, seed): the same SFT model, held-out mazes and evaluation random "
+        "numbers, then averaged within each base the same way."
+    )
     return [
         "How each verdict is decided. Every number is in percentage points. A run's value per "
         "seed is its held-out pass@1 and pass@" + f"{K} at the last step, and its largest pass@{K}"
         " dip: the largest drop of pass@" + f"{K} below the SFT model's value (step 0, same seed's"
-        " evaluation) over the evaluated steps (0 when it never fell). Intervals are 95% Student-t"
-        " intervals over the RL seeds (mean -/+ t_{0.975, S-1} sd / sqrt(S)). A difference "
-        "F-GRPO - X is paired: per seed, the same SFT model, the same held-out mazes and the same"
-        " evaluation random numbers, then the t interval of the S differences.",
+        " evaluation) over the evaluated steps (0 when it never fell)."
+        + (
+            unit
+            if bases > 1
+            else " Intervals are 95% Student-t intervals over the RL seeds (mean -/+ "
+            "t_{0.975, S-1} sd / sqrt(S)) and hold for this one SFT model. A difference F-GRPO - X"
+            " is paired: per seed, the same SFT model, the same held-out mazes and the same "
+            "evaluation random numbers, then the t interval of the S differences."
+        ),
         "",
         "- A cell (one gamma, one N) holds when the whole interval of the paired difference lies "
         "on F-GRPO's side of 0 (dip: below 0; pass@1, pass@K: above 0), is contradicted when the "
@@ -377,8 +417,14 @@ def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
     _write_json(out / "report.json", report)
     K = cfg.eval_k_max
     S = len(report["seeds"])
+    bases = len(report.get("bases") or [0])
+    title = (
+        f"# Maze study: {bases} SFT models (bases) x {S} RL seed(s) x every (method, N)"
+        if bases > 1
+        else f"# Maze study: {S} RL seed(s) x every (method, N), one SFT model"
+    )
     lines = [
-        f"# Maze study: {S} RL seed(s) x every (method, N), one SFT model",
+        title,
         "",
         f"Paper Section 5.2 / Table 4 at our CPU scale: grid {cfg.grid_size}x{cfg.grid_size} "
         f"({cfg.cells}x{cfg.cells} cells), {cfg.num_train} training mazes, {cfg.num_test} held-out"
@@ -392,7 +438,7 @@ def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
         f"SFT model (step 0, mean over the seeds' evaluations): pass@1 "
         f"{_fi(report['sft']['pass@1'])}, pass@{K} {_fi(report['sft'][f'pass@{K}'])}.",
         "",
-        "## Per run: mean over seeds [95% t interval], points",
+        f"## Per run: mean over {'bases' if bases > 1 else 'seeds'} [95% t interval], points",
         "",
         f"| method | N | seeds | final pass@1 | final pass@{K} | largest pass@{K} dip |",
         "|---|---|---|---|---|---|",
@@ -443,8 +489,8 @@ def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
         if not claim["per_gamma"]:
             lines.append("- no F-GRPO gamma to judge (no lr-matched control or no F-GRPO run)")
         lines.append("")
-    lines += _rule_text(cfg)
-    if S < 2:
+    lines += _rule_text(cfg, bases)
+    if S < 2 and bases < 2:
         lines += [
             "",
             "One seed: no interval, so no claim can be resolved; run with "

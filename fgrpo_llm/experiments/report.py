@@ -321,20 +321,38 @@ def coverage_section(base_eval: Path, runs) -> str:
 
 
 def seed_spread_note(spread: dict | None) -> str:
-    """The sentence set beside each single-seed comparison: what one seed cannot separate."""
+    """The sentence set beside each single-run comparison: what one run cannot separate. A study
+    over several bases (``between_base_sd`` present) gives the spread of one run on a base drawn
+    anew, base-to-base and seed-to-seed together; an older one, over RL seeds of one base, gives
+    the seed-to-seed spread only, and says so."""
     if not spread:
         return (
-            "_One seed: a difference smaller than the seed-to-seed spread cannot be told apart "
+            "_One run: a difference smaller than the run-to-run spread cannot be told apart "
             "from it. The spread has not been measured for this configuration: run `fgrpo-llm "
             "study` (README)._"
         )
-    parts = ", ".join(
-        f"{SPREAD_NAMES.get(k, k)} {v:.3f}" for k, v in spread["sd"].items() if v is not None
-    )
+
+    def parts(key):
+        return ", ".join(
+            f"{SPREAD_NAMES.get(k, k)} {v:.3f}" for k, v in spread[key].items() if v is not None
+        )
+
+    if "between_base_sd" not in spread:
+        return (
+            "_One seed cannot separate differences smaller than the seed-to-seed spread. Over "
+            f"{spread.get('num_seeds')} RL seeds of one base, `{spread.get('command')}` measured a "
+            f"standard deviation across seeds of {parts('sd')} (mean over its runs). Another base "
+            "(another pretraining seed, or this one pretrained on a CPU of another kernel family) "
+            "moves the numbers further; that spread was not measured._"
+        )
     return (
-        "_One seed cannot separate differences smaller than the seed-to-seed spread. Over "
-        f"{spread.get('num_seeds')} RL seeds of the study's plan, `{spread.get('command')}` "
-        f"measured a standard deviation across seeds of {parts} (mean over its runs)._"
+        "_One run cannot separate differences smaller than the run-to-run spread, and on another "
+        "machine the base itself differs (the CPU's kernels round differently). Over "
+        f"{spread.get('num_bases')} bases (both kernel families) x {spread.get('num_seeds')} RL "
+        f"seeds, `{spread.get('command')}` measured the standard deviation of one run on a base "
+        f"drawn anew as {parts('sd')}; between bases {parts('between_base_sd')}; between RL seeds "
+        f"of one base {parts('within_base_sd')} (means over its runs). A number below is one "
+        "draw; paired differences (the same base and seed) vary less._"
     )
 
 

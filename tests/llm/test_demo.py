@@ -199,14 +199,23 @@ def test_the_demo_quotes_the_seed_spread_the_study_measured(tmp_path):
 
     shipped = load_seed_spread()
     assert shipped is not None and SEED_SPREAD.is_file()
-    assert shipped["num_seeds"] >= 3 and "fgrpo-llm study" in shipped["command"]
+    assert "fgrpo-llm study" in shipped["command"]
     note = seed_spread_note(shipped)
     assert f"Delta NLL_rare {shipped['sd']['delta_nll_rare']:.3f}" in note
-    assert f"Over {shipped['num_seeds']} RL seeds" in note
+    # the shipped spread is over bases of both kernel families, and says so
+    assert shipped["num_bases"] >= 6 and f"Over {shipped['num_bases']} bases" in note
+    between = shipped["between_base_sd"]["delta_nll_rare"]
+    assert "between bases" in note and f"Delta NLL_rare {between:.3f}" in note
+    # a spread over the seeds of one base says that the base-to-base spread is missing
+    one_base = {"command": "fgrpo-llm study", "num_seeds": 4, "sd": {"delta_nll_rare": 0.031}}
+    assert "Over 4 RL seeds of one base" in seed_spread_note(one_base)
+    assert "not measured" in seed_spread_note(one_base)
     assert "has not been measured" in seed_spread_note(None)
     bad = tmp_path / "spread.json"
     bad.write_text("{not json")
     assert load_seed_spread(bad) is None
     bad.write_text(json.dumps({"sd": [1, 2]}))
+    assert load_seed_spread(bad) is None
+    bad.write_text(json.dumps({"sd": {}, "between_base_sd": 3}))
     assert load_seed_spread(bad) is None
     assert load_seed_spread(tmp_path / "missing.json") is None

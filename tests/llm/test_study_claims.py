@@ -1,14 +1,14 @@
-"""The study's verdicts (``fgrpo_llm.experiments.study.judge_claims``) on hand-made per-seed
-numbers, where each claim's verdict follows from its rule by inspection."""
+"""The study's verdicts (``fgrpo_llm.experiments.study_claims.judge_claims``) on hand-made
+per-(base, seed) numbers, where each claim's verdict follows from its rule by inspection."""
 
 import numpy as np
 
 from fgrpo_llm.evaluation.stats import CONTRADICTED, HOLDS, NOT_RESOLVED
 from fgrpo_llm.experiments.plan import DemoConfig, run_specs
-from fgrpo_llm.experiments.study import judge_claims
+from fgrpo_llm.experiments.study_claims import judge_claims
 
-SEEDS = [0, 1, 2, 3]
-NOISE = np.array([-0.003, 0.001, 0.002, 0.0])  # per seed: paired differences have a tiny spread
+UNITS = [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1), (3, 0)]  # 4 bases, 1 or 2 RL seeds each
+NOISE = np.array([-0.003, 0.001, 0.002, 0.0, -0.001, 0.001])  # paired differences: a tiny spread
 
 
 def _numbers(cfg: DemoConfig, base: dict, per_run: dict) -> dict:
@@ -16,8 +16,8 @@ def _numbers(cfg: DemoConfig, base: dict, per_run: dict) -> dict:
     for spec in run_specs(cfg):
         vals = {**base, **per_run.get(spec.name, {})}
         numbers[spec.name] = {
-            s: {**{m: v + NOISE[i] for m, v in vals.items()}, "label": spec.name}
-            for i, s in enumerate(SEEDS)
+            u: {**{m: v + NOISE[i] for m, v in vals.items()}, "label": spec.name}
+            for i, u in enumerate(UNITS)
         }
     return numbers
 
@@ -53,7 +53,7 @@ def test_the_verdicts_follow_their_rules():
         # the control has none of F-GRPO's gains
         "grpo_n8_lrmatched": {"delta_nll_rare": 0.40},
     }
-    claims = {c["claim"]: c for c in judge_claims(_numbers(cfg, BASE, per_run), cfg, SEEDS)}
+    claims = {c["claim"]: c for c in judge_claims(_numbers(cfg, BASE, per_run), cfg)}
     assert claims[1]["verdict"] == HOLDS
     assert claims[2]["verdict"] == HOLDS
     assert claims[3]["verdict"] == HOLDS
@@ -76,9 +76,9 @@ def test_the_opposite_numbers_reverse_the_verdicts():
     }
     numbers = _numbers(cfg, BASE, per_run)
     for n in (2, 4, 16, 32):
-        for s in SEEDS:
-            numbers[f"grpo_n{n}"][s]["tail_miss_obs"] = 0.80
-    claims = {c["claim"]: c for c in judge_claims(numbers, cfg, SEEDS)}
+        for u in UNITS:
+            numbers[f"grpo_n{n}"][u]["tail_miss_obs"] = 0.80
+    claims = {c["claim"]: c for c in judge_claims(numbers, cfg)}
     assert claims[1]["verdict"] == CONTRADICTED
     assert claims[2]["verdict"] == CONTRADICTED
     assert claims[3]["verdict"] == CONTRADICTED

@@ -1,0 +1,220 @@
+"""The study with the base as a random factor: intervals over bases and variance components
+against hand computations, the task runner's per-task environment, the design's checks, and the
+fast study end to end (2 bases, one per kernel family, x 2 RL seeds)."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fgrpo_llm.evaluation.stats import (
+    base_level_interval,
+    variance_components,
+    welch_difference,
+)
+from fgrpo_llm.experiments.plan import load_demo_config
+from fgrpo_llm.experiments.runner import Task, TaskFailed, run_tasks
+from fgrpo_llm.experiments.study import StudyDesign, study_specs
+
+
+# ----------------------------------------------------------------------------- statistics
+def test_the_base_level_interval_is_the_t_interval_of_the_base_means():
+    """Base 0 has seeds 1 and 3, base 1 one seed (4), base 2 seeds 6 and 8: base means 2, 4, 7;
+    worked by hand: mean 13/3, sd sqrt(19/3), t_{0.975, 2} = 4.302652729749462."""
+    values = {(0, 0): 1.0, (0, 1): 3.0, (1, 0): 4.0, (2, 0): 6.0, (2, 1): 8.0}
+    iv = base_level_interval(values)
+    mean, sd = 13 / 3, math.sqrt(19 / 3)
+    half = 4.302652729749462 * sd / math.sqrt(3)
+    assert iv.n == 3
+    assert iv.mean == pytest.approx(mean, rel=1e-12)
+    assert iv.sd == pytest.approx(sd, rel=1e-12)
+    assert (iv.lo, iv.hi) == pytest.approx((mean - half, mean + half), rel=1e-9)
+    # a base with more seeds counts once: the seeds' mean, not each seed
+    assert base_level_interval({(0, 0): 0.0, (0, 1): 0.0, (0, 2): 0.0, (1, 0): 4.0}).mean == 2.0
+    with pytest.raises(ValueError, match="values"):
+        base_level_interval({})
+
+
+def test_variance_components_by_hand_and_on_a_simulated_design():
+    """Bases {1, 3}, {4, 6}, {7, 11}: within SS = 2 + 2 + 8 = 12 over 3 degrees of freedom, so
+    sigma_seed^2 = 4; base means 2, 5, 9 have variance 37/3, less 4 / 2: sigma_base^2 = 31/3."""
+    values = {(0, 0): 1, (0, 1): 3, (1, 0): 4, (1, 1): 6, (2, 0): 7, (2, 1): 11}
+    vc = variance_components(values)
+    assert vc.within_sd == pytest.approx(2.0, rel=1e-12)
+    assert vc.between_sd == pytest.approx(math.sqrt(31 / 3), rel=1e-12)
+    assert (vc.bases, vc.units) == (3, 6)
+    assert vc.total_sd == pytest.approx(math.sqrt(4 + 31 / 3), rel=1e-12)
+    # no spread between bases beyond the seeds': sigma_base is floored at 0
+    assert variance_components({(0, 0): 0, (0, 1): 2, (1, 0): 0, (1, 1): 2}).between_sd == 0.0
+    # one seed per base: nothing to say about seeds
+    assert math.isnan(variance_components({(0, 0): 1, (1, 0): 2}).within_sd)
+    # K = 400 bases with 1 to 3 seeds, sigma_base = 1, sigma_seed = 0.5: recovered within ~10%
+    rng = np.random.default_rng(0)
+    sim = {}
+    for b in range(400):
+        u = rng.normal(0.0, 1.0)
+        for s in range(1 + b % 3):
+            sim[(b, s)] = 3.0 + u + rng.normal(0.0, 0.5)
+    vc = variance_components(sim)
+    assert vc.between_sd == pytest.approx(1.0, rel=0.1)
+    assert vc.within_sd == pytest.approx(0.5, rel=0.1)
+
+
+def test_welch_difference_matches_scipy():
+    a, b = [1.0, 2.0, 3.5], [2.0, 5.0, 6.0, 9.0]
+    iv = welch_difference(a, b)
+    ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval()
+    assert (iv.lo, iv.hi) == pytest.approx((ci.low, ci.high), rel=1e-10)
+    assert iv.mean == pytest.approx(np.mean(a) - np.mean(b))
+    assert math.isnan(welch_difference([1.0], [2.0, 3.0]).lo)  # one base on a side: undefined
+
+
+# ----------------------------------------------------------------------------- the runner
+def _write_env(path, name):
+    with open(path, "w") as f:
+        f.write(str(os.environ.get(name)))
+
+
+def _fail():
+    raise RuntimeError("this task fails")
+
+
+def test_each_task_runs_under_its_own_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("FGRPO_RUNNER_VAR", "parent")
+    tasks = [
+        Task("set", _write_env, (tmp_path / "set", "FGRPO_RUNNER_VAR"), {"FGRPO_RUNNER_VAR": "x"}),
+        Task(
+            "unset",
+            _write_env,
+            (tmp_path / "unset", "FGRPO_RUNNER_VAR"),
+            {"FGRPO_RUNNER_VAR": None},
+        ),
+        Task("inherit", _write_env, (tmp_path / "inherit", "FGRPO_RUNNER_VAR")),
+    ]
+    done = [task.name for task, _ in run_tasks(tasks, workers=2)]
+    assert sorted(done) == ["inherit", "set", "unset"]
+    assert (tmp_path / "set").read_text() == "x"
+    assert (tmp_path / "unset").read_text() == "None"
+    assert (tmp_path / "inherit").read_text() == "parent"
+    assert os.environ["FGRPO_RUNNER_VAR"] == "parent"  # this process's environment is restored
+
+
+def test_a_failed_task_cancels_the_queue_and_is_named(tmp_path, capfd):
+    env = {"FGRPO_RUNNER_VAR": "child"}  # forces a process per task
+    tasks = [
+        Task("ok", _write_env, (tmp_path / "ok", "FGRPO_RUNNER_VAR"), env),
+        Task("bad", _fail, (), env),
+        Task("never", _write_env, (tmp_path / "never", "FGRPO_RUNNER_VAR"), env),
+    ]
+    with pytest.raises(TaskFailed, match="task bad failed"):
+        list(run_tasks(tasks, workers=1))
+    assert (tmp_path / "ok").exists() and not (tmp_path / "never").exists()
+    assert "this task fails" in capfd.readouterr().err  # the child's traceback
+    with pytest.raises(ValueError, match="workers"):
+        list(run_tasks([], workers=0))
+
+
+# ----------------------------------------------------------------------------- the design
+def test_the_design_checks_its_fields():
+    assert StudyDesign().family(0) == "default" and StudyDesign().family(1) == "other"
+    assert [StudyDesign().family(b) for b in range(6)].count("other") == 3
+    for kwargs, word in (
+        ({"bases": (0, 0)}, "bases"),
+        ({"seeds": ()}, "seed"),
+        ({"bases": (0, 1), "sweep_bases": (2,)}, "sweep_bases"),
+        ({"bases": (0, 1), "families": ("default",)}, "families"),
+        ({"bases": (0,), "sweep_bases": (), "families": ("avx",)}, "avx"),
+        ({"seeds": (-1,)}, "seeds"),
+    ):
+        with pytest.raises(ValueError, match=word):
+            StudyDesign(**kwargs)
+
+
+def test_every_base_trains_the_core_and_sweep_bases_the_sweep():
+    cfg = load_demo_config()
+    design = StudyDesign(bases=(0, 1), seeds=(3, 4), sweep_bases=(1,))
+    core = study_specs(cfg, design, 0)
+    assert sorted((s.name, s.seed) for s in core) == sorted(
+        (name, seed) for name in ("grpo_n8", "fgrpo_n8", "grpo_n8_lrmatched") for seed in (3, 4)
+    )
+    sweep = [s for s in study_specs(cfg, design, 1) if s not in core]
+    assert sorted(s.N for s in sweep) == [2, 4, 16, 32] and {s.seed for s in sweep} == {3}
+
+
+def test_bad_study_arguments_are_one_line_errors(tmp_path):
+    from fgrpo_llm.cli import main
+
+    for argv, word in (
+        (["--families", "default,bogus"], "bogus"),
+        (["--bases", "0,1", "--sweep-bases", "7"], "sweep_bases"),
+        (["--seeds", "a"], "--seeds"),
+    ):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fgrpo_llm.cli",
+                "study",
+                "--fast",
+                "--out",
+                str(tmp_path / "x"),
+                *argv,
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert word in proc.stderr and "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    del main
+
+
+def test_fast_study_two_bases_two_seeds(tmp_path, capsys):
+    """Both kernel families (one base each) x 2 RL seeds: every run under its base's kernels, the
+    variance components of every metric, the family comparison; a rerun trains nothing."""
+    from fgrpo_llm.cli import main
+    from fgrpo_llm.environment import kernel_family_env
+
+    out = tmp_path / "study"
+    argv = [
+        "study",
+        "--out",
+        str(out),
+        "--fast",
+        "--bases",
+        "0,1",
+        "--seeds",
+        "0,1",
+        "--sweep-bases",
+        "",
+        "--workers",
+        "2",
+    ]
+    assert main(argv) == 0
+    result = json.loads((out / "study.json").read_text())
+    assert result["design"]["families"] == {"0": "default", "1": "other"}
+    caps = {b: info["environment"]["torch_cpu_capability"] for b, info in result["bases"].items()}
+    other = kernel_family_env("other")["ATEN_CPU_CAPABILITY"].upper()
+    assert caps["1"] == other and caps["0"] != other
+    for unit in result["per_unit"]:  # every run under its base's kernels
+        assert unit["environment"]["torch_cpu_capability"] == caps[str(unit["base"])]
+    comps = {(c["what"], c["metric"]): c for c in result["variance_components"]}
+    grpo = comps[("GRPO N=4", "id_pass1")]
+    assert (grpo["bases"], grpo["units"]) == (2, 4)
+    assert math.isfinite(grpo["between_sd"]) and math.isfinite(grpo["within_sd"])
+    assert ("F-GRPO - GRPO", "delta_nll_rare") in comps or ("F-GRPO - GRPO", "id_pass1") in comps
+    assert result["kernel_family"] and all(r["bases"] == [1, 1] for r in result["kernel_family"])
+    report = (out / "report.md").read_text()
+    for section in ("## Verdicts", "## Bases", "## Variance components", "## Kernel family"):
+        assert section in report
+    assert other in report
+    spread = json.loads((out / "seed_spread.json").read_text())
+    assert spread["num_bases"] == 2 and "between_base_sd" in spread
+    capsys.readouterr()
+    assert main(argv) == 0  # resumes: nothing to prepare or train
+    assert "(0 to prepare), 0 runs to train" in capsys.readouterr().err
