@@ -1,10 +1,12 @@
 """The RL training loop: GRPO / DAPO / CISPO with the focal weight (paper Section 4, Eq. 11-13;
 Table 5).
 
-One visible ``for step in range(...)`` loop with the sections sample, score, advantages, loss and
-step, evaluate, log, checkpoint. Each step draws B prompts and samples N completions per prompt;
-the task's verifier marks each completion correct or not (``Task.is_correct``) and gives its
-reward. Per group, X is the number of correct completions, mu_hat = X / N, and
+One visible ``for step in range(...)`` loop (``_train``) after the run is opened
+(``_open_run``), in named phases: sample and score the groups (``_sample_groups``, a
+:class:`Groups`), advantages, optimize (``_optimize``), evaluate, log, checkpoint. Each step
+draws B prompts and samples N completions per prompt; the task's verifier marks each completion
+correct or not (``Task.is_correct``) and gives its reward. Per group, X is the number of correct
+completions, mu_hat = X / N, and
 
     A_i = g * A_i^GRPO,   g = (1 - mu_hat)^gamma,   A_i^GRPO = (R_i - mean R) / (std R + eps),
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import sys
 import time
 import warnings
@@ -199,6 +202,59 @@ def _rows_of(groups: torch.Tensor, N: int) -> torch.Tensor:
 
 
 @dataclass
+class Groups:
+    """The groups of one step: every sampling round, and the B_k of them the step trains on (all,
+    or under dynamic sampling the first B active ones), in sampling order."""
+
+    rounds: list[_Round]
+    keep: list[torch.Tensor]  # per round (b,) bool: the group is trained on
+    rewards: torch.Tensor  # (B_k, N) rewards of the trained groups
+    correct: torch.Tensor  # (B_k, N) bool, the verifier's verdicts of the trained groups
+
+    @classmethod
+    def of(cls, rounds: list[_Round], keep: list[torch.Tensor], N: int) -> Groups:
+        pairs = list(zip(rounds, keep, strict=True))
+        rewards = torch.cat([r.rewards[k] for r, k in pairs]).view(-1, N)
+        correct = torch.cat([r.correct[k] for r, k in pairs]).view(-1, N)
+        return cls(rounds, keep, rewards, correct)
+
+    @property
+    def Bk(self) -> int:
+        return self.rewards.shape[0]
+
+    def batch(self, N: int, pad_id: int) -> RolloutBatch:
+        """The B_k * N rows of the trained groups, group by group."""
+        parts = [
+            r.batch.select(_rows_of(k.nonzero().flatten(), N))
+            for r, k in zip(self.rounds, self.keep, strict=True)
+            if k.any()
+        ]
+        return concat_rollouts(parts, pad_id=pad_id)
+
+    def records(self, step: int, problems, N: int, g: torch.Tensor):
+        """One groups.jsonl record per sampled group; a trained one carries the weight g it was
+        trained with (g: (B_k,), in the order of the trained groups)."""
+        weights = g.tolist()
+        t = 0  # trained groups so far: the index into g
+        for n_round, (r, k) in enumerate(zip(self.rounds, self.keep, strict=True)):
+            for b, i in enumerate(r.idx):
+                trained = bool(k[b])
+                extra = {"focal_weight": weights[t]} if trained else {}
+                t += trained
+                forms = [r.forms[b * N + j] for j in range(N) if r.correct[b, j]]
+                yield group_record(
+                    step=step,
+                    prompt_id=problems[i].id,
+                    N=N,
+                    num_correct=len(forms),
+                    forms=forms,
+                    trained=trained,
+                    round=n_round,
+                    **extra,
+                )
+
+
+@dataclass
 class _OptimStats:
     """What the loss-and-step section measured, summed over its mini-batches."""
 
@@ -246,24 +302,14 @@ def _check_policy(model, probe: torch.Tensor, amp, where: str) -> None:
         )
 
 
-def _optimize(
-    step,
-    model,
-    ref_model,
-    optimizer,
-    params,
-    batch: RolloutBatch,
-    A_rows,
-    B: int,
-    cfg,
-    generator,
-    amp,
-) -> _OptimStats:
+def _optimize(step: int, run: _Run, batch: RolloutBatch, A_rows, B: int, cfg, amp) -> _OptimStats:
     """PPO epochs x mini-batches of AdamW steps on the token-mean loss of ``cfg.algo``.
 
     ``A_rows`` (M,) is one advantage per row of ``batch`` (B groups of N rows). Raises
     :class:`TrainingDiverged` before an optimizer step would write a non-finite weight.
     """
+    model, ref_model, optimizer, params = run.model, run.ref_model, run.optimizer, run.params
+    generator = run.generator
     N, stats = cfg.group_size, _OptimStats()
     for _epoch in range(cfg.ppo_epochs):
         order = torch.randperm(B, generator=generator, device=generator.device).cpu()
@@ -333,25 +379,37 @@ def _optimize(
     return stats
 
 
+class _StepClock:
+    """Wall time of a step's phases (timings only: no number of the run depends on them)."""
+
+    def __init__(self):
+        self.marks = {"start": time.perf_counter()}
+
+    def mark(self, name: str) -> None:
+        self.marks[name] = time.perf_counter()
+
+    def seconds(self, a: str, b: str) -> float:
+        return self.marks[b] - self.marks[a]
+
+
 def _step_metrics(
-    rounds: list[_Round],
+    groups: Groups,
     *,
     N: int,
-    B_trained: int,
     g: torch.Tensor,
     active: torch.Tensor,
     opt: _OptimStats,
     lr: float,
     eval_metrics: dict,
-    times: dict,
+    clock: _StepClock,
 ) -> dict:
     """One flat metrics line: the unfiltered first round's outcomes, the focal weight g that the
     update used (mean over groups with a learning signal), the optimiser's and the timings."""
-    first = rounds[0]
+    first = groups.rounds[0]
     X = first.X  # (B,) correct completions per group
     lengths = first.batch.completion_lengths.float()
-    sampled_tokens = sum(int(r.batch.completion_mask.sum()) for r in rounds)
-    sample_s, train_s = times["sampled"] - times["start"], times["trained"] - times["sampled"]
+    sampled_tokens = sum(int(r.batch.completion_mask.sum()) for r in groups.rounds)
+    sample_s, train_s = clock.seconds("start", "sampled"), clock.seconds("sampled", "trained")
     return {
         "reward/mean": first.rewards.mean().item(),
         "reward/pass_rate": first.correct.float().mean().item(),
@@ -359,9 +417,9 @@ def _step_metrics(
         "groups/active_frac": ((X > 0) & (X < N)).float().mean().item(),
         "groups/all_correct_frac": (X == N).float().mean().item(),
         "groups/all_wrong_frac": (X == 0).float().mean().item(),
-        "groups/trained": B_trained,
-        "sampling/rounds": len(rounds),
-        "sampling/groups_sampled": sum(len(r.idx) for r in rounds),
+        "groups/trained": groups.Bk,
+        "sampling/rounds": len(groups.rounds),
+        "sampling/groups_sampled": sum(len(r.idx) for r in groups.rounds),
         "focal/weight_mean": g[active].mean().item() if active.any() else float("nan"),
         "completion/length_mean": lengths.mean().item(),
         "completion/truncated_frac": (~first.batch.finished).float().mean().item(),
@@ -372,8 +430,8 @@ def _step_metrics(
         **eval_metrics,
         "time/sample_s": sample_s,
         "time/train_s": train_s,
-        "time/eval_s": times["evaluated"] - times["trained"],
-        "time/step_s": time.perf_counter() - times["start"],
+        "time/eval_s": clock.seconds("trained", "evaluated"),
+        "time/step_s": time.perf_counter() - clock.marks["start"],
         "time/rollout_tokens_per_s": sampled_tokens / max(sample_s, 1e-9),
         "time/train_tokens_per_s": opt.tokens / max(train_s, 1e-9),
     }
@@ -425,8 +483,31 @@ def train(
         return _train(cfg, out, device, amp, resume, evaluators, task)
 
 
-def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
-    """``train`` inside the run directory's lock."""
+@dataclass
+class _Run:
+    """An opened run: the policy, its task, the optimizer and the random streams, the logs, and
+    the step it starts after (0, or the checkpoint's on resume)."""
+
+    model: torch.nn.Module
+    tok: object
+    task: object
+    problems: list
+    probe: torch.Tensor  # (1, P) the prompt _check_policy runs the policy on
+    ref_model: torch.nn.Module | None  # the frozen base, only with the KL penalty
+    params: list
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    generator: torch.Generator  # sampling and mini-batch shuffling
+    np_rng: np.random.Generator  # reserved for numpy-side randomness; saved with the rest
+    data: PromptStream
+    logger: MetricsLogger
+    group_log: JsonlWriter
+    start: int
+
+
+def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
+    """Refuse to overwrite a run, find the checkpoint to resume from, load the policy, the task and
+    the optimizer (restored on resume), write config.json and run.json, open the logs."""
     if not resume and ((out / "metrics.jsonl").exists() or (out / "config.json").exists()):
         raise ValueError(
             f"{out} already holds a run; pass --resume to continue it or choose another --out"
@@ -442,9 +523,10 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
                 f"fgrpo-llm: {out} has no checkpoint yet; starting it again from step 0",
                 file=sys.stderr,
             )
-
-    # --- setup: task, model, reference, optimizer, random streams ---
-    torch.manual_seed(cfg.seed)  # global RNG (dropout, if any); the trainer is an entry point
+    # the global streams (dropout, if any; Python's, which nothing draws from but a checkpoint
+    # saves, so that two runs write the same bytes): the trainer is an entry point
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
     model, tok = (
         (point[1], point[2])
         if point is not None
@@ -476,9 +558,7 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
     )
     warmup = max(cfg.warmup_steps, 1)  # linear warm-up over training steps, then constant (Table 5)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
-    # sampling and mini-batch shuffling
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
-    # reserved for numpy-side randomness; saved with the rest
     np_rng = np.random.default_rng(cfg.seed)
     data = PromptStream(len(problems), seed=cfg.seed)
     if point is not None:
@@ -508,149 +588,124 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
     )
     truncate_jsonl(out / "groups.jsonl", max_step=start)
     group_log = JsonlWriter(out / "groups.jsonl")
-    evaluators = list(evaluators)
+    return _Run(
+        model, tok, task, problems, probe, ref_model, params, optimizer, scheduler, generator,
+        np_rng, data, logger, group_log, start,
+    )  # fmt: skip
+
+
+def _sample_groups(run: _Run, cfg, amp) -> Groups:
+    """B prompts x N completions, scored per round; under DAPO's dynamic sampling more rounds
+    refill the batch with groups that carry signal (0 < X < N), and the step keeps the first B."""
     B, N = cfg.prompts_per_step, cfg.group_size
+
+    def sample(idx):
+        return _sample_round(
+            run.model, run.tok, run.task, run.problems, idx, cfg, run.generator, amp
+        )
+
+    rounds = [sample(run.data.take(B))]
+    if not cfg.dynamic_sampling:
+        return Groups.of(rounds, [torch.ones_like(rounds[0].active)], N)
+    for _ in range(cfg.max_sampling_rounds):
+        have = sum(int(r.active.sum()) for r in rounds)
+        if have >= B:
+            break
+        # ask for the missing groups divided by the active fraction seen so far (at least 1/4), so
+        # one extra round usually suffices without sampling a whole batch each time
+        rate = max(have / sum(len(r.idx) for r in rounds), 0.25)
+        rounds.append(sample(run.data.take(min(B, math.ceil((B - have) / rate)))))
+    return Groups.of(rounds, _first_active(rounds, B), N)
+
+
+def _step_scheduler(scheduler) -> None:
+    """The warm-up's next learning rate. A step whose groups were all dropped took no optimizer
+    step; torch warns about the order then, and the schedule is still the one intended."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)`")
+        scheduler.step()
+
+
+def _evaluate(model, evaluators: list, cfg, step: int) -> dict:
+    """The evaluators' metrics every ``eval_every`` steps and after the last step, else {}."""
+    if not (evaluators and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps)):
+        return {}
     metrics: dict = {}
-    model.train()
-
-    try:
-        for step in range(start + 1, cfg.steps + 1):
-            times = {"start": time.perf_counter()}
-
-            # --- sample and score (scored per round: dynamic sampling decides on the verdicts) ---
-            rounds = [_sample_round(model, tok, task, problems, data.take(B), cfg, generator, amp)]
-            # DAPO: refill the batch with groups that carry signal (0 < X < N)
-            if cfg.dynamic_sampling:
-                for _ in range(cfg.max_sampling_rounds):
-                    have = sum(int(r.active.sum()) for r in rounds)
-                    if have >= B:
-                        break
-                    # ask for the missing groups divided by the active fraction seen so far (at
-                    # least 1/4), so one extra round usually suffices without sampling a whole batch
-                    # each time
-                    rate = max(have / sum(len(r.idx) for r in rounds), 0.25)
-                    idx = data.take(min(B, math.ceil((B - have) / rate)))
-                    rounds.append(
-                        _sample_round(model, tok, task, problems, idx, cfg, generator, amp)
-                    )
-            times["sampled"] = time.perf_counter()
-
-            # --- the groups this step trains on: all, or under dynamic sampling the first B
-            # active ---
-            keep = (
-                _first_active(rounds, B)
-                if cfg.dynamic_sampling
-                else [torch.ones_like(r.active) for r in rounds]
-            )
-            rewards = torch.cat([r.rewards[k] for r, k in zip(rounds, keep, strict=True)])
-            correct = torch.cat([r.correct[k] for r, k in zip(rounds, keep, strict=True)])
-            rewards, correct = rewards.view(-1, N), correct.view(-1, N)  # (Bk, N) each
-            Bk = rewards.shape[0]
-
-            # --- advantages: A = g * A_GRPO with g = (1 - X/N)^gamma per group (Eq. 11-13) ---
-            X = correct.sum(dim=1)  # (Bk,) correct completions per group
-            mu_hat = X.float() / N  # (Bk,) the group's empirical success rate
-            # (Bk, N)
-            A_grpo = grpo_advantages(rewards, std=cfg.adv_std, eps=cfg.adv_eps) if Bk else rewards
-            if cfg.weighting == "maxrl":  # MaxRL instead: (r - mu_hat) / mu_hat on the verdicts
-                g = maxrl_weight(mu_hat)  # (Bk,) logged as the group's weight
-                A = maxrl_advantages(correct) if Bk else A_grpo  # (Bk, N)
-            else:
-                g = focal_weight(mu_hat, gamma=cfg.gamma)  # (Bk,) one focal weight per group
-                A = g[:, None] * A_grpo  # (Bk, N): the one change F-GRPO makes to GRPO
-            active = (A_grpo != 0).any(dim=1)  # (Bk,) groups that carry a learning signal
-
-            # --- loss and step: PPO epochs x mini-batches, token-mean loss, AdamW, grad clip ---
-            lr_now = scheduler.get_last_lr()[0]
-            opt = _OptimStats()
-            if Bk > 0:
-                parts = [
-                    r.batch.select(_rows_of(k.nonzero().flatten(), N))
-                    for r, k in zip(rounds, keep, strict=True)
-                    if k.any()
-                ]
-                train_batch = concat_rollouts(parts, pad_id=tok.pad_token_id)
-                opt = _optimize(
-                    step,
-                    model,
-                    ref_model,
-                    optimizer,
-                    params,
-                    train_batch,
-                    A.flatten().to(device),
-                    Bk,
-                    cfg,
-                    generator,
-                    amp,
-                )
-                _check_policy(model, probe, amp, f"step {step}")
-            # a step whose groups were all dropped took no optimizer step
-            with warnings.catch_warnings():
-                warnings.filterwarnings(
-                    "ignore", message="Detected call of `lr_scheduler.step\\(\\)`"
-                )
-                scheduler.step()
-            times["trained"] = time.perf_counter()
-
-            # --- evaluate ---
-            eval_metrics = {}
-            if evaluators and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
-                model.eval()
-                for hook in evaluators:
-                    eval_metrics.update(hook(model, step))
-                model.train()
-            times["evaluated"] = time.perf_counter()
-
-            # --- log: one flat metrics line, one record per sampled group (with the g it was
-            # trained with) ---
-            metrics = _step_metrics(
-                rounds,
-                N=N,
-                B_trained=Bk,
-                g=g,
-                active=active,
-                opt=opt,
-                lr=lr_now,
-                eval_metrics=eval_metrics,
-                times=times,
-            )
-            g_of_trained = iter(g.tolist())
-            for n_round, (r, k) in enumerate(zip(rounds, keep, strict=True)):
-                for b, i in enumerate(r.idx):
-                    trained = bool(k[b])
-                    extra = {"focal_weight": next(g_of_trained)} if trained else {}
-                    forms = [r.forms[b * N + j] for j in range(N) if r.correct[b, j]]
-                    group_log.write(
-                        group_record(
-                            step=step,
-                            prompt_id=problems[i].id,
-                            N=N,
-                            num_correct=len(forms),
-                            forms=forms,
-                            trained=trained,
-                            round=n_round,
-                            **extra,
-                        )
-                    )
-            logger.log(step, metrics)
-
-            # --- checkpoint ---
-            if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
-                save_checkpoint(
-                    out,
-                    step,
-                    model=model,
-                    tokenizer=tok,
-                    optimizer=optimizer,
-                    scheduler=scheduler,
-                    rng=capture_rng(generator, np_rng),
-                    data_state=data.state(),
-                    keep=cfg.keep_checkpoints,
-                )
-    finally:
-        logger.close()
-        group_log.close()
-
     model.eval()
-    save_model_and_tokenizer(model, tok, out / "model")
+    for hook in evaluators:
+        metrics.update(hook(model, step))
+    model.train()
+    return metrics
+
+
+def _checkpoint(run: _Run, cfg, out: Path, step: int) -> None:
+    """Every ``checkpoint_every`` steps and after the last one (atomic: a kill leaves the previous
+    checkpoint intact)."""
+    if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
+        save_checkpoint(
+            out,
+            step,
+            model=run.model,
+            tokenizer=run.tok,
+            optimizer=run.optimizer,
+            scheduler=run.scheduler,
+            rng=capture_rng(run.generator, run.np_rng),
+            data_state=run.data.state(),
+            keep=cfg.keep_checkpoints,
+        )
+
+
+def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
+    """``train`` inside the run directory's lock: open the run, then the step loop."""
+    run = _open_run(cfg, out, device, amp, resume, task)
+    evaluators, N, metrics = list(evaluators), cfg.group_size, {}
+    run.model.train()
+    try:
+        for step in range(run.start + 1, cfg.steps + 1):
+            clock = _StepClock()
+            groups = _sample_groups(run, cfg, amp)  # (B_k, N) rewards and verdicts, and rows
+            clock.mark("sampled")
+
+            # --- advantages: A = g * A_GRPO, one weight g per group (Eq. 11-13) ---
+            mu_hat = groups.correct.sum(dim=1).float() / N  # (B_k,) from the verifier's verdicts
+            A_grpo = (  # (B_k, N)
+                grpo_advantages(groups.rewards, std=cfg.adv_std, eps=cfg.adv_eps)
+                if groups.Bk
+                else groups.rewards
+            )
+            if cfg.weighting == "maxrl":  # MaxRL instead: (r - mu_hat) / mu_hat on the verdicts
+                g = maxrl_weight(mu_hat)  # (B_k,) logged as the group's weight
+                A = maxrl_advantages(groups.correct) if groups.Bk else A_grpo  # (B_k, N)
+            else:
+                g = focal_weight(mu_hat, gamma=cfg.gamma)  # (B_k,) one focal weight per group
+                A = g[:, None] * A_grpo  # (B_k, N): the one change F-GRPO makes to GRPO
+            active = (A_grpo != 0).any(dim=1)  # (B_k,) groups that carry a learning signal
+
+            # --- optimize: PPO epochs x mini-batches, token-mean loss, AdamW, grad clip ---
+            lr_now, opt = run.scheduler.get_last_lr()[0], _OptimStats()
+            if groups.Bk > 0:  # a step whose groups were all dropped takes no optimizer step
+                batch = groups.batch(N, run.tok.pad_token_id)
+                opt = _optimize(step, run, batch, A.flatten().to(device), groups.Bk, cfg, amp)
+                _check_policy(run.model, run.probe, amp, f"step {step}")
+            _step_scheduler(run.scheduler)
+            clock.mark("trained")
+
+            eval_metrics = _evaluate(run.model, evaluators, cfg, step)
+            clock.mark("evaluated")
+
+            # --- log: one metrics line, one record per sampled group (with its weight g) ---
+            metrics = _step_metrics(
+                groups, N=N, g=g, active=active, opt=opt, lr=lr_now,
+                eval_metrics=eval_metrics, clock=clock,
+            )  # fmt: skip
+            for record in groups.records(step, run.problems, N, g):
+                run.group_log.write(record)
+            run.logger.log(step, metrics)
+            _checkpoint(run, cfg, out, step)
+    finally:
+        run.logger.close()
+        run.group_log.close()
+
+    run.model.eval()
+    save_model_and_tokenizer(run.model, run.tok, out / "model")
     return {"step": cfg.steps, **metrics}

@@ -12,14 +12,18 @@ inherited torch thread pools) with the task's variables set:
 
 Tasks start in the order given (put the longest first so the workers finish together). When one
 fails, no queued task starts, the running ones finish (their work is kept: tasks resume), and
-:class:`TaskFailed` names the one that failed. With one worker and nothing to change in the
-environment the tasks run in this process (no start-up cost). Every number a task computes depends
-on its arguments and environment only, so the worker count and the finishing order change none.
+:class:`TaskFailed` names the one that failed. Interrupted (Ctrl-C, SIGTERM), it stops every
+running task with the processes that task started (each task runs in its own process group, and
+dies with its parent even when the parent is killed outright). With one worker and nothing to
+change in the environment the tasks run in this process (no start-up cost). Every number a task
+computes depends on its arguments and environment only, so the worker count and the finishing
+order change none.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 import traceback
@@ -52,7 +56,20 @@ def _env_applies(env: Mapping[str, str | None]) -> bool:
     return all(os.environ.get(k) == v for k, v in env.items())
 
 
+def _die_with_parent() -> None:
+    """Linux: this process gets SIGTERM when its parent dies, even by SIGKILL (best effort
+    elsewhere: nothing)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _child(fn: Callable, args: tuple) -> None:
+    os.setpgid(0, 0)  # its own process group: stopping the task stops the processes it starts
+    _die_with_parent()
     try:
         fn(*args)
     except BaseException:
@@ -82,6 +99,32 @@ def _start(ctx, task: Task):
     return proc
 
 
+def _raise_on_sigterm():
+    """In the main thread: SIGTERM raises SystemExit, so the tasks' processes are stopped too (a
+    killed study must not leave runs training on). The previous handler, or None."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _stop(proc) -> None:
+    """SIGTERM to the task's process group (the task and what it started), then wait."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        proc.terminate()
+    proc.join(timeout=30)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+
+
 def run_tasks(tasks, workers: int = 1) -> Iterator[tuple[Task, float]]:
     """Yield ``(task, seconds)`` as tasks finish, at most ``workers`` at a time, started in the
     given order. Raises :class:`TaskFailed` (after the running tasks finish) when one fails."""
@@ -99,6 +142,7 @@ def run_tasks(tasks, workers: int = 1) -> Iterator[tuple[Task, float]]:
 
     ctx = multiprocessing.get_context("spawn")
     queue, running, failed = list(tasks), {}, None
+    previous = _raise_on_sigterm()
     try:
         while queue or running:
             while queue and len(running) < workers and failed is None:
@@ -113,11 +157,13 @@ def run_tasks(tasks, workers: int = 1) -> Iterator[tuple[Task, float]]:
                 elif failed is None:
                     failed = (task, proc.exitcode)
                     queue.clear()  # cancel what has not started; the running tasks finish
-    except BaseException:  # interrupted (Ctrl-C, a consumer's error): stop every task's process
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM, a consumer's error): stop every task
         for proc, _task, _start_time in running.values():
-            proc.terminate()
-            proc.join()
+            _stop(proc)
         raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     if failed is not None:
         task, code = failed
         raise TaskFailed(f"task {task.name} failed (exit code {code}); its traceback is above")

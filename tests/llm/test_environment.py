@@ -89,3 +89,25 @@ def test_validate_warns_when_runs_come_from_different_environments(tmp_path, cap
     assert "torch_cpu_capability" in err
     report = (tmp_path / "v" / "report.md").read_text()
     assert "## Environments" in report and "AVX2-elsewhere" in report
+
+
+def test_the_fast_demo_under_the_other_kernel_family_reports_it(tmp_path):
+    """`fgrpo-llm demo --fast` under the other family's variables (on an AVX-512 CPU torch's AVX2
+    kernels, else its unvectorised ones): every run and the report name that capability."""
+    from fgrpo_llm.environment import kernel_family_env
+
+    family = kernel_family_env("other")
+    env = {k: v for k, v in os.environ.items() if k not in family}
+    env.update({k: v for k, v in family.items() if v is not None})
+    cfg = tmp_path / "no_theory.json"
+    cfg.write_text(json.dumps({"theory": False}))
+    out = tmp_path / "demo"
+    argv = [sys.executable, "-m", "fgrpo_llm.cli", "demo", "--fast", "--workers", "1",
+            "--config", str(cfg), "--out", str(out)]  # fmt: skip
+    subprocess.run(argv, check=True, cwd=ROOT, env=env, capture_output=True, timeout=600)
+    capability = family["ATEN_CPU_CAPABILITY"].upper()
+    runs = [json.loads(p.read_text())["environment"] for p in out.glob("*/run.json")]
+    assert runs and all(r["torch_cpu_capability"] == capability for r in runs)
+    assert all(r["ATEN_CPU_CAPABILITY"] == family["ATEN_CPU_CAPABILITY"] for r in runs)
+    report = (out / "report.md").read_text()
+    assert f"| torch_cpu_capability | {capability} |" in report

@@ -218,3 +218,46 @@ def test_fast_study_two_bases_two_seeds(tmp_path, capsys):
     capsys.readouterr()
     assert main(argv) == 0  # resumes: nothing to prepare or train
     assert "(0 to prepare), 0 runs to train" in capsys.readouterr().err
+
+
+def _sleep_and_record(path):
+    import time
+
+    with open(path, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
+
+
+def test_a_terminated_runner_stops_its_tasks(tmp_path):
+    """SIGTERM to the process running the tasks stops the tasks' processes too: a killed study
+    leaves no run training on (and holding its run's lock)."""
+    import signal
+    import time
+
+    script = (
+        "import sys; from fgrpo_llm.experiments.runner import Task, run_tasks\n"
+        "from tests.llm.test_study_design import _sleep_and_record\n"
+        f"t = Task('sleep', _sleep_and_record, ({str(tmp_path / 'pid')!r},), {{'X_RUNNER': '1'}})\n"
+        "list(run_tasks([t], workers=1))\n"
+    )
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=root)
+    pid_file = tmp_path / "pid"
+    for _ in range(600):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.1)
+    child = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    for _ in range(100):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the task's process outlived the runner")
