@@ -119,6 +119,48 @@ for r in res["rows"]:
 display(Markdown(f"{res['prompts']} prompts of the {split} split, {m.shape[1]} samples each; "
                  f"tail misses peak at N = {res['peak_N']}.\\n\\n" + "\\n".join(lines)))
 """)
+md("""
+## One base among many
+
+Every number above comes from one base model: the one this machine pretrained. Another
+pretraining seed gives another base, and so does the same seed on a CPU of another kernel family
+(AVX-512 against AVX2: the kernels round differently). `fgrpo-llm study` draws several bases,
+half under each kernel family, and splits each metric's spread into a between-base and a
+within-base (RL seed) part; its measured spread ships with the package and is what the demo
+quotes beside each comparison. With a study directory (`FGRPO_STUDY_DIR`, default `runs/study`)
+this cell also shows each base's Delta NLL_rare for GRPO, F-GRPO and the lr-matched control.
+""")
+code("""
+import json
+from fgrpo_llm.experiments.demo import load_seed_spread
+spread = load_seed_spread()
+if spread and "between_base_sd" in spread:
+    names = {"id_pass1": "in-domain pass@1", "ood_passk": "OOD pass@k_max",
+             "delta_nll_rare": "Delta NLL_rare"}
+    rows = ["| metric | sd between bases | sd between RL seeds of a base | sd of one run |",
+            "|---|---|---|---|"]
+    for key, name in names.items():
+        b, w, t = (spread[k].get(key) for k in ("between_base_sd", "within_base_sd", "sd"))
+        rows.append(f"| {name} | {b:.3f} | {w:.3f} | {t:.3f} |" if None not in (b, w, t)
+                    else f"| {name} | - | - | - |")
+    display(Markdown(f"`{spread['command']}` ({spread['num_bases']} bases x "
+                     f"{spread['num_seeds']} RL seeds):\n\n" + "\n".join(rows)))
+else:
+    print("no spread over bases has been measured: run `fgrpo-llm study` (README)")
+study_dir = Path(os.environ.get("FGRPO_STUDY_DIR", "runs/study"))
+if (study_dir / "study.json").is_file():
+    study = json.loads((study_dir / "study.json").read_text())
+    per = {}
+    for u in study["per_unit"]:
+        if u.get("delta_nll_rare") is not None:
+            per.setdefault((u["base"], u["name"]), []).append(u["delta_nll_rare"])
+    names = ["grpo_n8", "fgrpo_n8", "grpo_n8_lrmatched"]
+    lines = ["| base | kernels | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for b, info in study["bases"].items():
+        cells = [f"{np.mean(per[(int(b), n)]):.3f}" if (int(b), n) in per else "-" for n in names]
+        lines.append(f"| {b} | {info['family']} | " + " | ".join(cells) + " |")
+    display(Markdown("Delta NLL_rare per base (mean over its RL seeds):\n\n" + "\n".join(lines)))
+""")
 nb = nbf.v4.new_notebook(
     cells=cells,
     metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},

@@ -5,7 +5,7 @@
   <- ``experiments/`` <- ``cli/``; ``integrations/`` may use the core and evaluation, and nothing
   outside it imports it.
 - No module imports another package's private module (a name starting with ``_``).
-- No cycle among module-level imports.
+- No cycle among imports, function-local ones included.
 """
 
 from __future__ import annotations
@@ -123,11 +123,12 @@ def test_no_module_imports_another_packages_private_module():
     assert not bad, bad
 
 
-def test_no_cycle_among_module_level_imports():
+def test_no_cycle_among_imports_function_local_ones_included():
+    """A function-local import defers loading, not the dependency: it counts as an edge too."""
     graph = {}
     for name, path in MODULES.items():
         deps = set()
-        for target, _ in _imports(path, top_level_only=True):
+        for target, _ in _imports(path):
             while target and target not in MODULES:
                 target = target.rpartition(".")[0]
             if target and target != name:
@@ -179,3 +180,11 @@ def test_the_layer_checks_catch_a_violation(tmp_path, monkeypatch, bad, expected
     )
     with pytest.raises(AssertionError, match=expected):
         check()
+
+
+def test_a_function_local_import_that_closes_a_cycle_is_caught(tmp_path, monkeypatch):
+    fake = tmp_path / "maze.py"
+    fake.write_text("def f():\n    from fgrpo_llm.experiments.maze_pipeline import run_experiment\n")
+    monkeypatch.setitem(MODULES, "fgrpo_llm.experiments.maze", fake)
+    with pytest.raises(AssertionError, match="maze_pipeline"):
+        test_no_cycle_among_imports_function_local_ones_included()

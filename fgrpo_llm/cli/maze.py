@@ -111,7 +111,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from fgrpo_llm.config import read_config_file
-    from fgrpo_llm.experiments.maze import make_config, run_experiment
+    from fgrpo_llm.experiments.maze import make_config
+    from fgrpo_llm.experiments.maze_pipeline import run_experiment
 
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out must be a directory, but {args.out} is a file")

@@ -52,7 +52,7 @@ def _run_base(cfg: MazeConfig, out_b: Path, workers: int, progress: bool) -> Non
     import torch
 
     from fgrpo_llm.environment import environment
-    from fgrpo_llm.experiments.maze import run_experiment
+    from fgrpo_llm.experiments.maze_pipeline import run_experiment
 
     torch.set_num_threads(cfg.threads)
     run_experiment(cfg, out_b, workers=workers, progress=progress)

@@ -419,22 +419,18 @@ def run_done(out: Path, spec: RunSpec) -> bool:
 
 
 def map_runs(out: Path, cfg: DemoConfig, specs: list[RunSpec]):
-    """Yield ``(spec, seconds)`` as runs finish: in this process for one worker, else in a pool of
-    ``cfg.workers`` fresh (spawned) processes, longest run (largest N) first. Every run is a
-    function of its seed and settings only, so neither the worker count nor the finishing order
-    changes a number."""
-    specs = sorted(specs, key=lambda spec: -spec.N)  # cost ~ N: the workers finish together
-    if cfg.workers == 1 or len(specs) <= 1:
-        for spec in specs:
-            yield train_and_evaluate(out, cfg, spec)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    """Yield ``(spec, seconds)`` as runs finish: in this process for one worker, else each run in
+    a fresh (spawned) process, ``cfg.workers`` at a time, longest run (largest N) first
+    (``fgrpo_llm.experiments.runner``). Every run is a function of its seed and settings only, so
+    neither the worker count nor the finishing order changes a number."""
+    from fgrpo_llm.experiments.runner import Task, run_tasks
 
-    # progress bars of parallel runs would interleave: each run reports when it is done instead
-    cfg = dataclasses.replace(cfg, train_overrides={**cfg.train_overrides, "progress": False})
-    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked torch thread pools
-    with ProcessPoolExecutor(max_workers=cfg.workers, mp_context=ctx) as pool:
-        futures = [pool.submit(train_and_evaluate, out, cfg, spec) for spec in specs]
-        for future in as_completed(futures):
-            yield future.result()
+    specs = sorted(specs, key=lambda spec: -spec.N)  # cost ~ N: the workers finish together
+    if cfg.workers > 1 and len(specs) > 1:
+        # progress bars of parallel runs would interleave: each run reports when it is done
+        cfg = dataclasses.replace(cfg, train_overrides={**cfg.train_overrides, "progress": False})
+    tasks = [
+        Task(spec.path, train_and_evaluate, (out, cfg, spec), cost=float(spec.N)) for spec in specs
+    ]
+    for task, seconds in run_tasks(tasks, workers=min(cfg.workers, max(len(tasks), 1))):
+        yield task.args[2], seconds

@@ -345,7 +345,8 @@ def test_dip_statistics_finds_the_drop_and_the_recovery():
 def test_pipeline_smoke_run_and_stage_resume(tmp_path):
     import torch
 
-    from fgrpo_llm.experiments.maze import make_config, run_experiment
+    from fgrpo_llm.experiments.maze import make_config
+    from fgrpo_llm.experiments.maze_pipeline import run_experiment
 
     cfg = make_config("reduced", **TINY)
     out = tmp_path / "maze"

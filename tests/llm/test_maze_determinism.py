@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fgrpo_llm.experiments.maze import make_config, run_experiment
+from fgrpo_llm.experiments.maze import make_config
+from fgrpo_llm.experiments.maze_pipeline import run_experiment
 
 #: Small enough for seconds per run, large enough that the SFT model solves some mazes, so the
 #: RL groups carry a signal and the updates, rewards and pass@k are non-trivial numbers.
@@ -112,6 +113,7 @@ class _Killed(Exception):
 
 def test_a_run_killed_mid_way_resumes_to_the_same_numbers(reference, tmp_path, monkeypatch):
     import fgrpo_llm.experiments.maze as maze
+    import fgrpo_llm.experiments.maze_pipeline as pipeline
 
     real, calls = maze.evaluate_heldout, []
 
@@ -123,13 +125,15 @@ def test_a_run_killed_mid_way_resumes_to_the_same_numbers(reference, tmp_path, m
 
     out = tmp_path / "killed"
     cfg = make_config("reduced", **TINY)
-    monkeypatch.setattr(maze, "evaluate_heldout", dies_at_the_fourth_call)
+    for module in (maze, pipeline):  # the RL runs' evaluations and the SFT model's
+        monkeypatch.setattr(module, "evaluate_heldout", dies_at_the_fourth_call)
     with pytest.raises(_Killed):
         run_experiment(cfg, out, workers=1, progress=False)
     killed = [p.parent for p in out.glob("rl/*/*/metrics.jsonl")]
     assert len(killed) == 1 and not (killed[0] / "result.json").exists()
     assert [line["step"] for line in _metrics(killed[0] / "metrics.jsonl")] == [1]
-    monkeypatch.setattr(maze, "evaluate_heldout", real)
+    for module in (maze, pipeline):
+        monkeypatch.setattr(module, "evaluate_heldout", real)
     run_experiment(cfg, out, workers=1, progress=False)
     _assert_same(reference[0], out)
     assert len(json.loads((out / "timings.json").read_text())["calls"]) == 2
