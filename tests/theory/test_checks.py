@@ -1,4 +1,4 @@
-"""The argument checks: one clear error per kind of bad input (issue 10's list, one test each)."""
+"""The argument checks: one clear error per kind of bad input, one test each."""
 
 import datetime
 

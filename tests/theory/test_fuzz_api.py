@@ -1,4 +1,4 @@
-"""Hypothesis fuzz test of the public API of ``fgrpo_theory`` and of its closed-form CLI (issue 10).
+"""Hypothesis fuzz test of the public API of ``fgrpo_theory`` and of its closed-form CLI.
 
 Every public function of tail_miss, passk, focal, advantages, categorical, montecarlo and checks,
 and the ``tail-miss`` / ``peak`` / ``pass-at-k`` commands, is called with three kinds of input:

@@ -1,4 +1,4 @@
-"""fgrpo_theory must import and work without torch (STYLE habit 15, issue 2)."""
+"""fgrpo_theory must import and work without torch (the theory needs numpy and scipy only)."""
 
 import subprocess
 import sys

@@ -184,7 +184,7 @@ def _mp_pass_at_k(n, c, k):
 @pytest.mark.parametrize(
     "n, c, k",
     [
-        (10**9, 5 * 10**8, 256),  # the issue's ~11 GB case: now a product of 256 factors
+        (10**9, 5 * 10**8, 256),  # an ~11 GB table before: now a product of 256 factors
         (10**9, 3, 256),
         (10**9, 1000, 1000),
         (10**18, 10**4, 10**4),

@@ -234,7 +234,7 @@ def test_matches_mpmath_on_a_dense_random_sample():
 
 
 def test_stationary_point_far_beyond_the_old_bracket_is_the_true_root():
-    """The issue's case: (1e-30, 1e-31) used to return the bisection bound e^60 + 1. There
+    """A reported case: (1e-30, 1e-31) used to return the bisection bound e^60 + 1. There
     P(B) ~ e^(-tau N) - e^(-mu N), whose maximiser is log(mu / tau) / (mu - tau)."""
     mu, tau = 1e-30, 1e-31
     assert stationary_group_size(mu, tau) == pytest.approx(np.log(mu / tau) / (mu - tau), rel=1e-9)
