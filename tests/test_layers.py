@@ -184,7 +184,7 @@ def test_the_layer_checks_catch_a_violation(tmp_path, monkeypatch, bad, expected
 
 def test_a_function_local_import_that_closes_a_cycle_is_caught(tmp_path, monkeypatch):
     fake = tmp_path / "maze.py"
-    fake.write_text("def f():\n    from fgrpo_llm.experiments.maze_pipeline import run_experiment\n")
+    fake.write_text("def f():\n    from fgrpo_llm.experiments.maze_pipeline import FREE_FIELDS\n")
     monkeypatch.setitem(MODULES, "fgrpo_llm.experiments.maze", fake)
     with pytest.raises(AssertionError, match="maze_pipeline"):
         test_no_cycle_among_imports_function_local_ones_included()
