@@ -178,6 +178,22 @@ class TrainConfig:
             lr *= float(lr_multiplier(self.lr_match_gamma))
         return lr
 
+    def sampling(self, device=None):
+        """The run's :class:`~fgrpo_llm.rollout.SamplingParams`: its rollouts' settings, which its
+        evaluations (pass@k, the rare-correct set) use too; ``device`` resolves the autocast
+        dtype."""
+        from fgrpo_llm.model import resolve_autocast_dtype
+        from fgrpo_llm.rollout import SamplingParams
+
+        return SamplingParams(
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            batch_size=self.rollout_batch_size,
+            autocast_dtype=resolve_autocast_dtype(device, self.dtype) if device else None,
+        )
+
     def loss_kwargs(self) -> dict:
         """Keyword arguments of the algorithm's loss in ``fgrpo_llm.losses``."""
         if self.algo == "grpo":
@@ -285,3 +301,28 @@ def save_config(cfg: TrainConfig, path) -> None:
     from fgrpo_llm.files import atomic_write_text
 
     atomic_write_text(path, json.dumps(cfg.to_dict(), indent=2, sort_keys=True) + "\n")
+
+
+def run_sampling(model_dir):
+    """The :class:`~fgrpo_llm.rollout.SamplingParams` a trained policy was sampled with, when
+    ``model_dir`` is a run's ``model/`` (its run directory holds the run's config.json and
+    run.json); None for any other checkpoint (a base, a download); a ValueError naming the file
+    when the run's config.json is damaged. Its evaluations then sample
+    the policy that was trained, not another one."""
+    from pathlib import Path
+
+    run_dir = Path(model_dir).parent
+    if not ((run_dir / "run.json").is_file() and (run_dir / "config.json").is_file()):
+        return None
+    path = run_dir / "config.json"
+    try:
+        data = json.loads(path.read_text())
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        raise ValueError(f"{path} is not readable JSON (the run's settings)") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a JSON object (the run's settings)")
+    try:
+        return TrainConfig.from_dict(data).sampling()
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{path}: {err}") from None
+

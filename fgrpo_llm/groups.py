@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fgrpo_llm.rollout import RolloutBatch, concat_rollouts, sample_completions
+from fgrpo_llm.rollout import RolloutBatch, SamplingParams, concat_rollouts, sample_completions
 from fgrpo_llm.tasks import solution_form
 from fgrpo_llm.tracking import group_record
 
@@ -39,21 +39,17 @@ class Round:
         return (self.X > 0) & (self.X < self.correct.shape[1])
 
 
-def sample_round(model, tok, task, problems, idx, cfg, generator, amp) -> Round:
-    """N completions for each problem in ``idx``, scored by the task."""
-    N = cfg.group_size
+def sample_round(
+    model, tok, task, problems, idx, N: int, sampling: SamplingParams, generator
+) -> Round:
+    """N completions for each problem in ``idx`` under ``sampling``, scored by the task."""
     batch = sample_completions(
         model,
         tok,
         [problems[i].prompt for i in idx],
         num_samples=N,
-        max_new_tokens=cfg.max_new_tokens,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        top_k=cfg.top_k,
         generator=generator,
-        batch_size=cfg.rollout_batch_size,
-        autocast_dtype=amp,
+        **sampling.kwargs(),
     )
     row_problem = [problems[i] for i in idx for _ in range(N)]
     pairs = list(zip(row_problem, batch.completions, strict=True))

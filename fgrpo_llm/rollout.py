@@ -225,6 +225,59 @@ def generator_on(generator: torch.Generator, device) -> torch.Generator:
     return torch.Generator(device=device).manual_seed(seed)
 
 
+@dataclass(frozen=True)
+class SamplingParams:
+    """How a policy is sampled: one set of settings, built once (``TrainConfig.sampling``) and
+    handed to training rollouts, pass@k, the rare-correct set and exact (mu, tau), so that a run is
+    evaluated under the policy it was trained with.
+
+        sp = SamplingParams(max_new_tokens=16, temperature=0.7, top_k=20)
+        sample_completions(model, tok, prompts, num_samples=8, generator=g, **sp.kwargs())
+    """
+
+    max_new_tokens: int
+    temperature: float = 1.0
+    """0 decodes greedily."""
+    top_p: float = 1.0
+    """1 = off."""
+    top_k: int = 0
+    """0 = off."""
+    batch_size: int | None = None
+    """Rows decoded at once (None: all)."""
+    autocast_dtype: torch.dtype | None = None
+
+    def __post_init__(self):
+        if isinstance(self.max_new_tokens, bool) or int(self.max_new_tokens) != self.max_new_tokens:
+            raise TypeError(f"max_new_tokens must be an integer, got {self.max_new_tokens!r}")
+        if self.max_new_tokens < 1:
+            raise ValueError(
+                f"max_new_tokens must be >= 1, got max_new_tokens={self.max_new_tokens}"
+            )
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature must be >= 0, got temperature={self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must lie in (0, 1], got top_p={self.top_p}")
+        if isinstance(self.top_k, bool) or int(self.top_k) != self.top_k or self.top_k < 0:
+            raise ValueError(f"top_k must be an integer >= 0, got top_k={self.top_k!r}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got batch_size={self.batch_size}")
+
+    def kwargs(self) -> dict:
+        """The keyword arguments of :func:`sample_completions` (and of the evaluations)."""
+        return {
+            "max_new_tokens": int(self.max_new_tokens),
+            "temperature": float(self.temperature),
+            "top_p": float(self.top_p),
+            "top_k": int(self.top_k),
+            "batch_size": self.batch_size,
+            "autocast_dtype": self.autocast_dtype,
+        }
+
+    def policy(self) -> dict:
+        """What decides the sampled distribution (not how it is batched): for records."""
+        return {k: self.kwargs()[k] for k in ("max_new_tokens", "temperature", "top_p", "top_k")}
+
+
 def sample_completions(
     model,
     tokenizer,

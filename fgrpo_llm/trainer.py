@@ -69,6 +69,7 @@ from fgrpo_llm.model import (
 )
 from fgrpo_llm.rollout import (
     RolloutBatch,
+    SamplingParams,
     token_logprobs,
     token_logprobs_and_entropy,
 )
@@ -377,6 +378,7 @@ class _Run:
     params: list
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
+    sampling: SamplingParams  # the rollouts' settings (and the evaluations')
     generator: torch.Generator  # sampling and mini-batch shuffling
     np_rng: np.random.Generator  # reserved for numpy-side randomness; saved with the rest
     data: PromptStream
@@ -469,19 +471,19 @@ def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
     truncate_jsonl(out / "groups.jsonl", max_step=start)
     group_log = JsonlWriter(out / "groups.jsonl")
     return _Run(
-        model, tok, task, problems, probe, ref_model, params, optimizer, scheduler, generator,
-        np_rng, data, logger, group_log, start,
+        model, tok, task, problems, probe, ref_model, params, optimizer, scheduler,
+        cfg.sampling(device), generator, np_rng, data, logger, group_log, start,
     )  # fmt: skip
 
 
-def _sample_groups(run: _Run, cfg, amp) -> Groups:
+def _sample_groups(run: _Run, cfg) -> Groups:
     """B prompts x N completions, scored per round; under DAPO's dynamic sampling more rounds
     refill the batch with groups that carry signal (0 < X < N), and the step keeps the first B."""
     B, N = cfg.prompts_per_step, cfg.group_size
 
     def sample(idx):
         return sample_round(
-            run.model, run.tok, run.task, run.problems, idx, cfg, run.generator, amp
+            run.model, run.tok, run.task, run.problems, idx, N, run.sampling, run.generator
         )
 
     rounds = [sample(run.data.take(B))]
@@ -543,7 +545,7 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
     try:
         for step in range(run.start + 1, cfg.steps + 1):
             clock = _StepClock()
-            groups = _sample_groups(run, cfg, amp)  # (B_k, N) rewards and verdicts, and rows
+            groups = _sample_groups(run, cfg)  # (B_k, N) rewards and verdicts, and rows
             clock.mark("sampled")
 
             # --- advantages: A = g * A_GRPO, one weight g per group (Eq. 11-13) ---

@@ -49,11 +49,18 @@ def _eval(args) -> int:
 def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
     import torch
 
+    from fgrpo_llm.config import run_sampling
     from fgrpo_llm.evaluation.passk import evaluate_model, write_eval_outputs
     from fgrpo_llm.model import resolve_autocast_dtype
 
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(args.seed)
+    # a trained run's policy is sampled as it was trained (temperature, top-p, top-k)
+    trained = run_sampling(model_dir)
+    policy = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
+    if trained is not None:
+        policy = {k: v for k, v in trained.policy().items() if k in policy}
+        print(f"sampling as the run was trained: {policy}", file=sys.stderr)
     results, outcomes = evaluate_model(
         model,
         tokenizer,
@@ -67,6 +74,7 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
         batch_size=args.batch_size,
         progress=True,
         autocast_dtype=resolve_autocast_dtype(device),
+        **policy,
     )
     results["model"] = str(model_dir)
     paths = write_eval_outputs(results, outcomes, out, label=model_dir.name)

@@ -564,6 +564,7 @@ def exact_rare_set(
     max_new_tokens: int | None = None,
     temperature: float | None = None,
     top_p: float | None = None,
+    top_k: int | None = None,
     batch_size: int = 64,
     autocast_dtype: torch.dtype | None = None,
     record: bool = True,
@@ -585,6 +586,7 @@ def exact_rare_set(
         raise ValueError("max_new_tokens is not in rare_set.meta: pass max_new_tokens")
     temp = temperature if temperature is not None else meta.get("temperature", 1.0)
     top_p = top_p if top_p is not None else meta.get("top_p", 1.0)
+    top_k = top_k if top_k is not None else meta.get("top_k", 0)
     by_id = {pr.id: pr for pr in problems}
     pids = list(rare_set.prompts)
     missing = [pid for pid in pids if pid not in by_id]
@@ -604,6 +606,7 @@ def exact_rare_set(
         max_new_tokens=T,
         temperature=temp,
         top_p=top_p,
+        top_k=top_k,
         batch_size=batch_size,
         autocast_dtype=autocast_dtype,
         allow_lower_bound=allow_lower_bound,
@@ -625,6 +628,7 @@ def exact_rare_set(
             "max_new_tokens": int(T),
             "temperature": float(temp),
             "top_p": float(top_p),
+            "top_k": int(top_k),
         }
     )
     if record:

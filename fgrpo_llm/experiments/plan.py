@@ -293,13 +293,24 @@ def record_exact_mu_tau(model, tokenizer, task, problems, rare) -> dict | None:
 
 
 def evaluate_stage(model_dir: Path, out_dir: Path, cfg: DemoConfig, *, task) -> dict:
+    """pass@k of ``model_dir`` on the plan's problems; a trained run's policy is sampled with the
+    run's own settings (``fgrpo_llm.config.run_sampling``), a base with the plan's."""
+    import dataclasses as dc
+
+    from fgrpo_llm.config import run_sampling
     from fgrpo_llm.evaluation.passk import default_ks, evaluate_model, load_eval, write_eval_outputs
     from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
+    from fgrpo_llm.rollout import SamplingParams
 
     if (out_dir / "eval.json").is_file():
         return load_eval(out_dir)[0]
     model, tok = load_model_and_tokenizer(model_dir, device=cfg.device)
     device = next(model.parameters()).device
+    sampling = run_sampling(model_dir) or SamplingParams(max_new_tokens=cfg.max_new_tokens)
+    # how many rows are decoded at once is the plan's (evaluation) setting, not the policy's
+    sampling = dc.replace(
+        sampling, batch_size=cfg.batch_size, autocast_dtype=resolve_autocast_dtype(device)
+    )
     results, outcomes = evaluate_model(
         model,
         tok,
@@ -307,10 +318,8 @@ def evaluate_stage(model_dir: Path, out_dir: Path, cfg: DemoConfig, *, task) -> 
         n=cfg.eval_n,
         ks=default_ks(cfg.eval_n),
         max_problems=cfg.eval_max_problems,
-        max_new_tokens=cfg.max_new_tokens,
         generator=generator_for(device, cfg.seed + 2),
-        batch_size=cfg.batch_size,
-        autocast_dtype=resolve_autocast_dtype(device),
+        **sampling.kwargs(),
     )
     results["model"] = str(model_dir)
     write_eval_outputs(results, outcomes, out_dir, label=model_dir.parent.name)
