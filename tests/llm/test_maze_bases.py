@@ -125,3 +125,20 @@ def test_tiny_maze_over_two_bases_one_per_kernel_family(tmp_path):
     assert "--bases 0,1" in report
     comps = results["study"]["variance_components"]
     assert comps and all(c["bases"] == 2 for c in comps)
+
+
+@pytest.mark.parametrize(
+    "extra,word",
+    [
+        (["--bases", "0,1", "--seed", "3"], "--seed"),
+        (["--families", "other"], "--families"),
+        (["--bases", "0,1", "--families", "default,bogus"], "bogus"),
+        (["--bases", "0,0"], "bases"),
+    ],
+)
+def test_bad_base_arguments_are_one_line_errors(tmp_path, capsys, extra, word):
+    from fgrpo_llm.cli import main
+
+    assert main(["maze", "--out", str(tmp_path / "m"), "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and word in err[0] and "Traceback" not in err[0]
