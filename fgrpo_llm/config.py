@@ -325,4 +325,3 @@ def run_sampling(model_dir):
         return TrainConfig.from_dict(data).sampling()
     except (ValueError, TypeError) as err:
         raise ValueError(f"{path}: {err}") from None
-

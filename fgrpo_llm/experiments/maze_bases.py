@@ -243,7 +243,7 @@ def _extra_sections(report: dict, fams: dict, envs: dict) -> str:
         "## Variance components (points)",
         "",
         "One-way random effects: the sd of the base (SFT model) effect and of the RL seed "
-        "within a base.",
+        "within a base (which needs a base with two RL seeds: `--seeds 0,1`).",
         "",
         "| run or paired effect | metric | bases | units | sd between bases | sd between "
         "seeds within a base |",

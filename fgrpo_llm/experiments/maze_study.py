@@ -430,17 +430,19 @@ def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
         f"({cfg.cells}x{cfg.cells} cells), {cfg.num_train} training mazes, {cfg.num_test} held-out"
         f" mazes, model hidden {cfg.hidden_size} x {cfg.num_layers} layers, SFT {cfg.sft_steps} "
         f"steps, RL {cfg.rl_steps} steps x {cfg.rl_prompts_per_step} mazes at lr {cfg.rl_lr:g}, "
-        f"K = {K} samples per maze, RL seeds {', '.join(map(str, report['seeds']))}, "
+        f"K = {K} samples per maze, RL seed(s) {', '.join(map(str, report['seeds']))}; "
         f"{cfg.threads} torch thread(s) per run.",
         "",
         "Reproduce: `" + report["command"] + "`",
         "",
-        f"SFT model (step 0, mean over the seeds' evaluations): pass@1 "
+        f"SFT model (step 0, mean over the {'bases' if bases > 1 else 'seeds'}' evaluations): "
+        "pass@1 "
         f"{_fi(report['sft']['pass@1'])}, pass@{K} {_fi(report['sft'][f'pass@{K}'])}.",
         "",
         f"## Per run: mean over {'bases' if bases > 1 else 'seeds'} [95% t interval], points",
         "",
-        f"| method | N | seeds | final pass@1 | final pass@{K} | largest pass@{K} dip |",
+        f"| method | N | {'runs (bases x seeds)' if bases > 1 else 'seeds'} | final pass@1 | "
+        f"final pass@{K} | largest pass@{K} dip |",
         "|---|---|---|---|---|---|",
     ]
     for r in report["runs"]:

@@ -192,6 +192,8 @@ def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign):
         for b in design.bases
         if not base_prepared(base_dir(out, b))
     ]
+    if cfg.workers > 1:  # progress bars of parallel runs would interleave
+        cfg = dataclasses.replace(cfg, train_overrides={**cfg.train_overrides, "progress": False})
     runs = []
     for b in design.bases:
         cfg_b = base_config(cfg, b)
