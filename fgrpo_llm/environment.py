@@ -14,6 +14,7 @@ machine is not the one pretrained on another. Every run records :func:`environme
 from __future__ import annotations
 
 import functools
+import json
 import os
 import platform
 import subprocess
@@ -28,6 +29,7 @@ __all__ = [
     "KERNEL_KEYS",
     "KERNEL_FAMILIES",
     "kernel_family_env",
+    "pin_kernel_family",
 ]
 
 #: The fields that decide a run's floating-point numbers on the same code: when two runs differ
@@ -57,9 +59,12 @@ NPY_AVX512 = (
 
 def kernel_family_env(family: str) -> dict[str, str | None]:
     """The environment variables of a process that computes under kernel ``family``: "default"
-    removes both variables (torch and numpy dispatch for this CPU); "other" on an AVX-512 CPU
-    asks torch for its AVX2 kernels and numpy for no AVX-512, elsewhere torch's unvectorised
-    kernels (a CPU without AVX2 has nothing further down)."""
+    removes both variables (torch's ATen and numpy dispatch for this CPU); "other" on an AVX-512
+    CPU asks ATen for its AVX2 kernels and numpy for no AVX-512, elsewhere ATen's unvectorised
+    kernels. Matrix products in torch's MKL / oneDNN and numpy's BLAS keep this CPU's
+    instructions; for the small models here ATen's and numpy's kernels are what differ between
+    CPU families (the demo under the "other" variables on an AVX-512 CPU gives an AVX2 machine's
+    numbers bit for bit)."""
     if family == "default":
         return {"ATEN_CPU_CAPABILITY": None, "NPY_DISABLE_CPU_FEATURES": None}
     if family != "other":
@@ -67,6 +72,31 @@ def kernel_family_env(family: str) -> dict[str, str | None]:
     if "avx512f" in _cpu()[1]:
         return {"ATEN_CPU_CAPABILITY": "avx2", "NPY_DISABLE_CPU_FEATURES": NPY_AVX512}
     return {"ATEN_CPU_CAPABILITY": "default", "NPY_DISABLE_CPU_FEATURES": None}
+
+
+def pin_kernel_family(out_b: Path, family: str) -> None:
+    """Record a base's kernel family the first time (``kernel_family.json`` in its directory) and
+    refuse another one later: a base drawn under one family stays under it when a study is
+    resumed with another list of bases."""
+    path = Path(out_b) / "kernel_family.json"
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text()).get("family")
+        except (ValueError, AttributeError, RecursionError):
+            raise ValueError(
+                f"{path} is damaged; it should name the base's kernel family"
+            ) from None
+        if old != family:
+            raise ValueError(
+                f"{Path(out_b).name} was drawn under the {old!r} kernel family ({path}), not "
+                f"{family!r}: keep its family (--families) or use another --out"
+            )
+        return
+    from fgrpo_llm.files import atomic_write_text
+
+    out_b = Path(out_b)
+    out_b.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps({"family": family}) + "\n")
 
 
 def _version(package: str) -> str | None:

@@ -30,6 +30,9 @@ def _study(args) -> int:
     lists = {}
     for flag in ("bases", "seeds", "sweep_bases"):
         value = getattr(args, flag)
+        if value is None:  # --sweep-bases not given: the design's default
+            lists[flag] = None
+            continue
         lists[flag] = parse_list(f"--{flag.replace('_', '-')}", value, int) if value else []
         bad = [s for s in lists[flag] if not 0 <= s < 2**32]
         if bad:
@@ -82,9 +85,9 @@ def register(subparsers) -> None:
     p.add_argument("--seeds", default="0,1", help="RL seeds on every base (default 0,1)")
     p.add_argument(
         "--sweep-bases",
-        default="0,1",
-        help="bases that also train the GRPO group-size sweep, at the first seed (default 0,1; "
-        "empty: none)",
+        default=None,
+        help="bases that also train the GRPO group-size sweep, at the first seed (default: the "
+        "first two bases, one per kernel family; empty: none)",
     )
     p.add_argument(
         "--sweep-sizes",

@@ -221,19 +221,17 @@ class VarianceComponents:
     """One-way random-effects decomposition x_{b,s} = m + u_b + e_{b,s} over K bases."""
 
     between_sd: float
-    """sigma_base: the sd of u_b (nan with one base)."""
+    """sigma_base: the sd of u_b (nan with one base, or when no base has two seeds)."""
     within_sd: float
     """sigma_seed: the sd of e_{b,s} within a base (nan when no base has two seeds)."""
     bases: int
     units: int
-
-    @property
-    def total_sd(self) -> float:
-        """sqrt(sigma_base^2 + sigma_seed^2): the spread of one run on a base drawn anew."""
-        return math.sqrt(self.between_sd**2 + self.within_sd**2)
+    total_sd: float
+    """The spread of one run on a base drawn anew: sqrt(sigma_base^2 + sigma_seed^2); with one seed
+    per base (the parts confounded) the plain sd of the values."""
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "total_sd": self.total_sd}
+        return asdict(self)
 
 
 def variance_components(values) -> VarianceComponents:
@@ -243,7 +241,9 @@ def variance_components(values) -> VarianceComponents:
         sigma_base^2 = max(0, var_b(x_b) - sigma_seed^2 * mean_b(1 / S_b))
 
     var_b is the sample variance of the K base means (ddof 1): a base mean varies by sigma_base^2
-    plus sigma_seed^2 / S_b, so the second term takes the seeds' share out."""
+    plus sigma_seed^2 / S_b, so the second term takes the seeds' share out. With no base holding
+    two seeds both parts are nan (they cannot be told apart) and ``total_sd`` is the sd of the
+    values."""
     groups = {b: _values(f"values of base {b}", xs) for b, xs in by_base(values).items()}
     if not groups:
         raise ValueError("values must hold at least one (base, seed) value, got none")
@@ -251,14 +251,19 @@ def variance_components(values) -> VarianceComponents:
     ss = sum(float(((x - x.mean()) ** 2).sum()) for x in groups.values())
     within = ss / dof if dof > 0 else math.nan
     means = np.array([x.mean() for x in groups.values()])
-    if means.size < 2:
+    if means.size < 2 or dof == 0:  # no base with two seeds: the two parts are confounded
         between = math.nan
     else:
         inverse_seeds = float(np.mean([1.0 / x.size for x in groups.values()]))
-        share = (within if dof > 0 else 0.0) * inverse_seeds
-        between = max(0.0, float(means.var(ddof=1)) - share)
+        between = max(0.0, float(means.var(ddof=1)) - within * inverse_seeds)
+    units = np.concatenate(list(groups.values()))
+    total = (
+        math.sqrt(between + within)
+        if math.isfinite(between) and math.isfinite(within)
+        else (float(units.std(ddof=1)) if dof == 0 and units.size > 1 else math.nan)
+    )
     return VarianceComponents(
-        math.sqrt(between), math.sqrt(within), len(groups), sum(x.size for x in groups.values())
+        math.sqrt(between), math.sqrt(within), len(groups), int(units.size), total
     )
 
 

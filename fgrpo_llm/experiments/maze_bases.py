@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_llm.environment import KERNEL_FAMILIES, kernel_family_env
+from fgrpo_llm.environment import KERNEL_FAMILIES, kernel_family_env, pin_kernel_family
 from fgrpo_llm.evaluation.stats import (
     by_base,
     format_interval,
@@ -75,6 +75,8 @@ def run_maze_bases(
         out / "bases.json",
         {"bases": bases, "families": {str(b): f for b, f in fams.items()}, "plan": cfg.to_dict()},
     )
+    for b in bases:
+        pin_kernel_family(out / f"base{b}", fams[b])
     tasks = [
         Task(
             f"base{b}",
@@ -233,6 +235,7 @@ def _sd(x: float) -> str:
 
 def _extra_sections(report: dict, fams: dict, envs: dict) -> str:
     from fgrpo_llm.evaluation.stats import Interval
+    from fgrpo_llm.experiments.study_report import family_verdict
 
     lines = ["", "## Bases", "", "| base | kernels | torch capability |", "|---|---|---|"]
     for b, fam in fams.items():
@@ -261,15 +264,7 @@ def _extra_sections(report: dict, fams: dict, envs: dict) -> str:
         "## Kernel family",
         "",
         "F-GRPO - GRPO per base, mean over the other family's bases minus the default's, "
-        "with Welch's 95% interval (points). "
-        + (
-            "No difference is resolved: at this many bases the kernel family explains "
-            "nothing beyond base-to-base variation."
-            if rows and not resolved
-            else f"Resolved for: {'; '.join(resolved)}."
-            if resolved
-            else "Not computed: both families need a finished base."
-        ),
+        "with Welch's 95% interval (points). " + family_verdict(rows, resolved),
         "",
         "| paired effect | metric | other - default | bases (default/other) |",
         "|---|---|---|---|",

@@ -131,21 +131,22 @@ def _per_seed(cfg: MazeConfig, results: dict, method: str, N: int, metric: str) 
     }
 
 
-def unit_interval(values: dict) -> Interval:
-    """Over bases when the values come from several (each base's seeds averaged first:
-    ``base_level_interval``), else over the RL seeds of the one base."""
-    if len({b for b, _ in values}) > 1:
+def unit_interval(values: dict, *, over_bases: bool = False) -> Interval:
+    """Over bases in a study pooled over several SFT models (``over_bases``: each base's seeds
+    averaged first, ``base_level_interval``; undefined with one base), else over the RL seeds of
+    the one SFT model."""
+    if over_bases:
         return base_level_interval(values)
     return t_interval([values[u] for u in sorted(values)])
 
 
-def _paired(a: dict, b: dict) -> Interval | None:
+def _paired(a: dict, b: dict, *, over_bases: bool = False) -> Interval | None:
     """a - b paired within each (base, seed) both finished, then :func:`unit_interval` (None:
     no unit in common)."""
     units = sorted(set(a) & set(b))
     if not units:
         return None
-    return unit_interval({u: a[u] - b[u] for u in units})
+    return unit_interval({u: a[u] - b[u] for u in units}, over_bases=over_bases)
 
 
 def _verdict(iv: Interval | None, direction: str) -> str:
@@ -159,7 +160,9 @@ def _iv(iv: Interval | None) -> dict | None:
 
 
 def study(cfg: MazeConfig, results: dict) -> dict:
-    """Intervals per run, paired differences and the four verdicts (a JSON-ready dict)."""
+    """Intervals per run, paired differences and the four verdicts (a JSON-ready dict). Pooled
+    over SFT models (``results["bases"]``, ``maze_bases``), every interval is over bases."""
+    pooled = "bases" in results
     metrics = _metrics(cfg)
     K = cfg.eval_k_max
     rows = []
@@ -171,20 +174,22 @@ def study(cfg: MazeConfig, results: dict) -> dict:
                 values = _per_seed(cfg, results, method, N, metric)
                 one_base = len({b for b, _ in values}) <= 1  # units: seeds, or (base, seed)
                 row["seeds"] = [u[1] if one_base else list(u) for u in sorted(values)]
-                row[metric] = _iv(unit_interval(values)) if values else None
+                row[metric] = _iv(unit_interval(values, over_bases=pooled)) if values else None
                 row[f"{metric} per seed"] = [values[u] for u in sorted(values)]
             rows.append(row)
     sft = {}
     for k in (1, K):
         values = {u: 100 * e[f"eval/test/pass@{k}"] for u, e in sft_units(results).items()}
-        sft[f"pass@{k}"] = _iv(unit_interval(values)) if values else None
+        sft[f"pass@{k}"] = _iv(unit_interval(values, over_bases=pooled)) if values else None
 
     def paired_rows(a: str, b: str, role: str, gamma: float, N: int) -> list[dict]:
         """a - b at group size N for every metric, paired by seed, with its verdict."""
         rows = []
         for metric, (label, direction) in metrics.items():
             iv = _paired(
-                _per_seed(cfg, results, a, N, metric), _per_seed(cfg, results, b, N, metric)
+                _per_seed(cfg, results, a, N, metric),
+                _per_seed(cfg, results, b, N, metric),
+                over_bases=pooled,
             )
             rows.append(
                 {

@@ -333,8 +333,11 @@ def seed_spread_note(spread: dict | None) -> str:
         )
 
     def parts(key):
-        return ", ".join(
-            f"{SPREAD_NAMES.get(k, k)} {v:.3f}" for k, v in spread[key].items() if v is not None
+        return (
+            ", ".join(
+                f"{SPREAD_NAMES.get(k, k)} {v:.3f}" for k, v in spread[key].items() if v is not None
+            )
+            or "not measured"
         )
 
     if "between_base_sd" not in spread:

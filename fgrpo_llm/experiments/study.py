@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fgrpo_llm.environment import KERNEL_FAMILIES, kernel_family_env
+from fgrpo_llm.environment import KERNEL_FAMILIES, kernel_family_env, pin_kernel_family
 from fgrpo_llm.experiments.plan import (
     DemoConfig,
     RunSpec,
@@ -62,13 +62,16 @@ class StudyDesign:
     """Pretraining seeds, one base each (K = len(bases))."""
     seeds: tuple = (0, 1)
     """RL seeds of the core runs on every base (S)."""
-    sweep_bases: tuple = (0, 1)
-    """Bases that also train the rest of the GRPO group-size sweep, at the first RL seed."""
+    sweep_bases: tuple | None = None
+    """Bases that also train the rest of the GRPO group-size sweep, at the first RL seed (None:
+    the first two bases, one per kernel family)."""
     families: tuple = ()
     """Kernel family of each base ("default" or "other"); empty: alternating, starting with
     "default", so half the bases fall under each."""
 
     def __post_init__(self):
+        if self.sweep_bases is None:
+            object.__setattr__(self, "sweep_bases", tuple(self.bases)[:2])
         for name in ("bases", "seeds", "sweep_bases", "families"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         for name in ("bases", "seeds", "sweep_bases"):
@@ -181,6 +184,8 @@ def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign):
     """The bases to prepare, then the runs to train: the core runs of every base (first RL seed
     of every base first, so an interrupted study has the most bases), then the sweep, each group
     longest first."""
+    for b in design.bases:
+        pin_kernel_family(base_dir(out, b), design.family(b))
     prep = [
         Task(
             f"base{b}",

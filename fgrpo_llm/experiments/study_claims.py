@@ -105,8 +105,15 @@ def judge_claims(numbers: dict, cfg) -> list[dict]:
     sweep = sorted({N, *cfg.sweep_group_sizes})
     claims = []
 
-    # 1. non-monotone Delta NLL_rare with an interior peak
-    means = {n: interval(numbers, f"grpo_n{n}", "delta_nll_rare") for n in sweep}
+    # 1. non-monotone Delta NLL_rare with an interior peak, on the units every N was trained on
+    common = set.intersection(
+        *[set(unit_values(numbers, f"grpo_n{n}", "delta_nll_rare")) for n in sweep]
+    )
+    swept = {
+        f"grpo_n{n}": {u: v for u, v in numbers.get(f"grpo_n{n}", {}).items() if u in common}
+        for n in sweep
+    }
+    means = {n: interval(swept, f"grpo_n{n}", "delta_nll_rare") for n in sweep}
     rule1 = (
         "N* = the N with the largest mean over bases. Holds if N* is neither the smallest nor the "
         "largest N and Delta NLL_rare(N*) exceeds both ends' in paired 95% intervals; "
@@ -116,7 +123,7 @@ def judge_claims(numbers: dict, cfg) -> list[dict]:
     if all(means.values()) and len(sweep) >= 3:
         peak = max(sweep, key=lambda n: means[n].mean)
         diffs = {
-            n: paired(numbers, f"grpo_n{peak}", f"grpo_n{n}", "delta_nll_rare")
+            n: paired(swept, f"grpo_n{peak}", f"grpo_n{n}", "delta_nll_rare")
             for n in sweep
             if n != peak
         }
@@ -229,12 +236,14 @@ def judge_claims(numbers: dict, cfg) -> list[dict]:
             "reproduce."
         )
     else:
-        parts, kept, reproduced = [], 0, 0
+        parts, kept, reproduced, bases5 = [], 0, 0, []
         for m, better in gains:
             fc = paired(numbers, f, c, m)  # F-GRPO - control
             cg = paired(numbers, c, g, m)  # control - GRPO
-            kept += better(fc) == HOLDS  # F-GRPO still better than the control
-            reproduced += better(fc) != HOLDS and better(cg) == HOLDS
+            f_wins = fc is not None and better(fc) == HOLDS  # F-GRPO still better than the control
+            kept += f_wins
+            reproduced += not f_wins and cg is not None and better(cg) == HOLDS
+            bases5 += [iv.n for iv in (fc, cg) if iv is not None]
             parts.append(
                 f"{METRICS[m]}: F-GRPO - control {_iv(fc, True)}, control - GRPO {_iv(cg, True)}"
             )
@@ -244,9 +253,8 @@ def judge_claims(numbers: dict, cfg) -> list[dict]:
             else (CONTRADICTED if reproduced == len(gains) else NOT_RESOLVED)
         )
         evidence5 = (
-            f"over {_bases(fc)}, for each resolved gain of F-GRPO over GRPO: "
-            + "; ".join(parts)
-            + "."
+            f"over {min(bases5, default=0)} bases or more, for each resolved gain of F-GRPO over "
+            "GRPO: " + "; ".join(parts) + "."
         )
     claims.append(
         _claim(

@@ -151,22 +151,23 @@ def summary_rows(numbers: dict) -> list[dict]:
 
 
 def spread(components: list[dict], design, command: str) -> dict:
-    """What one run cannot separate, per metric, averaged over the runs (not the effects): the
-    sd of one run on a base drawn anew (``sd``), and its two parts."""
+    """What one run cannot separate, per metric, averaged over the runs (not the effects) whose
+    two components are both known (bases with two seeds): the sd of one run on a base drawn anew
+    (``sd``) and its two parts, each an average over the same runs."""
     out = {"command": command, "num_bases": len(design.bases), "num_seeds": len(design.seeds)}
-    for key, field in (
-        ("sd", "total_sd"),
-        ("between_base_sd", "between_sd"),
-        ("within_base_sd", "within_sd"),
-    ):
+    fields = {"sd": "total_sd", "between_base_sd": "between_sd", "within_base_sd": "within_sd"}
+    for key in fields:
         out[key] = {}
-        for m in SPREAD_METRICS:
-            vals = [
-                r[field]
-                for r in components
-                if r["metric"] == m and not r["effect"] and math.isfinite(r[field])
-            ]
-            out[key][m] = float(np.mean(vals)) if vals else None
+    for m in SPREAD_METRICS:
+        rows = [
+            r
+            for r in components
+            if r["metric"] == m
+            and not r["effect"]
+            and all(math.isfinite(r[f]) for f in fields.values())
+        ]
+        for key, f in fields.items():
+            out[key][m] = float(np.mean([r[f] for r in rows])) if rows else None
     return out
 
 
@@ -347,14 +348,7 @@ def _report(
     fam_text = (
         "Difference of base means, other kernel family - default, with Welch's 95% interval "
         "(bases default / other in the last column). "
-        + (
-            "**No difference is resolved**: at this many bases the kernel family explains nothing "
-            "beyond base-to-base variation (a small effect would go unseen)."
-            if fams and not resolved
-            else f"**Resolved** for: {'; '.join(resolved)}."
-            if resolved
-            else "Not computed: both families need a prepared base with runs."
-        )
+        + family_verdict(fams, resolved)
         + "\n\n"
         + markdown_table(
             ["quantity", "default", "other", "other - default", "bases"],
@@ -387,6 +381,21 @@ def _report(
     ]
     return write_report(
         out / "report.md", "F-GRPO study: bases, seeds, intervals and verdicts", sections
+    )
+
+
+def family_verdict(rows: list[dict], resolved: list[str]) -> str:
+    """One sentence on whether the kernel family explains anything beyond the bases' spread."""
+    if not rows:
+        return "Not computed: both families need a prepared base with runs."
+    if resolved:
+        return f"**Resolved** for: {'; '.join(resolved)}."
+    if all(not math.isfinite(r["difference"]["lo"]) for r in rows):
+        return "No interval: each family needs two bases or more."
+    return (
+        "**No difference is resolved**: at this many bases nothing can be attributed to the "
+        "kernel family beyond base-to-base variation (a difference smaller than the intervals "
+        "would go unseen)."
     )
 
 

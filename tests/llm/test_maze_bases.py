@@ -34,7 +34,7 @@ def _pooled(value, bases=(0, 1, 2)):
             }
         for s in CFG.rl_seeds:
             sft[f"{b}/{s}"] = {"eval/test/pass@1": 0.3, f"eval/test/pass@{K}": 0.8}
-    return {"sft": sft, "runs": runs}
+    return {"sft": sft, "runs": runs, "bases": {str(b): "default" for b in bases}}
 
 
 def test_pooled_intervals_take_the_base_as_the_unit():

@@ -86,3 +86,36 @@ def test_the_opposite_numbers_reverse_the_verdicts():
     assert claims[5]["verdict"] == NOT_RESOLVED  # F-GRPO has no resolved gain to compare
     assert claims[6]["verdict"] == CONTRADICTED  # 0.05 below GRPO N = 32 in-domain
     assert claims[7]["verdict"] == CONTRADICTED  # every run 0.3 above the prediction
+
+
+def test_partial_numbers_leave_claims_unresolved_without_failing():
+    """F-GRPO beats GRPO, but the control was trained on no unit of theirs (a partial study): claim
+    5 is not resolved; claim 1 compares the sweep on the units every N has, not on more units
+    for N = 8 than for the other group sizes."""
+    cfg = DemoConfig()
+    per_run = {"fgrpo_n8": {"delta_nll_rare": 0.15}, "grpo_n8": {"delta_nll_rare": 0.40}}
+    numbers = _numbers(cfg, BASE, per_run)
+    numbers["grpo_n8_lrmatched"] = {(9, 0): {**BASE, "label": "control"}}  # another base only
+    for n in (2, 4, 16, 32):  # the sweep on two bases: there N = 16 is the largest
+        numbers[f"grpo_n{n}"] = {
+            u: {**v, "delta_nll_rare": 0.1 * n**0.5}
+            for u, v in numbers[f"grpo_n{n}"].items()
+            if u in ((0, 0), (1, 0))
+        }
+    for u in ((0, 0), (1, 0)):
+        numbers["grpo_n8"][u]["delta_nll_rare"] = 0.6  # the peak, on the swept units
+    claims = {c["claim"]: c for c in judge_claims(numbers, cfg)}
+    assert claims[2]["verdict"] == HOLDS
+    assert claims[5]["verdict"] == NOT_RESOLVED
+    assert "peak at N = 8" in claims[1]["evidence"] and "2 bases" in claims[1]["evidence"]
+
+
+def test_a_bases_kernel_family_is_kept(tmp_path):
+    import pytest
+
+    from fgrpo_llm.environment import pin_kernel_family
+
+    pin_kernel_family(tmp_path / "base3", "other")
+    pin_kernel_family(tmp_path / "base3", "other")  # the same: fine
+    with pytest.raises(ValueError, match="base3 was drawn under the 'other' kernel family"):
+        pin_kernel_family(tmp_path / "base3", "default")

@@ -51,8 +51,10 @@ def test_variance_components_by_hand_and_on_a_simulated_design():
     assert vc.total_sd == pytest.approx(math.sqrt(4 + 31 / 3), rel=1e-12)
     # no spread between bases beyond the seeds': sigma_base is floored at 0
     assert variance_components({(0, 0): 0, (0, 1): 2, (1, 0): 0, (1, 1): 2}).between_sd == 0.0
-    # one seed per base: nothing to say about seeds
-    assert math.isnan(variance_components({(0, 0): 1, (1, 0): 2}).within_sd)
+    # one seed per base: the two parts are confounded; one run's spread is the values' sd
+    one = variance_components({(0, 0): 1, (1, 0): 2, (2, 0): 4})
+    assert math.isnan(one.within_sd) and math.isnan(one.between_sd)
+    assert one.total_sd == pytest.approx(np.std([1, 2, 4], ddof=1))
     # K = 400 bases with 1 to 3 seeds, sigma_base = 1, sigma_seed = 0.5: recovered within ~10%
     rng = np.random.default_rng(0)
     sim = {}
