@@ -24,6 +24,7 @@ __all__ = [
     "grpo_advantages",
     "mean_centred_advantages",
     "group_success_rate",
+    "success_rate",
     "focal_weight",
     "focal_advantages",
 ]
@@ -102,6 +103,19 @@ def grpo_advantages(
     return torch.where(sigma > 0, A / (sigma + eps), torch.zeros_like(A))
 
 
+def success_rate(correct: torch.Tensor) -> torch.Tensor:
+    """mu_hat = X / N per group from the verifier's verdicts, the one the trainer uses.
+    (B, N) bool -> (B,) float32."""
+    if not isinstance(correct, torch.Tensor) or correct.dtype != torch.bool:
+        raise TypeError(
+            f"correct must be a bool torch.Tensor of verdicts, got "
+            f"{getattr(correct, 'dtype', type(correct).__name__)}"
+        )
+    if correct.dim() != 2 or correct.shape[1] < 1:
+        raise ValueError(f"correct must be (B, N) with N >= 1, got shape {tuple(correct.shape)}")
+    return correct.sum(dim=1).float() / correct.shape[1]
+
+
 def group_success_rate(
     rewards: torch.Tensor, *, reward_correct: float = 1.0, reward_wrong: float = 0.0
 ) -> torch.Tensor:
@@ -165,15 +179,25 @@ def focal_advantages(
     reward_wrong: float = 0.0,
     std: str = "bessel",
     eps: float = 1e-6,
+    correct: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """A_i^F = g * A_i^GRPO with g = (1 - X/N)^gamma of the same group (Eq. 12-13).
     (B, N) -> (B, N).
 
-    The weight multiplies the advantage after the mean/std normalisation and changes nothing else.
+    X/N comes from the verifier's verdicts ``correct`` (B, N) when given (:func:`success_rate`,
+    as in the trainer), else from binary rewards (:func:`group_success_rate`). The weight
+    multiplies the advantage after the mean/std normalisation and changes nothing else.
     """
     A = grpo_advantages(rewards, std=std, eps=eps)  # (B, N)
-    g = focal_weight(
-        group_success_rate(rewards, reward_correct=reward_correct, reward_wrong=reward_wrong),
-        gamma=gamma,
-    )  # (B,)
+    if correct is not None:
+        if correct.shape != A.shape:
+            raise ValueError(
+                f"correct must have the rewards' shape {tuple(A.shape)}, got {tuple(correct.shape)}"
+            )
+        mu_hat = success_rate(correct)  # (B,)
+    else:
+        mu_hat = group_success_rate(
+            rewards, reward_correct=reward_correct, reward_wrong=reward_wrong
+        )  # (B,)
+    g = focal_weight(mu_hat, gamma=gamma)  # (B,)
     return g[:, None] * A

@@ -51,6 +51,7 @@ from fgrpo_llm.advantages import (
     grpo_advantages,
     maxrl_advantages,
     maxrl_weight,
+    success_rate,
 )
 from fgrpo_llm.checkpoint import capture_rng, restore_rng, resume_point, save_checkpoint
 from fgrpo_llm.config import TrainConfig, save_config
@@ -549,7 +550,7 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
             clock.mark("sampled")
 
             # --- advantages: A = g * A_GRPO, one weight g per group (Eq. 11-13) ---
-            mu_hat = groups.correct.sum(dim=1).float() / N  # (B_k,) from the verifier's verdicts
+            mu_hat = success_rate(groups.correct)  # (B_k,) X / N from the verifier's verdicts
             A_grpo = (  # (B_k, N)
                 grpo_advantages(groups.rewards, std=cfg.adv_std, eps=cfg.adv_eps)
                 if groups.Bk

@@ -327,3 +327,24 @@ def test_maxrl_weight_is_the_numpy_weighting():
     mu = torch.linspace(0.0, 1.0, 33, dtype=torch.float64)
     np.testing.assert_allclose(adv.maxrl_weight(mu).numpy(), maxrl()(mu.numpy()), rtol=1e-12)
     assert adv.maxrl_weight(torch.tensor([0.0])).item() == 0.0
+
+
+def test_success_rate_is_x_over_n_from_the_verdicts():
+    from fgrpo_llm.advantages import focal_advantages, group_success_rate, success_rate
+
+    correct = torch.tensor([[True, False, False], [True, True, True]])  # (B=2, N=3)
+    mu = success_rate(correct)
+    assert mu.dtype == torch.float32 and mu.tolist() == pytest.approx([1 / 3, 1.0])
+    rewards = correct.float()
+    assert torch.equal(success_rate(correct), group_success_rate(rewards))
+    # the verdicts decide mu_hat even when rewards are shaped otherwise
+    shaped = rewards * 2.0 - 0.5  # correct 1.5, wrong -0.5
+    A = focal_advantages(shaped, gamma=1.0, correct=correct)
+    B = focal_advantages(rewards, gamma=1.0)
+    assert torch.allclose(A, B)
+    with pytest.raises(ValueError, match="rewards' shape"):
+        focal_advantages(rewards, gamma=1.0, correct=correct[:, :2])
+    with pytest.raises(ValueError, match="shape"):
+        success_rate(correct[None])
+    with pytest.raises(TypeError, match="bool"):
+        success_rate(rewards)
