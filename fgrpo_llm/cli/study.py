@@ -28,9 +28,9 @@ def _study(args) -> int:
     from fgrpo_theory.cli.common import parse_list
 
     lists = {}
-    for flag in ("bases", "seeds", "sweep_bases"):
+    for flag in ("bases", "seeds", "sweep_bases", "extended_bases"):
         value = getattr(args, flag)
-        if value is None:  # --sweep-bases not given: the design's default
+        if value is None:  # --sweep-bases / --extended-bases not given: the design's default
             lists[flag] = None
             continue
         lists[flag] = parse_list(f"--{flag.replace('_', '-')}", value, int) if value else []
@@ -39,7 +39,13 @@ def _study(args) -> int:
             name = flag.replace("_", "-")
             raise ValueError(f"--{name} must be integers in [0, 2^32), got {bad[0]}")
     families = parse_list("--families", args.families, str) if args.families else []
-    design = StudyDesign(lists["bases"], lists["seeds"], lists["sweep_bases"], families)
+    design = StudyDesign(
+        lists["bases"],
+        lists["seeds"],
+        lists["sweep_bases"],
+        families,
+        lists["extended_bases"] or (),
+    )
     resolve_device(args.device)  # a bad --device fails before any file is written
     extra = {}
     if args.sweep_sizes:
@@ -88,6 +94,12 @@ def register(subparsers) -> None:
         default=None,
         help="bases that also train the GRPO group-size sweep, at the first seed (default: the "
         "first two bases, one per kernel family; empty: none)",
+    )
+    p.add_argument(
+        "--extended-bases",
+        default=None,
+        help="bases that also train the extended plan at the first seed: MaxRL, GRPO + entropy, "
+        "GRPO + KL, F-GRPO at the other gammas (default: none)",
     )
     p.add_argument(
         "--sweep-sizes",

@@ -88,6 +88,17 @@ class DemoConfig:
     m_1 = 0.5, m_0.5 = 0.679), the paper's low-LR control (Table 3): the focal weight shrinks the
     average update to about m_gamma of GRPO's, and this run tells a smaller step apart from the
     focal reweighting. Skipped when gamma = 0 (m_0 = 1: it would repeat the GRPO run)."""
+    extended_gammas: tuple = (0.5, 2.0)
+    """F-GRPO exponents of the extended plan beside gamma (paper Table 6: 0.5 and 1 good, larger
+    ones not)."""
+    entropy_coef: float = 1e-3
+    """Entropy-bonus coefficient of the extended plan's GRPO + entropy baseline (paper Table 3:
+    1e-3 after tuning over {1e-4, 1e-3}; not tuned at our scale)."""
+    kl_coef: float = 1e-3
+    """KL-penalty coefficient of the extended plan's GRPO + KL baseline (paper Table 3: 1e-3 after
+    tuning over {1e-3, 1e-2}; not tuned at our scale)."""
+    prediction_preset: str = "small"
+    """Simulator preset (``fgrpo_theory.sim``) of the weighting comparison's prediction."""
     eval_every: int = 25
     """Steps between Delta NLL_rare evaluations during training."""
     train_overrides: dict = field(default_factory=dict)
@@ -138,6 +149,10 @@ DEMO_RULES = {
     "lr": Real(0, open_low=True),
     "sweep_group_sizes": Sequence(Integer(2), nonempty=False),
     "lr_matched_control": Boolean(),
+    "extended_gammas": Sequence(Real(0), nonempty=False),
+    "entropy_coef": Real(0),
+    "kl_coef": Real(0),
+    "prediction_preset": Text(),
     "eval_every": Integer(0),
     "train_overrides": Mapping(),
     "eval_n": Integer(1),
@@ -180,6 +195,7 @@ FAST = dict(
     rare_prompts=8,
     rare_rollouts=16,
     rare_top_fraction=0.05,
+    prediction_preset="tiny",
     steps=3,
     prompts_per_step=4,
     group_size=4,
@@ -352,6 +368,10 @@ class RunSpec(NamedTuple):
     """RL seed: sampling, prompt order and mini-batch shuffling of the run."""
     dir: str = ""
     """Run directory relative to OUT (default: ``name``)."""
+    weighting: str = "focal"
+    """The trainer's weighting: "focal" (gamma) or "maxrl"."""
+    entropy_coef: float = 0.0
+    kl_coef: float = 0.0
 
     @property
     def path(self) -> str:
@@ -374,20 +394,38 @@ def run_specs(cfg: DemoConfig, *, seed: int | None = None, prefix: str = "") -> 
     ]
 
 
-def train_run(out: Path, cfg: DemoConfig, spec: RunSpec, rare) -> None:
-    """One RL run from the plan's base (``OUT/base``), Delta NLL_rare logged every ``eval_every``
-    steps; with ``lr_match_gamma`` the lr is multiplied by m_gamma (``TrainConfig.effective_lr``).
-    A killed run continues from its last checkpoint; a finished one is left as it is."""
-    from fgrpo_llm.config import TrainConfig
-    from fgrpo_llm.evaluation.rare import make_rare_evaluator
-    from fgrpo_llm.trainer import train
+def extended_specs(cfg: DemoConfig, *, seed: int | None = None, prefix: str = "") -> list[RunSpec]:
+    """The extended plan at N = ``group_size``: MaxRL, GRPO with the entropy bonus, GRPO with
+    the KL penalty (paper Table 3's regularised baselines) and F-GRPO at the other exponents of
+    ``extended_gammas`` (Table 6)."""
+    seed = cfg.seed if seed is None else seed
+    N = cfg.group_size
 
-    run_dir = out / spec.path
-    if run_finished(run_dir):
-        return
+    def spec(name, **kw):
+        return RunSpec(name, N, kw.pop("gamma", 0.0), None, seed, f"{prefix}{name}", **kw)
+
+    specs = [
+        spec(f"maxrl_n{N}", weighting="maxrl"),
+        spec(f"grpo_n{N}_entropy", entropy_coef=cfg.entropy_coef),
+        spec(f"grpo_n{N}_kl", kl_coef=cfg.kl_coef),
+    ]
+    specs += [
+        spec(f"fgrpo_n{N}_g{g:g}", gamma=float(g))
+        for g in cfg.extended_gammas
+        if float(g) != float(cfg.gamma) and g > 0
+    ]
+    return specs
+
+
+def train_config_for(out: Path, cfg: DemoConfig, spec: RunSpec):
+    """The ``TrainConfig`` of one run of the plan, from the plan's base (``OUT/base``): with
+    ``lr_match_gamma`` the lr is multiplied by m_gamma (``TrainConfig.effective_lr``); the
+    extended plan's runs add their weighting, entropy bonus or KL penalty."""
+    from fgrpo_llm.config import TrainConfig
+
     data = {
         "base": str(out / "base"),
-        "out": str(run_dir),
+        "out": str(out / spec.path),
         "algo": "grpo",
         "gamma": float(spec.gamma),
         "task": "countdown",
@@ -404,7 +442,25 @@ def train_run(out: Path, cfg: DemoConfig, spec: RunSpec, rare) -> None:
     }
     if spec.lr_match_gamma is not None:
         data["lr_match_gamma"] = float(spec.lr_match_gamma)
-    train(TrainConfig.from_dict(data), evaluators=[make_rare_evaluator(rare)], resume=True)
+    if spec.weighting != "focal":
+        data["weighting"] = spec.weighting
+    if spec.entropy_coef:
+        data["entropy_coef"] = float(spec.entropy_coef)
+    if spec.kl_coef:
+        data["kl_coef"] = float(spec.kl_coef)
+    return TrainConfig.from_dict(data)
+
+
+def train_run(out: Path, cfg: DemoConfig, spec: RunSpec, rare) -> None:
+    """One RL run from the plan's base (``train_config_for``), Delta NLL_rare logged every
+    ``eval_every`` steps. A killed run continues from its last checkpoint; a finished one is left
+    as it is."""
+    from fgrpo_llm.evaluation.rare import make_rare_evaluator
+    from fgrpo_llm.trainer import train
+
+    if run_finished(out / spec.path):
+        return
+    train(train_config_for(out, cfg, spec), evaluators=[make_rare_evaluator(rare)], resume=True)
 
 
 def train_and_evaluate(out: Path, cfg: DemoConfig, spec: RunSpec) -> tuple[RunSpec, float]:

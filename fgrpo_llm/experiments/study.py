@@ -40,6 +40,7 @@ from fgrpo_llm.experiments.plan import (
     DemoConfig,
     RunSpec,
     evaluate_stage,
+    extended_specs,
     pretrain_base,
     rare_set_stage,
     run_done,
@@ -68,13 +69,16 @@ class StudyDesign:
     families: tuple = ()
     """Kernel family of each base ("default" or "other"); empty: alternating, starting with
     "default", so half the bases fall under each."""
+    extended_bases: tuple = ()
+    """Bases that also train the extended plan (MaxRL, GRPO + entropy, GRPO + KL, F-GRPO at the
+    other gammas; ``plan.extended_specs``) at the first RL seed."""
 
     def __post_init__(self):
         if self.sweep_bases is None:
             object.__setattr__(self, "sweep_bases", tuple(self.bases)[:2])
-        for name in ("bases", "seeds", "sweep_bases", "families"):
+        for name in ("bases", "seeds", "sweep_bases", "families", "extended_bases"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
-        for name in ("bases", "seeds", "sweep_bases"):
+        for name in ("bases", "seeds", "sweep_bases", "extended_bases"):
             vals = getattr(self, name)
             bad = [v for v in vals if isinstance(v, bool) or not isinstance(v, int) or v < 0]
             if bad or len(set(vals)) != len(vals):
@@ -84,9 +88,10 @@ class StudyDesign:
                 f"a study needs a base and a seed, got bases={list(self.bases)}, "
                 f"seeds={list(self.seeds)}"
             )
-        stray = [b for b in self.sweep_bases if b not in self.bases]
-        if stray:
-            raise ValueError(f"sweep_bases must be among bases {list(self.bases)}, got {stray}")
+        for name in ("sweep_bases", "extended_bases"):
+            stray = [b for b in getattr(self, name) if b not in self.bases]
+            if stray:
+                raise ValueError(f"{name} must be among bases {list(self.bases)}, got {stray}")
         if self.families:
             if len(self.families) != len(self.bases):
                 raise ValueError(
@@ -106,6 +111,7 @@ class StudyDesign:
             "bases": list(self.bases),
             "seeds": list(self.seeds),
             "sweep_bases": list(self.sweep_bases),
+            "extended_bases": list(self.extended_bases),
             "families": {str(b): self.family(b) for b in self.bases},
         }
 
@@ -122,19 +128,21 @@ def base_config(cfg: DemoConfig, base: int) -> DemoConfig:
 
 def study_specs(cfg: DemoConfig, design: StudyDesign, base: int) -> list[RunSpec]:
     """The runs of one base: the core (N = ``group_size``) for every RL seed, then on a sweep base
-    the other group sizes at the first seed."""
-    core = [
+    the other group sizes, and on an extended base the extended plan, at the first seed."""
+    specs = [
         spec
         for s in design.seeds
         for spec in run_specs(cfg, seed=s, prefix=f"seed{s}/")
         if spec.N == cfg.group_size
     ]
-    if base not in design.sweep_bases:
-        return core
     s = design.seeds[0]
-    return core + [
-        spec for spec in run_specs(cfg, seed=s, prefix=f"seed{s}/") if spec.N != cfg.group_size
-    ]
+    if base in design.sweep_bases:
+        specs += [
+            spec for spec in run_specs(cfg, seed=s, prefix=f"seed{s}/") if spec.N != cfg.group_size
+        ]
+    if base in design.extended_bases:
+        specs += extended_specs(cfg, seed=s, prefix=f"seed{s}/")
+    return specs
 
 
 # ----------------------------------------------------------------------------- stages
@@ -205,7 +213,7 @@ def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign):
         for spec in study_specs(cfg, design, b):
             if run_done(base_dir(out, b), spec):
                 continue
-            tier = (0, design.seeds.index(spec.seed)) if spec.N == cfg.group_size else (1, 0)
+            tier = _tier(cfg, design, spec)
             task = Task(
                 f"base{b}/{spec.path}",
                 train_and_evaluate,
@@ -216,6 +224,17 @@ def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign):
             runs.append((tier, -spec.N, task))
     runs.sort(key=lambda r: (r[0], r[1]))
     return prep, [task for *_, task in runs]
+
+
+def _tier(cfg: DemoConfig, design: StudyDesign, spec: RunSpec) -> tuple:
+    """Training order: the core runs seed by seed, then the sweep, then the extended plan (an
+    interrupted study then has the most bases for the claims that rest on every base)."""
+    core = {s.name for s in run_specs(cfg) if s.N == cfg.group_size}
+    if spec.name in core:
+        return (0, design.seeds.index(spec.seed))
+    if spec.name in {s.name for s in run_specs(cfg)}:
+        return (1, 0)
+    return (2, 0)
 
 
 def _run(tasks, workers: int, what: str) -> None:
@@ -259,13 +278,49 @@ def _collect(out: Path, cfg: DemoConfig, design: StudyDesign) -> tuple[dict, dic
             run = load_run(out_b / spec.path)
             numbers.setdefault(spec.name, {})[(b, spec.seed)] = {
                 **run_numbers(run, rare, early_steps=cfg.early_steps, exact=rare.has_exact),
-                "label": run.label,
+                "label": run.label
+                + (f" + entropy {spec.entropy_coef:g}" if spec.entropy_coef else "")
+                + (f" + KL {spec.kl_coef:g}" if spec.kl_coef else ""),
                 "environment": run.environment,
                 "N": spec.N,
                 "gamma": spec.gamma,
                 "lr_match_gamma": spec.lr_match_gamma,
             }
     return numbers, bases
+
+
+def simulator_prediction(out: Path, cfg: DemoConfig) -> dict:
+    """The categorical simulator's final retained positive mass M_ret at N = ``group_size`` per
+    weighting of the plan (GRPO, F-GRPO at every gamma, MaxRL), mean over the preset's seeds
+    (``fgrpo_theory.sim``, preset ``cfg.prediction_preset``); kept in
+    OUT/simulator_prediction.json. More retained mass predicts less likelihood lost on the rare
+    correct solutions (a lower Delta NLL_rare)."""
+    path = out / "simulator_prediction.json"
+    if path.is_file():
+        return json.loads(path.read_text())["m_ret"]
+    import numpy as np
+
+    from fgrpo_theory.sim import config_from_preset, run_sweep
+
+    N = cfg.group_size
+    gammas = sorted({0.0, float(cfg.gamma), *(float(g) for g in cfg.extended_gammas)})
+    focal = run_sweep(
+        config_from_preset(cfg.prediction_preset, group_sizes=(N,), gammas=tuple(gammas)),
+        progress=False,
+    ).final_rows()
+    maxrl = run_sweep(
+        config_from_preset(
+            cfg.prediction_preset, group_sizes=(N,), gammas=(0.0,), weighting="maxrl"
+        ),
+        progress=False,
+    ).final_rows()
+    m_ret = {}
+    for g in gammas:
+        label = "GRPO" if g == 0 else f"F-GRPO gamma={g:g}"
+        m_ret[label] = float(np.mean([r["m_ret"] for r in focal if r["gamma"] == g]))
+    m_ret["MaxRL"] = float(np.mean([r["m_ret"] for r in maxrl]))
+    write_json(path, {"preset": cfg.prediction_preset, "N": N, "m_ret": m_ret})
+    return m_ret
 
 
 def _cpu_seconds() -> float:
@@ -330,13 +385,15 @@ def run_study(
         f"{timing['cpu_s'] / 60:.1f} min CPU",
         file=sys.stderr,
     )
+    extended = any(name.startswith("maxrl_") for name in numbers)
+    prediction = simulator_prediction(out, cfg) if extended else None
     return write_study_outputs(
         out,
         cfg,
         design,
         numbers,
         bases,
-        judge_claims(numbers, cfg),
+        judge_claims(numbers, cfg, prediction),
         command=command,
         spread_file=spread_file,
         timing=timing,

@@ -98,8 +98,10 @@ def _iv(iv, signed=False, digits=3) -> str:
     return format_interval(iv, digits, signed=signed)
 
 
-def judge_claims(numbers: dict, cfg) -> list[dict]:
-    """The seven claims of the module docstring, each with its verdict, evidence and rule."""
+def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dict]:
+    """The claims of the module docstring, each with its verdict, evidence and rule; claims 8-10
+    rest on the extended plan (``prediction``: the simulator's retained positive mass per
+    weighting, :func:`fgrpo_llm.experiments.study.simulator_prediction`)."""
     N = cfg.group_size
     g, f, c = f"grpo_n{N}", f"fgrpo_n{N}", f"grpo_n{N}_lrmatched"
     sweep = sorted({N, *cfg.sweep_group_sizes})
@@ -324,6 +326,7 @@ def judge_claims(numbers: dict, cfg) -> list[dict]:
             "them, else not resolved.",
         )
     )
+    claims += _extended_claims(numbers, cfg, prediction)
     return claims
 
 
@@ -331,3 +334,115 @@ def _lr_scale(cfg) -> float:
     from fgrpo_theory.focal import lr_multiplier
 
     return float(lr_multiplier(cfg.gamma))
+
+
+def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
+    """Claims 8-10, on the extended plan (MaxRL, the regularised baselines, other gammas)."""
+    N = cfg.group_size
+    g, f = f"grpo_n{N}", f"fgrpo_n{N}"
+    ent, kl, mx = f"grpo_n{N}_entropy", f"grpo_n{N}_kl", f"maxrl_n{N}"
+    claims = []
+
+    # 8. F-GRPO beats the entropy and KL baselines on pass@1 and OOD pass@k (Section 5.6)
+    d8 = {(b, m): paired(numbers, f, b, m) for b in (ent, kl) for m in ("id_pass1", "ood_passk")}
+    shown = "; ".join(
+        f"F-GRPO - {'entropy' if b == ent else 'KL'}, {METRICS[m]}: {_iv(d, True)}"
+        for (b, m), d in d8.items()
+    )
+    claims.append(
+        _claim(
+            8,
+            f"F-GRPO at N = {N} beats GRPO with an entropy bonus ({cfg.entropy_coef:g}) and GRPO "
+            f"with a KL penalty ({cfg.kl_coef:g}) on in-domain pass@1 and OOD pass@k_max "
+            "(paper Section 5.6, Table 3)",
+            combine_verdicts(verdict_above(d) if d else NOT_RESOLVED for d in d8.values())
+            if any(d8.values())
+            else NOT_RESOLVED,
+            f"over {_bases(d8[(ent, 'id_pass1')])}: {shown}."
+            if any(d8.values())
+            else "the extended plan (the entropy and KL baselines) was not trained.",
+            "Holds if all four paired 95% intervals lie above 0, contradicted if one lies below "
+            "0, else not resolved.",
+        )
+    )
+
+    # 9. gamma in [0.5, 1] is the good range (Table 6)
+    gammas = sorted({float(cfg.gamma), *(float(x) for x in cfg.extended_gammas if x > 0)})
+    name = {x: f if x == float(cfg.gamma) else f"fgrpo_n{N}_g{x:g}" for x in gammas}
+    good = [x for x in gammas if 0.5 <= x <= 1.0]
+    big = [x for x in gammas if x > 1.0]
+    rows, verdicts, drops = [], [], []
+    for x in gammas:
+        dn = paired(numbers, name[x], g, "delta_nll_rare")
+        dp = paired(numbers, name[x], g, "id_pass1")
+        rows.append(
+            f"gamma = {x:g} - GRPO: Delta NLL_rare {_iv(dn, True)}, "
+            f"in-domain pass@1 {_iv(dp, True)}"
+        )
+        if x in good:
+            verdicts.append(verdict_below(dn) if dn else NOT_RESOLVED)
+            verdicts.append(verdict_not_below(dp) if dp else NOT_RESOLVED)
+        else:
+            drops.append(verdict_below(dp) if dp else NOT_RESOLVED)
+    if not big or not all(name[x] in numbers for x in gammas):
+        verdict9 = NOT_RESOLVED
+    elif CONTRADICTED in verdicts:
+        verdict9 = CONTRADICTED
+    elif all(v == HOLDS for v in verdicts) and all(v == HOLDS for v in drops):
+        verdict9 = HOLDS
+    else:
+        verdict9 = NOT_RESOLVED
+    claims.append(
+        _claim(
+            9,
+            "gamma in [0.5, 1] is the good range: there F-GRPO lowers Delta NLL_rare against GRPO "
+            "and keeps pass@1, while a larger gamma loses pass@1 (paper Table 6)",
+            verdict9,
+            "; ".join(rows) + "." if rows else "no F-GRPO run of the extended plan.",
+            "Holds if every gamma in [0.5, 1] lowers Delta NLL_rare and has no resolved pass@1 "
+            "drop against GRPO, and every gamma > 1 has a resolved pass@1 drop (paired 95% "
+            "intervals); contradicted if a gamma in [0.5, 1] raises Delta NLL_rare or drops "
+            "pass@1 (resolved); else not resolved.",
+        )
+    )
+
+    # 10. F-GRPO against MaxRL, beside the simulator's prediction
+    d10 = {m: paired(numbers, f, mx, m) for m in ("delta_nll_rare", "id_pass1", "id_passk")}
+    pred = None
+    if prediction:
+        m_f = prediction.get(f"F-GRPO gamma={float(cfg.gamma):g}")
+        m_x = prediction.get("MaxRL")
+        if m_f is not None and m_x is not None and m_f != m_x:
+            pred = "below" if m_f > m_x else "above"  # more retained mass, less NLL lost
+    d = d10["delta_nll_rare"]
+    if d is None or pred is None:
+        verdict10 = NOT_RESOLVED
+    else:
+        verdict10 = verdict_below(d) if pred == "below" else verdict_above(d)
+    sim = (
+        "the simulator (preset "
+        + f"{cfg.prediction_preset}, N = {N}) retains M_ret = "
+        + ", ".join(f"{k} {v:.3f}" for k, v in prediction.items())
+        + f", so it predicts F-GRPO's Delta NLL_rare {pred} MaxRL's"
+        if prediction and pred
+        else "no simulator prediction"
+    )
+    claims.append(
+        _claim(
+            10,
+            f"F-GRPO and MaxRL at N = {N} compare on Delta NLL_rare as the categorical simulator "
+            "predicts from their retained positive mass (no paper claim: MaxRL, arXiv 2602.02710)",
+            verdict10,
+            (
+                f"over {_bases(d)}: F-GRPO - MaxRL "
+                + "; ".join(f"{METRICS[m]}: {_iv(x, True)}" for m, x in d10.items())
+                + f"; {sim}."
+            )
+            if d is not None
+            else "MaxRL was not trained.",
+            "Holds if the paired 95% interval of F-GRPO - MaxRL in Delta NLL_rare lies on the side "
+            "the simulator predicts (more retained mass, less likelihood lost), contradicted if "
+            "on the other side, else not resolved.",
+        )
+    )
+    return claims

@@ -248,7 +248,16 @@ def _design_text(cfg, design, bases: dict, command: str) -> str:
         f"base: GRPO and F-GRPO at N = {cfg.group_size} and the lr-matched control for RL seeds "
         f"{', '.join(map(str, design.seeds))}; on bases "
         f"{', '.join(map(str, design.sweep_bases)) or 'none'} also GRPO at N in "
-        f"{sorted(set(cfg.sweep_group_sizes) - {cfg.group_size})} at RL seed {design.seeds[0]}. "
+        f"{sorted(set(cfg.sweep_group_sizes) - {cfg.group_size})} at RL seed {design.seeds[0]}"
+        + (
+            f"; on bases {', '.join(map(str, design.extended_bases))} the extended plan at RL "
+            f"seed {design.seeds[0]}: MaxRL, GRPO + entropy bonus {cfg.entropy_coef:g}, GRPO + KL "
+            f"penalty {cfg.kl_coef:g}, F-GRPO at gamma "
+            f"{', '.join(f'{g:g}' for g in cfg.extended_gammas)}"
+            if design.extended_bases
+            else ""
+        )
+        + ". "
         f"{cfg.steps} RL steps per run; every run evaluated on "
         f"{cfg.eval_max_problems or 'all'} problems per split with n = {cfg.eval_n} "
         f"(k_max = {max(default_ks(cfg.eval_n))}); the configuration is in `study_config.json`.\n\n"

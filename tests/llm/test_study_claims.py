@@ -119,3 +119,47 @@ def test_a_bases_kernel_family_is_kept(tmp_path):
     pin_kernel_family(tmp_path / "base3", "other")  # the same: fine
     with pytest.raises(ValueError, match="base3 was drawn under the 'other' kernel family"):
         pin_kernel_family(tmp_path / "base3", "default")
+
+
+def test_the_extended_claims_follow_their_rules():
+    """Claims 8-10 on hand-made numbers: F-GRPO above both regularised baselines, gammas 0.5 and
+    1 good and gamma 2 losing pass@1, F-GRPO below MaxRL in Delta NLL_rare as the simulator
+    (more retained mass for F-GRPO) predicts; then the opposite numbers."""
+    from fgrpo_llm.experiments.plan import extended_specs
+
+    cfg = DemoConfig()
+    per_run = {
+        "grpo_n8": {"delta_nll_rare": 0.40},
+        "fgrpo_n8": {"delta_nll_rare": 0.20, "id_pass1": 0.50, "ood_passk": 0.70},
+        "fgrpo_n8_g0.5": {"delta_nll_rare": 0.25},
+        "fgrpo_n8_g2": {"delta_nll_rare": 0.15, "id_pass1": 0.30},
+        "maxrl_n8": {"delta_nll_rare": 0.30},
+    }
+    numbers = _numbers(cfg, BASE, per_run)
+    for spec in extended_specs(cfg):
+        vals = {**BASE, **per_run.get(spec.name, {})}
+        numbers[spec.name] = {
+            u: {**{m: v + NOISE[i] for m, v in vals.items()}, "label": spec.name}
+            for i, u in enumerate(UNITS)
+        }
+    prediction = {"GRPO": 0.1, "F-GRPO gamma=1": 0.3, "MaxRL": 0.2}
+    claims = {c["claim"]: c for c in judge_claims(numbers, cfg, prediction)}
+    assert claims[8]["verdict"] == HOLDS
+    assert claims[9]["verdict"] == HOLDS
+    assert (
+        claims[10]["verdict"] == HOLDS
+        and "predicts F-GRPO's Delta NLL_rare below" in (claims[10]["evidence"])
+    )
+    # the simulator predicting the other way contradicts it; no prediction leaves it open
+    flipped = judge_claims(numbers, cfg, {**prediction, "MaxRL": 0.5})
+    assert {c["claim"]: c for c in flipped}[10]["verdict"] == CONTRADICTED
+    assert {c["claim"]: c for c in judge_claims(numbers, cfg)}[10]["verdict"] == NOT_RESOLVED
+    # gamma 0.5 raising Delta NLL_rare above GRPO's contradicts claim 9
+    for i, u in enumerate(UNITS):
+        numbers["fgrpo_n8_g0.5"][u]["delta_nll_rare"] = 0.6 + NOISE[i]
+    assert {c["claim"]: c for c in judge_claims(numbers, cfg)}[9]["verdict"] == CONTRADICTED
+    # without the extended runs: not resolved, saying so
+    core = {k: v for k, v in numbers.items() if k in {s.name for s in run_specs(cfg)}}
+    claims = {c["claim"]: c for c in judge_claims(core, cfg)}
+    assert all(claims[k]["verdict"] == NOT_RESOLVED for k in (8, 9, 10))
+    assert "not trained" in claims[8]["evidence"] and "not trained" in claims[10]["evidence"]

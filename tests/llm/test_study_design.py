@@ -177,8 +177,9 @@ def test_bad_study_arguments_are_one_line_errors(tmp_path):
 
 
 def test_fast_study_two_bases_two_seeds(tmp_path, capsys):
-    """Both kernel families (one base each) x 2 RL seeds: every run under its base's kernels, the
-    variance components of every metric, the family comparison; a rerun trains nothing."""
+    """Both kernel families (one base each) x 2 RL seeds, and the extended plan on one base: every
+    run under its base's kernels, the variance components of every metric, the family
+    comparison, the simulator's prediction beside claims 8-10; a rerun trains nothing."""
     from fgrpo_llm.cli import main
     from fgrpo_llm.environment import kernel_family_env
 
@@ -194,6 +195,8 @@ def test_fast_study_two_bases_two_seeds(tmp_path, capsys):
         "0,1",
         "--sweep-bases",
         "",
+        "--extended-bases",
+        "1",
         "--workers",
         "2",
     ]
@@ -217,6 +220,13 @@ def test_fast_study_two_bases_two_seeds(tmp_path, capsys):
     assert other in report
     spread = json.loads((out / "seed_spread.json").read_text())
     assert spread["num_bases"] == 2 and "between_base_sd" in spread
+    # the extended plan on base 1: MaxRL, the regularised baselines, other gammas, claims 8-10
+    names = {u["name"] for u in result["per_unit"] if u["base"] == 1}
+    assert {"maxrl_n4", "grpo_n4_entropy", "grpo_n4_kl", "fgrpo_n4_g0.5", "fgrpo_n4_g2"} <= names
+    assert [c["claim"] for c in result["claims"]] == list(range(1, 11))
+    prediction = json.loads((out / "simulator_prediction.json").read_text())
+    assert set(prediction["m_ret"]) == {"GRPO", "F-GRPO gamma=0.5", "F-GRPO gamma=1",
+                                        "F-GRPO gamma=2", "MaxRL"}  # fmt: skip
     capsys.readouterr()
     assert main(argv) == 0  # resumes: nothing to prepare or train
     assert "(0 to prepare), 0 runs to train" in capsys.readouterr().err
@@ -263,3 +273,28 @@ def test_a_terminated_runner_stops_its_tasks(tmp_path):
     else:
         os.kill(child, signal.SIGKILL)
         raise AssertionError("the task's process outlived the runner")
+
+
+def test_the_extended_plan_trains_maxrl_the_regularised_baselines_and_other_gammas(tmp_path):
+    from fgrpo_llm.experiments.plan import train_config_for
+
+    cfg = load_demo_config()
+    design = StudyDesign(bases=(0, 1), seeds=(3, 4), sweep_bases=(), extended_bases=(1,))
+    assert all(s.weighting == "focal" for s in study_specs(cfg, design, 0))
+    extended = [s for s in study_specs(cfg, design, 1) if s not in study_specs(cfg, design, 0)]
+    by_name = {s.name: s for s in extended}
+    assert sorted(by_name) == sorted(
+        ["maxrl_n8", "grpo_n8_entropy", "grpo_n8_kl", "fgrpo_n8_g0.5", "fgrpo_n8_g2"]
+    )
+    assert {s.seed for s in extended} == {3} and {s.N for s in extended} == {8}
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "config.json").write_text("{}")
+    tc = {name: train_config_for(tmp_path, cfg, spec) for name, spec in by_name.items()}
+    assert tc["maxrl_n8"].weighting == "maxrl" and tc["maxrl_n8"].gamma == 0.0
+    assert tc["grpo_n8_entropy"].entropy_coef == cfg.entropy_coef == 1e-3
+    assert tc["grpo_n8_kl"].kl_coef == cfg.kl_coef == 1e-3
+    assert tc["fgrpo_n8_g2"].gamma == 2.0 and tc["fgrpo_n8_g0.5"].gamma == 0.5
+    for name in ("fgrpo_n8_g2", "grpo_n8_kl", "maxrl_n8"):
+        assert tc[name].entropy_coef == 0.0 or name == "grpo_n8_entropy"
+    with pytest.raises(ValueError, match="extended_bases"):
+        StudyDesign(bases=(0,), extended_bases=(5,))
