@@ -74,10 +74,10 @@ def kernel_family_env(family: str) -> dict[str, str | None]:
     return {"ATEN_CPU_CAPABILITY": "default", "NPY_DISABLE_CPU_FEATURES": None}
 
 
-def pin_kernel_family(out_b: Path, family: str) -> None:
+def pin_kernel_family(out_b: Path, family: str, *, check_only: bool = False) -> None:
     """Record a base's kernel family the first time (``kernel_family.json`` in its directory) and
     refuse another one later: a base drawn under one family stays under it when a study is
-    resumed with another list of bases."""
+    resumed with another list of bases. ``check_only``: refuse, but write nothing."""
     path = Path(out_b) / "kernel_family.json"
     if path.is_file():
         try:
@@ -91,6 +91,8 @@ def pin_kernel_family(out_b: Path, family: str) -> None:
                 f"{Path(out_b).name} was drawn under the {old!r} kernel family ({path}), not "
                 f"{family!r}: keep its family (--families) or use another --out"
             )
+        return
+    if check_only:
         return
     from fgrpo_llm.files import atomic_write_text
 

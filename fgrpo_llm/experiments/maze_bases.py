@@ -70,6 +70,8 @@ def run_maze_bases(
         raise ValueError(f"bases must be distinct integers >= 0, got bases={bases}")
     fams = _families(bases, families)
     out = Path(out)
+    for b in bases:  # every base's family checked before anything is written
+        pin_kernel_family(out / f"base{b}", fams[b], check_only=True)
     out.mkdir(parents=True, exist_ok=True)
     _write_json(
         out / "bases.json",

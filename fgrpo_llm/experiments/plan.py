@@ -124,11 +124,23 @@ class DemoConfig:
 
     def __post_init__(self):
         check_fields(self, DEMO_RULES)  # every field's type and range (fgrpo_theory.fields)
+        fixed = sorted(set(self.train_overrides) & PLAN_FIELDS)
+        if fixed:
+            raise ValueError(
+                f"train_overrides must not set what the plan sets per run, got {fixed} (the "
+                "plan's gamma, entropy_coef and kl_coef fields set them)"
+            )
 
     @classmethod
     def from_dict(cls, data: dict) -> DemoConfig:
         return dataclass_from_dict(cls, data, what="demo config")
 
+
+#: TrainConfig fields each run of the plan sets itself (``train_config_for``).
+PLAN_FIELDS = frozenset(
+    {"gamma", "weighting", "entropy_coef", "kl_coef", "group_size", "lr_match_gamma", "seed",
+     "base", "out"}
+)  # fmt: skip
 
 #: Type and range of every DemoConfig field.
 DEMO_RULES = {
@@ -150,8 +162,8 @@ DEMO_RULES = {
     "sweep_group_sizes": Sequence(Integer(2), nonempty=False),
     "lr_matched_control": Boolean(),
     "extended_gammas": Sequence(Real(0), nonempty=False),
-    "entropy_coef": Real(0),
-    "kl_coef": Real(0),
+    "entropy_coef": Real(0, open_low=True),
+    "kl_coef": Real(0, open_low=True),
     "prediction_preset": Text(),
     "eval_every": Integer(0),
     "train_overrides": Mapping(),

@@ -190,10 +190,12 @@ def exact_stage(out: Path, cfg: DemoConfig, rare) -> dict | None:
 
 def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign):
     """The bases to prepare, then the runs to train: the core runs of every base (first RL seed
-    of every base first, so an interrupted study has the most bases), then the sweep, each group
-    longest first."""
-    for b in design.bases:
-        pin_kernel_family(base_dir(out, b), design.family(b))
+    of every base first, so an interrupted study has the most bases), then the sweep, then the
+    extended plan, each tier longest first. Every base's kernel family is checked against the one
+    it was drawn under before anything is written."""
+    for check_only in (True, False):  # every base checked before any is pinned
+        for b in design.bases:
+            pin_kernel_family(base_dir(out, b), design.family(b), check_only=check_only)
     prep = [
         Task(
             f"base{b}",
@@ -295,15 +297,21 @@ def simulator_prediction(out: Path, cfg: DemoConfig) -> dict:
     (``fgrpo_theory.sim``, preset ``cfg.prediction_preset``); kept in
     OUT/simulator_prediction.json. More retained mass predicts less likelihood lost on the rare
     correct solutions (a lower Delta NLL_rare)."""
+    N = cfg.group_size
+    gammas = sorted({0.0, float(cfg.gamma), *(float(g) for g in cfg.extended_gammas)})
     path = out / "simulator_prediction.json"
-    if path.is_file():
-        return json.loads(path.read_text())["m_ret"]
+    if path.is_file():  # kept when it was computed for these settings
+        saved = json.loads(path.read_text())
+        if (saved.get("preset"), saved.get("N"), saved.get("gammas")) == (
+            cfg.prediction_preset,
+            N,
+            gammas,
+        ):
+            return saved["m_ret"]
     import numpy as np
 
     from fgrpo_theory.sim import config_from_preset, run_sweep
 
-    N = cfg.group_size
-    gammas = sorted({0.0, float(cfg.gamma), *(float(g) for g in cfg.extended_gammas)})
     focal = run_sweep(
         config_from_preset(cfg.prediction_preset, group_sizes=(N,), gammas=tuple(gammas)),
         progress=False,
@@ -319,7 +327,7 @@ def simulator_prediction(out: Path, cfg: DemoConfig) -> dict:
         label = "GRPO" if g == 0 else f"F-GRPO gamma={g:g}"
         m_ret[label] = float(np.mean([r["m_ret"] for r in focal if r["gamma"] == g]))
     m_ret["MaxRL"] = float(np.mean([r["m_ret"] for r in maxrl]))
-    write_json(path, {"preset": cfg.prediction_preset, "N": N, "m_ret": m_ret})
+    write_json(path, {"preset": cfg.prediction_preset, "N": N, "gammas": gammas, "m_ret": m_ret})
     return m_ret
 
 

@@ -298,3 +298,13 @@ def test_the_extended_plan_trains_maxrl_the_regularised_baselines_and_other_gamm
         assert tc[name].entropy_coef == 0.0 or name == "grpo_n8_entropy"
     with pytest.raises(ValueError, match="extended_bases"):
         StudyDesign(bases=(0,), extended_bases=(5,))
+
+
+def test_the_plans_per_run_settings_cannot_be_overridden():
+    from fgrpo_llm.experiments.plan import DemoConfig
+
+    for key in ("gamma", "entropy_coef", "weighting"):
+        with pytest.raises(ValueError, match=key):
+            DemoConfig(train_overrides={key: 0.0})
+    with pytest.raises(ValueError, match="entropy_coef"):
+        DemoConfig(entropy_coef=0.0)  # a baseline without its bonus would be GRPO again
