@@ -40,10 +40,21 @@ class Round:
 
 
 def sample_round(
-    model, tok, task, problems, idx, N: int, sampling: SamplingParams, generator
+    model,
+    tok,
+    task,
+    problems,
+    idx,
+    N: int,
+    sampling: SamplingParams,
+    generator,
+    *,
+    sampler=sample_completions,
 ) -> Round:
-    """N completions for each problem in ``idx`` under ``sampling``, scored by the task."""
-    batch = sample_completions(
+    """N completions for each problem in ``idx`` under ``sampling``, scored by the task.
+    ``sampler`` draws them (``fgrpo_llm.rollout.sample_completions``; the trainer passes its own
+    reference, which the golden update test replaces)."""
+    batch = sampler(
         model,
         tok,
         [problems[i].prompt for i in idx],

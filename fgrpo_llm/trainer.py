@@ -71,6 +71,7 @@ from fgrpo_llm.model import (
 from fgrpo_llm.rollout import (
     RolloutBatch,
     SamplingParams,
+    sample_completions,
     token_logprobs,
     token_logprobs_and_entropy,
 )
@@ -484,8 +485,9 @@ def _sample_groups(run: _Run, cfg) -> Groups:
 
     def sample(idx):
         return sample_round(
-            run.model, run.tok, run.task, run.problems, idx, N, run.sampling, run.generator
-        )
+            run.model, run.tok, run.task, run.problems, idx, N, run.sampling, run.generator,
+            sampler=sample_completions,
+        )  # fmt: skip
 
     rounds = [sample(run.data.take(B))]
     if not cfg.dynamic_sampling:
