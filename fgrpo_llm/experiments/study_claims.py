@@ -44,7 +44,19 @@ from fgrpo_llm.evaluation.stats import (
     verdict_not_below,
 )
 
-__all__ = ["judge_claims", "unit_values", "interval", "paired", "ratio", "MATCH_MARGIN", "METRICS"]
+__all__ = [
+    "judge_claims",
+    "unit_values",
+    "interval",
+    "paired",
+    "ratio",
+    "MATCH_MARGIN",
+    "METRICS",
+    "NOT_RUN",
+]
+
+#: The verdict of a claim whose runs the design did not train (no sweep, no extended plan).
+NOT_RUN = "not run"
 
 #: How close F-GRPO at N = 8 must come to GRPO at N = 32 at the largest k to "match" it (claim 6).
 MATCH_MARGIN = 0.02
@@ -161,7 +173,12 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
             f"the sweep has {len(sweep)} group sizes; an interior peak needs three.",
         )
     else:
-        verdict, evidence = NOT_RESOLVED, "a GRPO run of the sweep is missing."
+        swept_any = any(f"grpo_n{n}" in numbers for n in sweep if n != N)
+        verdict, evidence = (
+            (NOT_RESOLVED, "a GRPO run of the sweep is missing on every base that has the others.")
+            if swept_any
+            else (NOT_RUN, "no base trained the group-size sweep (`--sweep-bases`).")
+        )
     claims.append(
         _claim(
             1,
@@ -287,7 +304,7 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
         for m in ("id_passk", "ood_passk")
     }
     v6 = [verdict_above(d, -MATCH_MARGIN) if d else NOT_RESOLVED for d in d6.values()]
-    verdict6 = combine_verdicts(v6)
+    verdict6 = combine_verdicts(v6) if f"grpo_n{big}" in numbers else NOT_RUN
     claims.append(
         _claim(
             6,
@@ -366,7 +383,7 @@ def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
             "(paper Section 5.6, Table 3)",
             combine_verdicts(verdict_above(d) if d else NOT_RESOLVED for d in d8.values())
             if any(d8.values())
-            else NOT_RESOLVED,
+            else NOT_RUN,
             f"over {min(d.n for d in d8.values() if d is not None)} bases or more: {shown}."
             if any(d8.values())
             else "the extended plan (the entropy and KL baselines) was not trained.",
@@ -393,7 +410,9 @@ def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
             verdicts.append(verdict_not_below(dp) if dp else NOT_RESOLVED)
         elif x in big:
             drops.append(verdict_below(dp) if dp else NOT_RESOLVED)
-    if not big or not good or not all(name[x] in numbers for x in gammas):
+    if not any(name[x] in numbers for x in gammas if x != float(cfg.gamma)):
+        verdict9 = NOT_RUN
+    elif not big or not good or not all(name[x] in numbers for x in gammas):
         verdict9 = NOT_RESOLVED
     elif CONTRADICTED in verdicts:
         verdict9 = CONTRADICTED
@@ -424,7 +443,9 @@ def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
         if m_f is not None and m_x is not None and m_f != m_x:
             pred = "below" if m_f > m_x else "above"  # more retained mass, less NLL lost
     d = d10["delta_nll_rare"]
-    if d is None or pred is None:
+    if mx not in numbers:
+        verdict10 = NOT_RUN
+    elif d is None or pred is None:
         verdict10 = NOT_RESOLVED
     else:
         verdict10 = verdict_below(d) if pred == "below" else verdict_above(d)

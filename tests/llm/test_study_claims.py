@@ -5,7 +5,7 @@ import numpy as np
 
 from fgrpo_llm.evaluation.stats import CONTRADICTED, HOLDS, NOT_RESOLVED
 from fgrpo_llm.experiments.plan import DemoConfig, run_specs
-from fgrpo_llm.experiments.study_claims import judge_claims
+from fgrpo_llm.experiments.study_claims import NOT_RUN, judge_claims
 
 UNITS = [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1), (3, 0)]  # 4 bases, 1 or 2 RL seeds each
 NOISE = np.array([-0.003, 0.001, 0.002, 0.0, -0.001, 0.001])  # paired differences: a tiny spread
@@ -161,5 +161,15 @@ def test_the_extended_claims_follow_their_rules():
     # without the extended runs: not resolved, saying so
     core = {k: v for k, v in numbers.items() if k in {s.name for s in run_specs(cfg)}}
     claims = {c["claim"]: c for c in judge_claims(core, cfg)}
-    assert all(claims[k]["verdict"] == NOT_RESOLVED for k in (8, 9, 10))
+    assert all(claims[k]["verdict"] == NOT_RUN for k in (8, 9, 10))
     assert "not trained" in claims[8]["evidence"] and "not trained" in claims[10]["evidence"]
+
+
+def test_claims_without_their_runs_are_not_run():
+    cfg = DemoConfig()
+    numbers = _numbers(cfg, BASE, {})
+    core = {k: v for k, v in numbers.items() if k in ("grpo_n8", "fgrpo_n8", "grpo_n8_lrmatched")}
+    claims = {c["claim"]: c for c in judge_claims(core, cfg)}
+    assert claims[1]["verdict"] == NOT_RUN and "--sweep-bases" in claims[1]["evidence"]
+    assert claims[6]["verdict"] == NOT_RUN
+    assert claims[2]["verdict"] != NOT_RUN
