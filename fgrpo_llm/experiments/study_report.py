@@ -386,7 +386,12 @@ def _report(
             " the sd of the base effect and of the RL seed within a base.\n\n" + comp_table,
         ),
         ("Kernel family", fam_text),
-        ("Environment", environment_section(envs)),
+        (
+            "Environment",
+            "The bases differ in kernel family by design; the runs compared as a pair share one "
+            "base and one environment (a difference would be printed as a warning). "
+            + environment_section(envs),
+        ),
     ]
     return write_report(
         out / "report.md", "F-GRPO study: bases, seeds, intervals and verdicts", sections
@@ -398,7 +403,10 @@ def family_verdict(rows: list[dict], resolved: list[str]) -> str:
     if not rows:
         return "Not computed: both families need a prepared base with runs."
     if resolved:
-        return f"**Resolved** for: {'; '.join(resolved)}."
+        return (
+            f"**Resolved** for: {'; '.join(resolved)} ({len(resolved)} of {len(rows)} intervals; "
+            f"at 95% each, about {0.05 * len(rows):.1f} would exclude 0 by chance alone)."
+        )
     if all(not math.isfinite(r["difference"]["lo"]) for r in rows):
         return "No interval: each family needs two bases or more."
     return (
