@@ -204,12 +204,13 @@ def _plot(out: Path, numbers: dict, cfg, bases: dict) -> list[str]:
             if iv is not None:
                 _errorbar(ax, i + 0.15, iv, fmt="ks", ms=6)
         ax.set_xticks(range(len(runs)), [label for _, label in runs], fontsize=7)
-        ax.set_title(
-            f"{METRICS[metric]}: per base (blue: default kernels, orange: other); "
-            "black: mean, 95% CI over bases",
-            fontsize=7,
-        )
+        ax.set_title(METRICS[metric], fontsize=9)
         ax.grid(alpha=0.3)
+    fig.suptitle(
+        "Per base, mean over its RL seeds (blue: this CPU's default kernels, orange: the other "
+        "family); black: mean and 95% CI over bases",
+        fontsize=9,
+    )
     fig.tight_layout()
     save_figure(fig, out / "study_bases.png", dpi=110)
     plt.close(fig)
