@@ -275,7 +275,8 @@ class SamplingParams:
 
     def policy(self) -> dict:
         """What decides the sampled distribution (not how it is batched): for records."""
-        return {k: self.kwargs()[k] for k in ("max_new_tokens", "temperature", "top_p", "top_k")}
+        kwargs = self.kwargs()
+        return {k: kwargs[k] for k in ("max_new_tokens", "temperature", "top_p", "top_k")}
 
 
 def sample_completions(

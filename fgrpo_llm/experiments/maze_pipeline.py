@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import resource
 import sys
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from fgrpo_llm.experiments.maze import (
     torch_threads,
 )
 from fgrpo_llm.experiments.maze_study import summarize
+from fgrpo_llm.experiments.runner import cpu_seconds
 
 __all__ = ["run_experiment", "FREE_FIELDS"]
 
@@ -136,7 +136,7 @@ class _Timings:
                     self.data = data
         self.call = {"workers": workers, "wall_s": 0.0, "cpu_s": 0.0}
         self.data["calls"].append(self.call)
-        self._wall, self._cpu = time.perf_counter(), _cpu_seconds()
+        self._wall, self._cpu = time.perf_counter(), cpu_seconds()
 
     def stage(self, name: str, wall_s: float, cpu_s: float) -> None:
         self.data["stages"][name] = {"wall_s": round(wall_s, 2), "cpu_s": round(cpu_s, 2)}
@@ -144,17 +144,8 @@ class _Timings:
 
     def save(self) -> None:
         self.call["wall_s"] = round(time.perf_counter() - self._wall, 2)
-        self.call["cpu_s"] = round(_cpu_seconds() - self._cpu, 2)
+        self.call["cpu_s"] = round(cpu_seconds() - self._cpu, 2)
         _write_json(self.path, self.data)
-
-
-def _cpu_seconds() -> float:
-    """CPU seconds of this process and of its finished (reaped) child processes."""
-    own, kids = (
-        resource.getrusage(resource.RUSAGE_SELF),
-        resource.getrusage(resource.RUSAGE_CHILDREN),
-    )
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def run_experiment(cfg: MazeConfig, out, *, workers: int = 1, progress: bool = True) -> dict:

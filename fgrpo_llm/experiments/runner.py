@@ -30,7 +30,7 @@ import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Task", "TaskFailed", "run_tasks"]
+__all__ = ["Task", "TaskFailed", "run_tasks", "cpu_seconds"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,17 @@ class Task:
 
 class TaskFailed(RuntimeError):
     """A task's process ended with an error (its traceback went to stderr)."""
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of every child process it has waited for (the tasks')."""
+    import resource
+
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _env_applies(env: Mapping[str, str | None]) -> bool:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import resource
 import sys
 import time
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ from fgrpo_llm.experiments.plan import (
     train_and_evaluate,
     write_json,
 )
-from fgrpo_llm.experiments.runner import Task, run_tasks
+from fgrpo_llm.experiments.runner import Task, cpu_seconds, run_tasks
 from fgrpo_llm.experiments.study_claims import METRICS, judge_claims
 
 __all__ = ["StudyDesign", "run_study", "study_specs", "METRICS"]
@@ -209,13 +208,14 @@ def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign):
     ]
     if cfg.workers > 1:  # progress bars of parallel runs would interleave
         cfg = dataclasses.replace(cfg, train_overrides={**cfg.train_overrides, "progress": False})
+    planned = {s.name for s in run_specs(cfg)}
     runs = []
     for b in design.bases:
         cfg_b = base_config(cfg, b)
         for spec in study_specs(cfg, design, b):
             if run_done(base_dir(out, b), spec):
                 continue
-            tier = _tier(cfg, design, spec)
+            tier = _tier(cfg, design, spec, planned)
             task = Task(
                 f"base{b}/{spec.path}",
                 train_and_evaluate,
@@ -228,14 +228,12 @@ def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign):
     return prep, [task for *_, task in runs]
 
 
-def _tier(cfg: DemoConfig, design: StudyDesign, spec: RunSpec) -> tuple:
+def _tier(cfg: DemoConfig, design: StudyDesign, spec: RunSpec, planned: set) -> tuple:
     """Training order: the core runs seed by seed, then the sweep, then the extended plan (an
-    interrupted study then has the most bases for the claims that rest on every base)."""
-    core = {s.name for s in run_specs(cfg) if s.N == cfg.group_size}
-    if spec.name in core:
-        return (0, design.seeds.index(spec.seed))
-    if spec.name in {s.name for s in run_specs(cfg)}:
-        return (1, 0)
+    interrupted study then has the most bases for the claims that rest on every base).
+    ``planned``: the names of the plan's runs (core and sweep)."""
+    if spec.name in planned:
+        return (0, design.seeds.index(spec.seed)) if spec.N == cfg.group_size else (1, 0)
     return (2, 0)
 
 
@@ -331,15 +329,6 @@ def simulator_prediction(out: Path, cfg: DemoConfig) -> dict:
     return m_ret
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this process and of every child it has waited for."""
-    return sum(
-        getattr(resource.getrusage(who), f)
-        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-        for f in ("ru_utime", "ru_stime")
-    )
-
-
 def _record_time(out: Path, wall: float, cpu: float) -> dict:
     """Append this invocation's wall and CPU seconds to OUT/timings.json; the totals."""
     path = out / "timings.json"
@@ -375,7 +364,7 @@ def run_study(
     write_json(
         out / "study_config.json", {"design": design.to_dict(), "plan": dataclasses.asdict(cfg)}
     )
-    t0, cpu0 = time.perf_counter(), _cpu_seconds()
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
     prep, runs = _tasks(out, cfg, design)
     print(
         f"[study] {len(design.bases)} bases ({len(prep)} to prepare), {len(runs)} runs to train "
@@ -386,10 +375,10 @@ def run_study(
     _run(prep, cfg.workers, "bases")
     _run(runs, cfg.workers, "runs")
     numbers, bases = _collect(out, cfg, design)
-    timing = _record_time(out, time.perf_counter() - t0, _cpu_seconds() - cpu0)
+    timing = _record_time(out, time.perf_counter() - t0, cpu_seconds() - cpu0)
     print(
         f"[study] this invocation: {(time.perf_counter() - t0) / 60:.1f} min wall, "
-        f"{(_cpu_seconds() - cpu0) / 60:.1f} min CPU; all invocations: "
+        f"{(cpu_seconds() - cpu0) / 60:.1f} min CPU; all invocations: "
         f"{timing['cpu_s'] / 60:.1f} min CPU",
         file=sys.stderr,
     )
