@@ -146,19 +146,22 @@ def main(argv=None) -> int:
     )
     trainer.train()
     trainer.save_model(str(out / "final"))
-    if not state.is_main_process:
-        return 0
-    tok.save_pretrained(str(out / "final"))
-    summary = {
-        "steps": int(trainer.state.global_step),
-        "pass@k": passk.history[-1] if passk.history else None,
-        "rare": rare_cb.history[-1] if rare_cb.history else None,
-        "rare_set_size": len(rare),
-        "processes": state.num_processes,
-        "run_dir": str(out / "run"),
-        "final": str(out / "final"),
-    }
-    print(json.dumps(summary, indent=1))
+    if state.is_main_process:
+        tok.save_pretrained(str(out / "final"))
+        summary = {
+            "steps": int(trainer.state.global_step),
+            "pass@k": passk.history[-1] if passk.history else None,
+            "rare": rare_cb.history[-1] if rare_cb.history else None,
+            "rare_set_size": len(rare),
+            "processes": state.num_processes,
+            "run_dir": str(out / "run"),
+            "final": str(out / "final"),
+        }
+        print(json.dumps(summary, indent=1))
+    # every process leaves together and closes the process group itself: a process that exits
+    # with gloo's threads still running aborts ("terminate called without an active exception")
+    state.wait_for_everyone()
+    state.destroy_process_group()
     return 0
 
 

@@ -93,10 +93,16 @@ class DemoConfig:
     ones not)."""
     entropy_coef: float = 1e-3
     """Entropy-bonus coefficient of the extended plan's GRPO + entropy baseline (paper Table 3:
-    1e-3 after tuning over {1e-4, 1e-3}; not tuned at our scale)."""
+    1e-3 after tuning over {1e-4, 1e-3}); a study with a tuning base replaces it by the value
+    chosen from ``entropy_grid`` (``fgrpo_llm.experiments.study_tuning``)."""
     kl_coef: float = 1e-3
     """KL-penalty coefficient of the extended plan's GRPO + KL baseline (paper Table 3: 1e-3 after
-    tuning over {1e-3, 1e-2}; not tuned at our scale)."""
+    tuning over {1e-3, 1e-2}); a study with a tuning base replaces it by the value chosen from
+    ``kl_grid``."""
+    entropy_grid: tuple = (1e-4, 1e-3)
+    """Entropy-bonus coefficients a study's tuning base tries (paper Table 3's grid)."""
+    kl_grid: tuple = (1e-3, 1e-2)
+    """KL-penalty coefficients a study's tuning base tries (paper Table 3's grid)."""
     prediction_preset: str = "small"
     """Simulator preset (``fgrpo_theory.sim``) of the weighting comparison's prediction."""
     eval_every: int = 25
@@ -164,6 +170,8 @@ DEMO_RULES = {
     "extended_gammas": Sequence(Real(0), nonempty=False),
     "entropy_coef": Real(0, open_low=True),
     "kl_coef": Real(0, open_low=True),
+    "entropy_grid": Sequence(Real(0, open_low=True), distinct=True),
+    "kl_grid": Sequence(Real(0, open_low=True), distinct=True),
     "prediction_preset": Text(),
     "eval_every": Integer(0),
     "train_overrides": Mapping(),

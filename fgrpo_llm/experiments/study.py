@@ -50,6 +50,7 @@ from fgrpo_llm.experiments.plan import (
 )
 from fgrpo_llm.experiments.runner import Task, cpu_seconds, run_tasks
 from fgrpo_llm.experiments.study_claims import METRICS, judge_claims
+from fgrpo_llm.experiments.study_tuning import choose_coefficients, tuned_config, tuning_specs
 
 __all__ = ["StudyDesign", "run_study", "study_specs", "METRICS"]
 
@@ -71,6 +72,9 @@ class StudyDesign:
     extended_bases: tuple = ()
     """Bases that also train the extended plan (MaxRL, GRPO + entropy, GRPO + KL, F-GRPO at the
     other gammas; ``plan.extended_specs``) at the first RL seed."""
+    tune_base: int | None = None
+    """The base on which the entropy and KL coefficients are tuned before the extended plan trains
+    with them (``study_tuning``; not among ``extended_bases``). None: the plan's coefficients."""
 
     def __post_init__(self):
         if self.sweep_bases is None:
@@ -91,6 +95,22 @@ class StudyDesign:
             stray = [b for b in getattr(self, name) if b not in self.bases]
             if stray:
                 raise ValueError(f"{name} must be among bases {list(self.bases)}, got {stray}")
+        if self.tune_base is not None:
+            if self.tune_base not in self.bases:
+                raise ValueError(
+                    f"tune_base must be among bases {list(self.bases)}, got {self.tune_base!r}"
+                )
+            if self.tune_base in self.extended_bases:
+                raise ValueError(
+                    f"tune_base {self.tune_base} must not be among extended_bases "
+                    f"{list(self.extended_bases)}: the claims would be judged on the runs that "
+                    "chose the coefficients"
+                )
+            if not self.extended_bases:
+                raise ValueError(
+                    f"tune_base={self.tune_base} tunes the extended plan's coefficients, but no "
+                    "extended_bases were given"
+                )
         if self.families:
             if len(self.families) != len(self.bases):
                 raise ValueError(
@@ -111,6 +131,7 @@ class StudyDesign:
             "seeds": list(self.seeds),
             "sweep_bases": list(self.sweep_bases),
             "extended_bases": list(self.extended_bases),
+            "tune_base": self.tune_base,
             "families": {str(b): self.family(b) for b in self.bases},
         }
 
@@ -128,6 +149,15 @@ def base_config(cfg: DemoConfig, base: int) -> DemoConfig:
 def study_specs(cfg: DemoConfig, design: StudyDesign, base: int) -> list[RunSpec]:
     """The runs of one base: the core (N = ``group_size``) for every RL seed, then on a sweep base
     the other group sizes, and on an extended base the extended plan, at the first seed."""
+    specs = core_specs(cfg, design, base)
+    s = design.seeds[0]
+    if base in design.extended_bases:
+        specs += extended_specs(cfg, seed=s, prefix=f"seed{s}/")
+    return specs
+
+
+def core_specs(cfg: DemoConfig, design: StudyDesign, base: int) -> list[RunSpec]:
+    """The runs of one base without the extended plan."""
     specs = [
         spec
         for s in design.seeds
@@ -139,8 +169,6 @@ def study_specs(cfg: DemoConfig, design: StudyDesign, base: int) -> list[RunSpec
         specs += [
             spec for spec in run_specs(cfg, seed=s, prefix=f"seed{s}/") if spec.N != cfg.group_size
         ]
-    if base in design.extended_bases:
-        specs += extended_specs(cfg, seed=s, prefix=f"seed{s}/")
     return specs
 
 
@@ -187,11 +215,12 @@ def exact_stage(out: Path, cfg: DemoConfig, rare) -> dict | None:
     return summary
 
 
-def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign):
+def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign, *, extended: bool = True):
     """The bases to prepare, then the runs to train: the core runs of every base (first RL seed
-    of every base first, so an interrupted study has the most bases), then the sweep, then the
-    extended plan, each tier longest first. Every base's kernel family is checked against the one
-    it was drawn under before anything is written."""
+    of every base first, so an interrupted study has the most bases), then the sweep and the
+    tuning runs, then (with ``extended``) the extended plan, each tier longest first. Every
+    base's kernel family is checked against the one it was drawn under before anything is
+    written."""
     for check_only in (True, False):  # every base checked before any is pinned
         for b in design.bases:
             pin_kernel_family(base_dir(out, b), design.family(b), check_only=check_only)
@@ -212,7 +241,10 @@ def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign):
     runs = []
     for b in design.bases:
         cfg_b = base_config(cfg, b)
-        for spec in study_specs(cfg, design, b):
+        specs = study_specs(cfg, design, b) if extended else core_specs(cfg, design, b)
+        if b == design.tune_base:
+            specs += tuning_specs(cfg, seed=design.seeds[0], prefix=f"seed{design.seeds[0]}/")
+        for spec in specs:
             if run_done(base_dir(out, b), spec):
                 continue
             tier = _tier(cfg, design, spec, planned)
@@ -234,7 +266,7 @@ def _tier(cfg: DemoConfig, design: StudyDesign, spec: RunSpec, planned: set) -> 
     ``planned``: the names of the plan's runs (core and sweep)."""
     if spec.name in planned:
         return (0, design.seeds.index(spec.seed)) if spec.N == cfg.group_size else (1, 0)
-    return (2, 0)
+    return (1, 0) if "/tune/" in f"/{spec.path}" else (2, 0)
 
 
 def _run(tasks, workers: int, what: str) -> None:
@@ -365,15 +397,30 @@ def run_study(
         out / "study_config.json", {"design": design.to_dict(), "plan": dataclasses.asdict(cfg)}
     )
     t0, cpu0 = time.perf_counter(), cpu_seconds()
-    prep, runs = _tasks(out, cfg, design)
+    tune = design.tune_base is not None
+    prep, runs = _tasks(out, cfg, design, extended=not tune)
     print(
         f"[study] {len(design.bases)} bases ({len(prep)} to prepare), {len(runs)} runs to train "
-        f"on {cfg.workers} worker(s)",
+        f"on {cfg.workers} worker(s)" + (" before the extended plan" if tune else ""),
         file=sys.stderr,
         flush=True,
     )
     _run(prep, cfg.workers, "bases")
     _run(runs, cfg.workers, "runs")
+    tuning = None
+    if tune:  # the extended plan trains with the coefficients the tuning runs chose
+        b, s = design.tune_base, design.seeds[0]
+        tuning = choose_coefficients(out, base_dir(out, b), cfg, b, s)
+        cfg = tuned_config(cfg, tuning)
+        _, runs = _tasks(out, cfg, design)
+        print(
+            f"[study] tuned on base {b}: "
+            + ", ".join(f"{k} = {v['chosen']:g}" for k, v in tuning["knobs"].items())
+            + f"; {len(runs)} runs of the extended plan to train",
+            file=sys.stderr,
+            flush=True,
+        )
+        _run(runs, cfg.workers, "extended")
     numbers, bases = _collect(out, cfg, design)
     timing = _record_time(out, time.perf_counter() - t0, cpu_seconds() - cpu0)
     print(
@@ -394,4 +441,5 @@ def run_study(
         command=command,
         spread_file=spread_file,
         timing=timing,
+        tuning=tuning,
     )

@@ -319,10 +319,11 @@ def _bases_table(bases: dict, numbers: dict, cfg) -> str:
 
 
 def _report(
-    out: Path, cfg, design, numbers, bases, claims, rows, comps, fams, figs, command
+    out: Path, cfg, design, numbers, bases, claims, rows, comps, fams, figs, command, tuning=None
 ) -> Path:
     from fgrpo_llm.environment import environment_section
     from fgrpo_llm.experiments.report import markdown_table, write_report
+    from fgrpo_llm.experiments.study_tuning import tuning_text
 
     verdicts = markdown_table(
         ["#", "claim", "verdict", "numbers"],
@@ -387,6 +388,7 @@ def _report(
             " the sd of the base effect and of the RL seed within a base.\n\n" + comp_table,
         ),
         ("Kernel family", fam_text),
+        *([("Tuning of the regularised baselines", tuning_text(tuning))] if tuning else []),
         (
             "Environment",
             "The bases differ in kernel family by design; the runs compared as a pair share one "
@@ -424,7 +426,7 @@ def _interval_from(d: dict):
 
 
 def write_study_outputs(
-    out: Path, cfg, design, numbers, bases, claims, *, command, spread_file, timing
+    out: Path, cfg, design, numbers, bases, claims, *, command, spread_file, timing, tuning=None
 ) -> dict:
     """Tables, figures, OUT/report.md, OUT/study.json and OUT/seed_spread.json; the result."""
     from fgrpo_llm.environment import environment_differences
@@ -444,7 +446,9 @@ def write_study_outputs(
     comps = component_rows(numbers, cfg)
     fams = family_rows(numbers, cfg, bases)
     figs = _plot(out, numbers, cfg, bases) if numbers else []
-    report = _report(out, cfg, design, numbers, bases, claims, rows, comps, fams, figs, command)
+    report = _report(
+        out, cfg, design, numbers, bases, claims, rows, comps, fams, figs, command, tuning
+    )
     spread_ = spread(comps, design, command)
     result = {
         "command": command,
@@ -467,6 +471,7 @@ def write_study_outputs(
         "kernel_family": fams,
         "seed_spread": spread_,
         "timing": timing,
+        "tuning": tuning,
     }
     write_json(out / "study.json", result)
     write_json(out / "seed_spread.json", spread_)

@@ -132,6 +132,9 @@ def test_the_design_checks_its_fields():
         ({"bases": (0, 1), "families": ("default",)}, "families"),
         ({"bases": (0,), "sweep_bases": (), "families": ("avx",)}, "avx"),
         ({"seeds": (-1,)}, "seeds"),
+        ({"bases": (0, 1), "extended_bases": (1,), "tune_base": 2}, "tune_base"),
+        ({"bases": (0, 1), "extended_bases": (1,), "tune_base": 1}, "not be among extended"),
+        ({"bases": (0, 1), "tune_base": 0}, "no extended_bases"),
     ):
         with pytest.raises(ValueError, match=word):
             StudyDesign(**kwargs)
@@ -177,9 +180,10 @@ def test_bad_study_arguments_are_one_line_errors(tmp_path):
 
 
 def test_fast_study_two_bases_two_seeds(tmp_path, capsys):
-    """Both kernel families (one base each) x 2 RL seeds, and the extended plan on one base: every
-    run under its base's kernels, the variance components of every metric, the family
-    comparison, the simulator's prediction beside claims 8-10; a rerun trains nothing."""
+    """Both kernel families (one base each) x 2 RL seeds, and the extended plan on one base with
+    its coefficients tuned on the other: every run under its base's kernels, the variance
+    components of every metric, the family comparison, the simulator's prediction beside claims
+    8-10, the tuned coefficients in the extended runs; a rerun trains nothing."""
     from fgrpo_llm.cli import main
     from fgrpo_llm.environment import kernel_family_env
 
@@ -197,6 +201,8 @@ def test_fast_study_two_bases_two_seeds(tmp_path, capsys):
         "",
         "--extended-bases",
         "1",
+        "--tune-base",
+        "0",
         "--workers",
         "2",
     ]
@@ -227,9 +233,24 @@ def test_fast_study_two_bases_two_seeds(tmp_path, capsys):
     prediction = json.loads((out / "simulator_prediction.json").read_text())
     assert set(prediction["m_ret"]) == {"GRPO", "F-GRPO gamma=0.5", "F-GRPO gamma=1",
                                         "F-GRPO gamma=2", "MaxRL"}  # fmt: skip
+    # the tuning runs on base 0 chose the coefficients the extended runs on base 1 trained with
+    tuning = json.loads((out / "tuning.json").read_text())
+    assert tuning == result["tuning"] and tuning["base"] == 0
+    for field, tag in (("entropy_coef", "entropy"), ("kl_coef", "kl")):
+        knob = tuning["knobs"][field]
+        assert [r["value"] for r in knob["runs"]] == knob["grid"]
+        best = max(r["score"] for r in knob["runs"])
+        assert knob["chosen"] == min(r["value"] for r in knob["runs"] if r["score"] == best)
+        saved = json.loads((out / "base1" / "seed0" / f"grpo_n4_{tag}" / "config.json").read_text())
+        assert saved[field] == knob["chosen"]
+        assert (out / "base0" / "seed0" / "tune" / f"grpo_n4_{tag}{knob['grid'][0]:g}").is_dir()
+    assert "## Tuning of the regularised baselines" in report
+    assert not {u["name"] for u in result["per_unit"] if u["base"] == 0} & names - {
+        "grpo_n4", "fgrpo_n4", "grpo_n4_lrmatched"}  # fmt: skip
     capsys.readouterr()
     assert main(argv) == 0  # resumes: nothing to prepare or train
-    assert "(0 to prepare), 0 runs to train" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "(0 to prepare), 0 runs to train" in err and "0 runs of the extended plan" in err
 
 
 def _sleep_and_record(path):
