@@ -46,7 +46,9 @@ def _study(args) -> int:
         try:
             tune_base = int(args.tune_base)
         except ValueError:
-            raise ValueError(f"--tune-base must be a base (an integer), got {args.tune_base!r}")
+            raise ValueError(
+                f"--tune-base must be a base (an integer), got {args.tune_base!r}"
+            ) from None
     design = StudyDesign(
         lists["bases"],
         lists["seeds"],
