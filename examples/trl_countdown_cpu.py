@@ -138,9 +138,10 @@ def main(argv=None) -> int:
         processing_class=tok,
         task=task,
     )
-    passk = PassAtKCallback(
-        task, tok, split="test", n=8, ks=[1, 2, 4, 8], max_new_tokens=12, seed=a.seed
-    ).attach(trainer)
+    # pass@k under the trainer's own sampling settings (max_completion_length, temperature, ...)
+    passk = PassAtKCallback(task, tok, split="test", n=8, ks=[1, 2, 4, 8], seed=a.seed).attach(
+        trainer
+    )
     rare_cb = DeltaNLLRareCallback(rare, every_steps=2, pad_token_id=tok.pad_token_id).attach(
         trainer
     )

@@ -196,9 +196,7 @@ class TrainConfig:
 
     def loss_kwargs(self) -> dict:
         """Keyword arguments of the algorithm's loss in ``fgrpo_llm.losses``."""
-        if self.algo == "grpo":
-            return {"clip_eps": self.clip_eps_low}
-        if self.algo == "dapo":
+        if self.algo in ("grpo", "dapo"):
             return {"clip_eps_low": self.clip_eps_low, "clip_eps_high": self.clip_eps_high}
         return {"is_eps_low": self.cispo_is_eps_low, "is_eps_high": self.cispo_is_eps_high}
 

@@ -68,18 +68,21 @@ def _log_ratio(logprobs, old_logprobs, mask):
     return torch.where(mask.bool(), logprobs - old_logprobs.detach(), torch.zeros_like(logprobs))
 
 
-def _clipped_surrogate(logprobs, old_logprobs, advantages, mask, *, eps_low, eps_high, prefix):
-    """-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A), token-mean (PPO clip objective)."""
+def _clipped_surrogate(
+    logprobs, old_logprobs, advantages, mask, *, clip_eps_low, clip_eps_high, prefix
+):
+    """-min(r A, clip(r, 1 - clip_eps_low, 1 + clip_eps_high) A), token-mean (PPO clip
+    objective)."""
     _check(logprobs, old_logprobs, advantages, mask)
     mask = mask.bool()
     r = torch.exp(_log_ratio(logprobs, old_logprobs, mask))  # (M, L)
     A = advantages.detach()[:, None]  # (M, 1)
     unclipped = r * A
-    clipped = torch.clamp(r, 1.0 - eps_low, 1.0 + eps_high) * A
+    clipped = torch.clamp(r, 1.0 - clip_eps_low, 1.0 + clip_eps_high) * A
     loss = token_mean(-torch.minimum(unclipped, clipped), mask)
     with torch.no_grad():  # a token is "clipped" where the clip is active and its gradient is zero
-        low = (r < 1.0 - eps_low) & (A < 0)
-        high = (r > 1.0 + eps_high) & (A > 0)
+        low = (r < 1.0 - clip_eps_low) & (A < 0)
+        high = (r > 1.0 + clip_eps_high) & (A > 0)
         metrics = {
             f"{prefix}/low_frac": token_mean(low.float(), mask).item(),
             f"{prefix}/high_frac": token_mean(high.float(), mask).item(),
@@ -89,10 +92,30 @@ def _clipped_surrogate(logprobs, old_logprobs, advantages, mask, *, eps_low, eps
     return loss, metrics
 
 
-def grpo_loss(logprobs, old_logprobs, advantages, mask, *, clip_eps: float = 0.2):
-    """GRPO: token-mean of -min(r A, clip(r, 1 - eps, 1 + eps) A) (symmetric clip)."""
+def grpo_loss(
+    logprobs,
+    old_logprobs,
+    advantages,
+    mask,
+    *,
+    clip_eps_low: float = 0.2,
+    clip_eps_high: float = 0.2,
+):
+    """GRPO: token-mean of -min(r A, clip(r, 1 - eps, 1 + eps) A), the symmetric clip
+    eps = ``clip_eps_low`` = ``clip_eps_high`` (a ValueError when they differ: that is DAPO)."""
+    if clip_eps_low != clip_eps_high:
+        raise ValueError(
+            f"grpo uses a symmetric clip, got clip_eps_low={clip_eps_low} != "
+            f"clip_eps_high={clip_eps_high} (dapo_loss is the asymmetric one)"
+        )
     return _clipped_surrogate(
-        logprobs, old_logprobs, advantages, mask, eps_low=clip_eps, eps_high=clip_eps, prefix="clip"
+        logprobs,
+        old_logprobs,
+        advantages,
+        mask,
+        clip_eps_low=clip_eps_low,
+        clip_eps_high=clip_eps_high,
+        prefix="clip",
     )  # <- symmetric clip
 
 
@@ -115,8 +138,8 @@ def dapo_loss(
         old_logprobs,
         advantages,
         mask,
-        eps_low=clip_eps_low,
-        eps_high=clip_eps_high,
+        clip_eps_low=clip_eps_low,
+        clip_eps_high=clip_eps_high,
         prefix="clip",
     )  # <- asymmetric
 
@@ -186,9 +209,10 @@ def policy_loss(
 ):
     """The full objective of one (mini-)batch: ``LOSSES[algo]`` + entropy bonus + k3 KL penalty.
 
-    ``algo_kwargs`` go to the algorithm's loss (``clip_eps`` / ``clip_eps_low``, ``clip_eps_high`` /
-    ``is_eps_low``, ``is_eps_high``). ``entropy`` (M, L) is logged when given and enters the loss
-    only when ``entropy_coef > 0``; ``ref_logprobs`` is needed only when ``kl_coef > 0``.
+    ``algo_kwargs`` go to the algorithm's loss (``clip_eps_low``, ``clip_eps_high`` for grpo and
+    dapo; ``is_eps_low``, ``is_eps_high`` for cispo). ``entropy`` (M, L) is logged when given and
+    enters the loss only when ``entropy_coef > 0``; ``ref_logprobs`` is needed only when
+    ``kl_coef > 0``.
     """
     if algo not in LOSSES:
         raise ValueError(f"algo must be one of {sorted(LOSSES)}, got algo={algo!r}")

@@ -25,7 +25,20 @@ from pathlib import Path
 from fgrpo_llm.files import read_jsonl
 from fgrpo_llm.tracking import check_group_record, read_run_info
 
-__all__ = ["RunInfo", "run_label", "is_base_lr", "load_run"]
+__all__ = ["RunInfo", "run_label", "is_base_lr", "load_run", "split_pass_at"]
+
+
+def split_pass_at(results: dict, role: str, k) -> float | None:
+    """Mean pass@k over the splits of one ``role`` ("in_domain" or "ood") of an evaluation's
+    results (``eval/eval.json``); ``k="max"``: the largest k evaluated. None when no split of that
+    role has it."""
+    kk = max(results["ks"]) if k == "max" else int(k)
+    vals = [
+        float(e[f"pass@{kk}"])
+        for e in results["splits"].values()
+        if e["role"] == role and f"pass@{kk}" in e
+    ]
+    return math.fsum(vals) / len(vals) if vals else None
 
 
 @dataclass

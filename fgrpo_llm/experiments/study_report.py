@@ -26,28 +26,18 @@ SPREAD_METRICS = ("id_pass1", "id_passk", "ood_pass1", "ood_passk", "delta_nll_r
 
 
 # ----------------------------------------------------------------------------- per-run numbers
-def _split_value(results: dict, role: str, k) -> float | None:
-    ks = results["ks"]
-    kk = max(ks) if k == "max" else int(k)
-    vals = [
-        e[f"pass@{kk}"]
-        for e in results["splits"].values()
-        if e["role"] == role and f"pass@{kk}" in e
-    ]
-    return float(np.mean(vals)) if vals else None
-
-
 def run_numbers(run, rare, *, early_steps: int, exact: bool) -> dict:
     """The study's metrics of one finished run (see ``METRICS``) plus its pass@k curves."""
+    from fgrpo_llm.evaluation.runs import split_pass_at
     from fgrpo_llm.evaluation.tail_miss import tail_miss_records
 
     rec = tail_miss_records(run.groups, rare, max_step=early_steps, exact=exact)
     res = run.eval
     return {
-        "id_pass1": _split_value(res, "in_domain", 1),
-        "id_passk": _split_value(res, "in_domain", "max"),
-        "ood_pass1": _split_value(res, "ood", 1),
-        "ood_passk": _split_value(res, "ood", "max"),
+        "id_pass1": split_pass_at(res, "in_domain", 1),
+        "id_passk": split_pass_at(res, "in_domain", "max"),
+        "ood_pass1": split_pass_at(res, "ood", 1),
+        "ood_passk": split_pass_at(res, "ood", "max"),
         "delta_nll_rare": run.delta_nll_rare,
         "tail_miss_obs": float(rec["tail_miss"].mean()) if len(rec["N"]) else None,
         "tail_miss_pred": float(rec["p_tail_miss"].mean()) if len(rec["N"]) else None,

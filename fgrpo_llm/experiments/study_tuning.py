@@ -50,11 +50,11 @@ def tuning_specs(cfg: DemoConfig, *, seed: int, prefix: str = "") -> list[RunSpe
 def _score(out_b: Path, spec: RunSpec) -> dict:
     import json
 
-    from fgrpo_llm.experiments.study_report import _split_value
+    from fgrpo_llm.evaluation.runs import split_pass_at
 
     res = json.loads((out_b / spec.path / "eval" / "eval.json").read_text())
-    p1 = _split_value(res, "in_domain", 1)
-    pk = _split_value(res, "in_domain", "max")
+    p1 = split_pass_at(res, "in_domain", 1)
+    pk = split_pass_at(res, "in_domain", "max")
     return {"pass@1": p1, "pass@kmax": pk, "score": 0.5 * (p1 + pk)}
 
 

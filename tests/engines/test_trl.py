@@ -153,7 +153,7 @@ def test_trl_loss_equals_ours_on_identical_tensors(tmp_path, algo):
     trainer.model.zero_grad()
     new, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, att, T)
     kwargs = {
-        "grpo": dict(clip_eps=0.2),
+        "grpo": dict(clip_eps_low=0.2, clip_eps_high=0.2),
         "dapo": dict(clip_eps_low=0.2, clip_eps_high=0.28),
         "cispo": dict(is_eps_low=1.0, is_eps_high=5.0),
     }[algo]
@@ -356,8 +356,7 @@ def test_callback_metrics_reach_the_trainers_loggers(tmp_path):
     logged = [d for d in seen if "rare/delta_nll" in d]
     assert len(logged) == 2 and all(np.isfinite(d["rare/delta_nll"]) for d in logged)
     assert sum("rare/delta_nll" in h for h in trainer.state.log_history) == 2
-    passk = PassAtKCallback(CountdownTask(seed=0, num_test=3, num_ood=2), TOK, n=2,
-                            max_new_tokens=4).attach(trainer)  # fmt: skip
+    passk = PassAtKCallback(CountdownTask(seed=0, num_test=3, num_ood=2), TOK, n=2).attach(trainer)
     passk._emit(trainer.state, passk.evaluate(trainer.model, 2))
     assert {"eval_pass@1/test", "eval_pass@2/test"} <= set(seen[-1])
     trainer.recorder.close()
@@ -396,7 +395,7 @@ def test_pass_at_k_does_not_depend_on_the_process_count(tmp_path):
 
     trainer = _trainer(tmp_path)
     task = CountdownTask(seed=0, num_test=5, num_ood=2)
-    cb = PassAtKCallback(task, TOK, n=4, max_new_tokens=4).attach(trainer)
+    cb = PassAtKCallback(task, TOK, n=4).attach(trainer)
     whole = cb.evaluate(trainer.model, 7)
     parts = []
     for rank in (0, 1):
@@ -405,6 +404,39 @@ def test_pass_at_k_does_not_depend_on_the_process_count(tmp_path):
         cb.evaluate(trainer.model, 7)
     assert sorted(p for p, _ in parts) == [0, 1, 2, 3, 4]
     assert cb.history[-1] == {"step": 7, **whole}
+
+
+def test_pass_at_k_samples_under_the_trainers_own_settings(tmp_path, monkeypatch):
+    """Attached without ``sampling``, the callback takes the trainer's (max_completion_length,
+    temperature, top_p, top_k) and hands them to the sampler; given ``sampling``, it keeps it;
+    settings our sampler cannot apply are named in a warning."""
+    import fgrpo_llm.evaluation.passk as passk_module
+    from fgrpo_llm.integrations.trl import PassAtKCallback, trl_sampling
+    from fgrpo_llm.rollout import SamplingParams
+    from fgrpo_llm.tasks.countdown import CountdownTask
+
+    trainer = _trainer(tmp_path, temperature=0.7, top_p=0.9, top_k=5, max_completion_length=6)
+    task = CountdownTask(seed=0, num_test=2, num_ood=1)
+    cb = PassAtKCallback(task, TOK, n=2).attach(trainer)
+    want = SamplingParams(max_new_tokens=6, temperature=0.7, top_p=0.9, top_k=5)
+    assert cb.sampling == want == trl_sampling(trainer.args)
+    seen = []
+    real = passk_module.sample_correct_counts
+
+    def spy(*args, **kwargs):
+        seen.append({k: kwargs[k] for k in ("max_new_tokens", "temperature", "top_p", "top_k")})
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(passk_module, "sample_correct_counts", spy)
+    cb.evaluate(trainer.model, 1)
+    assert seen and all(s == want.policy() for s in seen)
+    mine = SamplingParams(max_new_tokens=3, temperature=0.0)
+    assert PassAtKCallback(task, TOK, n=2, sampling=mine).attach(trainer).sampling == mine
+    with pytest.raises(TypeError, match="SamplingParams"):
+        PassAtKCallback(task, TOK, sampling={"temperature": 1.0})
+    trainer.args.repetition_penalty = 1.1
+    with pytest.warns(RuntimeWarning, match="repetition_penalty"):
+        trl_sampling(trainer.args)
 
 
 def _run_example(out, *launcher):

@@ -246,7 +246,7 @@ def test_composed_config_and_policy_loss_match_ours(algo):
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
     loss_fn = core_algos.get_policy_loss_fn(actor.policy_loss.loss_mode)
     kwargs = {
-        "grpo": dict(clip_eps=0.2),
+        "grpo": dict(clip_eps_low=0.2, clip_eps_high=0.2),
         "dapo": dict(clip_eps_low=0.2, clip_eps_high=0.28),
         "cispo": dict(is_eps_low=1.0, is_eps_high=5.0),
     }[algo]

@@ -27,10 +27,10 @@ from fgrpo_llm.evaluation.exact import (  # noqa: E402
     completion_logprobs,
     exact_mu_tau,
     exact_rare_set,
-    sampling_error_summary,
     supports_exact,
 )
 from fgrpo_llm.evaluation.rare import build_rare_set, load_rare_set, save_rare_set  # noqa: E402
+from fgrpo_llm.evaluation.sampling_error import sampling_error_summary  # noqa: E402
 from fgrpo_llm.model import build_tiny_model  # noqa: E402
 from fgrpo_llm.rollout import sample_completions  # noqa: E402
 from fgrpo_llm.tasks.countdown import all_expressions  # noqa: E402

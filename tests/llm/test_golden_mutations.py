@@ -37,8 +37,8 @@ MUTATIONS = {
     "sign flip": ("fgrpo_llm/trainer.py", "A = g[:, None] * A_grpo", "A = -g[:, None] * A_grpo"),
     "clip bounds swapped": (
         "fgrpo_llm/losses.py",
-        "torch.clamp(r, 1.0 - eps_low, 1.0 + eps_high)",
-        "torch.clamp(r, 1.0 - eps_high, 1.0 + eps_low)",
+        "torch.clamp(r, 1.0 - clip_eps_low, 1.0 + clip_eps_high)",
+        "torch.clamp(r, 1.0 - clip_eps_high, 1.0 + clip_eps_low)",
     ),
     "token-mean over sequences": (
         "fgrpo_llm/losses.py",

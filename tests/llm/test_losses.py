@@ -329,7 +329,9 @@ def test_policy_loss_passes_algorithm_arguments_and_only_logs_entropy_by_default
     old = torch.log(torch.tensor([[1 / 1.15]], dtype=torch.float64))  # r = 1.15, A > 0
     A, mask = torch.tensor([1.0], dtype=torch.float64), torch.ones(1, 1, dtype=torch.bool)
     wide, _ = policy_loss("grpo", lp, old, A, mask)  # eps = 0.2: not clipped
-    narrow, m = policy_loss("grpo", lp, old, A, mask, clip_eps=0.1)  # clipped at 1.1
+    narrow, m = policy_loss(
+        "grpo", lp, old, A, mask, clip_eps_low=0.1, clip_eps_high=0.1
+    )  # clipped at 1.1
     assert wide.item() == pytest.approx(-1.15) and narrow.item() == pytest.approx(-1.1)
     assert m["clip/high_frac"] == 1.0
     H = torch.full((1, 1), 0.7, dtype=torch.float64)
@@ -365,7 +367,9 @@ def test_clip_fractions_count_only_the_active_side_of_the_clip():
         assert m["clip/low_frac"] == pytest.approx(1 / 6) and m["clip/high_frac"] == pytest.approx(
             1 / 6
         )
-    m = _metrics(grpo_loss, [1.0, 1.0], [1.0, -1.0], clip_eps=0.0)  # r = 1 + eps exactly
+    m = _metrics(
+        grpo_loss, [1.0, 1.0], [1.0, -1.0], clip_eps_low=0.0, clip_eps_high=0.0
+    )  # r = 1 + eps exactly
     assert m["clip/low_frac"] == 0.0 and m["clip/high_frac"] == 0.0
     m = _metrics(cispo_loss, [1.0, 6.5, 10.0], [1.0, 1.0, -1.0])
     assert m["cap/high_frac"] == pytest.approx(2 / 3) and m["cap/low_frac"] == 0.0
@@ -379,3 +383,9 @@ def test_advantage_shape_message():
         ValueError, match=r"^advantages must have shape \(M,\) = \(2,\), got \(2, 1\)$"
     ):
         grpo_loss(lp, lp, torch.zeros(2, 1), torch.ones(2, 3, dtype=torch.bool))
+
+
+def test_grpo_refuses_an_asymmetric_clip():
+    lp = torch.zeros(1, 2)
+    with pytest.raises(ValueError, match="clip_eps_high=0.28"):
+        grpo_loss(lp, lp, torch.ones(1), torch.ones(1, 2), clip_eps_high=0.28)

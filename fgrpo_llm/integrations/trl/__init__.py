@@ -52,7 +52,11 @@ def check_trl_version(version: str | None = None) -> str:
 
 check_trl_version()
 
-from fgrpo_llm.integrations.trl.callbacks import DeltaNLLRareCallback, PassAtKCallback  # noqa: E402
+from fgrpo_llm.integrations.trl.callbacks import (  # noqa: E402
+    DeltaNLLRareCallback,
+    PassAtKCallback,
+    trl_sampling,
+)
 from fgrpo_llm.integrations.trl.trainer import (  # noqa: E402
     FocalGRPOConfig,
     FocalGRPOTrainer,
@@ -73,4 +77,5 @@ __all__ = [
     "task_reward_func",
     "PassAtKCallback",
     "DeltaNLLRareCallback",
+    "trl_sampling",
 ]

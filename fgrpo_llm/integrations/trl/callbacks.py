@@ -27,7 +27,9 @@ import numpy as np
 import torch
 from transformers import Trainer, TrainerCallback
 
-__all__ = ["PassAtKCallback", "DeltaNLLRareCallback"]
+from fgrpo_llm.rollout import SamplingParams
+
+__all__ = ["PassAtKCallback", "DeltaNLLRareCallback", "trl_sampling"]
 
 
 def _unwrap(model):
@@ -112,9 +114,34 @@ class _FgrpoCallback(TrainerCallback):
         Trainer.log(self.trainer, dict(metrics))
 
 
+def trl_sampling(args) -> SamplingParams:
+    """The sampling settings of a TRL ``GRPOConfig``: the policy its trainer samples
+    (``max_completion_length``, ``temperature``, ``top_p``, ``top_k``). A warning names the settings
+    our sampler does not apply (``min_p``, ``repetition_penalty``)."""
+    ignored = {
+        name: getattr(args, name, default)
+        for name, default in (("min_p", None), ("repetition_penalty", 1.0))
+        if getattr(args, name, default) not in (default, None)
+    }
+    if ignored:
+        warnings.warn(
+            f"pass@k samples without the trainer's {ignored}: fgrpo's sampler applies "
+            "temperature, top_p and top_k only",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return SamplingParams(
+        max_new_tokens=int(args.max_completion_length or 64),
+        temperature=float(args.temperature),
+        top_p=float(args.top_p if args.top_p is not None else 1.0),
+        top_k=int(args.top_k or 0),
+    )
+
+
 class PassAtKCallback(_FgrpoCallback):
-    """pass@k of ``task``'s ``split`` at each evaluation: ``n`` samples per problem,
-    temperature 1."""
+    """pass@k of ``task``'s ``split`` at each evaluation: ``n`` samples per problem under
+    ``sampling``; None: the attached trainer's own settings (``trl_sampling``), so the model is
+    evaluated under the policy it is trained with (unattached: 64 new tokens, temperature 1)."""
 
     def __init__(
         self,
@@ -125,22 +152,24 @@ class PassAtKCallback(_FgrpoCallback):
         n: int = 16,
         ks=None,
         max_problems: int | None = None,
-        max_new_tokens: int = 64,
+        sampling: SamplingParams | None = None,
         seed: int = 0,
     ):
         from fgrpo_llm.evaluation.passk import default_ks
 
+        if sampling is not None and not isinstance(sampling, SamplingParams):
+            raise TypeError(f"sampling must be a SamplingParams or None, got {sampling!r}")
         self.task, self.tokenizer, self.split = task, tokenizer, split
-        self.n, self.max_problems, self.max_new_tokens, self.seed = (
-            n,
-            max_problems,
-            max_new_tokens,
-            seed,
-        )
+        self.n, self.max_problems, self.sampling, self.seed = n, max_problems, sampling, seed
         self.ks = [int(k) for k in ks] if ks else default_ks(n)
         if min(self.ks) < 1 or max(self.ks) > n:
             raise ValueError(f"every k must lie in [1, n={n}], got ks={self.ks}")
         self.history: list[dict] = []
+
+    def attach(self, trainer):
+        if self.sampling is None:
+            self.sampling = trl_sampling(trainer.args)
+        return super().attach(trainer)
 
     def evaluate(self, model, step: int) -> dict:
         """pass@k at ``step``: this process's problems sampled, every process's counts gathered."""
@@ -153,6 +182,7 @@ class PassAtKCallback(_FgrpoCallback):
             raise ValueError(f"split {self.split!r} of the task has no problems")
         rank, world = self._shard()
         mine = list(range(rank, len(problems), world))
+        sampling = self.sampling or SamplingParams(max_new_tokens=64)
 
         def counts_of(m) -> list[tuple[int, int]]:
             device = next(m.parameters()).device
@@ -167,8 +197,8 @@ class PassAtKCallback(_FgrpoCallback):
                     self.task,
                     [problems[p]],
                     n=self.n,
-                    max_new_tokens=self.max_new_tokens,
                     generator=gen,
+                    **sampling.kwargs(),
                 )
                 out.append((p, int(c[0])))
             return out
