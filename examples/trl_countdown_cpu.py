@@ -3,7 +3,7 @@
 Runs in about a minute on 2 CPU cores, in one process or several (``make test-engines`` runs it
 both ways). It
 
-1. pretrains a small Countdown base (``fgrpo_llm.experiments.countdown_base.pretrain``, a step
+1. pretrains a small Countdown base (``fgrpo_llm.experiments.countdown.base.pretrain``, a step
 budget);
 2. builds a small rare-correct set from the base's own samples (paper App. M.2);
 3. trains ``FocalGRPOTrainer`` (TRL's ``GRPOTrainer`` + the focal weight, our GRPO conventions via
@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     from accelerate import PartialState
 
     from fgrpo_llm.evaluation.rare import build_rare_set, load_rare_set, save_rare_set
-    from fgrpo_llm.experiments.countdown_base import PretrainConfig, pretrain
+    from fgrpo_llm.experiments.countdown.base import PretrainConfig, pretrain
     from fgrpo_llm.integrations.trl import (
         DeltaNLLRareCallback,
         FocalGRPOConfig,

@@ -53,13 +53,13 @@ _EXPORTS = {
     "RunInfo": "fgrpo_llm.evaluation.runs",
     "t_interval": "fgrpo_llm.evaluation.stats",
     "paired_difference": "fgrpo_llm.evaluation.stats",
-    "cross_check": "fgrpo_llm.experiments.cross_check",
-    "PretrainConfig": "fgrpo_llm.experiments.countdown_base",
-    "pretrain": "fgrpo_llm.experiments.countdown_base",
-    "DemoConfig": "fgrpo_llm.experiments.plan",
-    "load_demo_config": "fgrpo_llm.experiments.plan",
-    "run_demo": "fgrpo_llm.experiments.demo",
-    "run_study": "fgrpo_llm.experiments.study",
+    "cross_check": "fgrpo_llm.experiments.countdown.cross_check",
+    "PretrainConfig": "fgrpo_llm.experiments.countdown.base",
+    "pretrain": "fgrpo_llm.experiments.countdown.base",
+    "DemoConfig": "fgrpo_llm.experiments.countdown.config",
+    "load_demo_config": "fgrpo_llm.experiments.countdown.config",
+    "run_demo": "fgrpo_llm.experiments.countdown.pipeline",
+    "run_study": "fgrpo_llm.experiments.countdown.study",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -27,6 +27,7 @@ __all__ = [
     "writable_directory",
     "remove_stale_temporaries",
     "read_jsonl",
+    "changed_settings",
     "strict_json",
     "finite_or_none",
     "directory_lock",
@@ -201,6 +202,27 @@ def read_jsonl(path, *, what: str = "JSON lines file") -> list[dict]:
                 raise ValueError(f"{path}:{i} must be a JSON object, got {type(row).__name__}")
             rows.append(row)
     return rows
+
+
+def changed_settings(path, settings: dict, *, free=(), hint: str = "") -> dict:
+    """The settings that differ from the ones saved in the JSON object file ``path`` (a run's or
+    an experiment's ``config.json``): ``{key: (saved, new)}`` for every key of ``settings`` outside
+    ``free``; empty when no file was saved. A ValueError, ending in ``hint``, names a file that is
+    not a JSON object. The one check a resumed run and a reused output directory both make."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        saved = json.loads(path.read_text())
+    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
+        raise ValueError(f"{path} is not readable JSON{hint}") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"{path} must hold a JSON object{hint}")
+    return {
+        k: (saved.get(k), v)
+        for k, v in sorted(settings.items())
+        if k not in free and saved.get(k) != v
+    }
 
 
 def finite_or_none(value):

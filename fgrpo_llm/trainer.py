@@ -32,7 +32,6 @@ Non-finite values in the loss, the gradients or the weights stop the run at that
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import sys
@@ -56,7 +55,7 @@ from fgrpo_llm.advantages import (
 from fgrpo_llm.checkpoint import capture_rng, restore_rng, resume_point, save_checkpoint
 from fgrpo_llm.config import TrainConfig, save_config
 from fgrpo_llm.environment import environment
-from fgrpo_llm.files import directory_lock, remove_stale_temporaries
+from fgrpo_llm.files import changed_settings, directory_lock, remove_stale_temporaries
 from fgrpo_llm.groups import Groups, first_active, rows_of, sample_round
 from fgrpo_llm.losses import policy_loss
 from fgrpo_llm.model import (
@@ -323,22 +322,14 @@ def _step_metrics(
 def _check_resume(cfg: TrainConfig, out: Path, start: int) -> None:
     """A resumed run keeps every setting of the stopped one except :data:`RESUMABLE_FIELDS`, and
     cannot be told to stop before the step it already reached."""
-    saved_path = out / "config.json"
-    if saved_path.is_file():
-        try:
-            saved = json.loads(saved_path.read_text())
-        except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
-            raise ValueError(f"--resume: {saved_path} is not readable JSON") from None
-        if not isinstance(saved, dict):
-            raise ValueError(f"--resume: {saved_path} must hold a JSON object")
-        diff = sorted(
-            k for k, v in cfg.to_dict().items() if k not in RESUMABLE_FIELDS and saved.get(k) != v
+    diff = changed_settings(
+        out / "config.json", cfg.to_dict(), free=RESUMABLE_FIELDS, hint=" (--resume reads it)"
+    )
+    if diff:
+        raise ValueError(
+            f"--resume: settings differ from the stopped run in {out}: "
+            + ", ".join(f"{k}={old!r} -> {new!r}" for k, (old, new) in diff.items())
         )
-        if diff:
-            raise ValueError(
-                f"--resume: settings differ from the stopped run in {out}: "
-                + ", ".join(f"{k}={saved.get(k)!r} -> {getattr(cfg, k)!r}" for k in diff)
-            )
     if cfg.steps < start:
         raise ValueError(
             f"--resume: the run in {out} already reached step {start}; steps must be >= {start}, "

@@ -35,13 +35,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Image, Markdown, display
 
-from fgrpo_llm.experiments.demo import run_demo
-from fgrpo_llm.experiments.plan import load_demo_config
+from fgrpo_llm.experiments.countdown.pipeline import run_demo
+from fgrpo_llm.experiments.countdown.config import load_demo_config
 from fgrpo_llm.evaluation.rare import load_rare_set
-from fgrpo_llm.experiments.report import sweep_section, tail_miss_section
+from fgrpo_llm.experiments.countdown.report import sweep_section, tail_miss_section
 from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.evaluation.tail_miss import plot_tail_miss_vs_N, predicted_curve
-from fgrpo_llm.experiments.cross_check import cross_check
+from fgrpo_llm.experiments.countdown.cross_check import cross_check
 from fgrpo_llm.experiments.paper import load_paper_results
 
 FAST = os.environ.get("FGRPO_NOTEBOOK_FAST") == "1"
@@ -86,7 +86,7 @@ fair comparison; later in training mu rises and tau falls, and the observed freq
 """)
 md("## Delta NLL_rare during training and the group-size sweep next to the paper")
 code("""
-from fgrpo_llm.experiments.report import plot_training_curves
+from fgrpo_llm.experiments.countdown.report import plot_training_curves
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
 plot_training_curves(axes, runs)
 display(fig); plt.close(fig)
@@ -132,7 +132,7 @@ this cell also shows each base's Delta NLL_rare for GRPO, F-GRPO and the lr-matc
 """)
 code("""
 import json
-from fgrpo_llm.experiments.demo import load_seed_spread
+from fgrpo_llm.experiments.countdown.pipeline import load_seed_spread
 spread = load_seed_spread()
 if spread and "between_base_sd" in spread:
     names = {"id_pass1": "in-domain pass@1", "ood_passk": "OOD pass@k_max",

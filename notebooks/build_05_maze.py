@@ -35,9 +35,9 @@ cells = [
         "from IPython.display import display\n\n"
         "import fgrpo_llm\n"
         "from fgrpo_llm.experiments.maze import make_config\n"
-        "from fgrpo_llm.experiments.maze_pipeline import run_experiment\n"
-        "from fgrpo_llm.experiments.maze_plots import plot_curves, plot_final\n"
-        "from fgrpo_llm.experiments.maze_study import paper_table4\n"
+        "from fgrpo_llm.experiments.maze.pipeline import run_experiment\n"
+        "from fgrpo_llm.experiments.maze.plots import plot_curves, plot_final\n"
+        "from fgrpo_llm.experiments.maze.study import paper_table4\n"
         "from fgrpo_llm.tasks.maze import END, MazeTask, decode_prompt, walk\n\n"
         "FAST = os.environ.get('FGRPO_NOTEBOOK_FAST') == '1'"
     ),

@@ -91,9 +91,9 @@ def test_messages_write_integer_bounds_out_and_name_a_bad_item():
 
 def _config_classes():
     from fgrpo_llm.config import RULES, TrainConfig
-    from fgrpo_llm.experiments.countdown_base import PRETRAIN_RULES, PretrainConfig
-    from fgrpo_llm.experiments.maze import MAZE_RULES, MazeConfig
-    from fgrpo_llm.experiments.plan import DEMO_RULES, DemoConfig
+    from fgrpo_llm.experiments.countdown.base import PRETRAIN_RULES, PretrainConfig
+    from fgrpo_llm.experiments.countdown.config import DEMO_RULES, DemoConfig
+    from fgrpo_llm.experiments.maze.config import MAZE_RULES, MazeConfig
     from fgrpo_theory.sim.config import SIM_RULES, SimConfig
 
     return [

@@ -6,6 +6,9 @@
   outside it imports it.
 - No module imports another package's private module (a name starting with ``_``).
 - No cycle among imports, function-local ones included.
+- ``experiments/`` holds two packages, ``countdown/`` and ``maze/``, on shared modules (runner,
+  claims, paper): a package's ``config`` imports nothing from its package, the packages do not
+  import each other, and the shared modules import neither.
 """
 
 from __future__ import annotations
@@ -161,7 +164,7 @@ def name_is_package_of(package: str, module: str) -> bool:
 @pytest.mark.parametrize(
     "bad,expected",
     [
-        ("from fgrpo_llm.experiments.demo import run_demo\n", "a higher layer"),
+        ("from fgrpo_llm.experiments.countdown.pipeline import run_demo\n", "a higher layer"),
         (
             "from fgrpo_theory.sim import samplers\nimport fgrpo_llm.trainer\n",
             "imports fgrpo_llm.trainer",
@@ -183,8 +186,71 @@ def test_the_layer_checks_catch_a_violation(tmp_path, monkeypatch, bad, expected
 
 
 def test_a_function_local_import_that_closes_a_cycle_is_caught(tmp_path, monkeypatch):
-    fake = tmp_path / "maze.py"
-    fake.write_text("def f():\n    from fgrpo_llm.experiments.maze_pipeline import FREE_FIELDS\n")
-    monkeypatch.setitem(MODULES, "fgrpo_llm.experiments.maze", fake)
-    with pytest.raises(AssertionError, match="maze_pipeline"):
+    fake = tmp_path / "config.py"
+    fake.write_text("def f():\n    from fgrpo_llm.experiments.maze.pipeline import FREE_FIELDS\n")
+    monkeypatch.setitem(MODULES, "fgrpo_llm.experiments.maze.config", fake)
+    with pytest.raises(AssertionError, match="maze.pipeline"):
         test_no_cycle_among_imports_function_local_ones_included()
+
+
+#: The experiment packages, each on the shared modules of ``experiments/`` (runner, claims, paper).
+EXPERIMENT_PACKAGES = ("countdown", "maze")
+
+
+def _experiment_violations() -> list[str]:
+    """A package's ``config`` imports nothing from its package; the packages do not import each
+    other; the shared modules import neither."""
+    bad = []
+    for name, path in MODULES.items():
+        parts = name.split(".")
+        if parts[:2] != ["fgrpo_llm", "experiments"] or len(parts) < 3:
+            continue
+        own = parts[2] if parts[2] in EXPERIMENT_PACKAGES else None
+        for target, line in _imports(path):
+            tparts = target.split(".")
+            if tparts[:2] != ["fgrpo_llm", "experiments"] or len(tparts) < 3:
+                continue
+            other = tparts[2] if tparts[2] in EXPERIMENT_PACKAGES else None
+            if other is None:
+                continue
+            if own is None:
+                bad.append(f"{name}:{line}: the shared module imports {target}")
+            elif other != own:
+                bad.append(f"{name}:{line}: package {own} imports {target}")
+            elif parts[3:] == ["config"] and tparts[3:] and tparts[3] != "config":
+                bad.append(f"{name}:{line}: config imports {target} from its package")
+    return bad
+
+
+def test_experiment_packages_config_imports_nothing_above_and_packages_stay_apart():
+    assert not _experiment_violations(), _experiment_violations()
+
+
+@pytest.mark.parametrize(
+    "module,source,expected",
+    [
+        (
+            "fgrpo_llm.experiments.countdown.config",
+            "from fgrpo_llm.experiments.countdown.stages import run_done\n",
+            "config imports",
+        ),
+        (
+            "fgrpo_llm.experiments.maze.study",
+            "from fgrpo_llm.experiments.countdown.study_report import run_numbers\n",
+            "package maze imports",
+        ),
+        (
+            "fgrpo_llm.experiments.runner",
+            "def f():\n    from fgrpo_llm.experiments.maze.config import MazeConfig\n",
+            "shared module imports",
+        ),
+    ],
+)
+def test_the_experiment_package_check_catches_a_violation(
+    tmp_path, monkeypatch, module, source, expected
+):
+    fake = tmp_path / "m.py"
+    fake.write_text(source)
+    monkeypatch.setitem(MODULES, module, fake)
+    with pytest.raises(AssertionError, match=expected):
+        test_experiment_packages_config_imports_nothing_above_and_packages_stay_apart()

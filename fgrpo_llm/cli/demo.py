@@ -1,4 +1,5 @@
-"""``fgrpo-llm demo``: the whole story at CPU scale (see ``fgrpo_llm.experiments.demo``).
+"""``fgrpo-llm demo``: the whole story at CPU scale (see
+``fgrpo_llm.experiments.countdown.pipeline``).
 
     fgrpo-llm demo --out runs/demo                     # under 20 minutes on 2 CPU cores
     fgrpo-llm demo --out runs/demo --fast              # tiny budgets, about a minute
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 
 def _demo(args) -> int:
-    from fgrpo_llm.experiments.demo import run_demo
-    from fgrpo_llm.experiments.plan import load_demo_config
+    from fgrpo_llm.experiments.countdown.config import load_demo_config
+    from fgrpo_llm.experiments.countdown.pipeline import run_demo
     from fgrpo_llm.model import resolve_device
 
     resolve_device(args.device)  # a bad --device fails before any file is written

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 
-#: MazeConfig field -> (type, help); the flag names are ``fgrpo_llm.experiments.maze.FLAGS``.
+#: MazeConfig field -> (type, help); the flag names are ``fgrpo_llm.experiments.maze.config.FLAGS``.
 _HELP = {
     "grid_size": (int, "odd grid side, 2 * cells + 1 (reduced 7, full 17)"),
     "num_train": (int, "distinct training mazes"),
@@ -71,7 +71,7 @@ _LISTS = {
 
 
 def register(subparsers) -> None:
-    from fgrpo_llm.experiments.maze import FLAGS
+    from fgrpo_llm.experiments.maze.config import FLAGS
 
     p = subparsers.add_parser(
         "maze",
@@ -111,8 +111,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from fgrpo_llm.config import read_config_file
-    from fgrpo_llm.experiments.maze import make_config
-    from fgrpo_llm.experiments.maze_pipeline import run_experiment
+    from fgrpo_llm.experiments.maze.config import make_config
+    from fgrpo_llm.experiments.maze.pipeline import run_experiment
 
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out must be a directory, but {args.out} is a file")
@@ -139,7 +139,7 @@ def run(args) -> int:
         raise ValueError("--seed and --bases exclude each other: base b is SFT seed b")
     with directory_lock(args.out, what="fgrpo-llm maze"):  # one process per output directory
         if args.bases:
-            from fgrpo_llm.experiments.maze_bases import run_maze_bases
+            from fgrpo_llm.experiments.maze.bases import run_maze_bases
 
             results = run_maze_bases(
                 cfg,

@@ -2,7 +2,7 @@
 
     fgrpo-llm pretrain --out runs/base [--config FILE] [--steps 600] [--seed 0] [--seconds CAP]
 
-Settings come from the :class:`~fgrpo_llm.experiments.countdown_base.PretrainConfig` defaults, then
+Settings come from the :class:`~fgrpo_llm.experiments.countdown.base.PretrainConfig` defaults, then
 the ``--config`` file (YAML or JSON mapping of its fields), then the flags given here.
 """
 
@@ -13,7 +13,7 @@ import dataclasses
 import os
 
 from fgrpo_llm.config import read_config_file
-from fgrpo_llm.experiments.countdown_base import PretrainConfig, pretrain
+from fgrpo_llm.experiments.countdown.base import PretrainConfig, pretrain
 from fgrpo_llm.files import directory_lock
 
 

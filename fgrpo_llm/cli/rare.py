@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
-from fgrpo_llm.experiments.report import fmt
+from fgrpo_llm.experiments.countdown.report import fmt
 from fgrpo_llm.files import writable_directory
 
 
@@ -40,7 +40,7 @@ def _rare_set(args) -> int:
         autocast_dtype=resolve_autocast_dtype(device),
     )
     rare.meta.update({"base": str(args.base), "split": args.split, "seed": args.seed})
-    from fgrpo_llm.experiments.plan import record_exact_mu_tau
+    from fgrpo_llm.experiments.countdown.stages import record_exact_mu_tau
 
     # exact base (mu, tau) where enumerable
     record_exact_mu_tau(model, tokenizer, task, problems, rare)

@@ -24,8 +24,8 @@ import sys
 
 
 def _study(args) -> int:
-    from fgrpo_llm.experiments.plan import load_demo_config
-    from fgrpo_llm.experiments.study import StudyDesign, run_study
+    from fgrpo_llm.experiments.countdown.config import load_demo_config
+    from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
     from fgrpo_llm.model import resolve_device
     from fgrpo_theory.cli.common import parse_list
 

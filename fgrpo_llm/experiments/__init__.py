@@ -1,12 +1,10 @@
 """The experiments built on the core and the evaluation layer.
 
-- ``countdown_base``: the built-in Countdown base model (supervised, step budget);
-- ``plan``: the plan of the CPU-scale LLM experiments and its stages;
-- ``demo``: ``fgrpo-llm demo``, the whole story for one RL seed;
-- ``study``: ``fgrpo-llm study``, the plan over several RL seeds with intervals and verdicts;
-- ``maze``: the Maze single-solution experiment (Section 5.2, Table 4);
-- ``cross_check``: the theory-vs-LLM cross-check of finished runs;
-- ``report``: markdown for the reports;
+- ``countdown/``: the Countdown plan, ``fgrpo-llm demo`` and ``fgrpo-llm study``;
+- ``maze/``: the Maze single-solution experiment (Section 5.2, Table 4), ``fgrpo-llm maze``;
+- ``runner``: the one process pool (spawned, longest first, queue cancelled on failure), JSON
+  writing and CPU time, shared by both;
+- ``claims``: what the verdicts of both studies share;
 - ``paper``: the paper's published numbers (shipped as ``paper_results.json``), for side-by-side
   tables.
 """

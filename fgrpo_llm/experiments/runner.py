@@ -29,6 +29,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 __all__ = ["Task", "TaskFailed", "run_tasks", "cpu_seconds"]
 
@@ -178,3 +179,10 @@ def run_tasks(tasks, workers: int = 1) -> Iterator[tuple[Task, float]]:
     if failed is not None:
         task, code = failed
         raise TaskFailed(f"task {task.name} failed (exit code {code}); its traceback is above")
+
+
+def write_json(path: Path, data) -> None:
+    """Strict JSON (NaN / inf as null), written atomically."""
+    from fgrpo_llm.files import atomic_write_text, strict_json
+
+    atomic_write_text(path, strict_json(data, indent=1, default=str) + "\n")

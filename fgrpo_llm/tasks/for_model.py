@@ -1,6 +1,6 @@
 """The task a checkpoint was trained on: the built-in Countdown base records its task settings.
 
-The Countdown base (``fgrpo_llm.experiments.countdown_base``) writes ``pretrain_config.json``
+The Countdown base (``fgrpo_llm.experiments.countdown.base``) writes ``pretrain_config.json``
 next to its weights; its task seed and split sizes must be the same in RL and evaluation, or
 the "test" split would overlap the training prompts. :func:`task_for_model` finds those
 settings for a base, a training run's checkpoint or its final model (whose ``config.json``

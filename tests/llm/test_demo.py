@@ -12,7 +12,12 @@ import pytest
 pytest.importorskip("torch")
 
 from fgrpo_llm.cli import main  # noqa: E402
-from fgrpo_llm.experiments.plan import DemoConfig, RunSpec, load_demo_config, run_specs  # noqa: E402
+from fgrpo_llm.experiments.countdown.config import (  # noqa: E402
+    DemoConfig,
+    RunSpec,
+    load_demo_config,
+    run_specs,
+)
 
 
 def test_fast_demo_end_to_end_and_resume(tmp_path, capsys):
@@ -102,7 +107,7 @@ def test_the_demo_plan_is_the_study_plan_without_grpo_at_n32(tmp_path):
 
 def test_the_demo_command_runs_the_demo_plan(tmp_path, monkeypatch):
     """`fgrpo-llm demo` (what `make demo` runs) hands run_demo the demo's plan."""
-    from fgrpo_llm.experiments import demo as demo_module
+    from fgrpo_llm.experiments.countdown import pipeline as demo_module
 
     seen = []
 
@@ -132,7 +137,7 @@ def test_demo_config_validation(tmp_path, capsys):
 def test_the_plan_gives_the_same_numbers_with_one_worker_and_with_two(tmp_path):
     """Every run is a function of its seed and settings: the worker count and the order in which
     runs finish change no metric, group record, evaluation or report line."""
-    from fgrpo_llm.experiments.demo import run_demo
+    from fgrpo_llm.experiments.countdown.pipeline import run_demo
 
     for workers in (1, 2):
         run_demo(
@@ -194,8 +199,8 @@ def test_the_demo_quotes_the_seed_spread_the_study_measured(tmp_path):
     says plainly when none was measured, and a damaged spread file counts as none."""
     import json
 
-    from fgrpo_llm.experiments.demo import SEED_SPREAD, load_seed_spread
-    from fgrpo_llm.experiments.report import seed_spread_note
+    from fgrpo_llm.experiments.countdown.pipeline import SEED_SPREAD, load_seed_spread
+    from fgrpo_llm.experiments.countdown.report import seed_spread_note
 
     shipped = load_seed_spread()
     assert shipped is not None and SEED_SPREAD.is_file()

@@ -37,3 +37,20 @@ def test_an_atomic_directory_replaces_the_old_one_and_an_error_keeps_it(tmp_path
         raise RuntimeError("killed half-way")
     assert sorted(p.name for p in target.iterdir()) == ["b"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_changed_settings_names_what_differs_from_the_saved_file(tmp_path):
+    from fgrpo_llm.files import changed_settings
+
+    path = tmp_path / "config.json"
+    assert changed_settings(path, {"a": 1}) == {}  # nothing saved yet
+    path.write_text('{"a": 1, "b": [2, 3], "steps": 10}')
+    now = {"a": 1, "b": [2, 4], "steps": 20, "new": None}
+    assert changed_settings(path, now) == {"b": ([2, 3], [2, 4]), "steps": (10, 20)}
+    assert changed_settings(path, now, free=("steps",)) == {"b": ([2, 3], [2, 4])}
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"must hold a JSON object; use another --out"):
+        changed_settings(path, now, hint="; use another --out")
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="is not readable JSON"):
+        changed_settings(path, now)

@@ -204,7 +204,7 @@ TINY = dict(
 
 
 def test_config_validation_and_presets():
-    from fgrpo_llm.experiments.maze import make_config
+    from fgrpo_llm.experiments.maze.config import make_config
 
     full = make_config("full")
     assert (full.grid_size, full.sft_steps, full.sft_batch_size, full.rl_prompts_per_step) == (
@@ -250,7 +250,7 @@ def test_config_fields_follow_the_shared_rules():
     """MAZE_RULES (fgrpo_theory.fields): numbers written as text (a YAML --config file) are read
     as numbers and numpy values become Python numbers; a bool is never a number, a float (even
     5.0) never an integer; every bad value is one ValueError naming the field and the value."""
-    from fgrpo_llm.experiments.maze import make_config
+    from fgrpo_llm.experiments.maze.config import make_config
 
     cfg = make_config(
         "reduced",
@@ -285,7 +285,8 @@ def test_config_fields_follow_the_shared_rules():
 
 def test_plan_runs_every_method_at_every_n_for_every_seed():
     from fgrpo_llm.config import TrainConfig
-    from fgrpo_llm.experiments.maze import make_config, plan, train_config
+    from fgrpo_llm.experiments.maze.config import make_config, plan
+    from fgrpo_llm.experiments.maze.stages import train_config
 
     cfg = make_config("reduced", rl_seeds=(0, 1), group_sizes=(4, 8))
     runs = plan(cfg)
@@ -311,7 +312,7 @@ def test_plan_runs_every_method_at_every_n_for_every_seed():
 
 
 def test_sft_batch_masks_everything_but_the_target():
-    from fgrpo_llm.experiments.maze import sft_batch
+    from fgrpo_llm.experiments.maze.stages import sft_batch
     from fgrpo_llm.tasks.maze import VOCAB
     from fgrpo_llm.tokenizer import build_word_tokenizer
 
@@ -330,7 +331,7 @@ def test_sft_batch_masks_everything_but_the_target():
 
 
 def test_dip_statistics_finds_the_drop_and_the_recovery():
-    from fgrpo_llm.experiments.maze import dip_statistics
+    from fgrpo_llm.experiments.maze.stages import dip_statistics
 
     curve = [
         {"step": s, "eval/test/pass@1": v} for s, v in [(0, 0.5), (10, 0.3), (20, 0.4), (30, 0.6)]
@@ -345,8 +346,8 @@ def test_dip_statistics_finds_the_drop_and_the_recovery():
 def test_pipeline_smoke_run_and_stage_resume(tmp_path):
     import torch
 
-    from fgrpo_llm.experiments.maze import make_config
-    from fgrpo_llm.experiments.maze_pipeline import run_experiment
+    from fgrpo_llm.experiments.maze.config import make_config
+    from fgrpo_llm.experiments.maze.pipeline import run_experiment
 
     cfg = make_config("reduced", **TINY)
     out = tmp_path / "maze"

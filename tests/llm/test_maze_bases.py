@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from fgrpo_llm.experiments.maze import make_config, method_name, plan
-from fgrpo_llm.experiments.maze_study import study
+from fgrpo_llm.experiments.maze.config import make_config, method_name, plan
+from fgrpo_llm.experiments.maze.study import study
 
 K = 8
 CFG = make_config("reduced", rl_seeds=(0, 1), group_sizes=(4,), gammas=(0.0, 1.0), eval_k_max=K)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fgrpo_llm.experiments.maze import make_config
-from fgrpo_llm.experiments.maze_pipeline import run_experiment
+from fgrpo_llm.experiments.maze.config import make_config
+from fgrpo_llm.experiments.maze.pipeline import run_experiment
 
 #: Small enough for seconds per run, large enough that the SFT model solves some mazes, so the
 #: RL groups carry a signal and the updates, rewards and pass@k are non-trivial numbers.
@@ -112,8 +112,8 @@ class _Killed(Exception):
 
 
 def test_a_run_killed_mid_way_resumes_to_the_same_numbers(reference, tmp_path, monkeypatch):
-    import fgrpo_llm.experiments.maze as maze
-    import fgrpo_llm.experiments.maze_pipeline as pipeline
+    import fgrpo_llm.experiments.maze.stages as maze
+    import fgrpo_llm.experiments.maze.pipeline as pipeline
 
     real, calls = maze.evaluate_heldout, []
 

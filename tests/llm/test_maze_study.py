@@ -11,8 +11,8 @@ import pytest
 from scipy import stats as sps
 
 from fgrpo_llm.evaluation.stats import CONTRADICTED, HOLDS, NOT_RESOLVED
-from fgrpo_llm.experiments.maze import make_config, method_name, methods, plan
-from fgrpo_llm.experiments.maze_study import combine_verdicts, study
+from fgrpo_llm.experiments.maze.config import make_config, method_name, methods, plan
+from fgrpo_llm.experiments.maze.study import combine_verdicts, study
 
 K = 8
 CFG = make_config(
@@ -134,7 +134,7 @@ def test_control_that_matches_or_beats_fgrpo_reproduces_its_gains():
 
 
 def test_no_gain_over_grpo_leaves_d_unresolved_and_says_why(tmp_path):
-    from fgrpo_llm.experiments.maze_study import write_report
+    from fgrpo_llm.experiments.maze.study import write_report
 
     report = study(CFG, _results(CFG, lambda m, N, s: (0.4 + NOISE[s], 0.7, 0.1)))
     assert report["claims"]["d"]["verdict"] == NOT_RESOLVED
@@ -174,7 +174,7 @@ def test_reproduce_command_gives_back_the_config():
 
     from fgrpo_llm.cli import build_parser
     from fgrpo_llm.cli.maze import _HELP, _LISTS
-    from fgrpo_llm.experiments.maze import command_for
+    from fgrpo_llm.experiments.maze.config import command_for
 
     for cfg in (
         CFG,

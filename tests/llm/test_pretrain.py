@@ -10,7 +10,7 @@ import pytest
 
 from fgrpo_llm.cli import main
 from fgrpo_llm.config import read_config_file
-from fgrpo_llm.experiments.countdown_base import (
+from fgrpo_llm.experiments.countdown.base import (
     CONFIG_NAME,
     METRICS_NAME,
     DemonstrationStream,
@@ -247,3 +247,32 @@ def test_cli_pretrain_and_errors(tmp_path, capsys):
     assert "seconds" in capsys.readouterr().err
     (tmp_path / "afile").write_text("")
     assert main(["pretrain", "--out", str(tmp_path / "afile"), "--steps", "1"]) == 2
+
+
+def test_the_sft_loop_logs_where_asked_and_stops_before_a_non_finite_step(char_tokenizer):
+    """The one SFT loop (Countdown base and Maze SFT): ``log_at`` picks the logged steps, the
+    loss falls on a repeated batch, and a NaN loss raises before the optimizer moves a weight."""
+    import torch
+
+    from fgrpo_llm.model import build_tiny_model
+    from fgrpo_llm.sft import pad_sft_rows, sft_loop
+
+    model = build_tiny_model(char_tokenizer, hidden_size=16, num_layers=1, num_heads=2, seed=0)
+    ids = char_tokenizer("1 2=3:3")["input_ids"]
+    batch = pad_sft_rows([(ids, 5)] * 4, char_tokenizer.pad_token_id)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    seen = []
+    done = sft_loop(
+        model, opt, lambda: batch, steps=6, device="cpu", log=seen.append,
+        log_at=lambda step: step % 3 == 0, progress=False,
+    )  # fmt: skip
+    assert [r["step"] for r in seen] == [3, 6] and done["steps"] == 6
+    assert done["stopped_by"] == "step budget" and seen[-1]["loss"] < seen[0]["loss"]
+    assert seen[-1]["tokens"] == 6 * int(batch[1].sum()) and seen[-1]["lr"] == 1e-2
+    with torch.no_grad():
+        next(model.parameters())[0, 0] = float("nan")
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(FloatingPointError, match="diverged at step 1"):
+        sft_loop(model, opt, lambda: batch, steps=2, device="cpu", progress=False)
+    for a, b in zip(model.parameters(), before):  # no weight moved (the NaN one compared as 0)
+        assert torch.equal(torch.nan_to_num(a.detach()), torch.nan_to_num(b))

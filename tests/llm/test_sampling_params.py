@@ -31,7 +31,8 @@ def test_a_runs_evaluation_samples_the_policy_it_trained(tiny_checkpoint, tmp_pa
     """A run trained at temperature 0.7 with top-k 5: its pass@k evaluation (the plan's stage)
     uses both, and so does `fgrpo-llm eval`; a base is sampled with the defaults."""
     from fgrpo_llm.cli import main
-    from fgrpo_llm.experiments.plan import evaluate_stage, load_demo_config
+    from fgrpo_llm.experiments.countdown.config import load_demo_config
+    from fgrpo_llm.experiments.countdown.stages import evaluate_stage
     from fgrpo_llm.tasks.for_model import task_for_model
     from fgrpo_llm.trainer import train
 

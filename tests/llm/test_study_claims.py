@@ -1,11 +1,11 @@
-"""The study's verdicts (``fgrpo_llm.experiments.study_claims.judge_claims``) on hand-made
+"""The study's verdicts (``fgrpo_llm.experiments.countdown.study_claims.judge_claims``) on hand-made
 per-(base, seed) numbers, where each claim's verdict follows from its rule by inspection."""
 
 import numpy as np
 
 from fgrpo_llm.evaluation.stats import CONTRADICTED, HOLDS, NOT_RESOLVED
-from fgrpo_llm.experiments.plan import DemoConfig, run_specs
-from fgrpo_llm.experiments.study_claims import NOT_RUN, judge_claims
+from fgrpo_llm.experiments.countdown.config import DemoConfig, run_specs
+from fgrpo_llm.experiments.countdown.study_claims import NOT_RUN, judge_claims
 
 UNITS = [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1), (3, 0)]  # 4 bases, 1 or 2 RL seeds each
 NOISE = np.array([-0.003, 0.001, 0.002, 0.0, -0.001, 0.001])  # paired differences: a tiny spread
@@ -125,7 +125,7 @@ def test_the_extended_claims_follow_their_rules():
     """Claims 8-10 on hand-made numbers: F-GRPO above both regularised baselines, gammas 0.5 and
     1 good and gamma 2 losing pass@1, F-GRPO below MaxRL in Delta NLL_rare as the simulator
     (more retained mass for F-GRPO) predicts; then the opposite numbers."""
-    from fgrpo_llm.experiments.plan import extended_specs
+    from fgrpo_llm.experiments.countdown.config import extended_specs
 
     cfg = DemoConfig()
     per_run = {

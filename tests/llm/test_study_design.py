@@ -17,9 +17,9 @@ from fgrpo_llm.evaluation.stats import (
     variance_components,
     welch_difference,
 )
-from fgrpo_llm.experiments.plan import load_demo_config
+from fgrpo_llm.experiments.countdown.config import load_demo_config
+from fgrpo_llm.experiments.countdown.study import StudyDesign, study_specs
 from fgrpo_llm.experiments.runner import Task, TaskFailed, run_tasks
-from fgrpo_llm.experiments.study import StudyDesign, study_specs
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -297,7 +297,7 @@ def test_a_terminated_runner_stops_its_tasks(tmp_path):
 
 
 def test_the_extended_plan_trains_maxrl_the_regularised_baselines_and_other_gammas(tmp_path):
-    from fgrpo_llm.experiments.plan import train_config_for
+    from fgrpo_llm.experiments.countdown.stages import train_config_for
 
     cfg = load_demo_config()
     design = StudyDesign(bases=(0, 1), seeds=(3, 4), sweep_bases=(), extended_bases=(1,))
@@ -322,7 +322,7 @@ def test_the_extended_plan_trains_maxrl_the_regularised_baselines_and_other_gamm
 
 
 def test_the_plans_per_run_settings_cannot_be_overridden():
-    from fgrpo_llm.experiments.plan import DemoConfig
+    from fgrpo_llm.experiments.countdown.config import DemoConfig
 
     for key in ("gamma", "entropy_coef", "weighting"):
         with pytest.raises(ValueError, match=key):

@@ -25,8 +25,8 @@ from fgrpo_llm.evaluation.sweep import (
     sweep_rows,
 )
 from fgrpo_llm.evaluation.tail_miss import summarise_tail_miss, tail_miss_records, wilson_interval  # noqa: E402
-from fgrpo_llm.experiments.cross_check import cross_check  # noqa: E402
-from fgrpo_llm.experiments.report import lr_control_section  # noqa: E402
+from fgrpo_llm.experiments.countdown.cross_check import cross_check  # noqa: E402
+from fgrpo_llm.experiments.countdown.report import lr_control_section  # noqa: E402
 from fgrpo_llm.tracking import write_run_info  # noqa: E402
 from fgrpo_theory.tail_miss import p_tail_miss  # noqa: E402
 

@@ -29,23 +29,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from fgrpo_llm.model import (
-    autocast,
     build_tiny_model,
     count_parameters,
     resolve_autocast_dtype,
     resolve_device,
     save_model_and_tokenizer,
 )
-from fgrpo_llm.sft import completion_loss, pad_sft_rows
+from fgrpo_llm.sft import pad_sft_rows, sft_loop
 from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask, all_expressions
 from fgrpo_llm.tokenizer import build_char_tokenizer
 from fgrpo_theory.fields import Choice, Integer, Real, Text, check_fields, dataclass_from_dict
@@ -350,52 +347,40 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
         with open(metrics_path, "a") as fh:
             fh.write(json.dumps(record) + "\n")
 
-    model.train()
-    start, step, tokens, loss_value = time.perf_counter(), 0, 0, float("nan")
-    cap = cfg.seconds if cfg.seconds > 0 else float("inf")  # optional; off unless asked for
-    stopped_by = "step budget"
-    bar = tqdm(
-        total=cfg.max_steps, unit="step", desc="pretrain", file=sys.stderr, disable=not progress
-    )
-    while step < cfg.max_steps:
-        if time.perf_counter() - start >= cap:
-            stopped_by = f"time cap ({cfg.seconds:g} s) after {step} of {cfg.max_steps} steps"
-            break
+    def log_step(r: dict) -> None:
+        log(
+            {
+                "step": r["step"],
+                "train/loss": r["loss"],
+                "train/grad_norm": r["grad_norm"],
+                "train/lr": r["lr"],
+                "time/elapsed_s": r["elapsed_s"],
+                "perf/tokens_per_s": r["tokens"] / r["elapsed_s"],
+            }
+        )
+
+    done = sft_loop(
+        model,
+        optimizer,
+        stream.batch,
+        steps=cfg.max_steps,
+        device=device,
         # the schedule counts steps only
-        lr = cfg.lr * lr_multiplier(step, step / cfg.max_steps, cfg)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        input_ids, mask, labels = (x.to(device) for x in stream.batch())  # (B, T) each
-        with autocast(device, amp_dtype):
-            loss = completion_loss(model, input_ids, mask, labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        step += 1
-        tokens += int(mask.sum())
-        loss_value = loss.item()
-        if step % cfg.log_every == 0 or step == 1:
-            now = time.perf_counter() - start
-            log(
-                {
-                    "step": step,
-                    "train/loss": loss_value,
-                    "train/grad_norm": float(grad_norm),
-                    "train/lr": lr,
-                    "time/elapsed_s": now,
-                    "perf/tokens_per_s": tokens / now,
-                }
-            )
-            bar.set_postfix(loss=f"{loss_value:.3f}", step=step)
-        bar.update(1)
-    bar.close()
+        lr_at=lambda step: cfg.lr * lr_multiplier(step, step / cfg.max_steps, cfg),
+        autocast_dtype=amp_dtype,
+        log=log_step,
+        log_at=lambda step: step % cfg.log_every == 0 or step == 1,
+        seconds=cfg.seconds,
+        desc="pretrain",
+        progress=progress,
+    )
+    step, stopped_by, loss_value = done["steps"], done["stopped_by"], done["loss"]
     if stopped_by != "step budget":
         print(
             f"pretrain: stopped by the {stopped_by}; the base depends on this machine's speed",
             file=sys.stderr,
         )
-    train_seconds = time.perf_counter() - start
+    train_seconds = done["seconds"]
     summary = {
         "step": step,
         "stopped_by": stopped_by,
@@ -405,7 +390,6 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
         "data/train_prompts": len(stream.problems),
     }
 
-    model.eval()
     if cfg.eval_prompts:
         generator = torch.Generator(device=device).manual_seed(cfg.seed)
         test = task.problems("test")[: cfg.eval_prompts]

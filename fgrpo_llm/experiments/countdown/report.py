@@ -1,8 +1,8 @@
 """Markdown for the evaluation and cross-check reports (``report.md``).
 
 Pure formatting: every function takes the dicts produced by ``fgrpo_llm.evaluation`` and
-``fgrpo_llm.experiments.cross_check`` and returns markdown text; :func:`write_report` puts the
-sections in one file.
+``fgrpo_llm.experiments.countdown.cross_check`` and returns markdown text; :func:`write_report`
+puts the sections in one file.
 """
 
 from __future__ import annotations
@@ -384,7 +384,7 @@ def write_demo_report(
     out = Path(out)
     sections = []
     note = seed_spread_note(seed_spread)
-    from fgrpo_llm.experiments.plan import EXECUTION_FIELDS
+    from fgrpo_llm.experiments.countdown.config import EXECUTION_FIELDS
 
     cfg_rows = [
         [k, f"`{v}`"] for k, v in dataclasses.asdict(cfg).items() if k not in EXECUTION_FIELDS
@@ -434,7 +434,7 @@ def write_demo_report(
         (
             "Base model",
             "Pretrained on skewed Countdown demonstrations "
-            "(`fgrpo_llm.experiments.countdown_base`):\n\n"
+            "(`fgrpo_llm.experiments.countdown.base`):\n\n"
             + "\n".join(f"- {line}" for line in base_lines),
         )
     )

@@ -16,8 +16,8 @@ rest of the GRPO group-size sweep at the first RL seed. The design's layers:
 Every comparison is paired within (base, seed); intervals take the base as the unit
 (``fgrpo_llm.evaluation.stats.base_level_interval``); variance components split each metric's
 spread into between bases and between seeds within a base; the kernel family's effect is the
-difference of the two families' base means (Welch). The claims are in
-``fgrpo_llm.experiments.study_claims``, the report in ``fgrpo_llm.experiments.study_report``.
+difference of the two families' base means (Welch). The claims are in ``study_claims``, the
+report in ``study_report``, the tuning of the regularised baselines in ``study_tuning``.
 
 Every stage resumes: a prepared base, a finished run are kept; a killed run continues from its
 last checkpoint; the report is rebuilt each time.
@@ -35,22 +35,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fgrpo_llm.environment import KERNEL_FAMILIES, kernel_family_env, pin_kernel_family
-from fgrpo_llm.experiments.plan import (
-    DemoConfig,
-    RunSpec,
+from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec, extended_specs, run_specs
+from fgrpo_llm.experiments.countdown.stages import (
     evaluate_stage,
-    extended_specs,
     pretrain_base,
     rare_set_stage,
     run_done,
-    run_specs,
     task_for,
     train_and_evaluate,
-    write_json,
 )
-from fgrpo_llm.experiments.runner import Task, cpu_seconds, run_tasks
-from fgrpo_llm.experiments.study_claims import METRICS, judge_claims
-from fgrpo_llm.experiments.study_tuning import choose_coefficients, tuned_config, tuning_specs
+from fgrpo_llm.experiments.countdown.study_claims import METRICS, judge_claims
+from fgrpo_llm.experiments.countdown.study_tuning import (
+    choose_coefficients,
+    tuned_config,
+    tuning_specs,
+)
+from fgrpo_llm.experiments.runner import Task, cpu_seconds, run_tasks, write_json
 
 __all__ = ["StudyDesign", "run_study", "study_specs", "METRICS"]
 
@@ -202,7 +202,7 @@ def exact_stage(out: Path, cfg: DemoConfig, rare) -> dict | None:
     if rare.has_exact:
         return rare.meta.get("exact")
     from fgrpo_llm.evaluation.rare import save_rare_set
-    from fgrpo_llm.experiments.plan import record_exact_mu_tau
+    from fgrpo_llm.experiments.countdown.stages import record_exact_mu_tau
     from fgrpo_llm.model import load_model_and_tokenizer
 
     model, tok = load_model_and_tokenizer(out / "base", device=cfg.device)
@@ -286,7 +286,7 @@ def _collect(out: Path, cfg: DemoConfig, design: StudyDesign) -> tuple[dict, dic
     summary (family, environment, rare set)."""
     from fgrpo_llm.evaluation.rare import load_rare_set
     from fgrpo_llm.evaluation.runs import load_run
-    from fgrpo_llm.experiments.study_report import run_numbers
+    from fgrpo_llm.experiments.countdown.study_report import run_numbers
 
     numbers: dict = {}
     bases: dict = {}
@@ -388,7 +388,7 @@ def run_study(
 ) -> dict:
     """Run (or resume) the study; write OUT/report.md, OUT/study.json, OUT/seed_spread.json and
     OUT/timings.json (wall and CPU seconds of each invocation)."""
-    from fgrpo_llm.experiments.study_report import write_study_outputs
+    from fgrpo_llm.experiments.countdown.study_report import write_study_outputs
 
     design = design or StudyDesign()
     out = Path(out_dir)

@@ -37,24 +37,22 @@ import numpy as np
 from fgrpo_llm.evaluation.stats import (
     CONTRADICTED,
     HOLDS,
-    NOT_RESOLVED,
     Interval,
     base_level_interval,
     combine_verdicts,
     format_interval,
     t_interval,
-    verdict_above,
-    verdict_below,
 )
-from fgrpo_llm.experiments.maze import (
+from fgrpo_llm.experiments.claims import directional_verdict
+from fgrpo_llm.experiments.maze.config import (
     PAPER_TABLE,
     MazeConfig,
-    _write_json,
     command_for,
     method_name,
     methods,
     plan,
 )
+from fgrpo_llm.experiments.runner import write_json as _write_json
 
 __all__ = [
     "summarize",
@@ -95,7 +93,8 @@ def _value(cfg: MazeConfig, result: dict, metric: str) -> float:
 
 def collect(cfg: MazeConfig, out: Path) -> dict:
     """Every finished run and SFT evaluation under ``out``: ``{"sft": {seed: eval},
-    "runs": {key: result}}``, in the fixed order of :func:`fgrpo_llm.experiments.maze.plan`."""
+    "runs": {key: result}}``, in the fixed order of
+    :func:`fgrpo_llm.experiments.maze.config.plan`."""
     sft, runs = {}, {}
     for s in cfg.rl_seeds:
         path = out / "sft" / f"eval_seed{s}.json"
@@ -149,12 +148,6 @@ def _paired(a: dict, b: dict, *, over_bases: bool = False) -> Interval | None:
     return unit_interval({u: a[u] - b[u] for u in units}, over_bases=over_bases)
 
 
-def _verdict(iv: Interval | None, direction: str) -> str:
-    if iv is None:
-        return NOT_RESOLVED
-    return verdict_above(iv, 0.0) if direction == "above" else verdict_below(iv, 0.0)
-
-
 def _iv(iv: Interval | None) -> dict | None:
     return None if iv is None else iv.to_dict()
 
@@ -202,7 +195,7 @@ def study(cfg: MazeConfig, results: dict) -> dict:
                     "label": label,
                     "direction": direction,
                     "difference": _iv(iv),
-                    "verdict": _verdict(iv, direction),
+                    "verdict": directional_verdict(iv, direction),
                 }
             )
         return rows
@@ -541,7 +534,7 @@ def _cells_text(c: str, gamma: str, v: dict, report: dict) -> str:
 def summarize(cfg: MazeConfig, out) -> dict:
     """Collect every finished run into results.json, table.csv/md, report.md/json and the
     figures. Nothing here depends on the order the runs finished in or on any timing."""
-    from fgrpo_llm.experiments.maze_plots import write_figures
+    from fgrpo_llm.experiments.maze.plots import write_figures
 
     out = Path(out)
     results = {"config": cfg.to_dict(), **collect(cfg, out)}

@@ -1,29 +1,11 @@
-"""The plan of the CPU-scale LLM experiments: its configuration and its stages.
-
-The demo (``fgrpo_llm.experiments.demo``, one RL seed) and the study
-(``fgrpo_llm.experiments.study``, several RL seeds) share one plan; the demo leaves out GRPO at
-N = 32 (:data:`DEMO_PLAN`), whose run alone takes longer than the rest of the demo's training:
-
-1. the built-in Countdown base (``fgrpo_llm.experiments.countdown_base``, a step budget);
-2. the rare-correct set: P prompts x M base rollouts, top q by NLL, per-prompt (mu, tau) (App. M.2);
-3. pass@k of the base (in-domain "test" and OOD splits);
-4. training: GRPO and F-GRPO at N = 8, the learning-rate-matched control (GRPO at N = 8 with
-   lr * m_gamma, paper Table 3) and the rest of the group-size sweep (GRPO at N in {2, 4, 16, 32}
-   in the study, {2, 4, 16} in the demo; Table 2), all from the same base with the same number of
-   steps, each followed by its pass@k.
-
-Each stage writes under OUT and is skipped when its output exists, so a rerun resumes; training
-runs go to ``workers`` processes of ``threads`` threads each. Every number depends on the seeds and
-the settings only: not on the machine's load, the worker count or the order runs finish in.
+"""The plan of the CPU-scale Countdown experiments: its configuration (``DemoConfig``) and its runs
+(``RunSpec``: the core, the group-size sweep and the extended plan). Imports nothing from its
+package; the stages that carry the plan out are ``fgrpo_llm.experiments.countdown.stages``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import NamedTuple
 
 from fgrpo_theory.fields import (
@@ -47,7 +29,8 @@ class DemoConfig:
 
     seed: int = 0
     """Seed of pretraining, rare-set sampling and evaluation, and the RL seed of the demo's runs
-    (the study, ``fgrpo_llm.experiments.study``, trains the same plan for several RL seeds)."""
+    (the study, ``fgrpo_llm.experiments.countdown.study``, trains the same plan for several RL
+    seeds)."""
     device: str | None = None
     """"cpu", "cuda" or None (CUDA when available)."""
     theory: bool = True
@@ -94,7 +77,7 @@ class DemoConfig:
     entropy_coef: float = 1e-3
     """Entropy-bonus coefficient of the extended plan's GRPO + entropy baseline (paper Table 3:
     1e-3 after tuning over {1e-4, 1e-3}); a study with a tuning base replaces it by the value
-    chosen from ``entropy_grid`` (``fgrpo_llm.experiments.study_tuning``)."""
+    chosen from ``entropy_grid`` (``fgrpo_llm.experiments.countdown.study_tuning``)."""
     kl_coef: float = 1e-3
     """KL-penalty coefficient of the extended plan's GRPO + KL baseline (paper Table 3: 1e-3 after
     tuning over {1e-3, 1e-2}); a study with a tuning base replaces it by the value chosen from
@@ -245,134 +228,6 @@ def load_demo_config(
     return DemoConfig.from_dict(data)
 
 
-# ----------------------------------------------------------------------------- stages
-def write_json(path: Path, data) -> None:
-    """Strict JSON (NaN / inf as null), written atomically."""
-    from fgrpo_llm.files import atomic_write_text, strict_json
-
-    atomic_write_text(path, strict_json(data, indent=1, default=str))
-
-
-def generator_for(device, seed: int):
-    import torch
-
-    return torch.Generator(device=device).manual_seed(seed)
-
-
-def pretrain_base(out: Path, cfg: DemoConfig) -> dict:
-    base = out / "base"
-    summary_path = out / "base_summary.json"
-    if (base / "config.json").is_file() and summary_path.is_file():
-        return json.loads(summary_path.read_text())
-    from fgrpo_llm.experiments.countdown_base import PretrainConfig, pretrain
-
-    pcfg = PretrainConfig.from_dict(
-        {
-            "seed": cfg.seed,
-            "seconds": float(cfg.pretrain_seconds),
-            "max_new_tokens": cfg.max_new_tokens,
-            "device": cfg.device or "auto",
-            **cfg.pretrain_overrides,
-        }
-    )
-    summary = pretrain(pcfg, base, progress=True)
-    write_json(summary_path, summary)
-    return summary
-
-
-def task_for(base: Path):
-    from fgrpo_llm.tasks.for_model import task_for_model
-
-    return task_for_model("countdown", {}, model_dir=base)
-
-
-def rare_set_stage(out: Path, cfg: DemoConfig):
-    from fgrpo_llm.evaluation.rare import build_rare_set, load_rare_set, save_rare_set
-
-    path = out / "rare_set.json"
-    if path.is_file():
-        return load_rare_set(path)
-    from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
-
-    model, tok = load_model_and_tokenizer(out / "base", device=cfg.device)
-    device = next(model.parameters()).device
-    task = task_for(out / "base")
-    rare = build_rare_set(
-        model,
-        tok,
-        task,
-        task.problems("train")[: cfg.rare_prompts],
-        num_rollouts=cfg.rare_rollouts,
-        top_fraction=cfg.rare_top_fraction,
-        max_new_tokens=cfg.max_new_tokens,
-        generator=generator_for(device, cfg.seed + 1),
-        batch_size=cfg.batch_size,
-        progress=True,
-        autocast_dtype=resolve_autocast_dtype(device),
-    )
-    rare.meta.update({"base": str(out / "base"), "split": "train", "seed": cfg.seed + 1})
-    record_exact_mu_tau(model, tok, task, task.problems("train")[: cfg.rare_prompts], rare)
-    save_rare_set(rare, path)
-    return rare
-
-
-def record_exact_mu_tau(model, tokenizer, task, problems, rare) -> dict | None:
-    """Exact base (mu, tau) of every rare-set prompt, recorded in ``rare`` (``mu_exact``,
-    ``tau_exact``, and ``rare.meta["exact"]``: how far the sampled estimates were off), when the
-    task can list its correct answers (Countdown); None otherwise. The tail-miss check then predicts
-    with them."""
-    from fgrpo_llm.evaluation.exact import exact_rare_set, supports_exact
-
-    if not supports_exact(task):
-        return None
-    return exact_rare_set(model, tokenizer, task, problems, rare, record=True).summary
-
-
-def evaluate_stage(model_dir: Path, out_dir: Path, cfg: DemoConfig, *, task) -> dict:
-    """pass@k of ``model_dir`` on the plan's problems; a trained run's policy is sampled with the
-    run's own settings (``fgrpo_llm.config.run_sampling``), a base with the plan's."""
-    import dataclasses as dc
-
-    from fgrpo_llm.config import run_sampling
-    from fgrpo_llm.evaluation.passk import default_ks, evaluate_model, load_eval, write_eval_outputs
-    from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
-    from fgrpo_llm.rollout import SamplingParams
-
-    if (out_dir / "eval.json").is_file():
-        return load_eval(out_dir)[0]
-    model, tok = load_model_and_tokenizer(model_dir, device=cfg.device)
-    device = next(model.parameters()).device
-    sampling = run_sampling(model_dir) or SamplingParams(max_new_tokens=cfg.max_new_tokens)
-    # how many rows are decoded at once is the plan's (evaluation) setting, not the policy's
-    sampling = dc.replace(
-        sampling, batch_size=cfg.batch_size, autocast_dtype=resolve_autocast_dtype(device)
-    )
-    results, outcomes = evaluate_model(
-        model,
-        tok,
-        task,
-        n=cfg.eval_n,
-        ks=default_ks(cfg.eval_n),
-        max_problems=cfg.eval_max_problems,
-        generator=generator_for(device, cfg.seed + 2),
-        **sampling.kwargs(),
-    )
-    results["model"] = str(model_dir)
-    write_eval_outputs(results, outcomes, out_dir, label=model_dir.parent.name)
-    return results
-
-
-def run_finished(run_dir: Path) -> bool:
-    return (run_dir / "model" / "config.json").is_file() and (run_dir / "groups.jsonl").is_file()
-
-
-def base_task_kwargs(base: Path) -> dict:
-    """The Countdown settings the base was pretrained with (``fgrpo_llm.tasks.for_model``)."""
-    from fgrpo_llm.tasks.for_model import model_task_kwargs
-
-    return model_task_kwargs(base, "countdown")
-
-
 class RunSpec(NamedTuple):
     """One training run of the plan."""
 
@@ -435,87 +290,3 @@ def extended_specs(cfg: DemoConfig, *, seed: int | None = None, prefix: str = ""
         if float(g) != float(cfg.gamma) and g > 0
     ]
     return specs
-
-
-def train_config_for(out: Path, cfg: DemoConfig, spec: RunSpec):
-    """The ``TrainConfig`` of one run of the plan, from the plan's base (``OUT/base``): with
-    ``lr_match_gamma`` the lr is multiplied by m_gamma (``TrainConfig.effective_lr``); the
-    extended plan's runs add their weighting, entropy bonus or KL penalty."""
-    from fgrpo_llm.config import TrainConfig
-
-    data = {
-        "base": str(out / "base"),
-        "out": str(out / spec.path),
-        "algo": "grpo",
-        "gamma": float(spec.gamma),
-        "task": "countdown",
-        "task_kwargs": base_task_kwargs(out / "base"),
-        "steps": cfg.steps,
-        "prompts_per_step": cfg.prompts_per_step,
-        "group_size": int(spec.N),
-        "lr": cfg.lr,
-        "max_new_tokens": cfg.max_new_tokens,
-        "eval_every": cfg.eval_every,
-        "seed": int(spec.seed),
-        "device": cfg.device,
-        **cfg.train_overrides,
-    }
-    if spec.lr_match_gamma is not None:
-        data["lr_match_gamma"] = float(spec.lr_match_gamma)
-    if spec.weighting != "focal":
-        data["weighting"] = spec.weighting
-    if spec.entropy_coef:
-        data["entropy_coef"] = float(spec.entropy_coef)
-    if spec.kl_coef:
-        data["kl_coef"] = float(spec.kl_coef)
-    return TrainConfig.from_dict(data)
-
-
-def train_run(out: Path, cfg: DemoConfig, spec: RunSpec, rare) -> None:
-    """One RL run from the plan's base (``train_config_for``), Delta NLL_rare logged every
-    ``eval_every`` steps. A killed run continues from its last checkpoint; a finished one is left
-    as it is."""
-    from fgrpo_llm.evaluation.rare import make_rare_evaluator
-    from fgrpo_llm.trainer import train
-
-    if run_finished(out / spec.path):
-        return
-    train(train_config_for(out, cfg, spec), evaluators=[make_rare_evaluator(rare)], resume=True)
-
-
-def train_and_evaluate(out: Path, cfg: DemoConfig, spec: RunSpec) -> tuple[RunSpec, float]:
-    """Worker: one training run, then its pass@k evaluation, on ``cfg.threads`` threads."""
-    import torch
-
-    from fgrpo_llm.evaluation.rare import load_rare_set
-
-    torch.set_num_threads(cfg.threads)
-    start = time.perf_counter()
-    rare = load_rare_set(out / "rare_set.json")
-    train_run(out, cfg, spec, rare)
-    run_dir = out / spec.path
-    evaluate_stage(run_dir / "model", run_dir / "eval", cfg, task=task_for(out / "base"))
-    return spec, time.perf_counter() - start
-
-
-def run_done(out: Path, spec: RunSpec) -> bool:
-    """Trained and evaluated."""
-    return run_finished(out / spec.path) and (out / spec.path / "eval" / "eval.json").is_file()
-
-
-def map_runs(out: Path, cfg: DemoConfig, specs: list[RunSpec]):
-    """Yield ``(spec, seconds)`` as runs finish: in this process for one worker, else each run in
-    a fresh (spawned) process, ``cfg.workers`` at a time, longest run (largest N) first
-    (``fgrpo_llm.experiments.runner``). Every run is a function of its seed and settings only, so
-    neither the worker count nor the finishing order changes a number."""
-    from fgrpo_llm.experiments.runner import Task, run_tasks
-
-    specs = sorted(specs, key=lambda spec: -spec.N)  # cost ~ N: the workers finish together
-    if cfg.workers > 1 and len(specs) > 1:
-        # progress bars of parallel runs would interleave: each run reports when it is done
-        cfg = dataclasses.replace(cfg, train_overrides={**cfg.train_overrides, "progress": False})
-    tasks = [
-        Task(spec.path, train_and_evaluate, (out, cfg, spec), cost=float(spec.N)) for spec in specs
-    ]
-    for task, seconds in run_tasks(tasks, workers=min(cfg.workers, max(len(tasks), 1))):
-        yield task.args[2], seconds

@@ -15,8 +15,8 @@ from fgrpo_llm.evaluation.stats import (
     variance_components,
     welch_difference,
 )
-from fgrpo_llm.experiments.plan import write_json
-from fgrpo_llm.experiments.study_claims import METRICS, interval, unit_values
+from fgrpo_llm.experiments.countdown.study_claims import METRICS, interval, unit_values
+from fgrpo_llm.experiments.runner import write_json
 from fgrpo_theory.plots import save_figure
 
 __all__ = ["run_numbers", "write_study_outputs", "component_rows", "family_rows"]
@@ -261,7 +261,7 @@ def _design_text(cfg, design, bases: dict, command: str) -> str:
 
 
 def _bases_table(bases: dict, numbers: dict, cfg) -> str:
-    from fgrpo_llm.experiments.report import markdown_table
+    from fgrpo_llm.experiments.countdown.report import markdown_table
 
     N = cfg.group_size
     rows = []
@@ -312,8 +312,9 @@ def _report(
     out: Path, cfg, design, numbers, bases, claims, rows, comps, fams, figs, command, tuning=None
 ) -> Path:
     from fgrpo_llm.environment import environment_section
-    from fgrpo_llm.experiments.report import markdown_table, write_report
-    from fgrpo_llm.experiments.study_tuning import tuning_text
+    from fgrpo_llm.experiments.claims import family_verdict
+    from fgrpo_llm.experiments.countdown.report import markdown_table, write_report
+    from fgrpo_llm.experiments.countdown.study_tuning import tuning_text
 
     verdicts = markdown_table(
         ["#", "claim", "verdict", "numbers"],
@@ -388,24 +389,6 @@ def _report(
     ]
     return write_report(
         out / "report.md", "F-GRPO study: bases, seeds, intervals and verdicts", sections
-    )
-
-
-def family_verdict(rows: list[dict], resolved: list[str]) -> str:
-    """One sentence on whether the kernel family explains anything beyond the bases' spread."""
-    if not rows:
-        return "Not computed: both families need a prepared base with runs."
-    if resolved:
-        return (
-            f"**Resolved** for: {'; '.join(resolved)} ({len(resolved)} of {len(rows)} intervals; "
-            f"at 95% each, about {0.05 * len(rows):.1f} would exclude 0 by chance alone)."
-        )
-    if all(not math.isfinite(r["difference"]["lo"]) for r in rows):
-        return "No interval: each family needs two bases or more."
-    return (
-        "**No difference is resolved**: at this many bases nothing can be attributed to the "
-        "kernel family beyond base-to-base variation (a difference smaller than the intervals "
-        "would go unseen)."
     )
 
 

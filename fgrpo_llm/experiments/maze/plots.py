@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_llm.evaluation.stats import t_interval
-from fgrpo_llm.experiments.maze import MazeConfig, method_name, methods
+from fgrpo_llm.experiments.maze.config import MazeConfig, method_name, methods
 from fgrpo_theory.plots import save_figure
 
 

@@ -1,6 +1,6 @@
 """The study's claims, each judged with the base model as the unit.
 
-The study (``fgrpo_llm.experiments.study``) gives, per run name and metric, one value per
+The study (``fgrpo_llm.experiments.countdown.study``) gives, per run name and metric, one value per
 (base, RL seed) unit: ``numbers[name][(base, seed)][metric]``. Every interval here is over bases
 (``fgrpo_llm.evaluation.stats.base_level_interval``: the values averaged within each base, then a
 Student t interval over the K base means), and every difference is paired within (base, seed)
@@ -43,6 +43,7 @@ from fgrpo_llm.evaluation.stats import (
     verdict_below,
     verdict_not_below,
 )
+from fgrpo_llm.experiments.claims import NOT_RUN, claim
 
 __all__ = [
     "judge_claims",
@@ -55,8 +56,6 @@ __all__ = [
     "NOT_RUN",
 ]
 
-#: The verdict of a claim whose runs the design did not train (no sweep, no extended plan).
-NOT_RUN = "not run"
 
 #: How close F-GRPO at N = 8 must come to GRPO at N = 32 at the largest k to "match" it (claim 6).
 MATCH_MARGIN = 0.02
@@ -111,10 +110,6 @@ def _bases(iv: Interval | None) -> str:
 
 
 # ----------------------------------------------------------------------------- claims
-def _claim(number: int, text: str, verdict: str, evidence: str, rule: str) -> dict:
-    return {"claim": number, "text": text, "verdict": verdict, "evidence": evidence, "rule": rule}
-
-
 def _iv(iv, signed=False, digits=3) -> str:
     return format_interval(iv, digits, signed=signed)
 
@@ -122,7 +117,7 @@ def _iv(iv, signed=False, digits=3) -> str:
 def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dict]:
     """The claims of the module docstring, each with its verdict, evidence and rule; claims 8-10
     rest on the extended plan (``prediction``: the simulator's retained positive mass per
-    weighting, :func:`fgrpo_llm.experiments.study.simulator_prediction`)."""
+    weighting, :func:`fgrpo_llm.experiments.countdown.study.simulator_prediction`)."""
     N = cfg.group_size
     g, f, c = f"grpo_n{N}", f"fgrpo_n{N}", f"grpo_n{N}_lrmatched"
     sweep = sorted({N, *cfg.sweep_group_sizes})
@@ -180,7 +175,7 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
             else (NOT_RUN, "no base trained the group-size sweep (`--sweep-bases`).")
         )
     claims.append(
-        _claim(
+        claim(
             1,
             "Delta NLL_rare is non-monotone in N, with its peak at an intermediate N "
             "(paper: N = 8)",
@@ -194,7 +189,7 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
     d2 = paired(numbers, f, g, "delta_nll_rare")
     r2 = ratio(numbers, f, g, "delta_nll_rare")
     claims.append(
-        _claim(
+        claim(
             2,
             f"F-GRPO at N = {N} has a lower Delta NLL_rare than GRPO at N = {N}",
             verdict_below(d2) if d2 else NOT_RESOLVED,
@@ -212,7 +207,7 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
     v3 = [verdict_above(d) if d else NOT_RESOLVED for d in d3.values()]
     verdict3 = combine_verdicts(v3)
     claims.append(
-        _claim(
+        claim(
             3,
             f"F-GRPO at N = {N} has pass@k at the largest k at least that of GRPO at N = {N}, "
             f"in-domain and OOD",
@@ -231,7 +226,7 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
     v4 = [verdict_not_below(d) if d else NOT_RESOLVED for d in d4.values()]
     verdict4 = combine_verdicts(v4)
     claims.append(
-        _claim(
+        claim(
             4,
             f"F-GRPO at N = {N} keeps pass@1 (no drop beyond the interval)",
             verdict4,
@@ -285,7 +280,7 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
             "GRPO: " + "; ".join(parts) + "."
         )
     claims.append(
-        _claim(
+        claim(
             5,
             f"the learning-rate-matched control (GRPO at lr x m_{cfg.gamma:g} = "
             f"{_lr_scale(cfg):.3f}) does not reproduce F-GRPO's gains (paper Table 3)",
@@ -306,7 +301,7 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
     v6 = [verdict_above(d, -MATCH_MARGIN) if d else NOT_RESOLVED for d in d6.values()]
     verdict6 = combine_verdicts(v6) if f"grpo_n{big}" in numbers else NOT_RUN
     claims.append(
-        _claim(
+        claim(
             6,
             f"F-GRPO at N = {N} matches GRPO at N = {big} at the largest k with "
             f"{N}/{big} of the rollouts",
@@ -342,7 +337,7 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
         )
         evidence7 = f"first {cfg.early_steps} steps: " + "; ".join(rows) + "."
     claims.append(
-        _claim(
+        claim(
             7,
             "early in training the observed tail-miss frequency agrees with Lemma 3.1",
             verdict7,
@@ -376,7 +371,7 @@ def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
         for (b, m), d in d8.items()
     )
     claims.append(
-        _claim(
+        claim(
             8,
             f"F-GRPO at N = {N} beats GRPO with an entropy bonus ({cfg.entropy_coef:g}) and GRPO "
             f"with a KL penalty ({cfg.kl_coef:g}) on in-domain pass@1 and OOD pass@k_max "
@@ -421,7 +416,7 @@ def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
     else:
         verdict9 = NOT_RESOLVED
     claims.append(
-        _claim(
+        claim(
             9,
             "gamma in [0.5, 1] is the good range: there F-GRPO lowers Delta NLL_rare against GRPO "
             "and keeps pass@1, while a larger gamma loses pass@1 (paper Table 6)",
@@ -458,7 +453,7 @@ def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
         else "no simulator prediction"
     )
     claims.append(
-        _claim(
+        claim(
             10,
             f"F-GRPO and MaxRL at N = {N} compare on Delta NLL_rare as the categorical simulator "
             "predicts from their retained positive mass (no paper claim: MaxRL, arXiv 2602.02710)",

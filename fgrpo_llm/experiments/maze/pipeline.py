@@ -1,11 +1,11 @@
 """The Maze experiment's pipeline: SFT, its held-out evaluations, every RL run (on worker
-processes, longest first), then the study (``fgrpo_llm.experiments.maze_study.summarize``).
+processes, longest first), then the study (``fgrpo_llm.experiments.maze.study.summarize``).
 
 The configuration, the runs and their stages are ``fgrpo_llm.experiments.maze``; the statistics
 and the report are ``maze_study``'s; this module runs them in order, resumably.
 
-    from fgrpo_llm.experiments.maze import make_config
-    from fgrpo_llm.experiments.maze_pipeline import run_experiment
+    from fgrpo_llm.experiments.maze.config import make_config
+    from fgrpo_llm.experiments.maze.pipeline import run_experiment
     results = run_experiment(make_config("reduced"), "runs/maze", workers=2)
 """
 
@@ -19,21 +19,19 @@ from pathlib import Path
 
 import torch
 
-from fgrpo_llm.experiments.maze import (
-    MazeConfig,
-    MazeRun,
-    _write_json,
+from fgrpo_llm.experiments.maze.config import MazeConfig, MazeRun, plan
+from fgrpo_llm.experiments.maze.stages import (
     build_task,
     dip_statistics,
     evaluate_heldout,
-    plan,
     read_curve,
     run_rl,
     run_sft,
     torch_threads,
 )
-from fgrpo_llm.experiments.maze_study import summarize
-from fgrpo_llm.experiments.runner import cpu_seconds
+from fgrpo_llm.experiments.maze.study import summarize
+from fgrpo_llm.experiments.runner import cpu_seconds, write_json
+from fgrpo_llm.files import changed_settings
 
 __all__ = ["run_experiment", "FREE_FIELDS"]
 
@@ -64,7 +62,7 @@ def _rl_job(cfg: MazeConfig, out: Path, run: MazeRun, progress: bool) -> dict:
         "final": curve[-1],
         "dips": dip_statistics(curve, cfg.ks),
     }
-    _write_json(run_dir / "result.json", result)
+    write_json(run_dir / "result.json", result)
     return {
         "key": run.key,
         "wall_s": time.perf_counter() - wall,
@@ -104,23 +102,15 @@ FREE_FIELDS = ("group_sizes", "gammas", "lr_matched_gammas", "rl_seeds", "device
 
 def _check_out(cfg: MazeConfig, out: Path) -> None:
     """OUT may hold a previous run only with the same settings (so finished stages are reused)."""
-    saved = out / "config.json"
-    if saved.is_file():
-        try:
-            old = json.loads(saved.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ValueError(f"{saved} is not readable JSON; use another --out") from None
-        if not isinstance(old, dict):
-            raise ValueError(f"{saved} must hold a JSON object; use another --out")
-        diff = sorted(
-            k for k, v in cfg.to_dict().items() if k not in FREE_FIELDS and old.get(k) != v
+    diff = changed_settings(
+        out / "config.json", cfg.to_dict(), free=FREE_FIELDS, hint="; use another --out"
+    )
+    if diff:
+        shown = ", ".join(f"{k}={old!r}" for k, (old, _) in diff.items())
+        raise ValueError(
+            f"{out} holds a maze run with other settings ({shown}); "
+            "use another --out or the same settings"
         )
-        if diff:
-            shown = ", ".join(f"{k}={old.get(k)!r}" for k in diff)
-            raise ValueError(
-                f"{out} holds a maze run with other settings ({shown}); "
-                "use another --out or the same settings"
-            )
 
 
 class _Timings:
@@ -145,7 +135,7 @@ class _Timings:
     def save(self) -> None:
         self.call["wall_s"] = round(time.perf_counter() - self._wall, 2)
         self.call["cpu_s"] = round(cpu_seconds() - self._cpu, 2)
-        _write_json(self.path, self.data)
+        write_json(self.path, self.data)
 
 
 def run_experiment(cfg: MazeConfig, out, *, workers: int = 1, progress: bool = True) -> dict:
@@ -162,7 +152,7 @@ def run_experiment(cfg: MazeConfig, out, *, workers: int = 1, progress: bool = T
         raise ValueError(f"out must be a directory, but {out} is a file")
     _check_out(cfg, out)
     out.mkdir(parents=True, exist_ok=True)
-    _write_json(out / "config.json", cfg.to_dict())
+    write_json(out / "config.json", cfg.to_dict())
     timings = _Timings(out, workers)
     task = build_task(cfg)
 
@@ -171,7 +161,7 @@ def run_experiment(cfg: MazeConfig, out, *, workers: int = 1, progress: bool = T
         if not (sft_dir / "model" / "config.json").is_file():
             wall, cpu = time.perf_counter(), time.process_time()
             summary = run_sft(cfg, task, sft_dir / "model", progress=progress)
-            _write_json(sft_dir / "sft_summary.json", summary)
+            write_json(sft_dir / "sft_summary.json", summary)
             timings.stage("sft", time.perf_counter() - wall, time.process_time() - cpu)
         model = tokenizer = None
         for s in cfg.rl_seeds:
@@ -183,7 +173,7 @@ def run_experiment(cfg: MazeConfig, out, *, workers: int = 1, progress: bool = T
                 model, tokenizer = load_model_and_tokenizer(
                     sft_dir / "model", device=resolve_device(cfg.device)
                 )
-            _write_json(path, evaluate_heldout(model, tokenizer, task, cfg, rl_seed=s))
+            write_json(path, evaluate_heldout(model, tokenizer, task, cfg, rl_seed=s))
             timings.stage(
                 f"sft_eval/seed{s}", time.perf_counter() - wall, time.process_time() - cpu
             )

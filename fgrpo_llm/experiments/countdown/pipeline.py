@@ -3,10 +3,10 @@
 Stages (each writes under OUT and is skipped when its output exists, so a rerun resumes):
 
 1. theory: tail-miss figures and a reduced categorical regime sweep (``fgrpo_theory.demo``);
-2. the plan of ``fgrpo_llm.experiments.plan`` for one RL seed: the Countdown base, the
+2. the plan of ``fgrpo_llm.experiments.countdown`` for one RL seed: the Countdown base, the
    rare-correct set, GRPO at N in {2, 4, 8, 16}, F-GRPO at N = 8 and the learning-rate-matched
    control, each with its pass@k (the study adds GRPO at N = 32: ``plan.DEMO_PLAN``);
-3. the cross-check (``fgrpo_llm.experiments.cross_check``) and OUT/report.md.
+3. the cross-check (``fgrpo_llm.experiments.countdown.cross_check``) and OUT/report.md.
 
 With two or more workers the theory stage runs in a side process beside pretraining, and the base's
 pass@k beside the rare-correct set; the training runs share the worker pool.
@@ -32,19 +32,17 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_llm.experiments.plan import (
-    DemoConfig,
+from fgrpo_llm.experiments.countdown.config import DemoConfig, load_demo_config, run_specs
+from fgrpo_llm.experiments.countdown.stages import (
     evaluate_stage,
-    load_demo_config,
     map_runs,
     pretrain_base,
     rare_set_stage,
     run_done,
     run_finished,
-    run_specs,
     task_for,
-    write_json,
 )
+from fgrpo_llm.experiments.runner import write_json
 
 __all__ = ["run_demo", "SEED_SPREAD", "load_seed_spread"]
 
@@ -152,7 +150,7 @@ class _SideStages:
 
 
 def _write_timings(out: Path, clock: _Clock) -> Path:
-    from fgrpo_llm.experiments.report import markdown_table
+    from fgrpo_llm.experiments.countdown.report import markdown_table
     from fgrpo_llm.files import atomic_write_text
 
     rows = [[name, f"{sec:.0f}"] for name, sec in clock.stages.items()]
@@ -215,7 +213,7 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
         )
 
     from fgrpo_llm.evaluation.runs import load_run
-    from fgrpo_llm.experiments.cross_check import cross_check
+    from fgrpo_llm.experiments.countdown.cross_check import cross_check
     from fgrpo_llm.experiments.paper import load_paper_results
 
     runs = [load_run(out / spec.path) for spec in specs if run_finished(out / spec.path)]
@@ -248,7 +246,7 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
             "orderings": result["orderings"],
         }
     )
-    from fgrpo_llm.experiments.report import write_demo_report
+    from fgrpo_llm.experiments.countdown.report import write_demo_report
 
     summary["report"] = str(
         write_demo_report(

@@ -7,7 +7,7 @@ seed, or the same seed on a CPU whose kernels round differently, gives another S
 initialisation and SFT with seed b), half of the bases under this CPU's default kernels and half
 under the other family (``fgrpo_llm.environment.kernel_family_env``, set for the base's
 processes), then pools them: every run becomes a (base, seed) unit, intervals are over bases
-(``fgrpo_llm.experiments.maze_study.unit_interval``), and OUT/report.md adds the variance
+(``fgrpo_llm.experiments.maze.study.unit_interval``), and OUT/report.md adds the variance
 components (between bases, between RL seeds of a base) and the kernel family's effect.
 
     fgrpo-llm maze --bases 0,1,2,3 --seeds 0 --workers 2 --out runs/maze_bases
@@ -29,8 +29,8 @@ from fgrpo_llm.evaluation.stats import (
     variance_components,
     welch_difference,
 )
-from fgrpo_llm.experiments.maze import MazeConfig, _write_json, method_name, methods
-from fgrpo_llm.experiments.runner import Task, run_tasks
+from fgrpo_llm.experiments.maze.config import MazeConfig, method_name, methods
+from fgrpo_llm.experiments.runner import Task, run_tasks, write_json
 
 __all__ = ["run_maze_bases", "merge_bases"]
 
@@ -52,11 +52,11 @@ def _run_base(cfg: MazeConfig, out_b: Path, workers: int, progress: bool) -> Non
     import torch
 
     from fgrpo_llm.environment import environment
-    from fgrpo_llm.experiments.maze_pipeline import run_experiment
+    from fgrpo_llm.experiments.maze.pipeline import run_experiment
 
     torch.set_num_threads(cfg.threads)
     run_experiment(cfg, out_b, workers=workers, progress=progress)
-    _write_json(out_b / "environment.json", environment(cfg.device or "cpu"))
+    write_json(out_b / "environment.json", environment(cfg.device or "cpu"))
 
 
 def run_maze_bases(
@@ -73,7 +73,7 @@ def run_maze_bases(
     for b in bases:  # every base's family checked before anything is written
         pin_kernel_family(out / f"base{b}", fams[b], check_only=True)
     out.mkdir(parents=True, exist_ok=True)
-    _write_json(
+    write_json(
         out / "bases.json",
         {"bases": bases, "families": {str(b): f for b, f in fams.items()}, "plan": cfg.to_dict()},
     )
@@ -101,8 +101,8 @@ def _prefixed(results: dict, b: int) -> tuple[dict, dict]:
 
 def merge_bases(cfg: MazeConfig, out: Path, bases, fams: dict) -> dict:
     """Pool the bases' runs as (base, seed) units; write the pooled tables, report and figures."""
-    from fgrpo_llm.experiments.maze_plots import write_figures
-    from fgrpo_llm.experiments.maze_study import (
+    from fgrpo_llm.experiments.maze.plots import write_figures
+    from fgrpo_llm.experiments.maze.study import (
         _write_table,
         collect,
         paper_table4,
@@ -143,12 +143,12 @@ def merge_bases(cfg: MazeConfig, out: Path, bases, fams: dict) -> dict:
         with open(path, "a") as fh:
             fh.write(_extra_sections(report, fams, envs))
         write_figures(cfg, results, paper, out)
-    _write_json(out / "results.json", results)
+    write_json(out / "results.json", results)
     return results
 
 
 def _command(cfg: MazeConfig, bases, fams) -> str:
-    from fgrpo_llm.experiments.maze import command_for
+    from fgrpo_llm.experiments.maze.config import command_for
 
     cmd = command_for(dataclasses.replace(cfg, seed=0)).replace("--seed 0 ", "")
     default = all(fams[b] == KERNEL_FAMILIES[i % 2] for i, b in enumerate(bases))
@@ -159,7 +159,7 @@ def _command(cfg: MazeConfig, bases, fams) -> str:
 
 
 def _values(cfg, results, method, N, metric) -> dict:
-    from fgrpo_llm.experiments.maze_study import _per_seed
+    from fgrpo_llm.experiments.maze.study import _per_seed
 
     return _per_seed(cfg, results, method, N, metric)
 
@@ -237,7 +237,7 @@ def _sd(x: float) -> str:
 
 def _extra_sections(report: dict, fams: dict, envs: dict) -> str:
     from fgrpo_llm.evaluation.stats import Interval
-    from fgrpo_llm.experiments.study_report import family_verdict
+    from fgrpo_llm.experiments.claims import family_verdict
 
     lines = ["", "## Bases", "", "| base | kernels | torch capability |", "|---|---|---|"]
     for b, fam in fams.items():

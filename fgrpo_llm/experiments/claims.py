@@ -1,0 +1,54 @@
+"""What the verdicts of both studies (Countdown, ``countdown.study_claims``; Maze,
+``maze.study``) share: a claim's record, the verdict of a one-sided claim from its interval, the
+"not run" verdict, and the sentence on the kernel family's effect.
+
+A claim is a statement of the paper with a verdict decided from 95% intervals
+(``fgrpo_llm.evaluation.stats``): **holds** when the interval lies on the claimed side of 0,
+**contradicted** when it lies on the other side, **not resolved** when it contains 0, and
+**not run** when the design did not train the runs the claim needs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fgrpo_llm.evaluation.stats import NOT_RESOLVED, Interval, verdict_above, verdict_below
+
+__all__ = ["NOT_RUN", "claim", "directional_verdict", "family_verdict"]
+
+#: The verdict of a claim whose runs the design did not train (no sweep, no extended plan).
+NOT_RUN = "not run"
+
+
+def claim(number, text: str, verdict: str, evidence: str, rule: str) -> dict:
+    """One claim's record: its number, the paper's statement, the verdict, the numbers behind it
+    and the rule that decided it."""
+    return {"claim": number, "text": text, "verdict": verdict, "evidence": evidence, "rule": rule}
+
+
+def directional_verdict(iv: Interval | None, direction: str) -> str:
+    """The verdict on "the effect is above 0" (``direction="above"``) or "below 0" from its
+    interval; not resolved without one."""
+    if direction not in ("above", "below"):
+        raise ValueError(f"direction must be 'above' or 'below', got direction={direction!r}")
+    if iv is None:
+        return NOT_RESOLVED
+    return verdict_above(iv, 0.0) if direction == "above" else verdict_below(iv, 0.0)
+
+
+def family_verdict(rows: list[dict], resolved: list[str]) -> str:
+    """One sentence on whether the kernel family explains anything beyond the bases' spread."""
+    if not rows:
+        return "Not computed: both families need a prepared base with runs."
+    if resolved:
+        return (
+            f"**Resolved** for: {'; '.join(resolved)} ({len(resolved)} of {len(rows)} intervals; "
+            f"at 95% each, about {0.05 * len(rows):.1f} would exclude 0 by chance alone)."
+        )
+    if all(not math.isfinite(r["difference"]["lo"]) for r in rows):
+        return "No interval: each family needs two bases or more."
+    return (
+        "**No difference is resolved**: at this many bases nothing can be attributed to the "
+        "kernel family beyond base-to-base variation (a difference smaller than the intervals "
+        "would go unseen)."
+    )

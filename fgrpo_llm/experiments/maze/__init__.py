@@ -1,0 +1,9 @@
+"""The Maze single-solution experiment (paper Section 5.2, Appendix K, Table 4).
+
+- ``config``: ``MazeConfig``, its presets and flags, the runs (``plan``); imports nothing from here;
+- ``stages``: SFT, held-out evaluation, one RL run, the pass@k curve;
+- ``pipeline``: ``fgrpo-llm maze`` for one SFT model (the runs in parallel processes, resumable);
+- ``study``: the statistics and the verdicts on the paper's claims;
+- ``bases``: the experiment over several SFT models (the base as a random factor);
+- ``plots``: the figures.
+"""
