@@ -348,3 +348,24 @@ def test_success_rate_is_x_over_n_from_the_verdicts():
         success_rate(correct[None])
     with pytest.raises(TypeError, match="bool"):
         success_rate(rewards)
+
+
+def test_success_rate_counts_verdicts_and_names_a_bad_input():
+    """mu_hat = X / N from the verdicts, N = 1 included; a non-bool tensor is named by its dtype,
+    anything else by its type; a (B, 0) or 1-d input is refused."""
+    assert adv.success_rate(torch.tensor([[True], [False]])).tolist() == [1.0, 0.0]
+    assert adv.success_rate(torch.tensor([[True, False, True, True]])).tolist() == [0.75]
+    with pytest.raises(TypeError, match=r"torch\.float32"):
+        adv.success_rate(torch.ones(2, 3))
+    with pytest.raises(TypeError, match="got list"):
+        adv.success_rate([[True, False]])
+    for bad in (torch.ones(2, 0, dtype=torch.bool), torch.ones(3, dtype=torch.bool)):
+        with pytest.raises(ValueError, match=r"\(B, N\) with N >= 1"):
+            adv.success_rate(bad)
+
+
+def test_maxrl_refuses_what_is_not_a_table_of_verdicts():
+    whole = r"^correct must be a \(groups, N\) tensor of verdicts$"
+    for bad in ([[1, 0]], torch.ones(4)):
+        with pytest.raises(ValueError, match=whole):
+            adv.maxrl_advantages(bad)

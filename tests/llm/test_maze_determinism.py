@@ -112,8 +112,8 @@ class _Killed(Exception):
 
 
 def test_a_run_killed_mid_way_resumes_to_the_same_numbers(reference, tmp_path, monkeypatch):
-    import fgrpo_llm.experiments.maze.stages as maze
     import fgrpo_llm.experiments.maze.pipeline as pipeline
+    import fgrpo_llm.experiments.maze.stages as maze
 
     real, calls = maze.evaluate_heldout, []
 

@@ -274,5 +274,6 @@ def test_the_sft_loop_logs_where_asked_and_stops_before_a_non_finite_step(char_t
     before = [p.detach().clone() for p in model.parameters()]
     with pytest.raises(FloatingPointError, match="diverged at step 1"):
         sft_loop(model, opt, lambda: batch, steps=2, device="cpu", progress=False)
-    for a, b in zip(model.parameters(), before):  # no weight moved (the NaN one compared as 0)
+    # no weight moved (the NaN one compared as 0)
+    for a, b in zip(model.parameters(), before, strict=True):
         assert torch.equal(torch.nan_to_num(a.detach()), torch.nan_to_num(b))
