@@ -142,7 +142,12 @@ def test_the_extended_claims_follow_their_rules():
             u: {**{m: v + NOISE[i] for m, v in vals.items()}, "label": spec.name}
             for i, u in enumerate(UNITS)
         }
-    prediction = {"GRPO": 0.1, "F-GRPO gamma=1": 0.3, "MaxRL": 0.2}
+
+    def sim(f_grpo, maxrl):  # the simulator's M_ret per seed
+        per_seed = {"GRPO": [0.1, 0.1, 0.1], "F-GRPO gamma=1": f_grpo, "MaxRL": maxrl}
+        return {"m_ret": {k: sum(v) / len(v) for k, v in per_seed.items()}, "per_seed": per_seed}
+
+    prediction = sim([0.30, 0.31, 0.29], [0.20, 0.22, 0.21])
     claims = {c["claim"]: c for c in judge_claims(numbers, cfg, prediction)}
     assert claims[8]["verdict"] == HOLDS
     assert claims[9]["verdict"] == HOLDS
@@ -150,10 +155,14 @@ def test_the_extended_claims_follow_their_rules():
         claims[10]["verdict"] == HOLDS
         and "predicts F-GRPO's Delta NLL_rare below" in (claims[10]["evidence"])
     )
-    # the simulator predicting the other way contradicts it; no prediction leaves it open
-    flipped = judge_claims(numbers, cfg, {**prediction, "MaxRL": 0.5})
+    # the simulator predicting the other way contradicts it; no prediction, or a simulator
+    # whose own seeds do not separate the two, leaves it open
+    flipped = judge_claims(numbers, cfg, sim([0.30, 0.31, 0.29], [0.50, 0.52, 0.51]))
     assert {c["claim"]: c for c in flipped}[10]["verdict"] == CONTRADICTED
     assert {c["claim"]: c for c in judge_claims(numbers, cfg)}[10]["verdict"] == NOT_RESOLVED
+    tied = {c["claim"]: c for c in judge_claims(numbers, cfg, sim([0.30, 0.20], [0.21, 0.28]))}
+    assert tied[10]["verdict"] == NOT_RESOLVED
+    assert "does not separate them" in tied[10]["evidence"]
     # gamma 0.5 raising Delta NLL_rare above GRPO's contradicts claim 9
     for i, u in enumerate(UNITS):
         numbers["fgrpo_n8_g0.5"][u]["delta_nll_rare"] = 0.6 + NOISE[i]

@@ -311,6 +311,7 @@ def _collect(out: Path, cfg: DemoConfig, design: StudyDesign) -> tuple[dict, dic
             numbers.setdefault(spec.name, {})[(b, spec.seed)] = {
                 **run_numbers(run, rare, early_steps=cfg.early_steps, exact=rare.has_exact),
                 "label": run.label
+                + (f" gamma={spec.gamma:g}" if spec.gamma not in (0, cfg.gamma) else "")
                 + (f" + entropy {spec.entropy_coef:g}" if spec.entropy_coef else "")
                 + (f" + KL {spec.kl_coef:g}" if spec.kl_coef else ""),
                 "environment": run.environment,
@@ -321,44 +322,52 @@ def _collect(out: Path, cfg: DemoConfig, design: StudyDesign) -> tuple[dict, dic
     return numbers, bases
 
 
+#: Simulator seeds of the weighting comparison's prediction (its own interval needs several).
+PREDICTION_SEEDS = tuple(range(8))
+
+
 def simulator_prediction(out: Path, cfg: DemoConfig) -> dict:
     """The categorical simulator's final retained positive mass M_ret at N = ``group_size`` per
-    weighting of the plan (GRPO, F-GRPO at every gamma, MaxRL), mean over the preset's seeds
-    (``fgrpo_theory.sim``, preset ``cfg.prediction_preset``); kept in
+    weighting of the plan (GRPO, F-GRPO at every gamma, MaxRL) on the preset
+    ``cfg.prediction_preset`` over :data:`PREDICTION_SEEDS` (``fgrpo_theory.sim``): ``{"m_ret":
+    {label: mean}, "per_seed": {label: [M_ret per seed]}}``, kept in
     OUT/simulator_prediction.json. More retained mass predicts less likelihood lost on the rare
-    correct solutions (a lower Delta NLL_rare)."""
+    correct solutions (a lower Delta NLL_rare); the seeds pair the weightings (the same initial
+    logits and random streams per seed)."""
     N = cfg.group_size
     gammas = sorted({0.0, float(cfg.gamma), *(float(g) for g in cfg.extended_gammas)})
+    seeds = list(PREDICTION_SEEDS)
     path = out / "simulator_prediction.json"
+    key = {"preset": cfg.prediction_preset, "N": N, "gammas": gammas, "seeds": seeds}
     if path.is_file():  # kept when it was computed for these settings
         saved = json.loads(path.read_text())
-        if (saved.get("preset"), saved.get("N"), saved.get("gammas")) == (
-            cfg.prediction_preset,
-            N,
-            gammas,
-        ):
-            return saved["m_ret"]
+        if {k: saved.get(k) for k in key} == key:
+            return {"m_ret": saved["m_ret"], "per_seed": saved["per_seed"]}
     import numpy as np
 
     from fgrpo_theory.sim import config_from_preset, run_sweep
 
-    focal = run_sweep(
-        config_from_preset(cfg.prediction_preset, group_sizes=(N,), gammas=tuple(gammas)),
-        progress=False,
-    ).final_rows()
-    maxrl = run_sweep(
-        config_from_preset(
-            cfg.prediction_preset, group_sizes=(N,), gammas=(0.0,), weighting="maxrl"
-        ),
-        progress=False,
-    ).final_rows()
-    m_ret = {}
+    def final(weighting: str, gs) -> list[dict]:
+        sim = config_from_preset(
+            cfg.prediction_preset,
+            group_sizes=(N,),
+            gammas=tuple(gs),
+            seeds=tuple(seeds),
+            weighting=weighting,
+        )
+        return run_sweep(sim, progress=False).final_rows()
+
+    focal, maxrl = final("focal", gammas), final("maxrl", (0.0,))
+    per_seed = {}
     for g in gammas:
         label = "GRPO" if g == 0 else f"F-GRPO gamma={g:g}"
-        m_ret[label] = float(np.mean([r["m_ret"] for r in focal if r["gamma"] == g]))
-    m_ret["MaxRL"] = float(np.mean([r["m_ret"] for r in maxrl]))
-    write_json(path, {"preset": cfg.prediction_preset, "N": N, "gammas": gammas, "m_ret": m_ret})
-    return m_ret
+        per_seed[label] = [
+            r["m_ret"] for r in sorted(focal, key=lambda r: r["seed"]) if r["gamma"] == g
+        ]
+    per_seed["MaxRL"] = [r["m_ret"] for r in sorted(maxrl, key=lambda r: r["seed"])]
+    m_ret = {label: float(np.mean(v)) for label, v in per_seed.items()}
+    write_json(path, {**key, "m_ret": m_ret, "per_seed": per_seed})
+    return {"m_ret": m_ret, "per_seed": per_seed}
 
 
 def _record_time(out: Path, wall: float, cpu: float) -> dict:

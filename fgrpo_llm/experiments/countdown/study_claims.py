@@ -39,6 +39,7 @@ from fgrpo_llm.evaluation.stats import (
     base_level_interval,
     combine_verdicts,
     format_interval,
+    t_interval,
     verdict_above,
     verdict_below,
     verdict_not_below,
@@ -431,12 +432,14 @@ def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
 
     # 10. F-GRPO against MaxRL, beside the simulator's prediction
     d10 = {m: paired(numbers, f, mx, m) for m in ("delta_nll_rare", "id_pass1", "id_passk")}
-    pred = None
+    pred, sim_iv = None, None
     if prediction:
-        m_f = prediction.get(f"F-GRPO gamma={float(cfg.gamma):g}")
-        m_x = prediction.get("MaxRL")
-        if m_f is not None and m_x is not None and m_f != m_x:
-            pred = "below" if m_f > m_x else "above"  # more retained mass, less NLL lost
+        per_seed = prediction["per_seed"]
+        m_f, m_x = per_seed.get(f"F-GRPO gamma={float(cfg.gamma):g}"), per_seed.get("MaxRL")
+        if m_f and m_x and len(m_f) == len(m_x) >= 2:
+            # the simulator's own difference, paired by seed: a direction only when resolved
+            sim_iv = t_interval([a - b for a, b in zip(m_f, m_x, strict=True)])
+            pred = {HOLDS: "below", CONTRADICTED: "above"}.get(verdict_above(sim_iv))
     d = d10["delta_nll_rare"]
     if mx not in numbers:
         verdict10 = NOT_RUN
@@ -444,14 +447,20 @@ def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
         verdict10 = NOT_RESOLVED
     else:
         verdict10 = verdict_below(d) if pred == "below" else verdict_above(d)
-    sim = (
-        "the simulator (preset "
-        + f"{cfg.prediction_preset}, N = {N}) retains M_ret = "
-        + ", ".join(f"{k} {v:.3f}" for k, v in prediction.items())
-        + f", so it predicts F-GRPO's Delta NLL_rare {pred} MaxRL's"
-        if prediction and pred
-        else "no simulator prediction"
-    )
+    if sim_iv is None:
+        sim = "no simulator prediction"
+    else:
+        sim = (
+            f"the simulator (preset {cfg.prediction_preset}, N = {N}, {sim_iv.n} seeds) retains "
+            "M_ret = "
+            + ", ".join(f"{k} {v:.3f}" for k, v in prediction["m_ret"].items())
+            + f"; F-GRPO - MaxRL {_iv(sim_iv, True, 4)}, so "
+            + (
+                f"it predicts F-GRPO's Delta NLL_rare {pred} MaxRL's"
+                if pred
+                else "it does not separate them (no prediction to test)"
+            )
+        )
     claims.append(
         claim(
             10,
@@ -465,9 +474,10 @@ def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
             )
             if d is not None
             else "MaxRL was not trained.",
-            "Holds if the paired 95% interval of F-GRPO - MaxRL in Delta NLL_rare lies on the side "
-            "the simulator predicts (more retained mass, less likelihood lost), contradicted if "
-            "on the other side, else not resolved.",
+            "The simulator predicts a side when its own 95% interval of F-GRPO - MaxRL in M_ret "
+            "(paired over its seeds) excludes 0 (more retained mass, less likelihood lost). Holds "
+            "if the paired 95% interval of F-GRPO - MaxRL in Delta NLL_rare lies on that side, "
+            "contradicted if on the other side, else (or without a prediction) not resolved.",
         )
     )
     return claims

@@ -73,14 +73,17 @@ def _effect_values(numbers, a, b, metric) -> dict:
 # ----------------------------------------------------------------------------- tables
 def component_rows(numbers: dict, cfg) -> list[dict]:
     """Variance components (between bases, between RL seeds within a base) of every run's
-    metrics and of the paired effects, per metric."""
+    metrics and of the paired effects, per metric; a run no base trained twice (the extended
+    plan, the sweep: one RL seed each) cannot split them and is left out."""
     rows = []
     items = [(next(iter(runs.values()))["label"], name, None) for name, runs in numbers.items()]
     items += [(label, a, b) for label, a, b in _effects(cfg)]
     for label, a, b in items:
         for m in SPREAD_METRICS:
             vals = unit_values(numbers, a, m) if b is None else _effect_values(numbers, a, b, m)
-            if not vals:
+            if not vals or not any(
+                sum(1 for u in vals if u[0] == base) > 1 for base in {u[0] for u in vals}
+            ):
                 continue
             vc = variance_components(vals)
             rows.append({"what": label, "metric": m, "effect": b is not None, **vc.to_dict()})
@@ -181,21 +184,8 @@ def _plot(out: Path, numbers: dict, cfg, bases: dict) -> list[str]:
         (f"grpo_n{N}_lrmatched", "GRPO, lr-matched"),
     ]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    colors = {"default": "tab:blue", "other": "tab:orange"}
     for ax, metric in zip(axes, ("delta_nll_rare", "id_pass1", "ood_passk"), strict=True):
-        for b, info in bases.items():  # one line per base: the base's mean over its seeds
-            ys = []
-            for name, _ in runs:
-                xs = [v for (bb, _s), v in unit_values(numbers, name, metric).items() if bb == b]
-                ys.append(float(np.mean(xs)) if xs else np.nan)
-            ax.plot(range(len(runs)), ys, "o-", color=colors[info["family"]], alpha=0.6, lw=1)
-        for i, (name, _) in enumerate(runs):
-            iv = interval(numbers, name, metric)
-            if iv is not None:
-                _errorbar(ax, i + 0.15, iv, fmt="ks", ms=6)
-        ax.set_xticks(range(len(runs)), [label for _, label in runs], fontsize=7)
-        ax.set_title(METRICS[metric], fontsize=9)
-        ax.grid(alpha=0.3)
+        _per_base_panel(ax, numbers, runs, metric, bases)
     fig.suptitle(
         "Per base, mean over its RL seeds (blue: this CPU's default kernels, orange: the other "
         "family); black: mean and 95% CI over bases",
@@ -223,7 +213,54 @@ def _plot(out: Path, numbers: dict, cfg, bases: dict) -> list[str]:
     fig.tight_layout()
     save_figure(fig, out / "study_sweep.png", dpi=110)
     plt.close(fig)
-    return figs + ["study_sweep.png"]
+    figs.append("study_sweep.png")
+
+    if f"maxrl_n{N}" in numbers:  # the extended plan, on the units it was trained on
+        units = set(numbers[f"maxrl_n{N}"])
+        ext = {name: {u: v for u, v in r.items() if u in units} for name, r in numbers.items()}
+        runs = [(f"grpo_n{N}", "GRPO")]
+        runs += [
+            (f"fgrpo_n{N}" if g == cfg.gamma else f"fgrpo_n{N}_g{g:g}", f"F-GRPO {g:g}")
+            for g in sorted({float(cfg.gamma), *(float(g) for g in cfg.extended_gammas)})
+            if g > 0
+        ]
+        runs += [(f"maxrl_n{N}", "MaxRL"), (f"grpo_n{N}_entropy", "+entropy"),
+                 (f"grpo_n{N}_kl", "+KL")]  # fmt: skip
+        runs = [(name, label) for name, label in runs if ext.get(name)]
+        fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+        for ax, metric in zip(axes, ("delta_nll_rare", "id_pass1", "ood_passk"), strict=True):
+            _per_base_panel(ax, ext, runs, metric, bases)
+        fig.suptitle(
+            f"The extended plan at N = {N} on the {len({u[0] for u in units})} bases that trained "
+            "it (RL seed " + ", ".join(sorted({str(u[1]) for u in units})) + "): per base (blue / "
+            "orange: kernel family); black: mean and 95% CI over bases",
+            fontsize=9,
+        )
+        fig.tight_layout()
+        save_figure(fig, out / "study_extended.png", dpi=110)
+        plt.close(fig)
+        figs.append("study_extended.png")
+    return figs
+
+
+def _per_base_panel(ax, numbers: dict, runs: list, metric: str, bases: dict) -> None:
+    """One line per base (its mean over its RL seeds, coloured by kernel family) across ``runs``,
+    and beside each run the mean with its 95% interval over bases."""
+    colors = {"default": "tab:blue", "other": "tab:orange"}
+    for b, info in bases.items():
+        ys = []
+        for name, _ in runs:
+            xs = [v for (bb, _s), v in unit_values(numbers, name, metric).items() if bb == b]
+            ys.append(float(np.mean(xs)) if xs else np.nan)
+        if not all(np.isnan(ys)):
+            ax.plot(range(len(runs)), ys, "o-", color=colors[info["family"]], alpha=0.6, lw=1)
+    for i, (name, _) in enumerate(runs):
+        iv = interval(numbers, name, metric)
+        if iv is not None:
+            _errorbar(ax, i + 0.15, iv, fmt="ks", ms=6)
+    ax.set_xticks(range(len(runs)), [label for _, label in runs], fontsize=7)
+    ax.set_title(METRICS[metric], fontsize=9)
+    ax.grid(alpha=0.3)
 
 
 # ----------------------------------------------------------------------------- report
