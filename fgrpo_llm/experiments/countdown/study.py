@@ -261,8 +261,9 @@ def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign, *, extended: bool = 
 
 
 def _tier(cfg: DemoConfig, design: StudyDesign, spec: RunSpec, planned: set) -> tuple:
-    """Training order: the core runs seed by seed, then the sweep, then the extended plan (an
-    interrupted study then has the most bases for the claims that rest on every base).
+    """Training order: the core runs seed by seed, then the sweep and the tuning runs, then the
+    extended plan (an interrupted study then has the most bases for the claims that rest on
+    every base).
     ``planned``: the names of the plan's runs (core and sweep)."""
     if spec.name in planned:
         return (0, design.seeds.index(spec.seed)) if spec.N == cfg.group_size else (1, 0)
