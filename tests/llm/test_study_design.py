@@ -133,6 +133,7 @@ def test_the_design_checks_its_fields():
         ({"bases": (0,), "sweep_bases": (), "families": ("avx",)}, "avx"),
         ({"seeds": (-1,)}, "seeds"),
         ({"bases": (0, 1), "extended_bases": (1,), "tune_base": 2}, "tune_base"),
+        ({"bases": (0, 1), "extended_bases": (0,), "tune_base": True}, "tune_base"),
         ({"bases": (0, 1), "extended_bases": (1,), "tune_base": 1}, "not be among extended"),
         ({"bases": (0, 1), "tune_base": 0}, "no extended_bases"),
     ):

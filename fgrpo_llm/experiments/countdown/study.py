@@ -71,7 +71,7 @@ class StudyDesign:
     "default", so half the bases fall under each."""
     extended_bases: tuple = ()
     """Bases that also train the extended plan (MaxRL, GRPO + entropy, GRPO + KL, F-GRPO at the
-    other gammas; ``plan.extended_specs``) at the first RL seed."""
+    other gammas; ``config.extended_specs``) at the first RL seed."""
     tune_base: int | None = None
     """The base on which the entropy and KL coefficients are tuned before the extended plan trains
     with them (``study_tuning``; not among ``extended_bases``). None: the plan's coefficients."""
@@ -96,7 +96,7 @@ class StudyDesign:
             if stray:
                 raise ValueError(f"{name} must be among bases {list(self.bases)}, got {stray}")
         if self.tune_base is not None:
-            if self.tune_base not in self.bases:
+            if isinstance(self.tune_base, bool) or self.tune_base not in self.bases:
                 raise ValueError(
                     f"tune_base must be among bases {list(self.bases)}, got {self.tune_base!r}"
                 )
