@@ -2,14 +2,18 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fgrpo_theory.montecarlo import mc_p_active, mc_p_tail_miss, simulate_group_regions
 from fgrpo_theory.tail_miss import p_active, p_tail_miss
 
 TRIALS = 20_000
-Z = 5.0  # |estimate - P| <= Z * sqrt(P (1 - P) / trials) (two-sided 5-sigma)
+#: Two-sided false-alarm rate of one check: the count must lie in the central 1 - ALPHA of its
+#: exact binomial law (a normal bound fails for rare events: at P = 2e-6 one hit in 20,000 trials
+#: is "10 sigma" out, yet happens 4% of the time). 50 checks per run: a false alarm about once in
+#: 10^5 runs.
+ALPHA = 2e-7
 
 
 @settings(max_examples=25, deadline=None)
@@ -19,15 +23,32 @@ Z = 5.0  # |estimate - P| <= Z * sqrt(P (1 - P) / trials) (two-sided 5-sigma)
     N=st.integers(1, 300),
     seed=st.integers(0, 2**32 - 1),
 )
+@example(mu=0.25, frac=0.25, N=205, seed=1_357_369_861)  # one hit at P = 1.8e-6
 def test_closed_form_equals_monte_carlo(mu, frac, N, seed):
+    from scipy.stats import binom
+
     tau = frac * mu
     rng = np.random.default_rng(seed)
     for est, exact in (
         (mc_p_tail_miss(mu, tau, N, trials=TRIALS, rng=rng), p_tail_miss(mu, tau, N)),
         (mc_p_active(mu, N, trials=TRIALS, rng=rng), p_active(mu, N)),
     ):
-        bound = Z * np.sqrt(exact * (1 - exact) / TRIALS) + 1e-12
-        assert abs(est.estimate - exact) <= bound
+        p = float(np.clip(exact, 0.0, 1.0))
+        count = round(float(est.estimate) * TRIALS)
+        lo, hi = binom.ppf(ALPHA / 2, TRIALS, p), binom.isf(ALPHA / 2, TRIALS, p)
+        assert lo <= count <= hi, (count, lo, hi, p)
+
+
+def test_the_bound_rejects_a_wrong_probability():
+    """The check is not vacuous: a closed form off by 0.03 at P(A_2) = 0.42 (mu = 0.3) fails it."""
+    from scipy.stats import binom
+
+    est = mc_p_active(0.3, 2, trials=TRIALS, rng=np.random.default_rng(0))
+    count = round(float(est.estimate) * TRIALS)
+    right, wrong = float(p_active(0.3, 2)), 0.45
+    assert right == pytest.approx(0.42)
+    assert binom.ppf(ALPHA / 2, TRIALS, right) <= count <= binom.isf(ALPHA / 2, TRIALS, right)
+    assert not binom.ppf(ALPHA / 2, TRIALS, wrong) <= count <= binom.isf(ALPHA / 2, TRIALS, wrong)
 
 
 def test_seeded_and_shaped():
