@@ -5,7 +5,7 @@ Stages (each writes under OUT and is skipped when its output exists, so a rerun 
 1. theory: tail-miss figures and a reduced categorical regime sweep (``fgrpo_theory.demo``);
 2. the plan of ``fgrpo_llm.experiments.countdown`` for one RL seed: the Countdown base, the
    rare-correct set, GRPO at N in {2, 4, 8, 16}, F-GRPO at N = 8 and the learning-rate-matched
-   control, each with its pass@k (the study adds GRPO at N = 32: ``plan.DEMO_PLAN``);
+   control, each with its pass@k (the study adds GRPO at N = 32: ``config.DEMO_PLAN``);
 3. the cross-check (``fgrpo_llm.experiments.countdown.cross_check``) and OUT/report.md.
 
 With two or more workers the theory stage runs in a side process beside pretraining, and the base's

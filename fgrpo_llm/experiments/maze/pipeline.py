@@ -2,7 +2,7 @@
 processes, longest first), then the study (``fgrpo_llm.experiments.maze.study.summarize``).
 
 The configuration, the runs and their stages are ``fgrpo_llm.experiments.maze``; the statistics
-and the report are ``maze_study``'s; this module runs them in order, resumably.
+and the report are ``maze.study``'s; this module runs them in order, resumably.
 
     from fgrpo_llm.experiments.maze.config import make_config
     from fgrpo_llm.experiments.maze.pipeline import run_experiment

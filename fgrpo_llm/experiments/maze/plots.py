@@ -2,7 +2,7 @@
 
 Lines are means over the RL seeds; bands and error bars are 95% Student-t intervals over seeds
 (``fgrpo_llm.evaluation.stats.t_interval``; none with one seed). The lr-matched controls are
-dashed. Written by ``maze_study.summarize`` to OUT/maze_curves.png and OUT/maze_final.png.
+dashed. Written by ``maze.study.summarize`` to OUT/maze_curves.png and OUT/maze_final.png.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Seeds. ``seed`` draws the mazes, the model's initialisation and the SFT batches:
 model. Each RL seed s in ``rl_seeds`` seeds the RL sampling and prompt order of every run and the
 held-out evaluation of seed s (the same random numbers for every method and step of that seed,
 so the differences between methods are paired). The study statistics (means and t intervals over
-seeds, paired differences, verdicts on the paper's claims) are ``maze_study``'s.
+seeds, paired differences, verdicts on the paper's claims) are ``maze.study``'s.
 
 Same command, same numbers: every budget is a step count; torch runs ``threads`` intra-op threads
 in every stage (default 1: the float sums, hence the sampled rollouts, then do not depend on the

@@ -113,7 +113,7 @@ def unit(run: dict) -> tuple[int, int]:
 
 
 def sft_units(results: dict) -> dict:
-    """``{(base, seed): SFT evaluation}``: keys "s" (one base) or "b/s" (``maze_bases``)."""
+    """``{(base, seed): SFT evaluation}``: keys "s" (one base) or "b/s" (``maze.bases``)."""
     out = {}
     for key, e in results["sft"].items():
         b, _, s = str(key).rpartition("/")
@@ -154,7 +154,7 @@ def _iv(iv: Interval | None) -> dict | None:
 
 def study(cfg: MazeConfig, results: dict) -> dict:
     """Intervals per run, paired differences and the four verdicts (a JSON-ready dict). Pooled
-    over SFT models (``results["bases"]``, ``maze_bases``), every interval is over bases."""
+    over SFT models (``results["bases"]``, ``maze.bases``), every interval is over bases."""
     pooled = "bases" in results
     metrics = _metrics(cfg)
     K = cfg.eval_k_max
