@@ -68,9 +68,7 @@ def _log_ratio(logprobs, old_logprobs, mask):
     return torch.where(mask.bool(), logprobs - old_logprobs.detach(), torch.zeros_like(logprobs))
 
 
-def _clipped_surrogate(
-    logprobs, old_logprobs, advantages, mask, *, clip_eps_low, clip_eps_high, prefix
-):
+def _clipped_surrogate(logprobs, old_logprobs, advantages, mask, *, clip_eps_low, clip_eps_high):
     """-min(r A, clip(r, 1 - clip_eps_low, 1 + clip_eps_high) A), token-mean (PPO clip
     objective)."""
     _check(logprobs, old_logprobs, advantages, mask)
@@ -84,8 +82,8 @@ def _clipped_surrogate(
         low = (r < 1.0 - clip_eps_low) & (A < 0)
         high = (r > 1.0 + clip_eps_high) & (A > 0)
         metrics = {
-            f"{prefix}/low_frac": token_mean(low.float(), mask).item(),
-            f"{prefix}/high_frac": token_mean(high.float(), mask).item(),
+            "clip/low_frac": token_mean(low.float(), mask).item(),
+            "clip/high_frac": token_mean(high.float(), mask).item(),
             "policy/ratio_mean": token_mean(r, mask).item(),
             "policy/ratio_max": (r[mask].max().item() if mask.any() else 1.0),
         }
@@ -115,7 +113,6 @@ def grpo_loss(
         mask,
         clip_eps_low=clip_eps_low,
         clip_eps_high=clip_eps_high,
-        prefix="clip",
     )  # <- symmetric clip
 
 
@@ -140,7 +137,6 @@ def dapo_loss(
         mask,
         clip_eps_low=clip_eps_low,
         clip_eps_high=clip_eps_high,
-        prefix="clip",
     )  # <- asymmetric
 
 
