@@ -186,7 +186,7 @@ def main() -> None:
     args = ap.parse_args()
     from dataclasses import replace
 
-    from fgrpo_theory.cli.common import parse_list
+    from fgrpo_common.cli import parse_list
 
     try:
         sizes = parse_list("--group-sizes", args.group_sizes, int)

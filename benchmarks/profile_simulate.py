@@ -29,7 +29,7 @@ from dataclasses import replace
 def main(argv=None) -> int:
     import numpy as np
 
-    from fgrpo_theory.cli.common import parse_list
+    from fgrpo_common.cli import parse_list
     from fgrpo_theory.sim import PRESETS
     from fgrpo_theory.sim.threads import pinned
 

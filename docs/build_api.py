@@ -19,11 +19,12 @@ OUT = Path(__file__).resolve().parent / "api"
 
 
 def modules() -> list[str]:
+    import fgrpo_common
     import fgrpo_llm
     import fgrpo_theory
 
-    names = ["fgrpo_theory", "fgrpo_llm"]
-    for pkg in (fgrpo_theory, fgrpo_llm):
+    names = ["fgrpo_common", "fgrpo_theory", "fgrpo_llm"]
+    for pkg in (fgrpo_common, fgrpo_theory, fgrpo_llm):
         for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
             if (
                 info.name.endswith("__main__")

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fgrpo_theory.fields import (
+from fgrpo_common.fields import (
     Boolean,
     Choice,
     Integer,
@@ -148,7 +148,7 @@ class TrainConfig:
         def fail(name, rule):
             raise ValueError(f"{name} must be {rule}, got {name}={getattr(self, name)!r}")
 
-        check_fields(self, RULES)  # every field's type and range (fgrpo_theory.fields)
+        check_fields(self, RULES)  # every field's type and range (fgrpo_common.fields)
         if self.adv_std == "bessel" and self.group_size < 2:
             fail("group_size", "at least 2 with the Bessel std (adv_std='bessel')")
         if self.num_mini_batches > self.prompts_per_step:

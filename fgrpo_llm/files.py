@@ -1,6 +1,7 @@
 """Files that are never half-written, and JSON that any parser reads.
 
-- :func:`atomic_write_text`: a text file through a temporary sibling and a rename.
+- :func:`atomic_write_text`: a text file through a temporary sibling and a rename
+  (``fgrpo_common.files``'s, which both packages use).
 - :func:`atomic_directory`: a directory built under a temporary name and renamed into place only
   when complete (checkpoints, saved models), replacing an existing one; a crash leaves either the
   old directory or the new one, plus at worst a ``.NAME.tmp-*`` sibling that
@@ -20,6 +21,8 @@ import secrets
 import shutil
 import tempfile
 from pathlib import Path
+
+from fgrpo_common.files import TEMPORARY_MARK, atomic_write_text
 
 __all__ = [
     "atomic_write_text",
@@ -72,26 +75,8 @@ def directory_lock(directory, *, what: str = "run"):
         os.close(fd)  # releases the lock
 
 
-def atomic_write_text(path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename, so a reader (or a resumed
-    run) never sees a half-written file. Creates the parent directory."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(path)
-    finally:
-        if tmp.exists():  # a failed write (a full disk) leaves nothing behind
-            tmp.unlink()
-    return path
-
-
 def _temporary_prefix(path: Path) -> str:
-    return f".{path.name}.tmp-"
+    return f".{path.name}{TEMPORARY_MARK}"
 
 
 def _new_temporary_directory(path: Path) -> Path:
@@ -168,12 +153,13 @@ def remove_stale_temporaries(directory) -> list[Path]:
         return []
     removed = []
     for child in directory.iterdir():
-        if child.name.startswith(".") and ".tmp-" in child.name and child.is_dir():
+        if not (child.name.startswith(".") and TEMPORARY_MARK in child.name):
+            continue
+        if child.is_dir():
             shutil.rmtree(child, ignore_errors=True)
-            removed.append(child)
-        elif child.name.endswith(".tmp") and child.is_file():
+        else:
             child.unlink(missing_ok=True)
-            removed.append(child)
+        removed.append(child)
     return removed
 
 

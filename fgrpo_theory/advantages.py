@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fgrpo_theory.checks import as_float_array, check_real_scalar
+from fgrpo_common.checks import as_float_array, check_real_scalar
 from fgrpo_theory.focal import focal_weight
 
 #: TRL's GRPOTrainer: Bessel-corrected std, eps = 1e-4.

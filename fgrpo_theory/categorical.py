@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fgrpo_theory.checks import (
+from fgrpo_common.checks import (
     as_float_array,
     check_bool_mask,
     check_integer,

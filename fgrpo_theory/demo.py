@@ -16,6 +16,7 @@ import csv
 import os
 from pathlib import Path
 
+from fgrpo_common.files import save_figure
 from fgrpo_theory.plots import (
     FIG1A,
     FIG3,
@@ -23,7 +24,6 @@ from fgrpo_theory.plots import (
     plot_focal_magnitudes,
     plot_large_group,
     plot_tail_miss_curves,
-    save_figure,
 )
 from fgrpo_theory.tail_miss import peak_group_size, stationary_group_size
 

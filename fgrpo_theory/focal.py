@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import betaln
 
-from fgrpo_theory.checks import broadcast, check_nonnegative, check_probability
+from fgrpo_common.checks import broadcast, check_nonnegative, check_probability
 
 
 def _out(x: np.ndarray):

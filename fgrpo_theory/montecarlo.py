@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fgrpo_theory.checks import (
+from fgrpo_common.checks import (
     broadcast,
     check_integer,
     check_probability,

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fgrpo_theory.checks import broadcast, check_integer, check_probability, single
+from fgrpo_common.checks import broadcast, check_integer, check_probability, single
 
 #: Elements (problems x factors) per block of the vectorised product.
 _BLOCK = 1 << 20

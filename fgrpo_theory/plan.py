@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from fgrpo_theory.checks import check_integer, check_probability
+from fgrpo_common.checks import check_integer, check_probability
 from fgrpo_theory.tail_miss import p_active, p_tail_miss
 from fgrpo_theory.weighting import Weighting, parse_weighting
 

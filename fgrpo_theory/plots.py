@@ -107,22 +107,3 @@ __all__ = [
     "plot_focal_magnitudes",
     "plot_large_group",
 ]
-
-
-def save_figure(fig, path, **kwargs):
-    """``fig.savefig(path, **kwargs)`` through a temporary sibling and a rename: a full disk or
-    any other failure leaves no partial or empty file at ``path`` (the error propagates)."""
-    import os
-    import secrets
-    from pathlib import Path
-
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
-    fmt = kwargs.pop("format", None) or (path.suffix.lstrip(".") or None)
-    try:
-        fig.savefig(tmp, format=fmt, **kwargs)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path

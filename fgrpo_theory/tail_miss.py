@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fgrpo_theory.checks import (
+from fgrpo_common.checks import (
     broadcast,
     check_group_size,
     check_probability,

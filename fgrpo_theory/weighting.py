@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fgrpo_theory.checks import broadcast, check_nonnegative, check_probability
+from fgrpo_common.checks import broadcast, check_nonnegative, check_probability
 from fgrpo_theory.focal import focal_weight
 
 __all__ = ["Weighting", "focal", "maxrl", "none", "parse_weighting", "WEIGHTINGS"]

@@ -1,4 +1,4 @@
-"""One way to check a configuration (``fgrpo_theory.fields``): the rules, and that every config
+"""One way to check a configuration (``fgrpo_common.fields``): the rules, and that every config
 class of both packages declares a rule for each of its fields."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fgrpo_theory.fields import (
+from fgrpo_common.fields import (
     Boolean,
     Choice,
     Integer,

@@ -1,5 +1,6 @@
 """The folders are layers and imports only go down (read from the source, nothing is imported).
 
+- ``fgrpo_common`` (checks, fields, CLI parsing, atomic files) imports neither other package.
 - ``fgrpo_theory`` never imports ``fgrpo_llm``, and torch only in its optional GPU engine.
 - ``fgrpo_llm``: the RL core (the package's top-level modules and ``tasks/``) <- ``evaluation/``
   <- ``experiments/`` <- ``cli/``; ``integrations/`` may use the core and evaluation, and nothing
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("fgrpo_theory", "fgrpo_llm")
+PACKAGES = ("fgrpo_common", "fgrpo_theory", "fgrpo_llm")
 
 #: fgrpo_llm's layers, lowest first; a module may import its own layer and the ones below.
 LLM_LAYERS = ("core", "evaluation", "experiments", "cli")
@@ -65,6 +66,17 @@ def _llm_layer(module: str) -> str:
     if len(parts) > 1 and parts[1] in ("evaluation", "experiments", "cli", "integrations"):
         return parts[1]
     return "core"
+
+
+def test_fgrpo_common_imports_neither_package():
+    bad = [
+        f"{name}:{line} imports {target}"
+        for name, path in MODULES.items()
+        if name.startswith("fgrpo_common")
+        for target, line in _imports(path)
+        if target.split(".")[0] in ("fgrpo_theory", "fgrpo_llm")
+    ]
+    assert not bad, bad
 
 
 def test_fgrpo_theory_never_imports_fgrpo_llm_and_torch_only_in_its_gpu_engine():
@@ -169,18 +181,21 @@ def name_is_package_of(package: str, module: str) -> bool:
             "from fgrpo_theory.sim import samplers\nimport fgrpo_llm.trainer\n",
             "imports fgrpo_llm.trainer",
         ),
+        ("def f():\n    from fgrpo_theory.focal import focal_weight\n", "imports fgrpo_theory"),
     ],
 )
 def test_the_layer_checks_catch_a_violation(tmp_path, monkeypatch, bad, expected):
-    target = "fgrpo_llm.advantages" if "experiments" in bad else "fgrpo_theory.focal"
+    target, check = {
+        "experiments": ("fgrpo_llm.advantages", test_fgrpo_llm_imports_only_go_down_the_layers),
+        "fgrpo_llm.trainer": (
+            "fgrpo_theory.focal",
+            test_fgrpo_theory_never_imports_fgrpo_llm_and_torch_only_in_its_gpu_engine,
+        ),
+        "focal_weight": ("fgrpo_common.checks", test_fgrpo_common_imports_neither_package),
+    }[next(k for k in ("experiments", "fgrpo_llm.trainer", "focal_weight") if k in bad)]
     fake = tmp_path / "m.py"
     fake.write_text(bad)
     monkeypatch.setitem(MODULES, target, fake)
-    check = (
-        test_fgrpo_llm_imports_only_go_down_the_layers
-        if "experiments" in bad
-        else test_fgrpo_theory_never_imports_fgrpo_llm_and_torch_only_in_its_gpu_engine
-    )
     with pytest.raises(AssertionError, match=expected):
         check()
 

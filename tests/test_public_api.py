@@ -26,7 +26,11 @@ def test_every_public_name_resolves_and_has_a_docstring(package):
 
 @pytest.mark.parametrize(
     "package,heavy",
-    [("fgrpo_theory", ("torch", "sympy", "matplotlib")), ("fgrpo_llm", ("torch", "transformers"))],
+    [
+        ("fgrpo_common", ("torch", "sympy", "matplotlib", "numba", "scipy")),
+        ("fgrpo_theory", ("torch", "sympy", "matplotlib")),
+        ("fgrpo_llm", ("torch", "transformers")),
+    ],
 )
 def test_importing_a_package_is_light(package, heavy):
     code = f"import sys, {package}; print(sorted(m for m in {heavy!r} if m in sys.modules))"

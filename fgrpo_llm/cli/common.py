@@ -1,12 +1,12 @@
 """What the ``fgrpo-llm`` subcommands share: the model / task flags and the completion limit.
 
 The parser, the runner (bad input -> one line, exit status 2) and the list / KEY=VALUE parsers
-are ``fgrpo_theory.cli.common``'s, shared with ``fgrpo-theory``.
+are ``fgrpo_common.cli``'s, shared with ``fgrpo-theory``.
 """
 
 from __future__ import annotations
 
-from fgrpo_theory.cli.common import parse_key_values
+from fgrpo_common.cli import parse_key_values
 
 __all__ = ["add_model_task_args", "task_from_args", "max_new_tokens_for"]
 

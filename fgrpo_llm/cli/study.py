@@ -24,10 +24,10 @@ import sys
 
 
 def _study(args) -> int:
+    from fgrpo_common.cli import parse_list
     from fgrpo_llm.experiments.countdown.config import load_demo_config
     from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
     from fgrpo_llm.model import resolve_device
-    from fgrpo_theory.cli.common import parse_list
 
     lists = {}
     for flag in ("bases", "seeds", "sweep_bases", "extended_bases"):

@@ -117,8 +117,8 @@ def register(subparsers) -> None:
 
 def resolve_config(args):
     """The TrainConfig of this command line (defaults < --config / saved config < flags)."""
+    from fgrpo_common.cli import parse_key_values
     from fgrpo_llm.config import TrainConfig, read_config_file
-    from fgrpo_theory.cli.common import parse_key_values
 
     if not args.out:
         raise ValueError("--out is required (the run directory)")

@@ -64,9 +64,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from fgrpo_common.checks import check_integer, check_probability, check_real_scalar
 from fgrpo_llm.evaluation.sampling_error import sampling_error_summary
 from fgrpo_llm.tasks.base import solution_form
-from fgrpo_theory.checks import check_integer, check_probability, check_real_scalar
 
 __all__ = [
     "ExactMass",

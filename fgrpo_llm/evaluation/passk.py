@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fgrpo_common.checks import check_integer
+from fgrpo_common.files import save_figure
 from fgrpo_llm.files import atomic_write_text
 from fgrpo_llm.tasks.base import check_split
-from fgrpo_theory.checks import check_integer
-from fgrpo_theory.plots import save_figure
 
 #: Name of the files written by :func:`write_eval_outputs`.
 EVAL_JSON = "eval.json"

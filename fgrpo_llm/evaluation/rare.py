@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fgrpo_common.checks import check_integer, check_probability
 from fgrpo_llm.tasks.base import solution_form
-from fgrpo_theory.checks import check_integer, check_probability
 
 #: Format version of the saved artifact.
 RARE_SET_VERSION = 1

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fgrpo_common.checks import check_integer, check_probability
 from fgrpo_llm.evaluation.stats import wilson_interval
-from fgrpo_theory.checks import check_integer, check_probability
 
 __all__ = ["sampling_error_summary"]
 

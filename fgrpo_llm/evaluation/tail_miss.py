@@ -22,8 +22,8 @@ import math
 
 import numpy as np
 
+from fgrpo_common.checks import check_integer
 from fgrpo_llm.evaluation.stats import Z95, wilson_interval
-from fgrpo_theory.checks import check_integer
 
 __all__ = [
     "Z95",

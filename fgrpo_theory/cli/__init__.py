@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from fgrpo_theory.cli.common import build_command_parser, run_command
+from fgrpo_common.cli import build_command_parser, run_command
 
 #: Subcommand modules, in the order they appear in ``--help``.
 COMMAND_MODULES = [

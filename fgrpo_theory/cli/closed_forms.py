@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_theory.checks import check_integer, single
-from fgrpo_theory.plots import save_figure
+from fgrpo_common.checks import check_integer, single
+from fgrpo_common.files import save_figure
 
 #: At most this many table rows (curves x group sizes, or values x k): a bigger request is a
 #: typo far more often than a wish to print a million lines.

@@ -125,7 +125,7 @@ def _plot(res: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fgrpo_theory.plots import save_figure
+    from fgrpo_common.files import save_figure
 
     N = [r["N"] for r in res["rows"]]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))

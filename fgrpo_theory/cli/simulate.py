@@ -21,8 +21,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from fgrpo_theory.cli.common import parse_list
-from fgrpo_theory.plots import save_figure
+from fgrpo_common.cli import parse_list
+from fgrpo_common.files import save_figure
 
 #: The most worker processes the command starts.
 MAX_WORKERS = 1024

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
-from fgrpo_theory.fields import Choice, Integer, Optional, Real, Sequence, check_fields
+from fgrpo_common.fields import Choice, Integer, Optional, Real, Sequence, check_fields
 
 OPTIMIZERS = ("sgd", "adam")
 #: How a group's advantages are weighted by its success rate (``fgrpo_theory.weighting``):
@@ -85,7 +85,7 @@ class SimConfig:
     gammas must hold one value, which is ignored)"""
 
     def __post_init__(self):
-        check_fields(self, SIM_RULES)  # every field's type and range (fgrpo_theory.fields)
+        check_fields(self, SIM_RULES)  # every field's type and range (fgrpo_common.fields)
         K, C = self.actions, self.correct
         if C >= K:
             raise ValueError(f"correct must be < actions={K}, got correct={C}")

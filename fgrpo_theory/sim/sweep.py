@@ -24,8 +24,6 @@ them instead of simulating.
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import shutil
 import sys
 import zipfile
@@ -35,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_theory.checks import check_integer
+from fgrpo_common.checks import check_integer
+from fgrpo_common.files import atomic_write, atomic_write_text
 from fgrpo_theory.sim.config import SimConfig
 from fgrpo_theory.sim.engines import choose_engine, simulate_runs, work_items
 from fgrpo_theory.sim.group import GROUP_RECORDS, POLICY_RECORDS
@@ -121,32 +120,15 @@ class SweepResult:
 # ----------------------------------------------------------------------------- files
 
 
-def _write_atomically(path: Path, suffix: str, write) -> Path:
-    """``write(fh)`` into a new temporary file next to ``path`` (binary), renamed to ``path``.
-    The file is created with mode 0o666 less the umask, as a plain ``open`` would (not
-    ``tempfile.mkstemp``'s 0o600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.stem}.{secrets.token_hex(8)}{suffix}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
 def _write_text(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (a temporary file in the same folder, renamed)."""
-    return _write_atomically(path, ".tmp", lambda fh: fh.write(text.encode()))
+    return atomic_write_text(path, text)
 
 
 def _save_npz(path: Path, arrays: dict) -> Path:
     """``np.savez`` to ``path`` atomically. Not compressed: the records are float series that
     zlib shrinks by a quarter at 50x the time (0.4 s against 7 ms for paper-fig2's)."""
-    return _write_atomically(path, ".npz", lambda fh: np.savez(fh, **arrays))
+    return atomic_write(path, lambda fh: np.savez(fh, **arrays))
 
 
 def _load_npz(path: Path, shapes: dict) -> dict | None:

@@ -65,12 +65,12 @@ def test_a_text_file_on_a_full_disk_leaves_nothing(tmp_path, monkeypatch):
 def test_a_figure_that_fails_to_save_leaves_nothing(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from fgrpo_theory.plots import save_figure
+    from fgrpo_common.files import save_figure
 
     fig, _ = plt.subplots()
 
-    def full(path, **kwargs):  # writes an empty file, then the disk is full
-        Path(path).write_bytes(b"")
+    def full(fh, **kwargs):  # writes part of the figure, then the disk is full
+        fh.write(b"\x89PNG partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(fig, "savefig", full)

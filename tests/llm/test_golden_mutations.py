@@ -56,7 +56,7 @@ MUTATIONS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(MUTATIONS))
 def test_golden_test_fails_under_mutation(tmp_path, name):
-    for pkg in ("fgrpo_llm", "fgrpo_theory"):
+    for pkg in ("fgrpo_llm", "fgrpo_theory", "fgrpo_common"):
         shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(
         ROOT / "tests", tmp_path / "tests", ignore=shutil.ignore_patterns("__pycache__")

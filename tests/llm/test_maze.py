@@ -247,7 +247,7 @@ def test_config_validation_and_presets():
 
 
 def test_config_fields_follow_the_shared_rules():
-    """MAZE_RULES (fgrpo_theory.fields): numbers written as text (a YAML --config file) are read
+    """MAZE_RULES (fgrpo_common.fields): numbers written as text (a YAML --config file) are read
     as numbers and numpy values become Python numbers; a bool is never a number, a float (even
     5.0) never an integer; every bad value is one ValueError naming the field and the value."""
     from fgrpo_llm.experiments.maze.config import make_config

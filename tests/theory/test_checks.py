@@ -5,7 +5,7 @@ import datetime
 import numpy as np
 import pytest
 
-from fgrpo_theory.checks import (
+from fgrpo_common.checks import (
     as_float_array,
     broadcast,
     check_bool_mask,

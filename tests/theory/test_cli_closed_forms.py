@@ -200,7 +200,7 @@ def test_pass_at_k_cli_with_large_counts_is_instant(capsys):
 def _runner(exc):
     import argparse
 
-    from fgrpo_theory.cli.common import OneLineArgumentParser
+    from fgrpo_common.cli import OneLineArgumentParser
 
     parser = OneLineArgumentParser(prog="prog")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -232,7 +232,7 @@ def _runner(exc):
     ],
 )
 def test_run_command_turns_os_and_type_errors_into_one_line(capsys, exc, words):
-    from fgrpo_theory.cli.common import run_command
+    from fgrpo_common.cli import run_command
 
     code = run_command(_runner(exc), ["cmd"])
     err = capsys.readouterr().err
@@ -240,7 +240,7 @@ def test_run_command_turns_os_and_type_errors_into_one_line(capsys, exc, words):
 
 
 def test_run_command_keeps_errors_interrupts_and_lets_bugs_through(capsys):
-    from fgrpo_theory.cli.common import run_command
+    from fgrpo_common.cli import run_command
 
     # the fgrpo-llm form: errors= adds to the defaults, it never narrows them
     assert (

@@ -172,13 +172,9 @@ class Case:
 
 
 def _mod(name: str):
-    """An fgrpo_theory module by name (``checks`` was the private ``_validate`` in old trees)."""
-    import fgrpo_theory
-
-    here = Path(fgrpo_theory.__file__).parent
-    if name == "checks" and not (here / "checks.py").exists():
-        name = "_validate"  # look in this tree only: an editable install would map in another's
-    return importlib.import_module(f"fgrpo_theory.{name}")
+    """A library module by name: ``checks`` is ``fgrpo_common``'s, the others ``fgrpo_theory``'s."""
+    package = "fgrpo_common" if name == "checks" else "fgrpo_theory"
+    return importlib.import_module(f"{package}.{name}")
 
 
 # ----------------------------------------------------------------------------------------------

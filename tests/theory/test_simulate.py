@@ -355,7 +355,7 @@ def test_bad_configs_are_rejected(bad, match):
 
 
 def test_config_fields_follow_the_shared_rules():
-    """SIM_RULES (fgrpo_theory.fields): numbers written as text are read as numbers (a YAML or
+    """SIM_RULES (fgrpo_common.fields): numbers written as text are read as numbers (a YAML or
     --set value), numpy arrays and scalars become tuples of Python numbers."""
     cfg = replace(
         SMALL,

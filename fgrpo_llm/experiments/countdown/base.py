@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fgrpo_common.fields import Choice, Integer, Real, Text, check_fields, dataclass_from_dict
 from fgrpo_llm.model import (
     build_tiny_model,
     count_parameters,
@@ -45,7 +46,6 @@ from fgrpo_llm.model import (
 from fgrpo_llm.sft import pad_sft_rows, sft_loop
 from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask, all_expressions
 from fgrpo_llm.tokenizer import build_char_tokenizer
-from fgrpo_theory.fields import Choice, Integer, Real, Text, check_fields, dataclass_from_dict
 
 CONFIG_NAME = "pretrain_config.json"
 METRICS_NAME = "pretrain_metrics.jsonl"
@@ -113,7 +113,7 @@ class PretrainConfig:
     """Autocast dtype: "auto" (bf16 on CUDA, float32 on CPU), "float32", "bfloat16", "float16"."""
 
     def __post_init__(self):
-        check_fields(self, PRETRAIN_RULES)  # every field's type and range (fgrpo_theory.fields)
+        check_fields(self, PRETRAIN_RULES)  # every field's type and range (fgrpo_common.fields)
         if self.eval_prompts > self.num_test:
             raise ValueError(
                 f"eval_prompts must be <= num_test, got {self.eval_prompts} > {self.num_test}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from fgrpo_theory.fields import (
+from fgrpo_common.fields import (
     Boolean,
     Integer,
     Mapping,
@@ -112,7 +112,7 @@ class DemoConfig:
     """Path of paper_results.json (None: the copy shipped in ``fgrpo_llm/experiments/``)."""
 
     def __post_init__(self):
-        check_fields(self, DEMO_RULES)  # every field's type and range (fgrpo_theory.fields)
+        check_fields(self, DEMO_RULES)  # every field's type and range (fgrpo_common.fields)
         fixed = sorted(set(self.train_overrides) & PLAN_FIELDS)
         if fixed:
             raise ValueError(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.files import save_figure
 from fgrpo_llm.evaluation.runs import RunInfo
 from fgrpo_llm.evaluation.sweep import (
     control_rows,
@@ -35,7 +36,6 @@ from fgrpo_llm.evaluation.tail_miss import (
     tail_miss_records,
 )
 from fgrpo_llm.files import atomic_write_text, strict_json
-from fgrpo_theory.plots import save_figure
 
 __all__ = ["cross_check"]
 

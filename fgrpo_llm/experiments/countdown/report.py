@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_theory.plots import save_figure
+from fgrpo_common.files import save_figure
 
 
 def fmt(x, digits: int = 3) -> str:

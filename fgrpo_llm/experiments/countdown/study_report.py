@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.files import save_figure
 from fgrpo_llm.evaluation.stats import (
     by_base,
     format_interval,
@@ -17,7 +18,6 @@ from fgrpo_llm.evaluation.stats import (
 )
 from fgrpo_llm.experiments.countdown.study_claims import METRICS, interval, unit_values
 from fgrpo_llm.experiments.runner import write_json
-from fgrpo_theory.plots import save_figure
 
 __all__ = ["run_numbers", "write_study_outputs", "component_rows", "family_rows"]
 

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from fgrpo_theory.fields import (
+from fgrpo_common.fields import (
     Integer,
     Optional,
     Real,
@@ -82,7 +82,7 @@ class MazeConfig:
     """"auto" (CUDA when available), "cpu" or "cuda[:i]"."""
 
     def __post_init__(self):
-        check_fields(self, MAZE_RULES)  # every field's type and range (fgrpo_theory.fields)
+        check_fields(self, MAZE_RULES)  # every field's type and range (fgrpo_common.fields)
         if self.grid_size % 2 == 0:
             raise ValueError(
                 f"grid_size must be odd (2 * cells + 1), got grid_size={self.grid_size}"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.files import save_figure
 from fgrpo_llm.evaluation.stats import t_interval
 from fgrpo_llm.experiments.maze.config import MazeConfig, method_name, methods
-from fgrpo_theory.plots import save_figure
 
 
 def _band(values: list[float]) -> tuple[float, float, float]:
