@@ -1,23 +1,55 @@
 """What the verdicts of both studies (Countdown, ``countdown.study_claims``; Maze,
-``maze.study``) share: a claim's record, the verdict of a one-sided claim from its interval, the
-"not run" verdict, and the sentence on the kernel family's effect.
+``maze.study``) share: the :class:`Claim` each study declares its claims with, a claim's record,
+the verdict of a one-sided claim from its interval, the "not run" verdict, and the sentence on the
+kernel family's effect.
 
 A claim is a statement of the paper with a verdict decided from 95% intervals
 (``fgrpo_llm.evaluation.stats``): **holds** when the interval lies on the claimed side of 0,
 **contradicted** when it lies on the other side, **not resolved** when it contains 0, and
-**not run** when the design did not train the runs the claim needs.
+**not run** when the design did not train the runs the claim needs. Each study lists its claims
+as data, in order:
+
+    CLAIMS = (Claim(2, "F-GRPO at N = {N} has a lower Delta NLL_rare than GRPO", RULE, judge_2),
+              ...)
+    records = [c.record(study, N=8) for c in CLAIMS]
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from fgrpo_llm.evaluation.stats import NOT_RESOLVED, Interval, verdict_above, verdict_below
 
-__all__ = ["NOT_RUN", "claim", "directional_verdict", "family_verdict"]
+__all__ = ["NOT_RUN", "Claim", "claim", "directional_verdict", "family_verdict"]
 
 #: The verdict of a claim whose runs the design did not train (no sweep, no extended plan).
 NOT_RUN = "not run"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper and how it is judged.
+
+    ``text`` (the paper's statement) and ``rule`` (how the verdict is decided) may hold
+    ``{name}`` fields, filled from the study's settings; ``judge(study) -> (verdict, evidence)``
+    reads the study's numbers (whatever object the study passes) and returns the verdict and the
+    numbers behind it."""
+
+    key: int | str
+    text: str
+    rule: str
+    judge: Callable[[Any], tuple[str, Any]]
+
+    def record(self, study, **values) -> dict:
+        """The claim's record (:func:`claim`), judged on ``study``, its text and rule filled
+        from ``values``."""
+        verdict, evidence = self.judge(study)
+        return claim(
+            self.key, self.text.format(**values), verdict, evidence, self.rule.format(**values)
+        )
 
 
 def claim(number, text: str, verdict: str, evidence: str, rule: str) -> dict:

@@ -30,6 +30,8 @@ and on the extended plan (MaxRL, the regularised baselines, other gammas):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 from fgrpo_llm.evaluation.stats import (
     CONTRADICTED,
@@ -44,9 +46,11 @@ from fgrpo_llm.evaluation.stats import (
     verdict_below,
     verdict_not_below,
 )
-from fgrpo_llm.experiments.claims import NOT_RUN, claim
+from fgrpo_llm.experiments.claims import NOT_RUN, Claim
 
 __all__ = [
+    "CLAIMS",
+    "StudyNumbers",
     "judge_claims",
     "unit_values",
     "interval",
@@ -115,16 +119,41 @@ def _iv(iv, signed=False, digits=3) -> str:
     return format_interval(iv, digits, signed=signed)
 
 
-def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dict]:
-    """The claims of the module docstring, each with its verdict, evidence and rule; claims 8-10
-    rest on the extended plan (``prediction``: the simulator's retained positive mass per
-    weighting, :func:`fgrpo_llm.experiments.countdown.study.simulator_prediction`)."""
-    N = cfg.group_size
-    g, f, c = f"grpo_n{N}", f"fgrpo_n{N}", f"grpo_n{N}_lrmatched"
-    sweep = sorted({N, *cfg.sweep_group_sizes})
-    claims = []
+@dataclass(frozen=True)
+class StudyNumbers:
+    """What every claim's judge reads: the per-unit numbers, the plan, the simulator's
+    prediction (claim 10), and the run names they compare."""
 
-    # 1. non-monotone Delta NLL_rare with an interior peak, on the units every N was trained on
+    numbers: dict
+    cfg: Any
+    prediction: dict | None = None
+
+    @property
+    def N(self) -> int:
+        return self.cfg.group_size
+
+    @property
+    def grpo(self) -> str:
+        return f"grpo_n{self.N}"
+
+    @property
+    def fgrpo(self) -> str:
+        return f"fgrpo_n{self.N}"
+
+    @property
+    def sweep(self) -> list[int]:
+        return sorted({self.N, *self.cfg.sweep_group_sizes})
+
+    def paired(self, a, b, metric, metric_b=None) -> Interval | None:
+        return paired(self.numbers, a, b, metric, metric_b)
+
+    def interval(self, name, metric) -> Interval | None:
+        return interval(self.numbers, name, metric)
+
+
+def _nonmonotone(s: StudyNumbers) -> tuple[str, str]:
+    """Claim 1, on the units every N of the sweep was trained on."""
+    sweep, numbers = s.sweep, s.numbers
     common = set.intersection(
         *[set(unit_values(numbers, f"grpo_n{n}", "delta_nll_rare")) for n in sweep]
     )
@@ -133,113 +162,78 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
         for n in sweep
     }
     means = {n: interval(swept, f"grpo_n{n}", "delta_nll_rare") for n in sweep}
-    rule1 = (
-        "N* = the N with the largest mean over bases. Holds if N* is neither the smallest nor the "
-        "largest N and Delta NLL_rare(N*) exceeds both ends' in paired 95% intervals; "
-        "contradicted if N* is an end and exceeds every other N's in paired intervals (monotone "
-        "towards that end); else not resolved."
-    )
-    if all(means.values()) and len(sweep) >= 3:
-        peak = max(sweep, key=lambda n: means[n].mean)
-        diffs = {
-            n: paired(swept, f"grpo_n{peak}", f"grpo_n{n}", "delta_nll_rare")
-            for n in sweep
-            if n != peak
-        }
-        shown = ", ".join(f"N={n}: {_iv(means[n])}" for n in sweep)
-        ends = (sweep[0], sweep[-1])
-        if peak not in ends:
-            verdict = HOLDS if all(verdict_above(diffs[n]) == HOLDS for n in ends) else NOT_RESOLVED
-        else:
-            verdict = (
-                CONTRADICTED
-                if all(verdict_above(d) == HOLDS for d in diffs.values())
-                else NOT_RESOLVED
-            )
-        evidence = (
-            f"Delta NLL_rare of GRPO, mean [95% CI] over bases "
-            f"({_bases(min(means.values(), key=lambda iv: iv.n))}): {shown}; peak at N = "
-            f"{peak} (paper: N = 8); paired differences peak - N: "
-            + ", ".join(f"N={n}: {_iv(d, True)}" for n, d in diffs.items())
-            + "."
-        )
-    elif len(sweep) < 3:
-        verdict, evidence = (
+    if len(sweep) < 3:
+        return (
             NOT_RESOLVED,
             f"the sweep has {len(sweep)} group sizes; an interior peak needs three.",
         )
+    if not all(means.values()):
+        if any(f"grpo_n{n}" in numbers for n in sweep if n != s.N):
+            return (
+                NOT_RESOLVED,
+                "a GRPO run of the sweep is missing on every base that has the others.",
+            )
+        return NOT_RUN, "no base trained the group-size sweep (`--sweep-bases`)."
+    peak = max(sweep, key=lambda n: means[n].mean)
+    diffs = {
+        n: paired(swept, f"grpo_n{peak}", f"grpo_n{n}", "delta_nll_rare")
+        for n in sweep
+        if n != peak
+    }
+    ends = (sweep[0], sweep[-1])
+    if peak not in ends:
+        verdict = HOLDS if all(verdict_above(diffs[n]) == HOLDS for n in ends) else NOT_RESOLVED
     else:
-        swept_any = any(f"grpo_n{n}" in numbers for n in sweep if n != N)
-        verdict, evidence = (
-            (NOT_RESOLVED, "a GRPO run of the sweep is missing on every base that has the others.")
-            if swept_any
-            else (NOT_RUN, "no base trained the group-size sweep (`--sweep-bases`).")
+        verdict = (
+            CONTRADICTED if all(verdict_above(d) == HOLDS for d in diffs.values()) else NOT_RESOLVED
         )
-    claims.append(
-        claim(
-            1,
-            "Delta NLL_rare is non-monotone in N, with its peak at an intermediate N "
-            "(paper: N = 8)",
-            verdict,
-            evidence,
-            rule1,
-        )
+    shown = ", ".join(f"N={n}: {_iv(means[n])}" for n in sweep)
+    evidence = (
+        f"Delta NLL_rare of GRPO, mean [95% CI] over bases "
+        f"({_bases(min(means.values(), key=lambda iv: iv.n))}): {shown}; peak at N = "
+        f"{peak} (paper: N = 8); paired differences peak - N: "
+        + ", ".join(f"N={n}: {_iv(d, True)}" for n, d in diffs.items())
+        + "."
+    )
+    return verdict, evidence
+
+
+def _lower_nll(s: StudyNumbers) -> tuple[str, str]:
+    """Claim 2."""
+    f, g = s.fgrpo, s.grpo
+    d = s.paired(f, g, "delta_nll_rare")
+    r = ratio(s.numbers, f, g, "delta_nll_rare")
+    return verdict_below(d) if d else NOT_RESOLVED, (
+        f"over {_bases(d)}: paired difference F-GRPO - GRPO {_iv(d, True)}, ratio "
+        f"F-GRPO / GRPO {_iv(r)} (F-GRPO {_iv(s.interval(f, 'delta_nll_rare'))}, "
+        f"GRPO {_iv(s.interval(g, 'delta_nll_rare'))})."
     )
 
-    # 2. F-GRPO lowers Delta NLL_rare
-    d2 = paired(numbers, f, g, "delta_nll_rare")
-    r2 = ratio(numbers, f, g, "delta_nll_rare")
-    claims.append(
-        claim(
-            2,
-            f"F-GRPO at N = {N} has a lower Delta NLL_rare than GRPO at N = {N}",
-            verdict_below(d2) if d2 else NOT_RESOLVED,
-            f"over {_bases(d2)}: paired difference F-GRPO - GRPO {_iv(d2, True)}, ratio "
-            f"F-GRPO / GRPO {_iv(r2)} (F-GRPO {_iv(interval(numbers, f, 'delta_nll_rare'))}, "
-            f"GRPO {_iv(interval(numbers, g, 'delta_nll_rare'))}).",
-            "Judged on the paired difference (its sign does not depend on the base's scale): "
-            "holds if its 95% interval over bases lies below 0, contradicted if above 0, else not "
-            "resolved.",
-        )
+
+def _paired_metrics(s: StudyNumbers, metrics, judge) -> tuple[str, str]:
+    """F-GRPO - GRPO on each metric, ``judge`` per interval, the verdicts combined (claims 3, 4)."""
+    d = {m: s.paired(s.fgrpo, s.grpo, m) for m in metrics}
+    verdict = combine_verdicts([judge(iv) if iv else NOT_RESOLVED for iv in d.values()])
+    return verdict, (
+        f"over {_bases(d[metrics[0]])}: paired difference F-GRPO - GRPO: "
+        + "; ".join(f"{METRICS[m]}: {_iv(iv, True)}" for m, iv in d.items())
+        + "."
     )
 
-    # 3. pass@k_max at least GRPO's, in-domain and OOD
-    d3 = {m: paired(numbers, f, g, m) for m in ("id_passk", "ood_passk")}
-    v3 = [verdict_above(d) if d else NOT_RESOLVED for d in d3.values()]
-    verdict3 = combine_verdicts(v3)
-    claims.append(
-        claim(
-            3,
-            f"F-GRPO at N = {N} has pass@k at the largest k at least that of GRPO at N = {N}, "
-            f"in-domain and OOD",
-            verdict3,
-            f"over {_bases(d3['id_passk'])}: paired difference F-GRPO - GRPO: "
-            + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d3.items())
-            + ".",
-            "Holds if both paired 95% intervals lie above 0 (F-GRPO higher in-domain and OOD), "
-            "contradicted if either lies below 0, else not resolved (no difference this many "
-            "bases can resolve).",
-        )
-    )
 
-    # 4. pass@1 kept
-    d4 = {m: paired(numbers, f, g, m) for m in ("id_pass1", "ood_pass1")}
-    v4 = [verdict_not_below(d) if d else NOT_RESOLVED for d in d4.values()]
-    verdict4 = combine_verdicts(v4)
-    claims.append(
-        claim(
-            4,
-            f"F-GRPO at N = {N} keeps pass@1 (no drop beyond the interval)",
-            verdict4,
-            f"over {_bases(d4['id_pass1'])}: paired difference F-GRPO - GRPO: "
-            + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d4.items())
-            + ".",
-            "Contradicted if a paired 95% interval lies entirely below 0 (a resolved drop, "
-            "in-domain or OOD), else holds.",
-        )
-    )
+def _passk_kept(s: StudyNumbers) -> tuple[str, str]:
+    """Claim 3."""
+    return _paired_metrics(s, ("id_passk", "ood_passk"), verdict_above)
 
-    # 5. the lr-matched control does not reproduce the gains
+
+def _pass1_kept(s: StudyNumbers) -> tuple[str, str]:
+    """Claim 4."""
+    return _paired_metrics(s, ("id_pass1", "ood_pass1"), verdict_not_below)
+
+
+def _control(s: StudyNumbers) -> tuple[str, str]:
+    """Claim 5: over the metrics where F-GRPO beats GRPO, does the control beat GRPO too?"""
+    f, g, c = s.fgrpo, s.grpo, f"grpo_n{s.N}_lrmatched"
     gains = []
     for m, better in (
         ("delta_nll_rare", verdict_below),
@@ -248,155 +242,102 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
         ("id_pass1", verdict_above),
         ("ood_pass1", verdict_above),
     ):
-        d = paired(numbers, f, g, m)
+        d = s.paired(f, g, m)
         if d is not None and better(d) == HOLDS:
             gains.append((m, better))
-    if c not in numbers:
-        verdict5, evidence5 = NOT_RESOLVED, "the control run is missing."
-    elif not gains:
-        verdict5 = NOT_RESOLVED
-        evidence5 = (
+    if c not in s.numbers:
+        return NOT_RESOLVED, "the control run is missing."
+    if not gains:
+        return NOT_RESOLVED, (
             "F-GRPO has no resolved gain over GRPO here, so there is nothing for the control to "
             "reproduce."
         )
-    else:
-        parts, kept, reproduced, bases5 = [], 0, 0, []
-        for m, better in gains:
-            fc = paired(numbers, f, c, m)  # F-GRPO - control
-            cg = paired(numbers, c, g, m)  # control - GRPO
-            f_wins = fc is not None and better(fc) == HOLDS  # F-GRPO still better than the control
-            kept += f_wins
-            reproduced += not f_wins and cg is not None and better(cg) == HOLDS
-            bases5 += [iv.n for iv in (fc, cg) if iv is not None]
-            parts.append(
-                f"{METRICS[m]}: F-GRPO - control {_iv(fc, True)}, control - GRPO {_iv(cg, True)}"
-            )
-        verdict5 = (
-            HOLDS
-            if kept == len(gains)
-            else (CONTRADICTED if reproduced == len(gains) else NOT_RESOLVED)
+    parts, kept, reproduced, bases = [], 0, 0, []
+    for m, better in gains:
+        fc = s.paired(f, c, m)  # F-GRPO - control
+        cg = s.paired(c, g, m)  # control - GRPO
+        f_wins = fc is not None and better(fc) == HOLDS  # F-GRPO still better than the control
+        kept += f_wins
+        reproduced += not f_wins and cg is not None and better(cg) == HOLDS
+        bases += [iv.n for iv in (fc, cg) if iv is not None]
+        parts.append(
+            f"{METRICS[m]}: F-GRPO - control {_iv(fc, True)}, control - GRPO {_iv(cg, True)}"
         )
-        evidence5 = (
-            f"over {min(bases5, default=0)} bases or more, for each resolved gain of F-GRPO over "
-            "GRPO: " + "; ".join(parts) + "."
-        )
-    claims.append(
-        claim(
-            5,
-            f"the learning-rate-matched control (GRPO at lr x m_{cfg.gamma:g} = "
-            f"{_lr_scale(cfg):.3f}) does not reproduce F-GRPO's gains (paper Table 3)",
-            verdict5,
-            evidence5,
-            "Over the metrics where F-GRPO beats GRPO in a paired 95% interval: holds if F-GRPO "
-            "also beats the control on every one; contradicted if on every one the control beats "
-            "GRPO and F-GRPO does not beat the control; else not resolved.",
-        )
+    verdict = (
+        HOLDS
+        if kept == len(gains)
+        else (CONTRADICTED if reproduced == len(gains) else NOT_RESOLVED)
+    )
+    return verdict, (
+        f"over {min(bases, default=0)} bases or more, for each resolved gain of F-GRPO over "
+        "GRPO: " + "; ".join(parts) + "."
     )
 
-    # 6. F-GRPO N=8 matches GRPO N=32 at the largest k
-    big = max(sweep)
-    d6 = {
-        m: paired(numbers, f, f"grpo_n{big}", m) if big > N else None
+
+def _matches_larger_group(s: StudyNumbers) -> tuple[str, str]:
+    """Claim 6."""
+    big, N = max(s.sweep), s.N
+    d = {
+        m: s.paired(s.fgrpo, f"grpo_n{big}", m) if big > N else None
         for m in ("id_passk", "ood_passk")
     }
-    v6 = [verdict_above(d, -MATCH_MARGIN) if d else NOT_RESOLVED for d in d6.values()]
-    verdict6 = combine_verdicts(v6) if f"grpo_n{big}" in numbers else NOT_RUN
-    claims.append(
-        claim(
-            6,
-            f"F-GRPO at N = {N} matches GRPO at N = {big} at the largest k with "
-            f"{N}/{big} of the rollouts",
-            verdict6,
-            f"over {_bases(d6['id_passk'])}: paired difference F-GRPO N={N} - GRPO N={big}: "
-            + "; ".join(f"{METRICS[m]}: {_iv(d, True)}" for m, d in d6.items())
-            + ".",
-            f"Holds if both paired 95% intervals lie above -{MATCH_MARGIN} (within "
-            f"{MATCH_MARGIN:g} or better), contradicted if either lies below -{MATCH_MARGIN}, else "
-            "not resolved.",
-        )
+    v = [verdict_above(iv, -MATCH_MARGIN) if iv else NOT_RESOLVED for iv in d.values()]
+    return combine_verdicts(v) if f"grpo_n{big}" in s.numbers else NOT_RUN, (
+        f"over {_bases(d['id_passk'])}: paired difference F-GRPO N={N} - GRPO N={big}: "
+        + "; ".join(f"{METRICS[m]}: {_iv(iv, True)}" for m, iv in d.items())
+        + "."
     )
 
-    # 7. early tail misses against Lemma 3.1
-    rows, agree, disagree = [], 0, 0
-    for name in [f"grpo_n{n}" for n in sweep] + [f]:
-        d = paired(numbers, name, name, "tail_miss_obs", "tail_miss_pred")
+
+def _tail_miss(s: StudyNumbers) -> tuple[str, str]:
+    """Claim 7: per run, observed - predicted early tail-miss frequency."""
+    rows, disagree = [], 0
+    for name in [f"grpo_n{n}" for n in s.sweep] + [s.fgrpo]:
+        d = s.paired(name, name, "tail_miss_obs", "tail_miss_pred")
         if d is None:
             continue
-        agree += not d.excludes(0.0)
         disagree += d.excludes(0.0)
-        label = next(iter(numbers[name].values()))["label"]
+        label = next(iter(s.numbers[name].values()))["label"]
         rows.append(
-            f"{label} ({_bases(d)}): observed {_iv(interval(numbers, name, 'tail_miss_obs'))}, "
-            f"predicted {_iv(interval(numbers, name, 'tail_miss_pred'))}, difference "
+            f"{label} ({_bases(d)}): observed {_iv(s.interval(name, 'tail_miss_obs'))}, "
+            f"predicted {_iv(s.interval(name, 'tail_miss_pred'))}, difference "
             f"{_iv(d, True)}"
         )
     if not rows:
-        verdict7, evidence7 = NOT_RESOLVED, "no training group hit a prompt with a rare event."
-    else:
-        verdict7 = (
-            HOLDS if disagree == 0 else (CONTRADICTED if disagree > len(rows) / 2 else NOT_RESOLVED)
-        )
-        evidence7 = f"first {cfg.early_steps} steps: " + "; ".join(rows) + "."
-    claims.append(
-        claim(
-            7,
-            "early in training the observed tail-miss frequency agrees with Lemma 3.1",
-            verdict7,
-            evidence7,
-            "Per run, the paired 95% interval over bases of observed - predicted frequency: holds "
-            "if it contains 0 for every run, contradicted if it excludes 0 for more than half of "
-            "them, else not resolved.",
-        )
+        return NOT_RESOLVED, "no training group hit a prompt with a rare event."
+    verdict = (
+        HOLDS if disagree == 0 else (CONTRADICTED if disagree > len(rows) / 2 else NOT_RESOLVED)
     )
-    claims += _extended_claims(numbers, cfg, prediction)
-    return claims
+    return verdict, f"first {s.cfg.early_steps} steps: " + "; ".join(rows) + "."
 
 
-def _lr_scale(cfg) -> float:
-    from fgrpo_theory.focal import lr_multiplier
-
-    return float(lr_multiplier(cfg.gamma))
-
-
-def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
-    """Claims 8-10, on the extended plan (MaxRL, the regularised baselines, other gammas)."""
-    N = cfg.group_size
-    g, f = f"grpo_n{N}", f"fgrpo_n{N}"
-    ent, kl, mx = f"grpo_n{N}_entropy", f"grpo_n{N}_kl", f"maxrl_n{N}"
-    claims = []
-
-    # 8. F-GRPO beats the entropy and KL baselines on pass@1 and OOD pass@k (Section 5.6)
-    d8 = {(b, m): paired(numbers, f, b, m) for b in (ent, kl) for m in ("id_pass1", "ood_passk")}
+def _beats_regularisers(s: StudyNumbers) -> tuple[str, str]:
+    """Claim 8 (Section 5.6)."""
+    ent, kl = f"grpo_n{s.N}_entropy", f"grpo_n{s.N}_kl"
+    d = {(b, m): s.paired(s.fgrpo, b, m) for b in (ent, kl) for m in ("id_pass1", "ood_passk")}
+    if not any(d.values()):
+        return NOT_RUN, "the extended plan (the entropy and KL baselines) was not trained."
     shown = "; ".join(
-        f"F-GRPO - {'entropy' if b == ent else 'KL'}, {METRICS[m]}: {_iv(d, True)}"
-        for (b, m), d in d8.items()
+        f"F-GRPO - {'entropy' if b == ent else 'KL'}, {METRICS[m]}: {_iv(iv, True)}"
+        for (b, m), iv in d.items()
     )
-    claims.append(
-        claim(
-            8,
-            f"F-GRPO at N = {N} beats GRPO with an entropy bonus ({cfg.entropy_coef:g}) and GRPO "
-            f"with a KL penalty ({cfg.kl_coef:g}) on in-domain pass@1 and OOD pass@k_max "
-            "(paper Section 5.6, Table 3)",
-            combine_verdicts(verdict_above(d) if d else NOT_RESOLVED for d in d8.values())
-            if any(d8.values())
-            else NOT_RUN,
-            f"over {min(d.n for d in d8.values() if d is not None)} bases or more: {shown}."
-            if any(d8.values())
-            else "the extended plan (the entropy and KL baselines) was not trained.",
-            "Holds if all four paired 95% intervals lie above 0, contradicted if one lies below "
-            "0, else not resolved.",
-        )
+    return (
+        combine_verdicts(verdict_above(iv) if iv else NOT_RESOLVED for iv in d.values()),
+        f"over {min(iv.n for iv in d.values() if iv is not None)} bases or more: {shown}.",
     )
 
-    # 9. gamma in [0.5, 1] is the good range (Table 6)
+
+def _gamma_range(s: StudyNumbers) -> tuple[str, str]:
+    """Claim 9 (Table 6)."""
+    cfg, N, g = s.cfg, s.N, s.grpo
     gammas = sorted({float(cfg.gamma), *(float(x) for x in cfg.extended_gammas if x > 0)})
-    name = {x: f if x == float(cfg.gamma) else f"fgrpo_n{N}_g{x:g}" for x in gammas}
+    name = {x: s.fgrpo if x == float(cfg.gamma) else f"fgrpo_n{N}_g{x:g}" for x in gammas}
     good = [x for x in gammas if 0.5 <= x <= 1.0]
     big = [x for x in gammas if x > 1.0]
     rows, verdicts, drops = [], [], []
     for x in gammas:
-        dn = paired(numbers, name[x], g, "delta_nll_rare")
-        dp = paired(numbers, name[x], g, "id_pass1")
+        dn = s.paired(name[x], g, "delta_nll_rare")
+        dp = s.paired(name[x], g, "id_pass1")
         rows.append(
             f"gamma = {x:g} - GRPO: Delta NLL_rare {_iv(dn, True)}, "
             f"in-domain pass@1 {_iv(dp, True)}"
@@ -406,54 +347,47 @@ def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
             verdicts.append(verdict_not_below(dp) if dp else NOT_RESOLVED)
         elif x in big:
             drops.append(verdict_below(dp) if dp else NOT_RESOLVED)
-    if not any(name[x] in numbers for x in gammas if x != float(cfg.gamma)):
-        verdict9 = NOT_RUN
-    elif not big or not good or not all(name[x] in numbers for x in gammas):
-        verdict9 = NOT_RESOLVED
+    if not any(name[x] in s.numbers for x in gammas if x != float(cfg.gamma)):
+        verdict = NOT_RUN
+    elif not big or not good or not all(name[x] in s.numbers for x in gammas):
+        verdict = NOT_RESOLVED
     elif CONTRADICTED in verdicts:
-        verdict9 = CONTRADICTED
+        verdict = CONTRADICTED
     elif all(v == HOLDS for v in verdicts) and all(v == HOLDS for v in drops):
-        verdict9 = HOLDS
+        verdict = HOLDS
     else:
-        verdict9 = NOT_RESOLVED
-    claims.append(
-        claim(
-            9,
-            "gamma in [0.5, 1] is the good range: there F-GRPO lowers Delta NLL_rare against GRPO "
-            "and keeps pass@1, while a larger gamma loses pass@1 (paper Table 6)",
-            verdict9,
-            "; ".join(rows) + "." if rows else "no F-GRPO run of the extended plan.",
-            "Holds if every gamma in [0.5, 1] lowers Delta NLL_rare and has no resolved pass@1 "
-            "drop against GRPO, and every gamma > 1 has a resolved pass@1 drop (paired 95% "
-            "intervals); contradicted if a gamma in [0.5, 1] raises Delta NLL_rare or drops "
-            "pass@1 (resolved); else not resolved.",
-        )
-    )
+        verdict = NOT_RESOLVED
+    return verdict, "; ".join(rows) + "." if rows else "no F-GRPO run of the extended plan."
 
-    # 10. F-GRPO against MaxRL, beside the simulator's prediction
-    d10 = {m: paired(numbers, f, mx, m) for m in ("delta_nll_rare", "id_pass1", "id_passk")}
+
+def _against_maxrl(s: StudyNumbers) -> tuple[str, str]:
+    """Claim 10: F-GRPO - MaxRL on Delta NLL_rare, on the side the simulator predicts."""
+    cfg, mx = s.cfg, f"maxrl_n{s.N}"
+    d10 = {m: s.paired(s.fgrpo, mx, m) for m in ("delta_nll_rare", "id_pass1", "id_passk")}
     pred, sim_iv = None, None
-    if prediction:
-        per_seed = prediction["per_seed"]
+    if s.prediction:
+        per_seed = s.prediction["per_seed"]
         m_f, m_x = per_seed.get(f"F-GRPO gamma={float(cfg.gamma):g}"), per_seed.get("MaxRL")
         if m_f and m_x and len(m_f) == len(m_x) >= 2:
             # the simulator's own difference, paired by seed: a direction only when resolved
             sim_iv = t_interval([a - b for a, b in zip(m_f, m_x, strict=True)])
             pred = {HOLDS: "below", CONTRADICTED: "above"}.get(verdict_above(sim_iv))
     d = d10["delta_nll_rare"]
-    if mx not in numbers:
-        verdict10 = NOT_RUN
+    if mx not in s.numbers:
+        verdict = NOT_RUN
     elif d is None or pred is None:
-        verdict10 = NOT_RESOLVED
+        verdict = NOT_RESOLVED
     else:
-        verdict10 = verdict_below(d) if pred == "below" else verdict_above(d)
+        verdict = verdict_below(d) if pred == "below" else verdict_above(d)
+    if d is None:
+        return verdict, "MaxRL was not trained."
     if sim_iv is None:
         sim = "no simulator prediction"
     else:
         sim = (
-            f"the simulator (preset {cfg.prediction_preset}, N = {N}, {sim_iv.n} seeds) retains "
+            f"the simulator (preset {cfg.prediction_preset}, N = {s.N}, {sim_iv.n} seeds) retains "
             "M_ret = "
-            + ", ".join(f"{k} {v:.3f}" for k, v in prediction["m_ret"].items())
+            + ", ".join(f"{k} {v:.3f}" for k, v in s.prediction["m_ret"].items())
             + f"; F-GRPO - MaxRL {_iv(sim_iv, True, 4)}, so "
             + (
                 f"it predicts F-GRPO's Delta NLL_rare {pred} MaxRL's"
@@ -461,23 +395,120 @@ def _extended_claims(numbers: dict, cfg, prediction: dict | None) -> list[dict]:
                 else "it does not separate them (no prediction to test)"
             )
         )
-    claims.append(
-        claim(
-            10,
-            f"F-GRPO and MaxRL at N = {N} compare on Delta NLL_rare as the categorical simulator "
-            "predicts from their retained positive mass (no paper claim: MaxRL, arXiv 2602.02710)",
-            verdict10,
-            (
-                f"over {_bases(d)}: F-GRPO - MaxRL "
-                + "; ".join(f"{METRICS[m]}: {_iv(x, True)}" for m, x in d10.items())
-                + f"; {sim}."
-            )
-            if d is not None
-            else "MaxRL was not trained.",
-            "The simulator predicts a side when its own 95% interval of F-GRPO - MaxRL in M_ret "
-            "(paired over its seeds) excludes 0 (more retained mass, less likelihood lost). Holds "
-            "if the paired 95% interval of F-GRPO - MaxRL in Delta NLL_rare lies on that side, "
-            "contradicted if on the other side, else (or without a prediction) not resolved.",
-        )
+    return verdict, (
+        f"over {_bases(d)}: F-GRPO - MaxRL "
+        + "; ".join(f"{METRICS[m]}: {_iv(x, True)}" for m, x in d10.items())
+        + f"; {sim}."
     )
-    return claims
+
+
+#: The study's claims, in order: the paper's statement and the rule ({N}, {gamma}, ... are the
+#: plan's settings, :func:`judge_claims`), and the judge that reads the numbers.
+CLAIMS = (
+    Claim(
+        1,
+        "Delta NLL_rare is non-monotone in N, with its peak at an intermediate N (paper: N = 8)",
+        "N* = the N with the largest mean over bases. Holds if N* is neither the smallest nor the "
+        "largest N and Delta NLL_rare(N*) exceeds both ends' in paired 95% intervals; "
+        "contradicted if N* is an end and exceeds every other N's in paired intervals (monotone "
+        "towards that end); else not resolved.",
+        _nonmonotone,
+    ),
+    Claim(
+        2,
+        "F-GRPO at N = {N} has a lower Delta NLL_rare than GRPO at N = {N}",
+        "Judged on the paired difference (its sign does not depend on the base's scale): "
+        "holds if its 95% interval over bases lies below 0, contradicted if above 0, else not "
+        "resolved.",
+        _lower_nll,
+    ),
+    Claim(
+        3,
+        "F-GRPO at N = {N} has pass@k at the largest k at least that of GRPO at N = {N}, "
+        "in-domain and OOD",
+        "Holds if both paired 95% intervals lie above 0 (F-GRPO higher in-domain and OOD), "
+        "contradicted if either lies below 0, else not resolved (no difference this many "
+        "bases can resolve).",
+        _passk_kept,
+    ),
+    Claim(
+        4,
+        "F-GRPO at N = {N} keeps pass@1 (no drop beyond the interval)",
+        "Contradicted if a paired 95% interval lies entirely below 0 (a resolved drop, "
+        "in-domain or OOD), else holds.",
+        _pass1_kept,
+    ),
+    Claim(
+        5,
+        "the learning-rate-matched control (GRPO at lr x m_{gamma:g} = {lr_scale:.3f}) does not "
+        "reproduce F-GRPO's gains (paper Table 3)",
+        "Over the metrics where F-GRPO beats GRPO in a paired 95% interval: holds if F-GRPO "
+        "also beats the control on every one; contradicted if on every one the control beats "
+        "GRPO and F-GRPO does not beat the control; else not resolved.",
+        _control,
+    ),
+    Claim(
+        6,
+        "F-GRPO at N = {N} matches GRPO at N = {big} at the largest k with {N}/{big} of the "
+        "rollouts",
+        "Holds if both paired 95% intervals lie above -{margin} (within {margin:g} or better), "
+        "contradicted if either lies below -{margin}, else not resolved.",
+        _matches_larger_group,
+    ),
+    Claim(
+        7,
+        "early in training the observed tail-miss frequency agrees with Lemma 3.1",
+        "Per run, the paired 95% interval over bases of observed - predicted frequency: holds "
+        "if it contains 0 for every run, contradicted if it excludes 0 for more than half of "
+        "them, else not resolved.",
+        _tail_miss,
+    ),
+    Claim(
+        8,
+        "F-GRPO at N = {N} beats GRPO with an entropy bonus ({entropy_coef:g}) and GRPO with a KL "
+        "penalty ({kl_coef:g}) on in-domain pass@1 and OOD pass@k_max (paper Section 5.6, "
+        "Table 3)",
+        "Holds if all four paired 95% intervals lie above 0, contradicted if one lies below "
+        "0, else not resolved.",
+        _beats_regularisers,
+    ),
+    Claim(
+        9,
+        "gamma in [0.5, 1] is the good range: there F-GRPO lowers Delta NLL_rare against GRPO "
+        "and keeps pass@1, while a larger gamma loses pass@1 (paper Table 6)",
+        "Holds if every gamma in [0.5, 1] lowers Delta NLL_rare and has no resolved pass@1 "
+        "drop against GRPO, and every gamma > 1 has a resolved pass@1 drop (paired 95% "
+        "intervals); contradicted if a gamma in [0.5, 1] raises Delta NLL_rare or drops "
+        "pass@1 (resolved); else not resolved.",
+        _gamma_range,
+    ),
+    Claim(
+        10,
+        "F-GRPO and MaxRL at N = {N} compare on Delta NLL_rare as the categorical simulator "
+        "predicts from their retained positive mass (no paper claim: MaxRL, arXiv 2602.02710)",
+        "The simulator predicts a side when its own 95% interval of F-GRPO - MaxRL in M_ret "
+        "(paired over its seeds) excludes 0 (more retained mass, less likelihood lost). Holds "
+        "if the paired 95% interval of F-GRPO - MaxRL in Delta NLL_rare lies on that side, "
+        "contradicted if on the other side, else (or without a prediction) not resolved.",
+        _against_maxrl,
+    ),
+)
+
+
+def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dict]:
+    """The records of :data:`CLAIMS`, each with its verdict, evidence and rule; claims 8-10 rest
+    on the extended plan (``prediction``: the simulator's retained positive mass per weighting,
+    :func:`fgrpo_llm.experiments.countdown.study.simulator_prediction`)."""
+    from fgrpo_theory.focal import lr_multiplier
+
+    study = StudyNumbers(numbers, cfg, prediction)
+    values = {
+        "N": cfg.group_size,
+        "gamma": cfg.gamma,
+        "lr_scale": float(lr_multiplier(cfg.gamma)),
+        "big": max(study.sweep),
+        "margin": MATCH_MARGIN,
+        "entropy_coef": cfg.entropy_coef,
+        "kl_coef": cfg.kl_coef,
+    }
+    return [c.record(study, **values) for c in CLAIMS]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,7 @@ from fgrpo_llm.evaluation.stats import (
     format_interval,
     t_interval,
 )
-from fgrpo_llm.experiments.claims import directional_verdict
+from fgrpo_llm.experiments.claims import Claim, directional_verdict
 from fgrpo_llm.experiments.maze.config import (
     PAPER_TABLE,
     MazeConfig,
@@ -64,14 +65,6 @@ __all__ = [
     "paper_table4",
     "CLAIMS",
 ]
-
-#: The paper's Maze claims (Section 5.2, Table 4), as judged here.
-CLAIMS = {
-    "a": "F-GRPO has a smaller early pass@K dip than GRPO",
-    "b": "F-GRPO has a better final pass@1 than GRPO at every N",
-    "c": "F-GRPO has a better final pass@K than GRPO at every N",
-    "d": "the lr-matched control (GRPO at lr x m_gamma) does not reproduce F-GRPO's gains",
-}
 
 
 def _metrics(cfg: MazeConfig) -> dict[str, tuple[str, str]]:
@@ -152,6 +145,101 @@ def _iv(iv: Interval | None) -> dict | None:
     return None if iv is None else iv.to_dict()
 
 
+@dataclass(frozen=True)
+class Cells:
+    """What the Maze claims' judges read: the paired differences by (a, b, N, metric), each with
+    its verdict, and the settings that name the cells (gammas, group sizes)."""
+
+    cfg: MazeConfig
+    by: dict
+
+    def metric(self, key: str) -> str:
+        """The study metric of claim (a), (b) or (c)."""
+        return {"a": "dip", "b": "pass@1", "c": f"pass@{self.cfg.eval_k_max}"}[key]
+
+    def verdict(self, a: str, b: str, N: int, metric: str) -> str:
+        return self.by[(a, b, N, metric)]["verdict"]
+
+
+def _gain_over_grpo(key: str):
+    """The judge of claim (a), (b) or (c): F-GRPO - GRPO on the claim's metric in every cell
+    (F-GRPO gamma, N)."""
+
+    def judge(s: Cells) -> tuple[str, dict]:
+        metric, grpo = s.metric(key), method_name(0.0)
+        per_gamma = {}
+        for gamma in [g for g in s.cfg.gammas if g > 0]:
+            cell = {N: s.verdict(method_name(gamma), grpo, N, metric) for N in s.cfg.group_sizes}
+            per_gamma[f"{gamma:g}"] = {
+                "verdict": combine_verdicts(cell.values()),
+                "cells": {str(N): v for N, v in cell.items()},
+            }
+        verdict = combine_verdicts(v["verdict"] for v in per_gamma.values())
+        return verdict, {"metric": metric, "per_gamma": per_gamma}
+
+    return judge
+
+
+def _control_judge(s: Cells) -> tuple[str, dict]:
+    """Claim (d): F-GRPO - control in every cell where (a)-(c) found a gain over GRPO."""
+    grpo, per_gamma = method_name(0.0), {}
+    for gamma in s.cfg.lr_matched_gammas:
+        fgrpo, control = method_name(gamma), method_name(0.0, gamma)
+        gains = [
+            (N, m)
+            for N in s.cfg.group_sizes
+            for m in map(s.metric, "abc")
+            if s.verdict(fgrpo, grpo, N, m) == HOLDS
+        ]
+        cell = {f"N={N} {m}": s.verdict(fgrpo, control, N, m) for N, m in gains}
+        per_gamma[f"{gamma:g}"] = {
+            "verdict": combine_verdicts(cell.values()),
+            "cells": cell,
+            "gains": len(gains),
+        }
+    metric = "the metrics of (a)-(c) where F-GRPO's gain over GRPO holds"
+    return combine_verdicts(v["verdict"] for v in per_gamma.values()), {
+        "metric": metric,
+        "per_gamma": per_gamma,
+    }
+
+
+_EVERY_CELL = (
+    "Holds when every cell (every N, every F-GRPO gamma) holds, is contradicted when at least "
+    "one cell is contradicted, and is otherwise not resolved at this scale. Each cell is its own "
+    "95% interval: no correction for the number of cells."
+)
+
+#: The paper's Maze claims (Section 5.2, Table 4): statement, rule, judge.
+CLAIMS = (
+    Claim(
+        "a", "F-GRPO has a smaller early pass@K dip than GRPO", _EVERY_CELL, _gain_over_grpo("a")
+    ),
+    Claim(
+        "b",
+        "F-GRPO has a better final pass@1 than GRPO at every N",
+        _EVERY_CELL,
+        _gain_over_grpo("b"),
+    ),
+    Claim(
+        "c",
+        "F-GRPO has a better final pass@K than GRPO at every N",
+        _EVERY_CELL,
+        _gain_over_grpo("c"),
+    ),
+    Claim(
+        "d",
+        "the lr-matched control (GRPO at lr x m_gamma) does not reproduce F-GRPO's gains",
+        "Looks at the cells where (a)-(c) found a gain of F-GRPO over GRPO and compares F-GRPO "
+        "with the lr-matched control at the same gamma and N: holds when F-GRPO beats the "
+        "control (paired interval on F-GRPO's side) in every such cell, is contradicted when the "
+        "control beats F-GRPO in at least one, and is not resolved otherwise, including when "
+        "F-GRPO has no established gain to reproduce.",
+        _control_judge,
+    ),
+)
+
+
 def study(cfg: MazeConfig, results: dict) -> dict:
     """Intervals per run, paired differences and the four verdicts (a JSON-ready dict). Pooled
     over SFT models (``results["bases"]``, ``maze.bases``), every interval is over bases."""
@@ -214,45 +302,11 @@ def study(cfg: MazeConfig, results: dict) -> dict:
             for N in cfg.group_sizes:
                 diffs += paired_rows(method_name(0.0, gamma), grpo, "control vs GRPO", gamma, N)
     by = {(d["a"], d["b"], d["N"], d["metric"]): d for d in diffs}
+    cells = Cells(cfg, by)
     claims = {}
-    claim_metric = {"a": "dip", "b": "pass@1", "c": f"pass@{K}"}
-    for c, metric in claim_metric.items():
-        per_gamma = {}
-        for gamma in [g for g in cfg.gammas if g > 0]:
-            cell = {
-                N: by[(method_name(gamma), grpo, N, metric)]["verdict"] for N in cfg.group_sizes
-            }
-            per_gamma[f"{gamma:g}"] = {
-                "verdict": combine_verdicts(cell.values()),
-                "cells": {str(N): v for N, v in cell.items()},
-            }
-        claims[c] = {
-            "claim": CLAIMS[c],
-            "metric": metric,
-            "per_gamma": per_gamma,
-            "verdict": combine_verdicts(v["verdict"] for v in per_gamma.values()),
-        }
-    per_gamma = {}
-    for gamma in cfg.lr_matched_gammas:
-        fgrpo, control = method_name(gamma), method_name(0.0, gamma)
-        gains = [
-            (N, m)
-            for N in cfg.group_sizes
-            for m in claim_metric.values()
-            if by[(fgrpo, grpo, N, m)]["verdict"] == HOLDS
-        ]
-        cell = {f"N={N} {m}": by[(fgrpo, control, N, m)]["verdict"] for N, m in gains}
-        per_gamma[f"{gamma:g}"] = {
-            "verdict": combine_verdicts(cell.values()),
-            "cells": cell,
-            "gains": len(gains),
-        }
-    claims["d"] = {
-        "claim": CLAIMS["d"],
-        "metric": "the metrics of (a)-(c) where F-GRPO's gain over GRPO holds",
-        "per_gamma": per_gamma,
-        "verdict": combine_verdicts(v["verdict"] for v in per_gamma.values()),
-    }
+    for c in CLAIMS:
+        verdict, evidence = c.judge(cells)
+        claims[c.key] = {"claim": c.text, **evidence, "verdict": verdict, "rule": c.rule}
     return {
         "seeds": list(cfg.rl_seeds),
         "bases": sorted({unit(r)[0] for r in results["runs"].values()}),
@@ -399,15 +453,7 @@ def _rule_text(cfg: MazeConfig, bases: int = 1) -> list[str]:
         "- A cell (one gamma, one N) holds when the whole interval of the paired difference lies "
         "on F-GRPO's side of 0 (dip: below 0; pass@1, pass@K: above 0), is contradicted when the "
         "whole interval lies on the other side, and is not resolved when it contains 0.",
-        "- (a), (b), (c) hold when every cell (every N, every F-GRPO gamma) holds; they are "
-        "contradicted when at least one cell is contradicted; otherwise not resolved at this "
-        "scale. Each cell is its own 95% interval: no correction for the number of cells.",
-        "- (d) looks at the cells where (a)-(c) found a gain of F-GRPO over GRPO and compares "
-        "F-GRPO with the lr-matched control at the same gamma and N: it holds when F-GRPO beats "
-        "the control (paired interval on F-GRPO's side) in every such cell, is contradicted when "
-        "the control beats F-GRPO in at least one, and is not resolved otherwise, including when "
-        "F-GRPO has no established gain to reproduce.",
-    ]
+    ] + [f"- ({c.key}) {c.rule}" for c in CLAIMS]
 
 
 def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
