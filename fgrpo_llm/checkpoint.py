@@ -204,7 +204,7 @@ def save_checkpoint(
     Non-finite weights are refused (``fgrpo_llm.model.check_finite_parameters``): a diverged policy
     is never checkpointed.
     """
-    from fgrpo_llm.model import _quiet_hub, check_finite_parameters
+    from fgrpo_llm.model import _quiet_hub, check_finite_parameters  # lazy: transformers
 
     check_finite_parameters(model)
     final = Path(run_dir) / "checkpoints" / f"step_{step:06d}"
@@ -285,7 +285,7 @@ def resume_point(run_dir, *, device=None):
     A damaged checkpoint is reported on stderr and skipped for the previous one; when every
     checkpoint is damaged, a :class:`CorruptCheckpoint` says so.
     """
-    from fgrpo_llm.model import load_model_and_tokenizer
+    from fgrpo_llm.model import load_model_and_tokenizer  # lazy: transformers
 
     found = list_checkpoints(run_dir)
     problems = []

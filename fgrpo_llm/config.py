@@ -29,6 +29,7 @@ from fgrpo_common.fields import (
     check_fields,
     dataclass_from_dict,
 )
+from fgrpo_llm.files import atomic_write_text
 
 ALGOS = ("grpo", "dapo", "cispo")
 #: Success-rate weightings of the advantages (``fgrpo_theory.weighting``).
@@ -173,7 +174,7 @@ class TrainConfig:
         """lr * lr_multiplier * (m_gamma when ``lr_match_gamma`` is set)."""
         lr = self.lr * self.lr_multiplier
         if self.lr_match_gamma is not None:
-            from fgrpo_theory.focal import lr_multiplier
+            from fgrpo_theory.focal import lr_multiplier  # lazy: scipy
 
             lr *= float(lr_multiplier(self.lr_match_gamma))
         return lr
@@ -182,8 +183,8 @@ class TrainConfig:
         """The run's :class:`~fgrpo_llm.rollout.SamplingParams`: its rollouts' settings, which its
         evaluations (pass@k, the rare-correct set) use too; ``device`` resolves the autocast
         dtype."""
-        from fgrpo_llm.model import resolve_autocast_dtype
-        from fgrpo_llm.rollout import SamplingParams
+        from fgrpo_llm.model import resolve_autocast_dtype  # lazy: torch, transformers
+        from fgrpo_llm.rollout import SamplingParams  # lazy: torch, transformers
 
         return SamplingParams(
             max_new_tokens=self.max_new_tokens,
@@ -296,8 +297,6 @@ def load_config(path=None, **overrides) -> TrainConfig:
 
 def save_config(cfg: TrainConfig, path) -> None:
     """Write the resolved config as JSON (atomically); ``load_config`` reads it back unchanged."""
-    from fgrpo_llm.files import atomic_write_text
-
     atomic_write_text(path, json.dumps(cfg.to_dict(), indent=2, sort_keys=True) + "\n")
 
 

@@ -21,6 +21,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from fgrpo_llm.files import atomic_write_text
+
 __all__ = [
     "environment",
     "environment_differences",
@@ -94,7 +96,6 @@ def pin_kernel_family(out_b: Path, family: str, *, check_only: bool = False) -> 
         return
     if check_only:
         return
-    from fgrpo_llm.files import atomic_write_text
 
     out_b = Path(out_b)
     out_b.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,8 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from fgrpo_llm.files import atomic_directory
+
 _DTYPES = {
     "float32": None,
     "fp32": None,
@@ -253,8 +255,6 @@ def save_model_and_tokenizer(model, tokenizer, path, *, keep: tuple[str, ...] = 
     Non-finite weights are refused (a ValueError naming the first such parameter) so that no
     diverged model is ever saved.
     """
-    from fgrpo_llm.files import atomic_directory
-
     check_finite_parameters(model)
     path = Path(path)
     with atomic_directory(path) as tmp:

@@ -76,7 +76,7 @@ def sft_loop(
     """
     from tqdm import tqdm
 
-    from fgrpo_llm.model import autocast
+    from fgrpo_llm.model import autocast  # lazy: transformers
 
     model.train()
     start, step, tokens, loss_value = time.perf_counter(), 0, 0, math.nan

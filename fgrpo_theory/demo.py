@@ -25,6 +25,8 @@ from fgrpo_theory.plots import (
     plot_large_group,
     plot_tail_miss_curves,
 )
+from fgrpo_theory.plots_categorical import plot_fig2
+from fgrpo_theory.sim import PRESETS, run_cached
 from fgrpo_theory.tail_miss import peak_group_size, stationary_group_size
 
 
@@ -166,9 +168,6 @@ def regime_sweep_demo(out_dir, *, fast: bool = False) -> dict:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from fgrpo_theory.plots_categorical import plot_fig2
-    from fgrpo_theory.sim import PRESETS, run_cached
 
     cfg = PRESETS["tiny" if fast else "small"]
     out = Path(out_dir)

@@ -7,6 +7,10 @@
   outside it imports it.
 - No module imports another package's private module (a name starting with ``_``).
 - No cycle among imports, function-local ones included.
+- A project module imported inside a function says why on its line (or the line above):
+  ``# lazy: torch`` names the heavy modules it would add to the importer's own top-level
+  imports (checked: each one named must be added), ``# lazy: optional`` marks an import inside
+  a ``try`` that handles its failure. Any other function-local import belongs at the top.
 - ``experiments/`` holds two packages, ``countdown/`` and ``maze/``, on shared modules (runner,
   claims, paper): a package's ``config`` imports nothing from its package, the packages do not
   import each other, and the shared modules import neither.
@@ -269,3 +273,168 @@ def test_the_experiment_package_check_catches_a_violation(
     monkeypatch.setitem(MODULES, module, fake)
     with pytest.raises(AssertionError, match=expected):
         test_experiment_packages_config_imports_nothing_above_and_packages_stay_apart()
+
+
+#: Third-party modules slow enough to import (or optional enough) to defer a project import.
+HEAVY = frozenset(
+    {
+        "torch",
+        "transformers",
+        "tokenizers",
+        "safetensors",
+        "matplotlib",
+        "sympy",
+        "numba",
+        "scipy",
+        "math_verify",
+        "yaml",
+        "verl",
+        "trl",
+        "accelerate",
+    }
+)
+
+
+def _project_module(target: str) -> str | None:
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def _top_level_targets(path: Path) -> list[str]:
+    """What importing ``path`` imports at once: its top-level imports, those in top-level ``try``
+    and ``if`` blocks included (not ``if TYPE_CHECKING``)."""
+    found = []
+
+    def walk(body):
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.extend(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found.append(node.module)
+                found.extend(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                walk(node.body)
+                walk(node.orelse)
+            elif isinstance(node, ast.Try):
+                walk(node.body)
+                walk([n for h in node.handlers for n in h.body] + node.orelse + node.finalbody)
+
+    walk(ast.parse(path.read_text()).body)
+    return found
+
+
+_CLOSURES: dict = {}
+
+
+def _closure(module: str) -> frozenset[str]:
+    """Every module (project ones by name, third-party ones by their top package) that importing
+    ``module`` imports through top-level imports, its parent packages' included."""
+    key = (module, MODULES[module])
+    if key in _CLOSURES:
+        return _CLOSURES[key]
+    _CLOSURES[key] = frozenset()  # a cycle stops here (the cycle test reports it)
+    out = set()
+    parts = module.split(".")
+    for i in range(1, len(parts)):
+        parent = ".".join(parts[:i])
+        if parent in MODULES:
+            out |= _closure(parent) | {parent}
+    for target in _top_level_targets(MODULES[module]):
+        if target.split(".")[0] in PACKAGES:
+            found = _project_module(target)
+            if found and found != module:
+                out |= _closure(found) | {found}
+        else:
+            out.add(target.split(".")[0])
+    _CLOSURES[key] = frozenset(out)
+    return _CLOSURES[key]
+
+
+def _local_imports(path: Path):
+    """``(import node, inside a try)`` for each import of a project module inside a function."""
+    tree = ast.parse(path.read_text())
+    found = []
+
+    def visit(node, in_function, in_try):
+        for child in ast.iter_child_nodes(node):
+            fn = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            tried = in_try or (in_function and isinstance(child, ast.Try))
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                names = (
+                    [child.module]
+                    if isinstance(child, ast.ImportFrom)
+                    else [a.name for a in child.names]
+                )
+                if any(n and n.split(".")[0] in PACKAGES for n in names):
+                    found.append((child, in_try))
+            visit(child, fn, tried)
+
+    visit(tree, False, False)
+    return found
+
+
+def _lazy_violations() -> list[str]:
+    bad = []
+    for name, path in MODULES.items():
+        lines = path.read_text().splitlines()
+        mine = _closure(name)
+        for node, in_try in _local_imports(path):
+            where = f"{name}:{node.lineno}"
+            marks = [
+                line.split("# lazy:", 1)[1].strip()
+                for line in lines[max(0, node.lineno - 2) : node.lineno]
+                if "# lazy:" in line
+            ]
+            if not marks:
+                bad.append(f"{where}: a function-local import without '# lazy: <why>'")
+                continue
+            why = {w.strip() for w in marks[-1].split(",")}
+            if why == {"optional"}:
+                if not in_try:
+                    bad.append(f"{where}: '# lazy: optional' outside a try")
+                continue
+            if isinstance(node, ast.ImportFrom):
+                targets = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+            else:
+                targets = [a.name for a in node.names]
+            adds = set()
+            for target in targets:
+                found = _project_module(target)
+                if found:
+                    adds |= (_closure(found) | {found.split(".")[0]}) & HEAVY
+            stale = sorted(w for w in why if w not in adds - mine)
+            if stale:
+                bad.append(f"{where}: '# lazy:' names {stale}, which it does not add")
+    return bad
+
+
+def test_every_function_local_import_says_why_it_is_deferred():
+    bad = _lazy_violations()
+    assert not bad, bad
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("def f():\n    from fgrpo_llm.files import read_jsonl\n", "without '# lazy"),
+        ("def f():\n    from fgrpo_llm.files import read_jsonl  # lazy: torch\n", "does not add"),
+        (
+            "def f():\n    from fgrpo_llm.files import read_jsonl  # lazy: optional\n",
+            "outside a try",
+        ),
+    ],
+)
+def test_the_lazy_import_check_catches_a_violation(tmp_path, monkeypatch, source, expected):
+    fake = tmp_path / "m.py"
+    fake.write_text(source)
+    monkeypatch.setitem(MODULES, "fgrpo_llm.fake", fake)
+    with pytest.raises(AssertionError, match=expected):
+        test_every_function_local_import_says_why_it_is_deferred()
+
+
+def test_a_justified_lazy_import_passes(tmp_path, monkeypatch):
+    fake = tmp_path / "m.py"
+    fake.write_text("def f():\n    from fgrpo_llm.trainer import train  # lazy: torch\n")
+    monkeypatch.setitem(MODULES, "fgrpo_llm.fake", fake)
+    assert not [v for v in _lazy_violations() if "fgrpo_llm.fake" in v]

@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fgrpo_llm.trainer import TrainingDiverged
+    from fgrpo_llm.trainer import TrainingDiverged  # lazy: torch, transformers
 
     return run_command(
         build_parser(),

@@ -7,6 +7,7 @@ are ``fgrpo_common.cli``'s, shared with ``fgrpo-theory``.
 from __future__ import annotations
 
 from fgrpo_common.cli import parse_key_values
+from fgrpo_llm.tasks.for_model import task_for_model
 
 __all__ = ["add_model_task_args", "task_from_args", "max_new_tokens_for"]
 
@@ -40,8 +41,6 @@ def add_model_task_args(parser) -> None:
 def task_from_args(args, model_dir, tokenizer=None):
     """The task named by ``--task`` / ``--task-arg`` for the checkpoint ``model_dir`` (whose
     ``tokenizer`` formats the prompts of tasks that use one, e.g. boxed math's chat template)."""
-    from fgrpo_llm.tasks.for_model import task_for_model
-
     return task_for_model(
         args.task,
         parse_key_values(args.task_arg, "--task-arg"),

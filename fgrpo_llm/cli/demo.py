@@ -8,11 +8,13 @@
 
 from __future__ import annotations
 
+from fgrpo_llm.experiments.countdown.config import load_demo_config
+from fgrpo_llm.experiments.countdown.pipeline import run_demo
+from fgrpo_llm.files import directory_lock
+
 
 def _demo(args) -> int:
-    from fgrpo_llm.experiments.countdown.config import load_demo_config
-    from fgrpo_llm.experiments.countdown.pipeline import run_demo
-    from fgrpo_llm.model import resolve_device
+    from fgrpo_llm.model import resolve_device  # lazy: torch, transformers
 
     resolve_device(args.device)  # a bad --device fails before any file is written
 
@@ -24,7 +26,6 @@ def _demo(args) -> int:
         device=args.device,
         lr_matched_control=False if args.no_lr_control else None,
     )
-    from fgrpo_llm.files import directory_lock
 
     with directory_lock(args.out, what="fgrpo-llm demo"):  # one process per output directory
         summary = run_demo(args.out, cfg)

@@ -15,14 +15,15 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
+from fgrpo_llm.config import run_sampling
 from fgrpo_llm.files import atomic_write_text, strict_json, writable_directory
+from fgrpo_llm.tasks import check_split
 
 
 def _eval(args) -> int:
 
-    from fgrpo_llm.evaluation.passk import parse_ks
-    from fgrpo_llm.model import load_model_and_tokenizer
-    from fgrpo_llm.tasks import check_split
+    from fgrpo_llm.evaluation.passk import parse_ks  # lazy: torch
+    from fgrpo_llm.model import load_model_and_tokenizer  # lazy: torch, transformers
 
     if args.n < 1:
         raise ValueError(f"--n must be >= 1, got {args.n}")
@@ -49,9 +50,8 @@ def _eval(args) -> int:
 def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
     import torch
 
-    from fgrpo_llm.config import run_sampling
-    from fgrpo_llm.evaluation.passk import evaluate_model, write_eval_outputs
-    from fgrpo_llm.model import resolve_autocast_dtype
+    from fgrpo_llm.evaluation.passk import evaluate_model, write_eval_outputs  # lazy: torch
+    from fgrpo_llm.model import resolve_autocast_dtype  # lazy: torch, transformers
 
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(args.seed)
@@ -85,7 +85,7 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
 
 
 def _compare(args) -> int:
-    from fgrpo_llm.evaluation.passk import compare_evals, parse_ks
+    from fgrpo_llm.evaluation.passk import compare_evals, parse_ks  # lazy: torch
 
     if args.iterations < 1:
         raise ValueError(f"--iterations must be >= 1, got {args.iterations}")

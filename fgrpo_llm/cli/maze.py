@@ -22,6 +22,11 @@ from __future__ import annotations
 import argparse
 import os
 
+from fgrpo_llm.config import read_config_file
+from fgrpo_llm.experiments.maze.bases import run_maze_bases
+from fgrpo_llm.experiments.maze.config import FLAGS, make_config
+from fgrpo_llm.files import directory_lock
+
 #: MazeConfig field -> (type, help); the flag names are ``fgrpo_llm.experiments.maze.config.FLAGS``.
 _HELP = {
     "grid_size": (int, "odd grid side, 2 * cells + 1 (reduced 7, full 17)"),
@@ -71,7 +76,6 @@ _LISTS = {
 
 
 def register(subparsers) -> None:
-    from fgrpo_llm.experiments.maze.config import FLAGS
 
     p = subparsers.add_parser(
         "maze",
@@ -110,9 +114,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from fgrpo_llm.config import read_config_file
-    from fgrpo_llm.experiments.maze.config import make_config
-    from fgrpo_llm.experiments.maze.pipeline import run_experiment
+    from fgrpo_llm.experiments.maze.pipeline import run_experiment  # lazy: torch
 
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out must be a directory, but {args.out} is a file")
@@ -128,10 +130,9 @@ def run(args) -> int:
     )
     values.pop("preset", None)
     cfg = make_config(args.preset, **values)
-    from fgrpo_llm.model import resolve_device
+    from fgrpo_llm.model import resolve_device  # lazy: torch, transformers
 
     resolve_device(cfg.device)  # a bad device fails before any file is written
-    from fgrpo_llm.files import directory_lock
 
     if args.families and not args.bases:
         raise ValueError("--families needs --bases (one kernel family per base)")
@@ -139,8 +140,6 @@ def run(args) -> int:
         raise ValueError("--seed and --bases exclude each other: base b is SFT seed b")
     with directory_lock(args.out, what="fgrpo-llm maze"):  # one process per output directory
         if args.bases:
-            from fgrpo_llm.experiments.maze.bases import run_maze_bases
-
             results = run_maze_bases(
                 cfg,
                 args.out,

@@ -10,13 +10,16 @@ from pathlib import Path
 
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 from fgrpo_llm.experiments.countdown.report import fmt
+from fgrpo_llm.experiments.countdown.stages import record_exact_mu_tau
 from fgrpo_llm.files import writable_directory
 
 
 def _rare_set(args) -> int:
     import torch
 
-    from fgrpo_llm.evaluation.rare import build_rare_set, save_rare_set
+    from fgrpo_llm.evaluation.rare import build_rare_set, save_rare_set  # lazy: torch
+
+    # lazy: torch, transformers
     from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
 
     if args.prompts < 1:
@@ -40,7 +43,6 @@ def _rare_set(args) -> int:
         autocast_dtype=resolve_autocast_dtype(device),
     )
     rare.meta.update({"base": str(args.base), "split": args.split, "seed": args.seed})
-    from fgrpo_llm.experiments.countdown.stages import record_exact_mu_tau
 
     # exact base (mu, tau) where enumerable
     record_exact_mu_tau(model, tokenizer, task, problems, rare)

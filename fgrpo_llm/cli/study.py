@@ -22,12 +22,14 @@ import argparse
 import shlex
 import sys
 
+from fgrpo_common.cli import parse_list
+from fgrpo_llm.experiments.countdown.config import load_demo_config
+from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
+from fgrpo_llm.files import directory_lock
+
 
 def _study(args) -> int:
-    from fgrpo_common.cli import parse_list
-    from fgrpo_llm.experiments.countdown.config import load_demo_config
-    from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
-    from fgrpo_llm.model import resolve_device
+    from fgrpo_llm.model import resolve_device  # lazy: torch, transformers
 
     lists = {}
     for flag in ("bases", "seeds", "sweep_bases", "extended_bases"):
@@ -75,7 +77,6 @@ def _study(args) -> int:
         else f"fgrpo-llm study --bases {args.bases} --seeds {args.seeds}"
         + (" --fast" if args.fast else "")
     )
-    from fgrpo_llm.files import directory_lock
 
     with directory_lock(args.out, what="fgrpo-llm study"):  # one process per output directory
         result = run_study(args.out, cfg, design, command=command, spread_file=args.spread_file)

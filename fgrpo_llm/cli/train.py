@@ -20,6 +20,11 @@ import argparse
 import json
 from pathlib import Path
 
+from fgrpo_common.cli import parse_key_values
+from fgrpo_llm.config import TrainConfig, read_config_file
+from fgrpo_llm.tasks import get_task
+from fgrpo_llm.tasks.for_model import model_task_kwargs
+
 #: flag destination -> TrainConfig field, for flags whose names differ from the field.
 _FLAGS = {
     "base": ("--base", str, "base model directory (any local Hugging Face causal-LM checkpoint)"),
@@ -117,9 +122,6 @@ def register(subparsers) -> None:
 
 def resolve_config(args):
     """The TrainConfig of this command line (defaults < --config / saved config < flags)."""
-    from fgrpo_common.cli import parse_key_values
-    from fgrpo_llm.config import TrainConfig, read_config_file
-
     if not args.out:
         raise ValueError("--out is required (the run directory)")
     flags = {
@@ -155,9 +157,6 @@ def resolve_config(args):
 def _task_defaults(data: dict) -> dict:
     """For the built-in Countdown base: the task settings it was pretrained with; the task's token
     limit."""
-    from fgrpo_llm.tasks import get_task
-    from fgrpo_llm.tasks.for_model import model_task_kwargs
-
     task = data.get("task", "countdown")
     if not data.get("task_kwargs"):
         data["task_kwargs"] = model_task_kwargs(data["base"], task)
@@ -180,12 +179,12 @@ def _vocab_size(base) -> int | None:
 
 
 def run(args) -> int:
-    from fgrpo_llm.trainer import train
+    from fgrpo_llm.trainer import train  # lazy: torch, transformers
 
     cfg = resolve_config(args)
     evaluators = []
     if args.rare_set:
-        from fgrpo_llm.evaluation.rare import load_rare_set, make_rare_evaluator
+        from fgrpo_llm.evaluation.rare import load_rare_set, make_rare_evaluator  # lazy: torch
 
         rare = load_rare_set(args.rare_set, vocab_size=_vocab_size(cfg.base))
         evaluators.append(make_rare_evaluator(rare))

@@ -15,20 +15,21 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_llm.environment import environment_differences, environment_section
+from fgrpo_llm.evaluation.runs import load_run
+from fgrpo_llm.experiments.countdown.cross_check import cross_check
+from fgrpo_llm.experiments.countdown.report import (
+    lr_control_section,
+    sweep_section,
+    tail_miss_section,
+    write_report,
+)
+from fgrpo_llm.experiments.paper import load_paper_results
+from fgrpo_llm.files import writable_directory
+
 
 def _validate(args) -> int:
-    from fgrpo_llm.environment import environment_differences, environment_section
-    from fgrpo_llm.evaluation.rare import load_rare_set
-    from fgrpo_llm.evaluation.runs import load_run
-    from fgrpo_llm.experiments.countdown.cross_check import cross_check
-    from fgrpo_llm.experiments.countdown.report import (
-        lr_control_section,
-        sweep_section,
-        tail_miss_section,
-        write_report,
-    )
-    from fgrpo_llm.experiments.paper import load_paper_results
-    from fgrpo_llm.files import writable_directory
+    from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
 
     if not args.run:
         raise ValueError("give at least one --run directory")

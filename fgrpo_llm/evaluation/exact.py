@@ -225,8 +225,8 @@ def _score_rows(
     """For each (prompt ids, completion ids) row: (n,) log pi(c_t | x, c_<t) over the completion
     tokens and, when ``skip_ids`` is not empty, (n,) log pi(S | x, c_<t) at the same positions
     (the distribution each completion token was drawn from). Float64 numpy."""
-    from fgrpo_llm.model import autocast
-    from fgrpo_llm.rollout import filter_logits, position_ids_from_mask
+    from fgrpo_llm.model import autocast  # lazy: transformers
+    from fgrpo_llm.rollout import filter_logits, position_ids_from_mask  # lazy: transformers
 
     device = next(model.parameters()).device
     skip = torch.tensor(sorted(skip_ids), dtype=torch.long, device=device)

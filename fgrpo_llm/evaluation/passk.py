@@ -28,6 +28,8 @@ from fgrpo_common.checks import check_integer
 from fgrpo_common.files import save_figure
 from fgrpo_llm.files import atomic_write_text
 from fgrpo_llm.tasks.base import check_split
+from fgrpo_theory.passk import mean_pass_at_k, paired_subsampling_test
+from fgrpo_theory.passk import pass_at_k_unbiased as pass_at_k
 
 #: Name of the files written by :func:`write_eval_outputs`.
 EVAL_JSON = "eval.json"
@@ -82,6 +84,7 @@ def sampled_chunks(
     is sample j of ``chunk[b] = problems[start + b]``. ``progress`` names a tqdm bar (None: none).
     Shared by pass@k evaluation and the rare-correct set.
     """
+    # lazy: transformers
     from fgrpo_llm.rollout import sample_completions  # the sampler of the trainer; imported lazily
 
     rows = int(batch_size) if batch_size else 512
@@ -204,8 +207,6 @@ def pass_at_k_table(counts, n: int, ks) -> dict[str, float]:
     pass@k = mean_x [1 - C(n - c_x, k) / C(n, k)]  (product form in ``fgrpo_theory.passk``).
     Every k must satisfy 1 <= k <= n and every count 0 <= c <= n.
     """
-    from fgrpo_theory.passk import mean_pass_at_k
-
     n = int(check_integer("n", n, minimum=1))
     c = check_integer("counts", counts, minimum=0).ravel()
     if (c > n).any():
@@ -226,8 +227,6 @@ def coverage_against(base, trained, k: int) -> dict:
     that k fresh samples hold a correct one); the counts are expected counts over independent
     samplings: lost = sum_p pass_b (1 - pass_t), gained = sum_p (1 - pass_b) pass_t, also
     both and neither. ``k`` must be at most both matrices' n."""
-    from fgrpo_theory.passk import pass_at_k_unbiased as pass_at_k
-
     b, t = np.asarray(base), np.asarray(trained)
     if b.ndim != 2 or t.ndim != 2 or b.shape[0] != t.shape[0]:
         raise ValueError(
@@ -463,8 +462,6 @@ def compare_evals(
     Both outputs must hold the same problems (same ids, same order) and the same n. Returns
     ``{split: {"pass@k": test result dict}}`` with the test's own fields plus both point estimates.
     """
-    from fgrpo_theory.passk import paired_subsampling_test
-
     res_a, out_a = load_eval(dir_a)
     res_b, out_b = load_eval(dir_b)
     report = {}

@@ -34,6 +34,8 @@ import numpy as np
 import torch
 
 from fgrpo_common.checks import check_integer, check_probability
+from fgrpo_llm.evaluation.passk import sampled_chunks
+from fgrpo_llm.files import atomic_write_text
 from fgrpo_llm.tasks.base import solution_form
 
 #: Format version of the saved artifact.
@@ -99,7 +101,7 @@ def length_normalised_nll(
     Sequences are right-padded (positions of real tokens stay 0..len-1, so no position-id care is
     needed) and scored with ``rollout.token_logprobs``.
     """
-    from fgrpo_llm.rollout import token_logprobs
+    from fgrpo_llm.rollout import token_logprobs  # lazy: transformers
 
     if len(token_ids) != len(prompt_lengths):
         raise ValueError(
@@ -158,8 +160,6 @@ def build_rare_set(
 
     Also estimates, per prompt, mu = #correct / M and tau = base frequency of E(x) (module doc).
     """
-    from fgrpo_llm.evaluation.passk import sampled_chunks
-
     M = int(check_integer("num_rollouts", num_rollouts, minimum=1))
     q = float(check_probability("top_fraction", top_fraction, open_low=True))
     problems = list(problems)
@@ -304,7 +304,6 @@ def save_rare_set(rare_set: RareSet, path) -> Path:
             )
         ],
     }
-    from fgrpo_llm.files import atomic_write_text
 
     return atomic_write_text(path, json.dumps(data))
 

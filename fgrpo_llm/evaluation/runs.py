@@ -116,7 +116,7 @@ def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
     eval_path = (Path(eval_dir) if eval_dir else run_dir / "eval") / "eval.json"
     results = None
     if eval_path.is_file():
-        from fgrpo_llm.evaluation.passk import load_eval
+        from fgrpo_llm.evaluation.passk import load_eval  # lazy: torch
 
         results = load_eval(eval_path.parent)[0]
     N, gamma, lr_scale = (

@@ -24,6 +24,7 @@ import numpy as np
 
 from fgrpo_common.checks import check_integer
 from fgrpo_llm.evaluation.stats import Z95, wilson_interval
+from fgrpo_theory.tail_miss import p_active, p_tail_miss
 
 __all__ = [
     "Z95",
@@ -49,8 +50,6 @@ def tail_miss_records(
     Returns arrays ``step, N, active, hit, tail_miss`` (observed) and ``p_active, p_tail_miss``
     (predicted at the prompt's base (mu, tau)), plus ``prompt_id`` (object array).
     """
-    from fgrpo_theory.tail_miss import p_active, p_tail_miss
-
     exact = rare_set.has_exact if exact is None else exact
     rows = []
     for g in groups:
@@ -164,8 +163,6 @@ def predicted_curve(
     from a parametric bootstrap of the estimates (each prompt's M rollouts re-drawn multinomially
     over E, C minus E and not-C); with the exact values of ``fgrpo_llm.evaluation.exact`` there is
     no estimation error and the band is the curve itself."""
-    from fgrpo_theory.tail_miss import p_tail_miss
-
     ids, mu, tau = rare_set.mu_tau()
     Ns = check_integer("Ns", Ns, minimum=1).ravel()
     if not ids:

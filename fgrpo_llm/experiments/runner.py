@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fgrpo_llm.files import atomic_write_text, strict_json
+
 __all__ = ["Task", "TaskFailed", "run_tasks", "cpu_seconds"]
 
 
@@ -183,6 +185,4 @@ def run_tasks(tasks, workers: int = 1) -> Iterator[tuple[Task, float]]:
 
 def write_json(path: Path, data) -> None:
     """Strict JSON (NaN / inf as null), written atomically."""
-    from fgrpo_llm.files import atomic_write_text, strict_json
-
     atomic_write_text(path, strict_json(data, indent=1, default=str) + "\n")

@@ -23,6 +23,7 @@ import math
 from pathlib import Path
 
 from fgrpo_llm.files import read_jsonl
+from fgrpo_llm.tasks.base import solution_form
 from fgrpo_llm.tracking import JsonlWriter, group_record, truncate_jsonl, write_run_info
 
 __all__ = [
@@ -44,8 +45,6 @@ def forms_of(completions: list, correct: list[bool], *, task=None, problem=None)
     """The form of each correct completion (in order): the task's rule when ``task`` and
     ``problem`` are given, else the stripped text."""
     if task is not None and problem is not None:
-        from fgrpo_llm.tasks.base import solution_form
-
         forms = []
         for c, ok in zip(completions, correct, strict=True):
             if ok:
@@ -271,7 +270,7 @@ def records_from_verl_dump(
     prompt text to the task's problem id: ``verl.data.prompt_index``), else :func:`text_prompt_id`.
     verl dumps only the groups it trained on, so every record has ``trained: true``.
     """
-    from fgrpo_llm.integrations.focal import FocalSettings
+    from fgrpo_llm.integrations.focal import FocalSettings  # lazy: torch
 
     settings = settings or FocalSettings(gamma=gamma)
     rows = read_verl_dump(dump_dir)  # every row checked before anything is written

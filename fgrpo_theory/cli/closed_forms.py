@@ -25,6 +25,8 @@ import numpy as np
 
 from fgrpo_common.checks import check_integer, single
 from fgrpo_common.files import save_figure
+from fgrpo_theory.passk import pass_at_k_exact, pass_at_k_unbiased
+from fgrpo_theory.tail_miss import p_active, p_tail_miss, peak_group_size, stationary_group_size
 
 #: At most this many table rows (curves x group sizes, or values x k): a bigger request is a
 #: typo far more often than a wish to print a million lines.
@@ -155,7 +157,6 @@ def _label(mu: float, tau: float, rho: float | None) -> str:
 
 
 def run_tail_miss(args) -> int:
-    from fgrpo_theory.tail_miss import p_active, p_tail_miss, peak_group_size
 
     curves = _curves(args)
     N = _group_sizes(args)
@@ -212,7 +213,7 @@ def _plot_tail_miss(curves, N, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fgrpo_theory.plots import plot_tail_miss_curves
+    from fgrpo_theory.plots import plot_tail_miss_curves  # lazy: scipy
 
     mus = list(dict.fromkeys(c[0] for c in curves))
     fig, axes = plt.subplots(1, len(mus), figsize=(4.2 * len(mus), 3.2), squeeze=False)
@@ -240,7 +241,6 @@ def _plot_tail_miss(curves, N, path: Path) -> None:
 
 
 def run_peak(args) -> int:
-    from fgrpo_theory.tail_miss import peak_group_size, stationary_group_size
 
     curves = _curves(args)
     n_max = (
@@ -284,7 +284,6 @@ def run_peak(args) -> int:
 
 
 def run_pass_at_k(args) -> int:
-    from fgrpo_theory.passk import pass_at_k_exact, pass_at_k_unbiased
 
     ks = _int_list("--k", args.k, minimum=1)
     rows = []

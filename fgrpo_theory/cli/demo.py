@@ -12,7 +12,7 @@ from __future__ import annotations
 def run_demo(args) -> int:
     from pathlib import Path
 
-    from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo
+    from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo  # lazy: scipy
 
     run_theory_demo(args.out, fast=args.fast)
     regime_sweep_demo(Path(args.out) / "regimes", fast=args.fast)

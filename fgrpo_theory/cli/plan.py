@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.files import save_figure
 from fgrpo_theory.cli.closed_forms import _check_plot_path, _float_list, _int_list, _strict_json
 
 #: A counts CSV holds at most this many rows.
@@ -71,8 +72,8 @@ def _from_counts(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_plan(args) -> int:
-    from fgrpo_theory.plan import plan
-    from fgrpo_theory.weighting import parse_weighting
+    from fgrpo_theory.plan import plan  # lazy: scipy
+    from fgrpo_theory.weighting import parse_weighting  # lazy: scipy
 
     sources = [x is not None for x in (args.mu, args.outcomes, args.counts)]
     if sum(sources) != 1:
@@ -124,8 +125,6 @@ def _plot(res: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from fgrpo_common.files import save_figure
 
     N = [r["N"] for r in res["rows"]]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))

@@ -23,20 +23,23 @@ from pathlib import Path
 
 from fgrpo_common.cli import parse_list
 from fgrpo_common.files import save_figure
+from fgrpo_theory.plots_categorical import plot_fig2
+from fgrpo_theory.sim.config import (
+    ADVANTAGES,
+    OPTIMIZERS,
+    PRESETS,
+    SIM_WEIGHTINGS,
+    SURROGATES,
+    SimConfig,
+)
+from fgrpo_theory.sim.engines import ENGINES
+from fgrpo_theory.sim.sweep import run_cached, run_sweep
 
 #: The most worker processes the command starts.
 MAX_WORKERS = 1024
 
 
 def register(subparsers) -> None:
-    from fgrpo_theory.sim.config import (
-        ADVANTAGES,
-        OPTIMIZERS,
-        PRESETS,
-        SIM_WEIGHTINGS,
-        SURROGATES,
-    )
-    from fgrpo_theory.sim.engines import ENGINES
 
     p = subparsers.add_parser(
         "simulate",
@@ -102,8 +105,6 @@ def _writable_dir(flag: str, folder: Path) -> None:
 def _config(args):
     from dataclasses import replace
 
-    from fgrpo_theory.sim.config import PRESETS, SimConfig
-
     overrides = {
         k: getattr(args, k)
         for k in (
@@ -128,7 +129,6 @@ def _config(args):
 
 
 def run_simulate(args) -> int:
-    from fgrpo_theory.sim.sweep import run_cached, run_sweep
 
     cfg = _config(args)
     if not args.out and not args.csv:
@@ -151,8 +151,6 @@ def run_simulate(args) -> int:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-
-        from fgrpo_theory.plots_categorical import plot_fig2
 
         fig = plot_fig2(res)
         save_figure(fig, out / "fig2.png", dpi=100)

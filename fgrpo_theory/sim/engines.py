@@ -30,6 +30,8 @@ import warnings
 import numpy as np
 
 from fgrpo_theory.sim.config import SimConfig, sparse_applies
+from fgrpo_theory.sim.dense import simulate_batch
+from fgrpo_theory.sim.sparse import simulate_run_sparse
 
 ENGINES = ("auto", "dense", "sparse", "compiled", "torch")
 #: The engines whose draws are those of ``samplers`` (their records agree to rounding).
@@ -56,7 +58,7 @@ def choose_engine(cfg: SimConfig, engine: str) -> str:
         if importlib.util.find_spec("torch") is None:
             raise ValueError("engine='torch' needs torch (pip install 'fgrpo[llm]')")
     if engine == "compiled":
-        from fgrpo_theory.sim import compiled
+        from fgrpo_theory.sim import compiled  # lazy: numba
 
         why = compiled.unavailable_reason()
         if why:
@@ -65,7 +67,7 @@ def choose_engine(cfg: SimConfig, engine: str) -> str:
         return engine
     if not sparse_applies(cfg):
         return "dense"
-    from fgrpo_theory.sim import compiled
+    from fgrpo_theory.sim import compiled  # lazy: numba
 
     why = compiled.unavailable_reason()
     if why is None:
@@ -86,13 +88,11 @@ def simulate_runs(
     engine (``dense``, ``sparse``, ``compiled`` or ``auto``)."""
     engine = choose_engine(cfg, engine)
     if engine == "dense":
-        from fgrpo_theory.sim.dense import simulate_batch
-
         return simulate_batch(cfg, N, runs, progress=progress)
     if engine == "sparse":
-        from fgrpo_theory.sim.sparse import simulate_run_sparse as run_one
+        run_one = simulate_run_sparse
     elif engine == "compiled":
-        from fgrpo_theory.sim.compiled import simulate_run_compiled as run_one
+        from fgrpo_theory.sim.compiled import simulate_run_compiled as run_one  # lazy: numba
     else:
         raise ValueError(
             f"simulate_runs takes a numpy-draws engine {NUMPY_DRAWS}, "

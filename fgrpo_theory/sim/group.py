@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from fgrpo_theory.tail_miss import p_tail_miss
+
 #: The records of a run: policy quantities at t = 0..T, group quantities for t = 0..T-1.
 POLICY_RECORDS = ("q_pos", "m_ret", "entropy", "tau")
 GROUP_RECORDS = ("q_u_pos", "p_tail_miss", "mu_hat", "tail_miss")
@@ -64,12 +66,12 @@ def focal_table(N: int, gamma, weighting: str = "focal") -> np.ndarray:
     """g / N for every possible X = 0..N, (R, N + 1): focal_weight(X / N, gamma) / N, or with
     ``weighting='maxrl'`` sqrt((1 - X/N) / (X/N)) / N (``fgrpo_theory.weighting``; gamma only
     sets R)."""
-    from fgrpo_theory.focal import focal_weight
+    from fgrpo_theory.focal import focal_weight  # lazy: scipy
 
     mu_hat = np.arange(N + 1) / N
     gamma = np.atleast_1d(np.asarray(gamma, dtype=np.float64))
     if weighting == "maxrl":
-        from fgrpo_theory.weighting import maxrl
+        from fgrpo_theory.weighting import maxrl  # lazy: scipy
 
         w = np.broadcast_to(maxrl()(mu_hat), (gamma.size, N + 1))
         return np.array(w, dtype=np.float64) / N
@@ -95,8 +97,6 @@ def finish_records(rec, N: int) -> dict:
     """Lemma 3.1 at the (mu, tau) = (Q_pos, tau) each group was drawn from, all steps at once.
     Q_pos and tau are sums of probabilities: rounding can put them an ulp outside [0, 1] (a
     policy with all its mass on correct actions), so they are clipped into it first."""
-    from fgrpo_theory.tail_miss import p_tail_miss
-
     for key in ("q_pos", "tau", "q_u_pos"):
         np.clip(rec[key], 0.0, 1.0, out=rec[key])
     mu, tau = rec["q_pos"][:, :-1], rec["tau"][:, :-1]

@@ -39,6 +39,7 @@ from fgrpo_theory.sim.config import SimConfig
 from fgrpo_theory.sim.engines import choose_engine, simulate_runs, work_items
 from fgrpo_theory.sim.group import GROUP_RECORDS, POLICY_RECORDS
 from fgrpo_theory.sim.threads import pin_worker, pinned
+from fgrpo_theory.sim.torch_engine import check_device, simulate_runs_torch
 
 #: Bumped whenever the simulator draws or computes differently for the same config, so that
 #: results cached by an older version are recomputed (2: the guide-table sampler for large N;
@@ -245,8 +246,6 @@ def run_sweep(
         raise ValueError(f"workers must be <= 1024, got workers={workers}")
     engine = choose_engine(cfg, engine)
     if engine == "torch":
-        from fgrpo_theory.sim.torch_engine import check_device
-
         check_device(device)  # a bad device fails before any file
     ckpt = _Checkpoint(checkpoint, cfg, _family(engine)) if checkpoint is not None else None
     every = [(N, g, s) for N in cfg.group_sizes for g in cfg.gammas for s in cfg.seeds]
@@ -274,8 +273,6 @@ def run_sweep(
         if not todo:
             pass
         elif engine == "torch":
-            from fgrpo_theory.sim.torch_engine import simulate_runs_torch
-
             with pinned(workers):
                 simulate_runs_torch(
                     cfg,

@@ -43,6 +43,7 @@ from fgrpo_llm.model import (
     resolve_device,
     save_model_and_tokenizer,
 )
+from fgrpo_llm.rollout import sample_completions
 from fgrpo_llm.sft import pad_sft_rows, sft_loop
 from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask, all_expressions
 from fgrpo_llm.tokenizer import build_char_tokenizer
@@ -280,8 +281,6 @@ def estimate_pass_at_1(
     """pass@1 = mean reward over ``num_samples`` temperature-1 samples per problem, plus the mean
     number of distinct correct forms per problem and the fraction of problems solved at least
     once."""
-    from fgrpo_llm.rollout import sample_completions
-
     batch = sample_completions(
         model,
         tokenizer,

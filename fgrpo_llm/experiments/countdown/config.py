@@ -19,6 +19,7 @@ from fgrpo_common.fields import (
     check_fields,
     dataclass_from_dict,
 )
+from fgrpo_llm.config import read_config_file
 
 
 @dataclass(frozen=True)
@@ -221,8 +222,6 @@ def load_demo_config(
     the FAST preset), then the YAML/JSON file, then keyword overrides."""
     data = dict(FAST) if fast else dict(DEMO_PLAN) if for_demo else {}
     if path is not None:
-        from fgrpo_llm.config import read_config_file
-
         data.update(read_config_file(path))
     data.update({k: v for k, v in overrides.items() if v is not None})
     return DemoConfig.from_dict(data)

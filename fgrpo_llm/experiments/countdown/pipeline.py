@@ -32,7 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.experiments.countdown.config import DemoConfig, load_demo_config, run_specs
+from fgrpo_llm.experiments.countdown.cross_check import cross_check
+from fgrpo_llm.experiments.countdown.report import markdown_table, write_demo_report
 from fgrpo_llm.experiments.countdown.stages import (
     evaluate_stage,
     map_runs,
@@ -42,7 +45,9 @@ from fgrpo_llm.experiments.countdown.stages import (
     run_finished,
     task_for,
 )
+from fgrpo_llm.experiments.paper import load_paper_results
 from fgrpo_llm.experiments.runner import write_json
+from fgrpo_llm.files import atomic_write_text
 
 __all__ = ["run_demo", "SEED_SPREAD", "load_seed_spread"]
 
@@ -87,7 +92,7 @@ def _theory(out: Path, cfg: DemoConfig) -> dict:
     done = out / "theory" / "summary.json"
     if done.is_file():
         return json.loads(done.read_text())
-    from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo
+    from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo  # lazy: scipy
 
     summary = {
         "tail_miss": run_theory_demo(out, fast=cfg.theory_fast),  # writes OUT/theory/
@@ -150,8 +155,6 @@ class _SideStages:
 
 
 def _write_timings(out: Path, clock: _Clock) -> Path:
-    from fgrpo_llm.experiments.countdown.report import markdown_table
-    from fgrpo_llm.files import atomic_write_text
 
     rows = [[name, f"{sec:.0f}"] for name, sec in clock.stages.items()]
     text = (
@@ -212,10 +215,6 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
             out / spec.path / "model", out / spec.path / "eval", cfg, task=task
         )
 
-    from fgrpo_llm.evaluation.runs import load_run
-    from fgrpo_llm.experiments.countdown.cross_check import cross_check
-    from fgrpo_llm.experiments.paper import load_paper_results
-
     runs = [load_run(out / spec.path) for spec in specs if run_finished(out / spec.path)]
     result = clock.run(
         "cross-check",
@@ -246,7 +245,6 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
             "orderings": result["orderings"],
         }
     )
-    from fgrpo_llm.experiments.countdown.report import write_demo_report
 
     summary["report"] = str(
         write_demo_report(

@@ -13,6 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_common.files import save_figure
+from fgrpo_llm.environment import environment_section
+from fgrpo_llm.experiments.countdown.config import EXECUTION_FIELDS
+from fgrpo_llm.files import atomic_write_text
 
 
 def fmt(x, digits: int = 3) -> str:
@@ -222,8 +225,6 @@ def exact_mu_tau_text(summary: dict) -> str:
 
 def write_report(path, title: str, sections: list[tuple[str, str]]) -> Path:
     """Write ``# title`` then ``## heading`` + body for each section (atomic)."""
-    from fgrpo_llm.files import atomic_write_text
-
     text = (
         f"# {title}\n\n" + "\n\n".join(f"## {h}\n\n{body.strip()}" for h, body in sections) + "\n"
     )
@@ -293,7 +294,7 @@ def coverage_section(base_eval: Path, runs) -> str:
     run no longer solves, and the reverse (expected counts from the unbiased per-problem pass@k,
     ``evaluation.passk.coverage_against``), k the largest both evaluations allow. "" when the
     base's or the runs' outcome matrices are missing."""
-    from fgrpo_llm.evaluation.passk import coverage_against, load_eval
+    from fgrpo_llm.evaluation.passk import coverage_against, load_eval  # lazy: torch
 
     try:
         _, base = load_eval(base_eval)
@@ -384,7 +385,6 @@ def write_demo_report(
     out = Path(out)
     sections = []
     note = seed_spread_note(seed_spread)
-    from fgrpo_llm.experiments.countdown.config import EXECUTION_FIELDS
 
     cfg_rows = [
         [k, f"`{v}`"] for k, v in dataclasses.asdict(cfg).items() if k not in EXECUTION_FIELDS
@@ -540,7 +540,6 @@ def write_demo_report(
                 "with is missing (not finished?)._",
             )
         )
-    from fgrpo_llm.environment import environment_section
 
     sections.append(("Environment", environment_section({r.label: r.environment for r in runs})))
     return write_report(

@@ -25,8 +25,10 @@ import json
 import time
 from pathlib import Path
 
+from fgrpo_llm.config import TrainConfig, run_sampling
 from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec
-from fgrpo_llm.experiments.runner import write_json
+from fgrpo_llm.experiments.runner import Task, run_tasks, write_json
+from fgrpo_llm.tasks.for_model import model_task_kwargs, task_for_model
 
 
 def generator_for(device, seed: int):
@@ -40,6 +42,7 @@ def pretrain_base(out: Path, cfg: DemoConfig) -> dict:
     summary_path = out / "base_summary.json"
     if (base / "config.json").is_file() and summary_path.is_file():
         return json.loads(summary_path.read_text())
+    # lazy: tokenizers, torch, transformers
     from fgrpo_llm.experiments.countdown.base import PretrainConfig, pretrain
 
     pcfg = PretrainConfig.from_dict(
@@ -57,17 +60,18 @@ def pretrain_base(out: Path, cfg: DemoConfig) -> dict:
 
 
 def task_for(base: Path):
-    from fgrpo_llm.tasks.for_model import task_for_model
 
     return task_for_model("countdown", {}, model_dir=base)
 
 
 def rare_set_stage(out: Path, cfg: DemoConfig):
+    # lazy: torch
     from fgrpo_llm.evaluation.rare import build_rare_set, load_rare_set, save_rare_set
 
     path = out / "rare_set.json"
     if path.is_file():
         return load_rare_set(path)
+    # lazy: torch, transformers
     from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
 
     model, tok = load_model_and_tokenizer(out / "base", device=cfg.device)
@@ -97,7 +101,7 @@ def record_exact_mu_tau(model, tokenizer, task, problems, rare) -> dict | None:
     ``tau_exact``, and ``rare.meta["exact"]``: how far the sampled estimates were off), when the
     task can list its correct answers (Countdown); None otherwise. The tail-miss check then predicts
     with them."""
-    from fgrpo_llm.evaluation.exact import exact_rare_set, supports_exact
+    from fgrpo_llm.evaluation.exact import exact_rare_set, supports_exact  # lazy: torch
 
     if not supports_exact(task):
         return None
@@ -109,10 +113,12 @@ def evaluate_stage(model_dir: Path, out_dir: Path, cfg: DemoConfig, *, task) -> 
     run's own settings (``fgrpo_llm.config.run_sampling``), a base with the plan's."""
     import dataclasses as dc
 
-    from fgrpo_llm.config import run_sampling
+    # lazy: torch
     from fgrpo_llm.evaluation.passk import default_ks, evaluate_model, load_eval, write_eval_outputs
+
+    # lazy: torch, transformers
     from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
-    from fgrpo_llm.rollout import SamplingParams
+    from fgrpo_llm.rollout import SamplingParams  # lazy: torch, transformers
 
     if (out_dir / "eval.json").is_file():
         return load_eval(out_dir)[0]
@@ -144,8 +150,6 @@ def run_finished(run_dir: Path) -> bool:
 
 def base_task_kwargs(base: Path) -> dict:
     """The Countdown settings the base was pretrained with (``fgrpo_llm.tasks.for_model``)."""
-    from fgrpo_llm.tasks.for_model import model_task_kwargs
-
     return model_task_kwargs(base, "countdown")
 
 
@@ -153,8 +157,6 @@ def train_config_for(out: Path, cfg: DemoConfig, spec: RunSpec):
     """The ``TrainConfig`` of one run of the plan, from the plan's base (``OUT/base``): with
     ``lr_match_gamma`` the lr is multiplied by m_gamma (``TrainConfig.effective_lr``); the
     extended plan's runs add their weighting, entropy bonus or KL penalty."""
-    from fgrpo_llm.config import TrainConfig
-
     data = {
         "base": str(out / "base"),
         "out": str(out / spec.path),
@@ -187,8 +189,8 @@ def train_run(out: Path, cfg: DemoConfig, spec: RunSpec, rare) -> None:
     """One RL run from the plan's base (``train_config_for``), Delta NLL_rare logged every
     ``eval_every`` steps. A killed run continues from its last checkpoint; a finished one is left
     as it is."""
-    from fgrpo_llm.evaluation.rare import make_rare_evaluator
-    from fgrpo_llm.trainer import train
+    from fgrpo_llm.evaluation.rare import make_rare_evaluator  # lazy: torch
+    from fgrpo_llm.trainer import train  # lazy: torch, transformers
 
     if run_finished(out / spec.path):
         return
@@ -199,7 +201,7 @@ def train_and_evaluate(out: Path, cfg: DemoConfig, spec: RunSpec) -> tuple[RunSp
     """Worker: one training run, then its pass@k evaluation, on ``cfg.threads`` threads."""
     import torch
 
-    from fgrpo_llm.evaluation.rare import load_rare_set
+    from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
 
     torch.set_num_threads(cfg.threads)
     start = time.perf_counter()
@@ -220,8 +222,6 @@ def map_runs(out: Path, cfg: DemoConfig, specs: list[RunSpec]):
     a fresh (spawned) process, ``cfg.workers`` at a time, longest run (largest N) first
     (``fgrpo_llm.experiments.runner``). Every run is a function of its seed and settings only, so
     neither the worker count nor the finishing order changes a number."""
-    from fgrpo_llm.experiments.runner import Task, run_tasks
-
     specs = sorted(specs, key=lambda spec: -spec.N)  # cost ~ N: the workers finish together
     if cfg.workers > 1 and len(specs) > 1:
         # progress bars of parallel runs would interleave: each run reports when it is done

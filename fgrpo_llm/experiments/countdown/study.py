@@ -34,23 +34,27 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fgrpo_llm.environment import KERNEL_FAMILIES, kernel_family_env, pin_kernel_family
+from fgrpo_llm.environment import KERNEL_FAMILIES, environment, kernel_family_env, pin_kernel_family
+from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec, extended_specs, run_specs
 from fgrpo_llm.experiments.countdown.stages import (
     evaluate_stage,
     pretrain_base,
     rare_set_stage,
+    record_exact_mu_tau,
     run_done,
     task_for,
     train_and_evaluate,
 )
 from fgrpo_llm.experiments.countdown.study_claims import METRICS, judge_claims
+from fgrpo_llm.experiments.countdown.study_report import run_numbers, write_study_outputs
 from fgrpo_llm.experiments.countdown.study_tuning import (
     choose_coefficients,
     tuned_config,
     tuning_specs,
 )
 from fgrpo_llm.experiments.runner import Task, cpu_seconds, run_tasks, write_json
+from fgrpo_theory.sim import config_from_preset, run_sweep
 
 __all__ = ["StudyDesign", "run_study", "study_specs", "METRICS"]
 
@@ -185,8 +189,6 @@ def prepare_base(out_b: Path, cfg: DemoConfig) -> None:
     record the environment it was made in (``environment.json``)."""
     import torch
 
-    from fgrpo_llm.environment import environment
-
     torch.set_num_threads(cfg.threads)
     pretrain_base(out_b, cfg)
     rare = rare_set_stage(out_b, cfg)
@@ -201,9 +203,8 @@ def exact_stage(out: Path, cfg: DemoConfig, rare) -> dict | None:
     or None for a task that cannot list its correct answers."""
     if rare.has_exact:
         return rare.meta.get("exact")
-    from fgrpo_llm.evaluation.rare import save_rare_set
-    from fgrpo_llm.experiments.countdown.stages import record_exact_mu_tau
-    from fgrpo_llm.model import load_model_and_tokenizer
+    from fgrpo_llm.evaluation.rare import save_rare_set  # lazy: torch
+    from fgrpo_llm.model import load_model_and_tokenizer  # lazy: torch, transformers
 
     model, tok = load_model_and_tokenizer(out / "base", device=cfg.device)
     task = task_for(out / "base")
@@ -285,9 +286,7 @@ def _run(tasks, workers: int, what: str) -> None:
 def _collect(out: Path, cfg: DemoConfig, design: StudyDesign) -> tuple[dict, dict]:
     """``numbers[name][(base, seed)]`` for every finished and evaluated run, and per base its
     summary (family, environment, rare set)."""
-    from fgrpo_llm.evaluation.rare import load_rare_set
-    from fgrpo_llm.evaluation.runs import load_run
-    from fgrpo_llm.experiments.countdown.study_report import run_numbers
+    from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
 
     numbers: dict = {}
     bases: dict = {}
@@ -346,8 +345,6 @@ def simulator_prediction(out: Path, cfg: DemoConfig) -> dict:
             return {"m_ret": saved["m_ret"], "per_seed": saved["per_seed"]}
     import numpy as np
 
-    from fgrpo_theory.sim import config_from_preset, run_sweep
-
     def final(weighting: str, gs) -> list[dict]:
         sim = config_from_preset(
             cfg.prediction_preset,
@@ -398,8 +395,6 @@ def run_study(
 ) -> dict:
     """Run (or resume) the study; write OUT/report.md, OUT/study.json, OUT/seed_spread.json and
     OUT/timings.json (wall and CPU seconds of each invocation)."""
-    from fgrpo_llm.experiments.countdown.study_report import write_study_outputs
-
     design = design or StudyDesign()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -499,7 +499,7 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
     """The records of :data:`CLAIMS`, each with its verdict, evidence and rule; claims 8-10 rest
     on the extended plan (``prediction``: the simulator's retained positive mass per weighting,
     :func:`fgrpo_llm.experiments.countdown.study.simulator_prediction`)."""
-    from fgrpo_theory.focal import lr_multiplier
+    from fgrpo_theory.focal import lr_multiplier  # lazy: scipy
 
     study = StudyNumbers(numbers, cfg, prediction)
     values = {

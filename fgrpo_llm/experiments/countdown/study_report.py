@@ -10,13 +10,20 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_common.files import save_figure
+from fgrpo_llm.environment import environment_differences, environment_section
+from fgrpo_llm.evaluation.runs import split_pass_at
 from fgrpo_llm.evaluation.stats import (
+    Interval,
     by_base,
     format_interval,
     variance_components,
     welch_difference,
 )
+from fgrpo_llm.evaluation.tail_miss import tail_miss_records
+from fgrpo_llm.experiments.claims import family_verdict
+from fgrpo_llm.experiments.countdown.report import markdown_table, write_report
 from fgrpo_llm.experiments.countdown.study_claims import METRICS, interval, unit_values
+from fgrpo_llm.experiments.countdown.study_tuning import tuning_text
 from fgrpo_llm.experiments.runner import write_json
 
 __all__ = ["run_numbers", "write_study_outputs", "component_rows", "family_rows"]
@@ -28,9 +35,6 @@ SPREAD_METRICS = ("id_pass1", "id_passk", "ood_pass1", "ood_passk", "delta_nll_r
 # ----------------------------------------------------------------------------- per-run numbers
 def run_numbers(run, rare, *, early_steps: int, exact: bool) -> dict:
     """The study's metrics of one finished run (see ``METRICS``) plus its pass@k curves."""
-    from fgrpo_llm.evaluation.runs import split_pass_at
-    from fgrpo_llm.evaluation.tail_miss import tail_miss_records
-
     rec = tail_miss_records(run.groups, rare, max_step=early_steps, exact=exact)
     res = run.eval
     return {
@@ -265,7 +269,7 @@ def _per_base_panel(ax, numbers: dict, runs: list, metric: str, bases: dict) -> 
 
 # ----------------------------------------------------------------------------- report
 def _design_text(cfg, design, bases: dict, command: str) -> str:
-    from fgrpo_llm.evaluation.passk import default_ks
+    from fgrpo_llm.evaluation.passk import default_ks  # lazy: torch
 
     fams = {f: [b for b in design.bases if design.family(b) == f] for f in ("default", "other")}
     return (
@@ -298,7 +302,6 @@ def _design_text(cfg, design, bases: dict, command: str) -> str:
 
 
 def _bases_table(bases: dict, numbers: dict, cfg) -> str:
-    from fgrpo_llm.experiments.countdown.report import markdown_table
 
     N = cfg.group_size
     rows = []
@@ -348,10 +351,6 @@ def _bases_table(bases: dict, numbers: dict, cfg) -> str:
 def _report(
     out: Path, cfg, design, numbers, bases, claims, rows, comps, fams, figs, command, tuning=None
 ) -> Path:
-    from fgrpo_llm.environment import environment_section
-    from fgrpo_llm.experiments.claims import family_verdict
-    from fgrpo_llm.experiments.countdown.report import markdown_table, write_report
-    from fgrpo_llm.experiments.countdown.study_tuning import tuning_text
 
     verdicts = markdown_table(
         ["#", "claim", "verdict", "numbers"],
@@ -430,7 +429,6 @@ def _report(
 
 
 def _interval_from(d: dict):
-    from fgrpo_llm.evaluation.stats import Interval
 
     return Interval(**d)
 
@@ -439,8 +437,6 @@ def write_study_outputs(
     out: Path, cfg, design, numbers, bases, claims, *, command, spread_file, timing, tuning=None
 ) -> dict:
     """Tables, figures, OUT/report.md, OUT/study.json and OUT/seed_spread.json; the result."""
-    from fgrpo_llm.environment import environment_differences
-
     for b, s in sorted({u for runs in numbers.values() for u in runs}):
         paired_envs = {
             name: runs[(b, s)].get("environment")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from fgrpo_llm.evaluation.runs import split_pass_at
 from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec
 from fgrpo_llm.experiments.countdown.stages import run_done
 from fgrpo_llm.experiments.runner import write_json
@@ -51,8 +52,6 @@ def tuning_specs(cfg: DemoConfig, *, seed: int, prefix: str = "") -> list[RunSpe
 
 def _score(out_b: Path, spec: RunSpec) -> dict:
     import json
-
-    from fgrpo_llm.evaluation.runs import split_pass_at
 
     res = json.loads((out_b / spec.path / "eval" / "eval.json").read_text())
     p1 = split_pass_at(res, "in_domain", 1)

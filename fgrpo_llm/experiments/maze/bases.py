@@ -22,14 +22,26 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_llm.environment import KERNEL_FAMILIES, kernel_family_env, pin_kernel_family
+from fgrpo_llm.environment import KERNEL_FAMILIES, environment, kernel_family_env, pin_kernel_family
 from fgrpo_llm.evaluation.stats import (
+    Interval,
     by_base,
     format_interval,
     variance_components,
     welch_difference,
 )
-from fgrpo_llm.experiments.maze.config import MazeConfig, method_name, methods
+from fgrpo_llm.experiments.claims import family_verdict
+from fgrpo_llm.experiments.maze.config import MazeConfig, command_for, method_name, methods
+from fgrpo_llm.experiments.maze.plots import write_figures
+from fgrpo_llm.experiments.maze.study import (
+    _per_seed,
+    _write_table,
+    collect,
+    paper_table4,
+    study,
+    table_rows,
+    write_report,
+)
 from fgrpo_llm.experiments.runner import Task, run_tasks, write_json
 
 __all__ = ["run_maze_bases", "merge_bases"]
@@ -51,8 +63,7 @@ def _run_base(cfg: MazeConfig, out_b: Path, workers: int, progress: bool) -> Non
     """Task: one base's whole experiment, and the environment it ran in."""
     import torch
 
-    from fgrpo_llm.environment import environment
-    from fgrpo_llm.experiments.maze.pipeline import run_experiment
+    from fgrpo_llm.experiments.maze.pipeline import run_experiment  # lazy: torch
 
     torch.set_num_threads(cfg.threads)
     run_experiment(cfg, out_b, workers=workers, progress=progress)
@@ -101,16 +112,6 @@ def _prefixed(results: dict, b: int) -> tuple[dict, dict]:
 
 def merge_bases(cfg: MazeConfig, out: Path, bases, fams: dict) -> dict:
     """Pool the bases' runs as (base, seed) units; write the pooled tables, report and figures."""
-    from fgrpo_llm.experiments.maze.plots import write_figures
-    from fgrpo_llm.experiments.maze.study import (
-        _write_table,
-        collect,
-        paper_table4,
-        study,
-        table_rows,
-        write_report,
-    )
-
     runs, sft, envs = {}, {}, {}
     for b in bases:
         out_b = out / f"base{b}"
@@ -148,7 +149,6 @@ def merge_bases(cfg: MazeConfig, out: Path, bases, fams: dict) -> dict:
 
 
 def _command(cfg: MazeConfig, bases, fams) -> str:
-    from fgrpo_llm.experiments.maze.config import command_for
 
     cmd = command_for(dataclasses.replace(cfg, seed=0)).replace("--seed 0 ", "")
     default = all(fams[b] == KERNEL_FAMILIES[i % 2] for i, b in enumerate(bases))
@@ -159,7 +159,6 @@ def _command(cfg: MazeConfig, bases, fams) -> str:
 
 
 def _values(cfg, results, method, N, metric) -> dict:
-    from fgrpo_llm.experiments.maze.study import _per_seed
 
     return _per_seed(cfg, results, method, N, metric)
 
@@ -236,8 +235,6 @@ def _sd(x: float) -> str:
 
 
 def _extra_sections(report: dict, fams: dict, envs: dict) -> str:
-    from fgrpo_llm.evaluation.stats import Interval
-    from fgrpo_llm.experiments.claims import family_verdict
 
     lines = ["", "## Bases", "", "| base | kernels | torch capability |", "|---|---|---|"]
     for b, fam in fams.items():

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from fgrpo_llm.config import TrainConfig
 from fgrpo_llm.experiments.maze.config import MazeConfig, MazeRun, plan
 from fgrpo_llm.experiments.maze.stages import (
     build_task,
@@ -47,7 +48,6 @@ def _rl_job(cfg: MazeConfig, out: Path, run: MazeRun, progress: bool) -> dict:
         threads = torch.get_num_threads()
     sft_eval = json.loads((out / "sft" / f"eval_seed{run.seed}.json").read_text())
     curve = read_curve(run_dir, sft_eval)
-    from fgrpo_llm.config import TrainConfig
 
     lr = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text())).effective_lr
     result = {
@@ -143,7 +143,7 @@ def run_experiment(cfg: MazeConfig, out, *, workers: int = 1, progress: bool = T
 
     ``workers`` processes train the RL runs (longest first); it changes only the wall time.
     """
-    from fgrpo_llm.model import load_model_and_tokenizer, resolve_device
+    from fgrpo_llm.model import load_model_and_tokenizer, resolve_device  # lazy: transformers
 
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got workers={workers!r}")

@@ -44,7 +44,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fgrpo_llm.config import TrainConfig
+from fgrpo_llm.evaluation.passk import pass_at_k_table, sample_correct_counts
 from fgrpo_llm.experiments.maze.config import EVAL_SEED_OFFSET, MazeConfig, MazeRun
+from fgrpo_llm.sft import pad_sft_rows, sft_loop
 from fgrpo_llm.tasks.maze import VOCAB, MazeTask
 
 
@@ -76,8 +79,6 @@ def sft_batch(tokenizer, task: MazeTask, problems, rng: np.random.Generator, bat
     """``(input_ids, attention_mask, labels)`` each (B, T): ``<bos> maze > path END <eos>``,
     right-padded; labels are -100 except on the target path, END and EOS (the completion the RL
     stage samples)."""
-    from fgrpo_llm.sft import pad_sft_rows
-
     rows = []
     for i in rng.integers(len(problems), size=batch_size):
         p = problems[int(i)]
@@ -90,14 +91,13 @@ def sft_batch(tokenizer, task: MazeTask, problems, rng: np.random.Generator, bat
 def run_sft(cfg: MazeConfig, task: MazeTask, out: Path, *, progress: bool = True) -> dict:
     """Train a fresh model on the target paths for ``sft_steps`` steps; save it to ``out`` (HF
     checkpoint) and its loss curve beside it (OUT/sft/sft_metrics.jsonl). Returns a summary."""
-    from fgrpo_llm.model import (
+    from fgrpo_llm.model import (  # lazy: transformers
         build_tiny_model,
         count_parameters,
         resolve_device,
         save_model_and_tokenizer,
     )
-    from fgrpo_llm.sft import sft_loop
-    from fgrpo_llm.tokenizer import build_word_tokenizer
+    from fgrpo_llm.tokenizer import build_word_tokenizer  # lazy: tokenizers, transformers
 
     device = resolve_device(cfg.device)
     tokenizer = build_word_tokenizer(list(VOCAB))
@@ -156,8 +156,6 @@ def evaluate_heldout(model, tokenizer, task: MazeTask, cfg: MazeConfig, *, rl_se
     of every run of one RL seed is scored with the same random numbers (common random numbers:
     the paired differences between methods do not carry independent evaluation noise).
     """
-    from fgrpo_llm.evaluation.passk import pass_at_k_table, sample_correct_counts
-
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(eval_seed(rl_seed))
     counts = sample_correct_counts(
@@ -184,8 +182,6 @@ def train_config(
     cfg: MazeConfig, sft_dir: Path, run_dir: Path, run: MazeRun, *, progress: bool = True
 ):
     """The trainer's config of one run: fully on-policy (one update per step, ratio = 1)."""
-    from fgrpo_llm.config import TrainConfig
-
     return TrainConfig(
         base=str(sft_dir / "model"),
         out=str(run_dir),
@@ -228,8 +224,8 @@ def run_rl(
 ) -> None:
     """One GRPO / F-GRPO / control run with the generic trainer; a killed run resumes from its
     last checkpoint (or starts again when it had none)."""
-    from fgrpo_llm.model import load_model_and_tokenizer
-    from fgrpo_llm.trainer import train
+    from fgrpo_llm.model import load_model_and_tokenizer  # lazy: transformers
+    from fgrpo_llm.trainer import train  # lazy: transformers
 
     train_cfg = train_config(cfg, sft_dir, run_dir, run, progress=progress)
     _, tokenizer = load_model_and_tokenizer(sft_dir / "model", device="cpu")

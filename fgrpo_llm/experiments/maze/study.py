@@ -53,6 +53,8 @@ from fgrpo_llm.experiments.maze.config import (
     methods,
     plan,
 )
+from fgrpo_llm.experiments.maze.plots import write_figures
+from fgrpo_llm.experiments.paper import load_paper_results
 from fgrpo_llm.experiments.runner import write_json as _write_json
 
 __all__ = [
@@ -325,8 +327,6 @@ def study(cfg: MazeConfig, results: dict) -> dict:
 def paper_table4() -> dict | None:
     """The paper's Table 4 (``fgrpo_llm.experiments.paper``), or None when it is not in the file
     (the tables then show "-"). Side-by-side only: never a result of this project."""
-    from fgrpo_llm.experiments.paper import load_paper_results
-
     return load_paper_results().get(PAPER_TABLE)
 
 
@@ -580,8 +580,6 @@ def _cells_text(c: str, gamma: str, v: dict, report: dict) -> str:
 def summarize(cfg: MazeConfig, out) -> dict:
     """Collect every finished run into results.json, table.csv/md, report.md/json and the
     figures. Nothing here depends on the order the runs finished in or on any timing."""
-    from fgrpo_llm.experiments.maze.plots import write_figures
-
     out = Path(out)
     results = {"config": cfg.to_dict(), **collect(cfg, out)}
     paper = paper_table4()

@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from transformers import Trainer, TrainerCallback
 
+from fgrpo_llm.evaluation.passk import default_ks, pass_at_k_table, sample_correct_counts
+from fgrpo_llm.evaluation.rare import length_normalised_nll
 from fgrpo_llm.rollout import SamplingParams
 
 __all__ = ["PassAtKCallback", "DeltaNLLRareCallback", "trl_sampling"]
@@ -155,7 +157,6 @@ class PassAtKCallback(_FgrpoCallback):
         sampling: SamplingParams | None = None,
         seed: int = 0,
     ):
-        from fgrpo_llm.evaluation.passk import default_ks
 
         if sampling is not None and not isinstance(sampling, SamplingParams):
             raise TypeError(f"sampling must be a SamplingParams or None, got {sampling!r}")
@@ -173,8 +174,6 @@ class PassAtKCallback(_FgrpoCallback):
 
     def evaluate(self, model, step: int) -> dict:
         """pass@k at ``step``: this process's problems sampled, every process's counts gathered."""
-        from fgrpo_llm.evaluation.passk import pass_at_k_table, sample_correct_counts
-
         problems = self.task.problems(self.split)
         if self.max_problems is not None:
             problems = problems[: self.max_problems]
@@ -243,8 +242,6 @@ class DeltaNLLRareCallback(_FgrpoCallback):
     def evaluate(self, model, step: int) -> dict:
         """Delta NLL_rare at ``step`` (every process scores its share of the trajectories);
         an empty dict for an empty set."""
-        from fgrpo_llm.evaluation.rare import length_normalised_nll
-
         rs = self.rare_set
         if len(rs) == 0:
             return {}

@@ -36,6 +36,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from fgrpo_llm.environment import environment
 from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
+from fgrpo_llm.integrations.records import RunRecorder, row_forms, text_prompt_id
 
 __all__ = [
     "FocalGRPOConfig",
@@ -227,7 +228,7 @@ class FocalGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, *args, task=None, **kwargs):
-        from fgrpo_llm.integrations.trl import check_trl_version
+        from fgrpo_llm.integrations.trl import check_trl_version  # lazy: transformers
 
         check_trl_version()
         super().__init__(*args, **kwargs)
@@ -250,8 +251,6 @@ class FocalGRPOTrainer(GRPOTrainer):
             self.args.output_dir if self.args.focal_run_dir is None else self.args.focal_run_dir
         )
         if run_dir and self.accelerator.is_main_process:
-            from fgrpo_llm.integrations.records import RunRecorder
-
             self.recorder = RunRecorder(
                 run_dir,
                 engine="trl",
@@ -288,7 +287,7 @@ class FocalGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if self._focal_captured is None:
-            from fgrpo_llm.integrations.trl import TESTED_TRL
+            from fgrpo_llm.integrations.trl import TESTED_TRL  # lazy: transformers
 
             raise RuntimeError(
                 f"FocalGRPOTrainer: TRL did not call _calculate_rewards; this TRL version is not "
@@ -321,8 +320,6 @@ class FocalGRPOTrainer(GRPOTrainer):
         col = self.args.focal_prompt_id_column
         ids = [str(x[col]) if col in x else None for x in local_inputs]
         if any(i is None for i in ids):
-            from fgrpo_llm.integrations.records import text_prompt_id
-
             ids = [
                 i if i is not None else text_prompt_id(x.get("prompt"))
                 for i, x in zip(ids, local_inputs, strict=True)
@@ -334,7 +331,6 @@ class FocalGRPOTrainer(GRPOTrainer):
             c if isinstance(c, str) else (c[-1].get("content", "") if c else "")
             for c in completions
         ]
-        from fgrpo_llm.integrations.records import row_forms
 
         forms = row_forms(ids, texts, correct, task=self.task, problems=self._problems)  # (B,)
         rows = gather_object(list(zip(ids, forms, strict=True)))  # (R,) (prompt id, form)

@@ -11,11 +11,12 @@ carry the ids of the rare-correct set (``fgrpo_llm.integrations.records.records_
 
 from __future__ import annotations
 
+from fgrpo_llm.tasks.boxed_math import SYSTEM_PROMPT
+
 __all__ = ["verl_rows", "write_parquet", "prompt_index"]
 
 
 def _messages(problem) -> list[dict]:
-    from fgrpo_llm.tasks.boxed_math import SYSTEM_PROMPT
 
     if "problem" in problem.meta:  # boxed math: the raw problem, the chat template comes from verl
         return [

@@ -19,7 +19,7 @@ REGISTRATION_ERROR: BaseException | None = None
 def _register() -> None:
     global REGISTRATION_ERROR
     try:
-        from fgrpo_llm.integrations.verl.estimator import register
+        from fgrpo_llm.integrations.verl.estimator import register  # lazy: optional
 
         register()
         REGISTRATION_ERROR = None
