@@ -157,9 +157,12 @@ def write_run_info(
     lr_match_gamma: float | None = None,
     environment: dict | None = None,
     weighting: str = "focal",
+    sampling: dict | None = None,
 ) -> Path:
     """Write ``run_dir/run.json`` (atomically) after checking every field. ``environment``
-    (``fgrpo_llm.environment.environment``): what the run ran on, when known."""
+    (``fgrpo_llm.environment.environment``): what the run ran on, when known. ``sampling``: how
+    the engine sampled its policy (``SamplingParams.policy()``: max_new_tokens, temperature,
+    top_p, top_k), which ``fgrpo-llm eval --run`` samples the run's checkpoint with."""
     info = {
         "engine": engine,
         "algo": algo,
@@ -172,6 +175,8 @@ def write_run_info(
         info["weighting"] = weighting
     if environment is not None:
         info["environment"] = environment
+    if sampling is not None:
+        info["sampling"] = dict(sampling)
     _check_run_info(info, Path(run_dir) / RUN_INFO)
     return atomic_write_text(
         Path(run_dir) / RUN_INFO, json.dumps(info, indent=1, sort_keys=True) + "\n"
@@ -208,7 +213,26 @@ def _check_run_info(info, path: Path) -> dict:
         )
     if info.get("environment") is not None and not isinstance(info["environment"], dict):
         raise ValueError(f"{path}: environment must be an object")
+    _check_sampling(info.get("sampling"), path)
     return info
+
+
+#: The keys of a run's sampling settings in run.json (``SamplingParams.policy()``).
+SAMPLING_KEYS = ("max_new_tokens", "temperature", "top_p", "top_k")
+
+
+def _check_sampling(sampling, path: Path) -> None:
+    """run.json's optional ``sampling``: an object of SAMPLING_KEYS, each a finite number."""
+    if sampling is None:
+        return
+    if not isinstance(sampling, dict):
+        raise ValueError(f"{path}: sampling must be an object, got {sampling!r}")
+    stray = sorted(set(sampling) - set(SAMPLING_KEYS))
+    if stray:
+        raise ValueError(f"{path}: sampling holds unknown keys {stray} (known: {SAMPLING_KEYS})")
+    for key, v in sampling.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{path}: sampling.{key} must be a finite number, got {v!r}")
 
 
 def read_run_info(run_dir) -> dict:

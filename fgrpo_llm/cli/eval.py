@@ -18,15 +18,24 @@ from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_f
 from fgrpo_llm.config import run_sampling
 from fgrpo_llm.files import atomic_write_text, strict_json, writable_directory
 from fgrpo_llm.tasks import check_split
+from fgrpo_llm.tracking import read_run_info
 
 
 def _eval(args) -> int:
-
     from fgrpo_llm.evaluation.passk import parse_ks  # lazy: torch
     from fgrpo_llm.model import load_model_and_tokenizer  # lazy: torch, transformers
 
     if args.n < 1:
         raise ValueError(f"--n must be >= 1, got {args.n}")
+    recorded = None
+    if args.run is not None:  # checked before the model loads
+        recorded = read_run_info(args.run).get("sampling")
+        if recorded is None:
+            raise ValueError(
+                f"--run {args.run}: its run.json records no sampling settings (runs recorded "
+                "before they were kept); pass the checkpoint alone to sample at temperature 1"
+            )
+    args.recorded_sampling = recorded
     ks = parse_ks(args.k) if args.k else None
     if ks and max(ks) > args.n:
         raise ValueError(f"every k must be <= n={args.n}, got k={max(ks)}")
@@ -58,7 +67,10 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
     # a trained run's policy is sampled as it was trained (temperature, top-p, top-k)
     trained = run_sampling(model_dir)
     policy = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
-    if trained is not None:
+    if args.recorded_sampling is not None:  # an engine's run (verl, TRL): as its run.json says
+        policy = {k: type(v)(args.recorded_sampling.get(k, v)) for k, v in policy.items()}
+        print(f"sampling as {args.run} was sampled: {policy}", file=sys.stderr)
+    elif trained is not None:
         policy = {k: v for k, v in trained.policy().items() if k in policy}
         print(f"sampling as the run was trained: {policy}", file=sys.stderr)
     results, outcomes = evaluate_model(
@@ -127,6 +139,12 @@ def register(subparsers) -> None:
         help="evaluate only the first problems of each split",
     )
     p.add_argument("--out", default=None, help="output directory (default: MODEL/eval)")
+    p.add_argument(
+        "--run",
+        default=None,
+        help="a run directory whose run.json records how its policy was sampled (a verl or TRL "
+        "run's records): MODEL is sampled the same way (temperature, top-p, top-k)",
+    )
     add_model_task_args(p)
     p.set_defaults(func=_eval)
 

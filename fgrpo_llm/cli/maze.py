@@ -76,7 +76,6 @@ _LISTS = {
 
 
 def register(subparsers) -> None:
-
     p = subparsers.add_parser(
         "maze",
         help="the Maze single-solution experiment (Table 4)",

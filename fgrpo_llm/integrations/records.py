@@ -4,7 +4,8 @@ The tail-miss cross-check (paper Lemma 3.1) reads ``run.json``, ``groups.jsonl``
 ``metrics.jsonl`` (contract: :mod:`fgrpo_llm.evaluation.runs`). Our trainer writes them itself;
 the TRL trainer writes them through :class:`RunRecorder` during training, and a verl run is
 converted afterwards from verl's own rollout dump (``trainer.rollout_data_dir``) by
-:func:`records_from_verl_dump`.
+:func:`records_from_verl_dump`, with the policy verl sampled (:func:`verl_sampling` of the run's
+config) kept in run.json for ``fgrpo-llm eval --run``. Nothing here needs verl installed.
 
 Per group: ``prompt_id`` (stable across runs: from the data, never an engine's random uid), N
 (the group's own size: groups may be ragged), X = ``num_correct``, and the solution form of each
@@ -33,6 +34,7 @@ __all__ = [
     "text_prompt_id",
     "records_from_verl_dump",
     "read_verl_dump",
+    "verl_sampling",
 ]
 
 
@@ -68,6 +70,7 @@ class RunRecorder:
 
     ``resume_step``: drop lines of later steps first (a resumed run rewrites them).
     ``environment``: what the run runs on (``fgrpo_llm.environment.environment``), for run.json.
+    ``sampling``: how the engine samples its policy (``SamplingParams.policy()``), for run.json.
     """
 
     def __init__(
@@ -83,6 +86,7 @@ class RunRecorder:
         resume_step: int | None = None,
         environment: dict | None = None,
         weighting: str = "focal",
+        sampling: dict | None = None,
     ):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -96,6 +100,7 @@ class RunRecorder:
             lr_match_gamma=lr_match_gamma,
             environment=environment,
             weighting=weighting,
+            sampling=sampling,
         )
         if resume_step is not None:
             self._truncate_files(resume_step)
@@ -259,9 +264,12 @@ def records_from_verl_dump(
     prompt_id_of=None,
     task=None,
     problems: dict | None = None,
+    sampling=None,
 ) -> Path:
     """Convert verl's rollout dump into ``run_dir`` (``run.json`` with engine "verl" and
-    ``groups.jsonl``).
+    ``groups.jsonl``). ``sampling``: verl's rollout settings
+    (:func:`verl_sampling` of the run's config), kept in run.json so
+    that ``fgrpo-llm eval --run`` samples the run's checkpoint as verl sampled it.
 
     Rows of one step with the same prompt uid (or, without one, the same prompt text) form a group.
     A row is correct when its ``score`` >= ``settings.threshold``
@@ -305,6 +313,7 @@ def records_from_verl_dump(
         lr_scale=lr_scale,
         lr_match_gamma=lr_match_gamma,
         weighting=settings.weighting,
+        sampling=sampling.policy() if hasattr(sampling, "policy") else sampling,
     )
     try:
         for batch in batches:
@@ -312,3 +321,64 @@ def records_from_verl_dump(
     finally:
         rec.close()
     return Path(run_dir)
+
+
+def _plain_config(config) -> dict:
+    """verl's config as plain dicts: a dict, an OmegaConf DictConfig (resolved), or the path of
+    a YAML file (Hydra's ``.hydra/config.yaml`` of the run, read with ``yaml.safe_load``)."""
+    if isinstance(config, (str, Path)):
+        import yaml
+
+        path = Path(config)
+        if not path.is_file():
+            raise FileNotFoundError(f"verl config not found: {path}")
+        try:
+            config = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as err:
+            raise ValueError(f"{path} is not YAML: {err}") from None
+    elif not isinstance(config, dict) and hasattr(config, "items"):
+        from omegaconf import OmegaConf  # verl's config type, installed with verl
+
+        config = OmegaConf.to_container(config, resolve=True)
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be verl's config (a mapping or a YAML path), got {config!r}")
+    return config
+
+
+def verl_sampling(config):
+    """The policy verl's rollout samples (:class:`fgrpo_llm.rollout.SamplingParams`), from its
+    config's ``actor_rollout_ref.rollout``: ``temperature``, ``top_p``, ``top_k`` (verl's -1 and
+    our 0 both mean off) and ``response_length`` (verl's default: ``data.max_response_length``,
+    else 512). ``config``: a dict, an OmegaConf DictConfig, or a YAML file's path.
+
+        sampling = verl_sampling("outputs/2026-12-01/10-00-00/.hydra/config.yaml")
+        records_from_verl_dump(dump, run, ..., sampling=sampling)
+    """
+    from fgrpo_llm.rollout import SamplingParams  # lazy: torch
+
+    config = _plain_config(config)
+    try:
+        rollout = config["actor_rollout_ref"]["rollout"]
+    except (KeyError, TypeError):
+        raise ValueError("verl's config has no actor_rollout_ref.rollout section") from None
+    length = rollout.get("response_length")
+    if not isinstance(length, int) or isinstance(length, bool):  # unresolved: ${oc.select:...}
+        length = (config.get("data") or {}).get("max_response_length", 512)
+    values = {
+        "max_new_tokens": length,
+        "temperature": rollout.get("temperature", 1.0),
+        "top_p": rollout.get("top_p", 1.0),
+        "top_k": rollout.get("top_k", -1),
+    }
+    for key, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"verl's rollout {key} must be a number, got {key}={v!r}")
+    top_k = int(values["top_k"])
+    if top_k != values["top_k"] or top_k < -1:
+        raise ValueError(f"verl's rollout top_k must be -1 or an integer >= 0, got {top_k!r}")
+    return SamplingParams(
+        max_new_tokens=values["max_new_tokens"],
+        temperature=float(values["temperature"]),
+        top_p=float(values["top_p"]),
+        top_k=max(top_k, 0),
+    )

@@ -157,7 +157,6 @@ def _label(mu: float, tau: float, rho: float | None) -> str:
 
 
 def run_tail_miss(args) -> int:
-
     curves = _curves(args)
     N = _group_sizes(args)
     if len(curves) * len(N) > MAX_ROWS:
@@ -241,7 +240,6 @@ def _plot_tail_miss(curves, N, path: Path) -> None:
 
 
 def run_peak(args) -> int:
-
     curves = _curves(args)
     n_max = (
         None
@@ -284,7 +282,6 @@ def run_peak(args) -> int:
 
 
 def run_pass_at_k(args) -> int:
-
     ks = _int_list("--k", args.k, minimum=1)
     rows = []
     if args.p is not None:

@@ -40,7 +40,6 @@ MAX_WORKERS = 1024
 
 
 def register(subparsers) -> None:
-
     p = subparsers.add_parser(
         "simulate",
         help="categorical policy simulation (Fig. 2: Q_pos, M_ret vs N)",
@@ -129,7 +128,6 @@ def _config(args):
 
 
 def run_simulate(args) -> int:
-
     cfg = _config(args)
     if not args.out and not args.csv:
         raise ValueError("give --out DIR and/or --csv PATH")

@@ -236,6 +236,9 @@ def test_cpu_example_end_to_end(tmp_path):
     run = load_run(tmp_path / "run")
     assert run.engine == "trl" and run.label == "F-GRPO N=8"
     assert len(run.groups) == 4 * 4 and all(g["N"] == 8 for g in run.groups)
+    # the policy TRL sampled, kept for `fgrpo-llm eval --run` (the example's GRPOConfig)
+    sampling = json.loads((tmp_path / "run" / "run.json").read_text())["sampling"]
+    assert sampling == {"max_new_tokens": 12, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
     assert {g["step"] for g in run.groups} == {1, 2, 3, 4}
     assert run.delta_nll_rare == pytest.approx(summary["rare"]["rare/delta_nll"])
     # the saved checkpoint goes through fgrpo-llm eval's and rare-set's code path

@@ -365,7 +365,8 @@ def test_verl_rollout_dump_becomes_run_records(tmp_path):
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
     from fgrpo_llm.evaluation.runs import load_run
-    from fgrpo_llm.integrations.records import records_from_verl_dump
+    from fgrpo_llm.integrations.records import records_from_verl_dump, verl_sampling
+    from fgrpo_llm.tracking import read_run_info
 
     dump = tmp_path / "dump"
     for step in (1, 2):
@@ -378,6 +379,11 @@ def test_verl_rollout_dump_becomes_run_records(tmp_path):
             inputs, outputs, [None] * 7, scores, {"uid": keys}, str(dump), step
         )
     index = {"system\nQ one\nassistant\n": "train-0", "system\nQ two\nassistant\n": "train-1"}
+    # the sampling of verl's real default config, with the paper's response length
+    sampling = verl_sampling(_compose(["data.max_response_length=96"]))
+    assert sampling.policy() == {
+        "max_new_tokens": 96, "temperature": 1.0, "top_p": 1.0, "top_k": 0,
+    }  # fmt: skip
     records_from_verl_dump(
         dump,
         tmp_path / "run",
@@ -385,9 +391,11 @@ def test_verl_rollout_dump_becomes_run_records(tmp_path):
         group_size=4,
         gamma=1.0,
         prompt_id_of=lambda row: index.get(row["input"]),
+        sampling=sampling,
     )
     run = load_run(tmp_path / "run")
     assert run.engine == "verl" and run.label == "F-GRPO N=4" and len(run.groups) == 4
+    assert read_run_info(tmp_path / "run")["sampling"] == sampling.policy()
     g = run.groups[0]
     assert (g["step"], g["prompt_id"], g["N"], g["num_correct"], g["forms"]) == (
         1,

@@ -62,3 +62,76 @@ def test_a_runs_evaluation_samples_the_policy_it_trained(tiny_checkpoint, tmp_pa
     (run / "config.json").write_text("{not json")
     with pytest.raises(ValueError, match="config.json"):
         run_sampling(run / "model")
+
+
+def test_an_engine_runs_recorded_sampling_is_how_eval_samples_its_checkpoint(
+    tiny_checkpoint, tmp_path, capsys
+):
+    """A verl or TRL run keeps its sampling in run.json; `fgrpo-llm eval --run RUN` samples the
+    checkpoint that way. A run.json without them, or a bad value, is refused in one line."""
+    from fgrpo_llm.cli import main
+    from fgrpo_llm.tracking import read_run_info, write_run_info
+
+    run = tmp_path / "verl_run"
+    policy = {"max_new_tokens": 4, "temperature": 0.7, "top_p": 0.9, "top_k": 5}
+    write_run_info(run, engine="verl", algo="grpo", group_size=4, gamma=1.0, sampling=policy)
+    assert read_run_info(run)["sampling"] == policy
+    out = tmp_path / "eval"
+    argv = ["eval", "--model", str(tiny_checkpoint), "--run", str(run), "--n", "2",
+            "--max-problems", "2", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    saved = json.loads((out / "eval.json").read_text())
+    assert (saved["temperature"], saved["top_p"], saved["top_k"]) == (0.7, 0.9, 5)
+
+    bare = tmp_path / "old_run"
+    write_run_info(bare, engine="verl", algo="grpo", group_size=4, gamma=1.0)
+    capsys.readouterr()
+    assert main(argv[:4] + [str(bare)] + argv[5:]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "records no sampling settings" in err[0]
+    with pytest.raises(ValueError, match="sampling.top_k"):
+        write_run_info(
+            bare, engine="verl", algo="grpo", group_size=4, gamma=1.0, sampling={"top_k": "5"}
+        )
+    with pytest.raises(ValueError, match="unknown keys"):
+        write_run_info(
+            bare, engine="verl", algo="grpo", group_size=4, gamma=1.0, sampling={"min_p": 0.1}
+        )
+
+
+def test_verl_sampling_reads_the_rollout_settings(tmp_path):
+    """verl's rollout section -> SamplingParams: top_k -1 is off (0), an unresolved
+    response_length falls back to data.max_response_length (Hydra's saved config.yaml)."""
+    from fgrpo_llm.integrations.records import verl_sampling
+
+    config = {
+        "data": {"max_response_length": 1024},
+        "actor_rollout_ref": {
+            "rollout": {
+                "temperature": 0.6,
+                "top_p": 0.95,
+                "top_k": -1,
+                "response_length": "${oc.select:data.max_response_length,512}",
+            }
+        },
+    }
+    assert verl_sampling(config).policy() == {
+        "max_new_tokens": 1024, "temperature": 0.6, "top_p": 0.95, "top_k": 0,
+    }  # fmt: skip
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "data:\n  max_response_length: 256\nactor_rollout_ref:\n  rollout:\n"
+        "    temperature: 1.0\n    top_k: 20\n    response_length: 128\n"
+    )
+    assert verl_sampling(path).policy() == {
+        "max_new_tokens": 128, "temperature": 1.0, "top_p": 1.0, "top_k": 20,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="actor_rollout_ref.rollout"):
+        verl_sampling({"data": {}})
+    bad = {"actor_rollout_ref": {"rollout": {"top_k": -3}}}
+    with pytest.raises(ValueError, match="top_k"):
+        verl_sampling(bad)
+    with pytest.raises(ValueError, match="temperature"):
+        verl_sampling({"actor_rollout_ref": {"rollout": {"temperature": "hot"}}})
+    with pytest.raises(FileNotFoundError, match="no_such"):
+        verl_sampling(tmp_path / "no_such.yaml")

@@ -155,7 +155,6 @@ class _SideStages:
 
 
 def _write_timings(out: Path, clock: _Clock) -> Path:
-
     rows = [[name, f"{sec:.0f}"] for name, sec in clock.stages.items()]
     text = (
         "# Wall times of the last `fgrpo-llm demo` invocation\n\nTotal: "

@@ -60,7 +60,6 @@ def pretrain_base(out: Path, cfg: DemoConfig) -> dict:
 
 
 def task_for(base: Path):
-
     return task_for_model("countdown", {}, model_dir=base)
 
 

@@ -302,7 +302,6 @@ def _design_text(cfg, design, bases: dict, command: str) -> str:
 
 
 def _bases_table(bases: dict, numbers: dict, cfg) -> str:
-
     N = cfg.group_size
     rows = []
     for b, info in bases.items():
@@ -351,7 +350,6 @@ def _bases_table(bases: dict, numbers: dict, cfg) -> str:
 def _report(
     out: Path, cfg, design, numbers, bases, claims, rows, comps, fams, figs, command, tuning=None
 ) -> Path:
-
     verdicts = markdown_table(
         ["#", "claim", "verdict", "numbers"],
         [[c["claim"], c["text"], f"**{c['verdict']}**", c["evidence"]] for c in claims],
@@ -429,7 +427,6 @@ def _report(
 
 
 def _interval_from(d: dict):
-
     return Interval(**d)
 
 

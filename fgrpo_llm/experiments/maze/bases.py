@@ -149,7 +149,6 @@ def merge_bases(cfg: MazeConfig, out: Path, bases, fams: dict) -> dict:
 
 
 def _command(cfg: MazeConfig, bases, fams) -> str:
-
     cmd = command_for(dataclasses.replace(cfg, seed=0)).replace("--seed 0 ", "")
     default = all(fams[b] == KERNEL_FAMILIES[i % 2] for i, b in enumerate(bases))
     extra = f"--bases {','.join(map(str, bases))}"
@@ -159,7 +158,6 @@ def _command(cfg: MazeConfig, bases, fams) -> str:
 
 
 def _values(cfg, results, method, N, metric) -> dict:
-
     return _per_seed(cfg, results, method, N, metric)
 
 
@@ -235,7 +233,6 @@ def _sd(x: float) -> str:
 
 
 def _extra_sections(report: dict, fams: dict, envs: dict) -> str:
-
     lines = ["", "## Bases", "", "| base | kernels | torch capability |", "|---|---|---|"]
     for b, fam in fams.items():
         env = envs.get(b) or {}

@@ -15,11 +15,9 @@ try anyway). See docs/engines.md.
 
 from __future__ import annotations
 
-import os
 from importlib.util import find_spec
 
-#: The TRL versions this trainer was tested with (``make test-engines``).
-TESTED_TRL = ">=1.16,<1.17"
+from fgrpo_llm.integrations.trl.version import TESTED_TRL, check_trl_version
 
 if find_spec("trl") is None:
     raise ImportError(
@@ -27,28 +25,6 @@ if find_spec("trl") is None:
         + TESTED_TRL
         + ", with the CPU torch pin: -c constraints/torch-cpu.txt)"
     )
-
-
-def check_trl_version(version: str | None = None) -> str:
-    """The installed TRL version, or an ImportError when it is outside :data:`TESTED_TRL`."""
-    from packaging.version import Version
-
-    if version is None:
-        import trl
-
-        version = trl.__version__
-    v = Version(version)
-    if (
-        not Version("1.16") <= v < Version("1.17")
-        and os.environ.get("FGRPO_ALLOW_UNTESTED_TRL") != "1"
-    ):
-        raise ImportError(
-            f"FocalGRPOTrainer hooks private methods of TRL's GRPOTrainer and was tested with trl "
-            f"{TESTED_TRL}; found trl {version}. Install a tested version (pip install "
-            f"'trl{TESTED_TRL}') or set FGRPO_ALLOW_UNTESTED_TRL=1 to try at your own risk."
-        )
-    return version
-
 
 check_trl_version()
 

@@ -116,16 +116,16 @@ class _FgrpoCallback(TrainerCallback):
         Trainer.log(self.trainer, dict(metrics))
 
 
-def trl_sampling(args) -> SamplingParams:
+def trl_sampling(args, *, warn: bool = True) -> SamplingParams:
     """The sampling settings of a TRL ``GRPOConfig``: the policy its trainer samples
-    (``max_completion_length``, ``temperature``, ``top_p``, ``top_k``). A warning names the settings
-    our sampler does not apply (``min_p``, ``repetition_penalty``)."""
+    (``max_completion_length``, ``temperature``, ``top_p``, ``top_k``). A warning (``warn``) names
+    the settings our sampler does not apply (``min_p``, ``repetition_penalty``)."""
     ignored = {
         name: getattr(args, name, default)
         for name, default in (("min_p", None), ("repetition_penalty", 1.0))
         if getattr(args, name, default) not in (default, None)
     }
-    if ignored:
+    if ignored and warn:
         warnings.warn(
             f"pass@k samples without the trainer's {ignored}: fgrpo's sampler applies "
             "temperature, top_p and top_k only",
@@ -157,7 +157,6 @@ class PassAtKCallback(_FgrpoCallback):
         sampling: SamplingParams | None = None,
         seed: int = 0,
     ):
-
         if sampling is not None and not isinstance(sampling, SamplingParams):
             raise TypeError(f"sampling must be a SamplingParams or None, got {sampling!r}")
         self.task, self.tokenizer, self.split = task, tokenizer, split

@@ -37,6 +37,8 @@ from trl import GRPOConfig, GRPOTrainer
 from fgrpo_llm.environment import environment
 from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
 from fgrpo_llm.integrations.records import RunRecorder, row_forms, text_prompt_id
+from fgrpo_llm.integrations.trl.callbacks import trl_sampling
+from fgrpo_llm.integrations.trl.version import TESTED_TRL, check_trl_version
 
 __all__ = [
     "FocalGRPOConfig",
@@ -228,8 +230,6 @@ class FocalGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, *args, task=None, **kwargs):
-        from fgrpo_llm.integrations.trl import check_trl_version  # lazy: transformers
-
         check_trl_version()
         super().__init__(*args, **kwargs)
         if not isinstance(self.args, FocalGRPOConfig):
@@ -259,6 +259,7 @@ class FocalGRPOTrainer(GRPOTrainer):
                 gamma=self.focal.gamma,
                 lr_scale=float(self.args.focal_lr_scale),
                 weighting=self.focal.weighting,
+                sampling=trl_sampling(self.args, warn=False).policy(),
                 environment={
                     **environment(self.accelerator.device),
                     "processes": int(self.accelerator.num_processes),
@@ -287,8 +288,6 @@ class FocalGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
         if self._focal_captured is None:
-            from fgrpo_llm.integrations.trl import TESTED_TRL  # lazy: transformers
-
             raise RuntimeError(
                 f"FocalGRPOTrainer: TRL did not call _calculate_rewards; this TRL version is not "
                 f"supported (tested: trl {TESTED_TRL})"

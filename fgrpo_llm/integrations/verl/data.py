@@ -17,7 +17,6 @@ __all__ = ["verl_rows", "write_parquet", "prompt_index"]
 
 
 def _messages(problem) -> list[dict]:
-
     if "problem" in problem.meta:  # boxed math: the raw problem, the chat template comes from verl
         return [
             {"role": "system", "content": SYSTEM_PROMPT},
