@@ -1,5 +1,7 @@
 """Focal weight, Fig. 4 magnitudes and the learning-rate multiplier m_gamma."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,6 +14,16 @@ from fgrpo_theory.focal import focal_advantage_magnitudes, focal_weight, lr_mult
 def test_gamma_zero_is_the_base_method():
     mu_hat = np.linspace(0, 1, 9)
     np.testing.assert_array_equal(focal_weight(mu_hat, 0.0), np.ones(9))  # 0^0 = 1 included
+
+
+def test_edges_give_their_limits_without_numpy_warnings():
+    """mu_hat = 1 takes log1p(-1) = -inf (g = 0, or 1 at gamma = 0 where 0 * -inf is NaN): both
+    are handled, so no RuntimeWarning reaches the caller."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert focal_weight(1.0, 2.0) == 0.0
+        assert focal_weight(1.0, 0.0) == 1.0
+        np.testing.assert_array_equal(focal_weight([1.0, 1.0, 0.5], [0.0, 3.0, 1.0]), [1, 0, 0.5])
 
 
 @settings(max_examples=60, deadline=None)
