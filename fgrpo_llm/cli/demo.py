@@ -8,8 +8,8 @@
 
 from __future__ import annotations
 
+from fgrpo_llm.experiments.countdown import pipeline
 from fgrpo_llm.experiments.countdown.config import load_demo_config
-from fgrpo_llm.experiments.countdown.pipeline import run_demo
 from fgrpo_llm.files import directory_lock
 
 
@@ -17,7 +17,6 @@ def _demo(args) -> int:
     from fgrpo_llm.model import resolve_device  # lazy: torch, transformers
 
     resolve_device(args.device)  # a bad --device fails before any file is written
-
     cfg = load_demo_config(
         args.config,
         fast=args.fast,
@@ -28,7 +27,7 @@ def _demo(args) -> int:
     )
 
     with directory_lock(args.out, what="fgrpo-llm demo"):  # one process per output directory
-        summary = run_demo(args.out, cfg)
+        summary = pipeline.run_demo(args.out, cfg)
     print(f"report: {summary['report']} ({summary['total_seconds'] / 60:.1f} min)")
     for name, res in summary["evals"].items():
         line = "; ".join(

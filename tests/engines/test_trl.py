@@ -413,7 +413,7 @@ def test_pass_at_k_samples_under_the_trainers_own_settings(tmp_path, monkeypatch
     """Attached without ``sampling``, the callback takes the trainer's (max_completion_length,
     temperature, top_p, top_k) and hands them to the sampler; given ``sampling``, it keeps it;
     settings our sampler cannot apply are named in a warning."""
-    import fgrpo_llm.evaluation.passk as passk_module
+    import fgrpo_llm.integrations.trl.callbacks as callbacks_module
     from fgrpo_llm.integrations.trl import PassAtKCallback, trl_sampling
     from fgrpo_llm.rollout import SamplingParams
     from fgrpo_llm.tasks.countdown import CountdownTask
@@ -424,13 +424,13 @@ def test_pass_at_k_samples_under_the_trainers_own_settings(tmp_path, monkeypatch
     want = SamplingParams(max_new_tokens=6, temperature=0.7, top_p=0.9, top_k=5)
     assert cb.sampling == want == trl_sampling(trainer.args)
     seen = []
-    real = passk_module.sample_correct_counts
+    real = callbacks_module.sample_correct_counts
 
     def spy(*args, **kwargs):
         seen.append({k: kwargs[k] for k in ("max_new_tokens", "temperature", "top_p", "top_k")})
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(passk_module, "sample_correct_counts", spy)
+    monkeypatch.setattr(callbacks_module, "sample_correct_counts", spy)
     cb.evaluate(trainer.model, 1)
     assert seen and all(s == want.policy() for s in seen)
     mine = SamplingParams(max_new_tokens=3, temperature=0.0)
