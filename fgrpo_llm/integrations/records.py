@@ -371,11 +371,12 @@ def verl_sampling(config):
         "top_k": rollout.get("top_k", -1),
     }
     for key, v in values.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"verl's rollout {key} must be a number, got {key}={v!r}")
-    top_k = int(values["top_k"])
-    if top_k != values["top_k"] or top_k < -1:
-        raise ValueError(f"verl's rollout top_k must be -1 or an integer >= 0, got {top_k!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"verl's rollout {key} must be a finite number, got {key}={v!r}")
+    top_k = values["top_k"]
+    if top_k != int(top_k) or top_k < -1:
+        raise ValueError(f"verl's rollout top_k must be -1 or an integer >= 0, got top_k={top_k!r}")
+    top_k = int(top_k)
     return SamplingParams(
         max_new_tokens=values["max_new_tokens"],
         temperature=float(values["temperature"]),

@@ -131,7 +131,11 @@ def test_verl_sampling_reads_the_rollout_settings(tmp_path):
     bad = {"actor_rollout_ref": {"rollout": {"top_k": -3}}}
     with pytest.raises(ValueError, match="top_k"):
         verl_sampling(bad)
+    with pytest.raises(ValueError, match="top_k=2.5"):
+        verl_sampling({"actor_rollout_ref": {"rollout": {"top_k": 2.5}}})
     with pytest.raises(ValueError, match="temperature"):
         verl_sampling({"actor_rollout_ref": {"rollout": {"temperature": "hot"}}})
+    with pytest.raises(ValueError, match="top_k"):
+        verl_sampling({"actor_rollout_ref": {"rollout": {"top_k": float("inf")}}})
     with pytest.raises(FileNotFoundError, match="no_such"):
         verl_sampling(tmp_path / "no_such.yaml")
