@@ -43,10 +43,26 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _top_level(body: list) -> list:
+    """The statements that run when a module is imported: its top level, with the bodies of
+    top-level ``try`` and ``if`` blocks (not ``if TYPE_CHECKING:``)."""
+    out = []
+    for node in body:
+        if isinstance(node, ast.If):
+            if "TYPE_CHECKING" not in ast.unparse(node.test):
+                out += _top_level(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            handlers = [n for h in node.handlers for n in h.body]
+            out += _top_level(node.body + handlers + node.orelse + node.finalbody)
+        else:
+            out.append(node)
+    return out
+
+
 def _imports(path: Path, *, top_level_only: bool = False) -> list[tuple[str, int]]:
-    """``(imported module, line)`` for every import of a fgrpo package (relative ones resolved)."""
+    """``(imported module, line)`` for every import (``top_level_only``: those run on import)."""
     tree = ast.parse(path.read_text())
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    nodes = _top_level(tree.body) if top_level_only else list(ast.walk(tree))
     found = []
     for node in nodes:
         if isinstance(node, ast.Import):
@@ -59,10 +75,13 @@ def _imports(path: Path, *, top_level_only: bool = False) -> list[tuple[str, int
                 for a in node.names
                 if f"{base}.{a.name}" in MODULES
             ]
-        # e.g. `if TYPE_CHECKING:` blocks
-        elif top_level_only and isinstance(node, (ast.If, ast.Try)):
-            continue
     return found
+
+
+def _project_module(target: str) -> str | None:
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target or None
 
 
 def _llm_layer(module: str) -> str:
@@ -148,8 +167,7 @@ def test_no_cycle_among_imports_function_local_ones_included():
     for name, path in MODULES.items():
         deps = set()
         for target, _ in _imports(path):
-            while target and target not in MODULES:
-                target = target.rpartition(".")[0]
+            target = _project_module(target)
             if target and target != name:
                 deps.add(target)
         graph[name] = deps
@@ -295,35 +313,6 @@ HEAVY = frozenset(
 )
 
 
-def _project_module(target: str) -> str | None:
-    while target and target not in MODULES:
-        target = target.rpartition(".")[0]
-    return target or None
-
-
-def _top_level_targets(path: Path) -> list[str]:
-    """What importing ``path`` imports at once: its top-level imports, those in top-level ``try``
-    and ``if`` blocks included (not ``if TYPE_CHECKING``)."""
-    found = []
-
-    def walk(body):
-        for node in body:
-            if isinstance(node, ast.Import):
-                found.extend(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                found.append(node.module)
-                found.extend(f"{node.module}.{a.name}" for a in node.names)
-            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
-                walk(node.body)
-                walk(node.orelse)
-            elif isinstance(node, ast.Try):
-                walk(node.body)
-                walk([n for h in node.handlers for n in h.body] + node.orelse + node.finalbody)
-
-    walk(ast.parse(path.read_text()).body)
-    return found
-
-
 _CLOSURES: dict = {}
 
 
@@ -340,7 +329,7 @@ def _closure(module: str) -> frozenset[str]:
         parent = ".".join(parts[:i])
         if parent in MODULES:
             out |= _closure(parent) | {parent}
-    for target in _top_level_targets(MODULES[module]):
+    for target, _ in _imports(MODULES[module], top_level_only=True):
         if target.split(".")[0] in PACKAGES:
             found = _project_module(target)
             if found and found != module:
