@@ -23,6 +23,7 @@ import hashlib
 import math
 from pathlib import Path
 
+from fgrpo_llm.config import read_config_file
 from fgrpo_llm.files import read_jsonl
 from fgrpo_llm.tasks.base import solution_form
 from fgrpo_llm.tracking import JsonlWriter, group_record, truncate_jsonl, write_run_info
@@ -325,17 +326,9 @@ def records_from_verl_dump(
 
 def _plain_config(config) -> dict:
     """verl's config as plain dicts: a dict, an OmegaConf DictConfig (resolved), or the path of
-    a YAML file (Hydra's ``.hydra/config.yaml`` of the run, read with ``yaml.safe_load``)."""
+    a YAML file (Hydra's ``.hydra/config.yaml`` of the run, :func:`read_config_file`)."""
     if isinstance(config, (str, Path)):
-        import yaml
-
-        path = Path(config)
-        if not path.is_file():
-            raise FileNotFoundError(f"verl config not found: {path}")
-        try:
-            config = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as err:
-            raise ValueError(f"{path} is not YAML: {err}") from None
+        config = read_config_file(config)
     elif not isinstance(config, dict) and hasattr(config, "items"):
         from omegaconf import OmegaConf  # verl's config type, installed with verl
 
