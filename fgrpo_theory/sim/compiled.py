@@ -17,22 +17,26 @@ the numpy sparse engine far more closely:
   scalars (tabulated before the run by the same Python expressions, ``_adam_schedule``) are
   the numpy engine's, and so is the initial state;
 - exp is its own (``fast_exp``: vectorised, within an ulp or two of numpy's, whose last bit
-  itself depends on the CPU), so the logits and masses differ from the numpy engine's by
-  rounding, and a draw differs only where a uniform falls between the two engines' cumulative
-  masses (about 1e-15 per draw). Nothing rests on exp's last bit: the tests run with it
-  perturbed by an ulp (``EXP_SCALE``).
+  itself depends on the CPU), and between lazy Adam's rebases (every 100 steps) a mass is
+  updated as e exp(d) when its logit moves by d (``fast_exp.exp_small``, |d| <= 1/16; larger
+  moves and the rebase steps take exp(y) afresh), so e = exp(y) holds to ~1e-14 rather than to
+  an ulp; the block masses and the records' sum of e*y are vectorised sums in the machine's
+  order. So the logits and masses differ from the numpy engine's by rounding, and a draw
+  differs only where a uniform falls between the two engines' cumulative masses (about 1e-14
+  per draw). Nothing rests on exp's last bit: the tests run with it perturbed by an ulp
+  (``EXP_SCALE``).
 
 What is faster: a run's steps in one kernel (``_run_steps``: no Python, no per-call argument
 checks between the parts of a step); one fused pass per step over the touched actions, chunk by
-chunk (``_move_slots``; ``_move_full`` once the run is full: Adam's moments and step, exp, the
-next step's block masses, the records' sum of e*y and the guide's column sums, while a chunk is
-in cache) instead of a dozen numpy passes with temporaries; loops over array slices with numpy's
-error model, so that LLVM vectorises them; exp only where a logit changed (Adam's steps of an
-action unsampled for ~300 steps fall below half an ulp, so late in a run most incorrect logits
-stop moving, exactly; the moved ones are gathered where fewer than a third of a chunk moved,
-else the whole chunk is exponentiated); the block sampler's cumulative sums four blocks at a
-time and its bisections branch-free, four draws in lockstep; the guide table searched without
-temporaries, and with N >= Kp draws most draws counted per guide bucket without a search.
+chunk (``_move_slots``; ``_move_full`` once the run is full: Adam's moments and step, the
+masses, the next step's block masses, the records' sum of e*y and the guide's column sums,
+while a chunk is in cache) instead of a dozen numpy passes with temporaries; loops over array
+slices with numpy's error model, so that LLVM vectorises them; the masses by the incremental
+exp (a degree-8 polynomial, no range reduction: an unmoved logit, d = 0, keeps its mass
+exactly, with no search for the moved ones); the moments only of the drawn actions; the block
+sampler's cumulative sums four blocks at a time and its bisections branch-free, four draws in
+lockstep; the guide table searched without temporaries, and with N >= Kp draws most draws
+counted per guide bucket without a search.
 
     >>> from fgrpo_theory.sim.config import SimConfig
     >>> from fgrpo_theory.sim.compiled import simulate_run_compiled
@@ -85,6 +89,15 @@ def _jit(fn):
     if numba is None:
         return fn
     return numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
+
+
+def _jit_sums(fn):
+    """``_jit`` for a kernel of sums that may be reassociated (LLVM then vectorises them: lanes
+    of partial sums, added at the end). The order of additions is the machine's, fixed for a
+    given machine: the engines' contract asks no more."""
+    if numba is None:
+        return fn
+    return numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})(fn)
 
 
 #: The parts of a step that ``_run_steps`` times when asked (``profile_simulate.py``).
@@ -766,44 +779,37 @@ def _max_of(x, lo, hi):
 
 
 @_jit
-def _adam_y(y, m, w, lo, hi, alpha, epsk, slack, old):
-    """y[lo:hi] += (m~ / (w~ + eps_k)) alpha (``sparse._LazyAdam.step``), the old values kept
-    in old[:hi - lo]. Returns (how many y changed, whether a y exceeds slack). The loops run
-    over slices of the arrays: so they vectorise."""
-    yy, mm, ww, oo = y[lo:hi], m[lo:hi], w[lo:hi], old[: hi - lo]
-    for i in range(hi - lo):
-        oo[i] = yy[i]
-    moved = 0
+def _adam_y(y, m, w, lo, hi, alpha, epsk, slack):
+    """y[lo:hi] += (m~ / (w~ + eps_k)) alpha (``sparse._LazyAdam.step``). Returns whether a y
+    exceeds slack. The loop runs over slices of the arrays: so it vectorises."""
+    yy, mm, ww = y[lo:hi], m[lo:hi], w[lo:hi]
     over = False
     for i in range(hi - lo):
-        new = oo[i] + (mm[i] / (ww[i] + epsk)) * alpha
+        new = yy[i] + (mm[i] / (ww[i] + epsk)) * alpha
         yy[i] = new
-        moved += new != oo[i]
         over |= new > slack
-    return moved, over
+    return over
 
 
 @_jit
-def _exp_moved(y, e, lo, hi, old, moved, idx, ty, te, xs):
-    """e = exp(y) on [lo, hi), where ``moved`` of the y differ from old (e = exp(y) holds
-    elsewhere, so recomputing it there changes nothing): the whole range when a third or more
-    moved, else the moved ones gathered and exponentiated together (late in a run most logits
-    no longer move: their Adam steps fall below half an ulp). Finding the moved costs about
-    half an exp per action, so below a third gathering them pays."""
-    if moved == 0:
-        return
-    if 3 * moved >= hi - lo:
-        _exp_range(y, e, lo, hi, xs)
-        return
-    c = 0
-    for i in range(hi - lo):  # branch-free compaction of the moved indices
-        idx[c] = i
-        c += y[lo + i] != old[i]
-    for k in range(c):
-        ty[k] = y[lo + idx[k]]
-    _exp_range(ty, te, 0, c, xs)
-    for k in range(c):
-        e[lo + idx[k]] = te[k]
+def _adam_y_e(y, e, m, w, lo, hi, alpha, epsk, slack, xs):
+    """y[lo:hi] += (m~ / (w~ + eps_k)) alpha (``sparse._LazyAdam.step``) and e *= exp(d) for
+    each logit's move d (``fast_exp.exp_small``: e = exp(y) is kept up to rounding, and an
+    unmoved logit, d = 0, keeps its mass exactly). Returns (whether a y exceeds slack, whether
+    a move is outside [-SMALL, SMALL] or NaN: then the caller recomputes e = exp(y) on the
+    range). One vectorised pass, no exp's range reduction, no search for the moved logits."""
+    yy, ee, mm, ww = y[lo:hi], e[lo:hi], m[lo:hi], w[lo:hi]
+    over = False
+    far = False
+    for i in range(hi - lo):
+        old = yy[i]
+        new = old + (mm[i] / (ww[i] + epsk)) * alpha
+        d = new - old  # exact (Sterbenz) while |d| is small against |y|
+        yy[i] = new
+        ee[i] = ee[i] * (fast_exp.exp_small(d) * xs)
+        over |= new > slack
+        far |= not (abs(d) <= fast_exp.SMALL)
+    return over, far
 
 
 @_jit
@@ -812,9 +818,10 @@ def _adam_moments(counts, m, w, lo, hi, rw, c1, c2):
     (``sparse._LazyAdam.step`` without slots)."""
     cc, mm, ww = counts[lo:hi], m[lo:hi], w[lo:hi]
     for i in range(hi - lo):
-        g = float(cc[i]) * rw
-        mm[i] = mm[i] + g * c1
-        ww[i] = math.sqrt(ww[i] * ww[i] + (g * g) * c2)
+        if cc[i] != 0:  # (g = 0 leaves m~ and w~ as they are; late in a run most
+            g = float(cc[i]) * rw  # incorrect actions go undrawn, in long stretches)
+            mm[i] = mm[i] + g * c1
+            ww[i] = math.sqrt(ww[i] * ww[i] + (g * g) * c2)
 
 
 @_jit
@@ -824,6 +831,23 @@ def _rescale(m, w, lo, hi, fm, fw):
     for i in range(hi - lo):
         mm[i] *= fm
         ww[i] *= fw
+
+
+@_jit_sums
+def _block_sums(e, y, s, lo, end, hi, B):
+    """s[b] = sum(e[b B:(b + 1) B]) for the blocks of [lo, end), and sum(e[lo:hi] y[lo:hi]),
+    returned (hi <= end: the padding past K, where y = -inf and e = 0, stays out of e*y)."""
+    for b in range(lo // B, end // B):
+        ee = e[b * B : (b + 1) * B]
+        acc = 0.0
+        for i in range(B):
+            acc += ee[i]
+        s[b] = acc
+    ee, yy = e[lo:hi], y[lo:hi]
+    sey = 0.0
+    for i in range(hi - lo):
+        sey += ee[i] * yy[i]
+    return sey
 
 
 @_jit
@@ -852,56 +876,45 @@ def _move_full(
     rows,
     F0,
     slack,
-    old,
-    idx,
-    ty,
-    te,
+    CB,
 ):
     """One lazy-Adam step on every action, and what the next step needs of pi_{t+1}, in one
-    pass over chunks of CB = old.size actions (whole blocks of B; a chunk's y, e, m~, w~ stay
-    in cache while every part of the pass runs over it):
+    pass over chunks of CB actions (whole blocks of B; a chunk's y, e, m~, w~ stay in cache
+    while every part of the pass runs over it):
 
     - when ``dense`` (the guide sampler's counts c (Kp,)), the moments of every action from
       the direction c_a (r w) (``_adam_moments``; else ``_adam_sparse`` did the sampled ones);
-    - y += (m~ / (w~ + eps_k)) alpha, e = exp(y) where y moved (``_exp_moved``: e = exp(y)
-      holds everywhere, so an unmoved action keeps its mass), the rebase m~ *= fm, w~ *= fw;
-    - the block mass s[b] (numpy's pairwise sum), sum e*y (four chains, a record) and, when
-      ``guide``, the guide's column cumulative masses F0 (``_guide_prefix``).
+    - y += (m~ / (w~ + eps_k)) alpha (``sparse._LazyAdam.step``'s operations) and
+      e <- e exp(d) for each logit's move d (``_adam_y_e``); on a rebase step, and in a chunk
+      where a move exceeds ``fast_exp.SMALL``, e = exp(y) afresh, and m~ *= fm, w~ *= fw;
+    - the block masses s[b] and sum e*y (a record), vectorised sums in the machine's order,
+      and, when ``guide``, the guide's column cumulative masses F0 (``_guide_prefix``).
 
-    The same IEEE operations per action as ``sparse._LazyAdam.step`` and numpy's exp and
-    sums. Returns (max y if it exceeds slack, else -inf; sum e*y); after a shift of the
-    logits the caller redoes the sums."""
+    Returns (max y if it exceeds slack, else -inf; sum e*y); after a shift of the logits the
+    caller redoes the sums."""
     Kp = y.size
-    CB = old.size  # a chunk: CB // B blocks
     over = False
-    s0 = s1 = s2 = s3 = 0.0
+    sey = 0.0
     for lo in range(0, Kp, CB):
         end = min(lo + CB, Kp)
         hi = min(end, K)
         if dense:
             _adam_moments(counts, m, w, lo, min(hi, C), rcw, c1, c2)
             _adam_moments(counts, m, w, max(lo, C), hi, rww, c1, c2)
-        moved, big = _adam_y(y, m, w, lo, hi, alpha, epsk, slack, old)
-        over |= big
-        _exp_moved(y, e, lo, hi, old, moved, idx, ty, te, xs)
-        if rebase:
+        if rebase:  # e = exp(y) afresh (the incremental factors' rounding starts over)
+            big = _adam_y(y, m, w, lo, hi, alpha, epsk, slack)
+            _exp_range(y, e, lo, hi, xs)
             _rescale(m, w, lo, hi, fm, fw)
-        for b in range(lo // B, end // B):
-            s[b] = _block_sum(e, b * B, B)
-        a = lo  # (every block but the last has B % 4 == 0
-        while a + 4 <= hi:  # actions: the chains of the per-block loop)
-            s0 += e[a] * y[a]
-            s1 += e[a + 1] * y[a + 1]
-            s2 += e[a + 2] * y[a + 2]
-            s3 += e[a + 3] * y[a + 3]
-            a += 4
-        while a < hi:
-            s0 += e[a] * y[a]
-            a += 1
+        else:
+            big, far = _adam_y_e(y, e, m, w, lo, hi, alpha, epsk, slack, xs)
+            if far:
+                _exp_range(y, e, lo, hi, xs)
+        over |= big
+        sey += _block_sums(e, y, s, lo, end, hi, B)
         if guide:
             _guide_prefix(e, rows, F0, lo, end)
     ymax = _max_of(y, 0, K) if over else -np.inf
-    return ymax, (s0 + s1) + (s2 + s3)
+    return ymax, sey
 
 
 @_jit
@@ -925,30 +938,30 @@ def _move_slots(
     s,
     acc,
     slack,
-    old,
-    idx,
-    ty,
-    te,
+    CB,
 ):
     """``_move_full`` before the run goes full: the lazy-Adam move of the touched slots
-    (in chunks of old.size: exp where a slot moved, es = exp(ys) holds everywhere),
-    the masses published by action, the rebase, and pi_{t+1}'s block masses
+    (in chunks of CB, the masses updated as there), the masses published by action, the
+    rebase, and pi_{t+1}'s block masses
     s = s_un + the touched masses added per block in slot order (numpy's ``bincount``) and
     sum e*y over the slots in slot order. Returns (max y if it exceeds slack, else -inf;
     sum e*y over the slots)."""
     over = False
     acc[:] = 0.0
     sey = 0.0
-    for j0 in range(0, n, old.size):
-        j1 = min(j0 + old.size, n)
-        moved, big = _adam_y(ys, ms, ws, j0, j1, alpha, epsk, slack, old)
-        over |= big
-        if moved:
-            _exp_moved(ys, es, j0, j1, old, moved, idx, ty, te, xs)
-            for j in range(j0, j1):
-                e[act[j]] = es[j]
-        if rebase:
+    for j0 in range(0, n, CB):
+        j1 = min(j0 + CB, n)
+        if rebase:  # es = exp(ys) afresh (``_move_full``)
+            big = _adam_y(ys, ms, ws, j0, j1, alpha, epsk, slack)
+            _exp_range(ys, es, j0, j1, xs)
             _rescale(ms, ws, j0, j1, fm, fw)
+        else:
+            big, far = _adam_y_e(ys, es, ms, ws, j0, j1, alpha, epsk, slack, xs)
+            if far:
+                _exp_range(ys, es, j0, j1, xs)
+        over |= big
+        for j in range(j0, j1):
+            e[act[j]] = es[j]
         for j in range(j0, j1):
             ea = es[j]
             acc[sb[j]] += ea  # (the slot's block, stored: a division costs more)
@@ -1073,9 +1086,9 @@ def _run_steps(
     the block sampler's buffers, the tables (r_c_tab, r_w_tab, g_tab (N + 1,): the advantages
     and g / N for X correct of N; A (T, 7): lazy Adam's scalars c1, c2, alpha, eps_k, rebase,
     b1^d, sqrt(b2)^d of each step, ``_adam_schedule``) and the records' rows."""
-    T, guide, adam, p0, Q0, lr, N, K, C, E, B, xs = consts
+    T, guide, adam, p0, Q0, lr, N, K, C, E, B, xs, CB = consts
     y, e, m, w, ys, es, ms, ws, pos, act, sb, s_un, U = state
-    s, acc, cs, cslot, uniq, cnt, old, idx, ty, te, u = bufs
+    s, acc, cs, cslot, uniq, cnt, u = bufs
     F0, off, gb, counts, us, bs, parts, hh = guide_bufs
     x, blk, hb, starts, cbs, keys, st = block_bufs
     r_c_tab, r_w_tab, g_tab, A = tables
@@ -1224,10 +1237,7 @@ def _run_steps(
                     GUIDE_ROWS,
                     F0,
                     SHIFT_SLACK,
-                    old,
-                    idx,
-                    ty,
-                    te,
+                    CB,
                 )
                 ready = guide
             else:
@@ -1251,10 +1261,7 @@ def _run_steps(
                     s,
                     acc,
                     SHIFT_SLACK,
-                    old,
-                    idx,
-                    ty,
-                    te,
+                    CB,
                 )
             have = True
         elif dense_step:
@@ -1375,8 +1382,7 @@ def simulate_run_compiled(
         hb, starts = np.empty(N, dtype=np.int64), np.empty(N + 1, dtype=np.int64)
         cbs, keys = np.empty((4, B)), np.empty(B)  # four blocks' cumulative masses; keys
     st = np.empty(4, dtype=np.int64)
-    CB = B * max(1, CHUNK // B)  # actions per chunk
-    scratch = (np.empty(CB), np.empty(CB, dtype=np.int64), np.empty(CB), np.empty(CB))
+    CB = B * max(1, CHUNK // B)  # actions per chunk of the fused passes
     r_c_tab, r_w_tab = group_advantages(
         np.arange(N + 1), N, R_c=R_c, R_w=R_w, kind=cfg.advantage
     )  # (N + 1,) each: bit for bit ``scalar_advantages``
@@ -1393,9 +1399,9 @@ def simulate_run_compiled(
         pcg = np.zeros(0, dtype=np.uint64)
     per_call = T + 1 if progress is None else _steps_per_call(N)
     adam = cfg.optimizer == "adam"
-    consts = (T, guide, adam, p0, Q0, float(cfg.lr), N, K, C, E, B, xs)
+    consts = (T, guide, adam, p0, Q0, float(cfg.lr), N, K, C, E, B, xs, CB)
     state = (y, e, m, w, ys, es, ms, ws, pos, act, sb, s_un, U)
-    bufs = (s, acc, cs, cslot, uniq, cnt, *scratch, u)
+    bufs = (s, acc, cs, cslot, uniq, cnt, u)
     guide_bufs = (F0, off, gb, counts, us, bs, parts, hh)
     block_bufs = (x, blk, hb, starts, cbs, keys, st)
     tables = (r_c_tab, r_w_tab, g_table, A)

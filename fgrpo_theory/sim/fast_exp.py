@@ -6,11 +6,16 @@ Cody and Waite's reduction with fdlibm's split of ln 2 (``e_exp.c``), then a pol
     x = k ln2 + r,   k = round(x / ln2),   |r| <= ln2 / 2,
     exp(x) = 2^k exp(r),   exp(r) ~ sum_{j=0}^{13} r^j / j!   (truncation < 0.03 ulp),
 
-with k taken from the bits of x / ln2 + 1.5 2^52 and 2^k written into the exponent bits. Only
-IEEE additions and multiplications (no fused multiply-add), so every x86-64 CPU, with or without
-AVX-512, gives the same bits. Within 1 ulp of the true exp for -708 <= x <= 709 (tested
-against mpmath, ``tests/theory/test_sim_fast_exp.py``); other inputs (overflow, subnormal
-results, inf, NaN) take ``math.exp``.
+with k taken from the bits of x / ln2 + 1.5 2^52 and 2^k written into the exponent bits. The
+polynomial's multiply-adds are fused where the CPU has FMA (numba compiles for the machine it
+runs on, and ``fastmath={"contract"}`` lets LLVM fuse them): a third fewer operations, and
+results that may differ in the last bit between CPUs, which the simulator's contract allows.
+Within 1 ulp of the true exp for -708 <= x <= 709 (tested against mpmath,
+``tests/theory/test_sim_fast_exp.py``); other inputs (overflow, subnormal results, inf, NaN)
+take ``math.exp``.
+
+``exp_small(d)`` is exp for |d| <= 1/16 by a Taylor polynomial of degree 8 (no reduction): the
+factor by which the simulator updates a mass, e exp(d), when its logit moves by a small d.
 
 The simulator's results do not rest on exp's last bit: its engines agree in distribution
 (``fgrpo_theory.sim.agreement``), also with this exp perturbed by an ulp (tested).
@@ -44,6 +49,11 @@ LN2_LO = 1.90821492927058770002e-10  # ln 2 - LN2_HI
 COEFFS = tuple(1.0 / math.factorial(j) for j in range(13, 1, -1))
 #: Inputs outside [LOW, HIGH] (or NaN) go to ``math.exp``: 2^k stays a normal number inside.
 LOW, HIGH = -708.0, 709.0
+#: ``exp_small`` serves |d| <= SMALL: its Taylor polynomial of degree 8 is then within
+#: SMALL^9 / 9! ~ 4e-17 (a third of an ulp) of exp(d).
+SMALL = 1.0 / 16.0
+#: 1 / j! for j = 8 .. 2, highest first (Horner)
+SMALL_COEFFS = tuple(1.0 / math.factorial(j) for j in range(8, 1, -1))
 
 
 if numba is not None:
@@ -66,7 +76,7 @@ if numba is not None:
 
         return types.float64(types.uint64), codegen
 
-    _jit = numba.njit(cache=True, nogil=True)
+    _jit = numba.njit(cache=True, nogil=True, fastmath={"contract"})
     C13, C12, C11, C10, C9, C8, C7, C6, C5, C4, C3, C2 = COEFFS
 
     @_jit
@@ -91,6 +101,21 @@ if numba is not None:
         er = 1.0 + (r + (r * r) * p)
         scale = _float((ki + np.uint64(1023)) << np.uint64(52))  # 2^k (SHIFT's bits drop out)
         return er * scale
+
+    S8, S7, S6, S5, S4, S3, S2 = SMALL_COEFFS
+
+    @_jit
+    def exp_small(d):
+        """exp(d) for |d| <= SMALL (the caller checks): a degree-8 polynomial, no reduction,
+        within about an ulp (the factor of an incremental exp, e exp(d), in the simulator)."""
+        p = S8
+        p = p * d + S7
+        p = p * d + S6
+        p = p * d + S5
+        p = p * d + S4
+        p = p * d + S3
+        p = p * d + S2
+        return 1.0 + (d + (d * d) * p)
 
     @_jit
     def is_special(x):

@@ -83,8 +83,10 @@ def _first_order_errors(prob, eta):
 @given(problems())
 @settings(max_examples=60, deadline=None)
 def test_eq17_and_prop32_hold_to_second_order_in_eta(prob):
-    """|actual - predicted| = O(eta^2): shrinking eta 8x shrinks the error ~64x (at least 25x)."""
-    eta = 0.05
+    """|actual - predicted| = O(eta^2): shrinking eta 8x shrinks the error ~64x (at least 25x).
+    (eta small enough that the third-order term cannot undo the ratio: at eta = 0.05 a
+    three-action case with third/second-order coefficients ~ -14 gave 22x.)"""
+    eta = 0.01
     e_big = _first_order_errors(prob, eta)
     e_small = _first_order_errors(prob, eta / 8)
     for big, small in zip(e_big, e_small, strict=True):

@@ -238,30 +238,43 @@ def test_guide_buckets_of_more_draws_than_15_bits_hold_fall_back_to_searching_ev
     assert counts.max() >= 1 << 15
 
 
+def _adam_state(rng, K, frozen, far):
+    """Logits, masses and lazy-Adam moments of K actions padded to Kp: a fraction ``frozen``
+    of the logits does not move; the others move by at most ~0.03 (``fast_exp.SMALL`` = 1/16:
+    the incremental masses), or, when ``far``, a few by about 1 (e = exp(y) afresh)."""
+    from fgrpo_theory.sim.samplers import layout
+
+    B, nb, Kp = layout(K)
+    y = np.full(Kp, -np.inf)
+    y[:K] = -rng.random(K) * 8.0
+    m, w = np.zeros(Kp), np.zeros(Kp)
+    m[:K] = rng.normal(0.0, 1e-3, K) * (rng.random(K) >= frozen)
+    w[:K] = np.abs(rng.normal(0.0, 1e-3, K)) + 1e-3
+    if far:
+        m[rng.integers(0, K, 3)] = 0.1
+    return B, nb, Kp, y, np.exp(y), m, w
+
+
 @given(
     st.integers(0, 2**32 - 1),
     st.sampled_from([300, 1000, 5000]),
     st.booleans(),
     st.booleans(),
     st.floats(0.0, 1.0),
+    st.booleans(),
 )
 @settings(max_examples=30, deadline=None)
-def test_fused_full_pass_is_lazy_adam_exp_and_the_block_sums(seed, K, dense, rebase, frozen):
+def test_fused_full_pass_is_lazy_adam_exp_and_the_block_sums(seed, K, dense, rebase, frozen, far):
     """``_move_full`` against numpy: lazy Adam's moments and step (``sparse._LazyAdam``'s
-    operations, bit for bit), e = exp(y) (within a few ulp of np.exp: the moved ones only, whole
-    chunks or gathered), the block sums and the guide's column sums (to rounding); a fraction
-    of the logits do not move (their step is below half an ulp)."""
-    from fgrpo_theory.sim.samplers import GUIDE_ROWS, layout
+    operations, bit for bit), e = exp(y) (within a few ulp of np.exp: e exp(d) for small moves
+    d, exp afresh on a rebase or where a move is large), an unmoved logit's mass unchanged, the
+    block sums and the guide's column sums (to rounding)."""
+    from fgrpo_theory.sim.samplers import GUIDE_ROWS
 
     rng = np.random.default_rng(seed)
-    B, nb, Kp = layout(K)
+    B, nb, Kp, y, e, m, w = _adam_state(rng, K, frozen, far)
     C = K // 10
-    y = np.full(Kp, -np.inf)
-    y[:K] = -rng.random(K) * 8.0
-    e = np.exp(y)
-    m, w = np.zeros(Kp), np.zeros(Kp)
-    m[:K] = rng.normal(0.0, 1e-3, K) * (rng.random(K) >= frozen)
-    w[:K] = np.abs(rng.normal(0.0, 1e-3, K))
+    y_before, e_before = y.copy(), e.copy()
     counts = np.zeros(Kp, dtype=np.int32)
     counts[:K] = rng.poisson(0.5, K)
     rcw, rww, c1, c2, alpha, epsk, fm, fw = 0.3, -0.02, 0.1, 0.001, 1e-2, 1e-8, 0.9, 0.99
@@ -281,7 +294,6 @@ def test_fused_full_pass_is_lazy_adam_exp_and_the_block_sums(seed, K, dense, reb
     F0ref = np.cumsum(cols, axis=0).ravel()
     s, F0 = np.empty(nb), np.empty(Kp)
     CB = compiled.CHUNK if K > 1000 else B
-    scratch = (np.empty(CB), np.empty(CB, dtype=np.int64), np.empty(CB), np.empty(CB))
     ymax, sey = compiled._move_full(
         y,
         e,
@@ -307,11 +319,14 @@ def test_fused_full_pass_is_lazy_adam_exp_and_the_block_sums(seed, K, dense, reb
         GUIDE_ROWS,
         F0,
         -1.0,
-        *scratch,
+        CB,
     )
     for got, want in ((y, Y), (m, M), (w, W)):
         np.testing.assert_array_equal(got, want)
-    np.testing.assert_allclose(e, Ee, rtol=1e-15, atol=0.0)  # two exps, each within an ulp
+    np.testing.assert_allclose(e, Ee, rtol=1e-15, atol=0.0)  # a few ulp
+    if not (rebase or far):  # e exp(d) everywhere: an unmoved logit keeps its mass exactly
+        still = Y == y_before
+        np.testing.assert_array_equal(e[still], e_before[still])
     for got, want in ((s, S), (F0, F0ref)):
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=0.0)
     assert ymax == Y[:K].max()  # above the slack (-1): the true max
@@ -386,3 +401,32 @@ def test_auto_warns_when_it_falls_back_to_the_numpy_engine(monkeypatch):
         assert choose_engine(SMALL, "auto") == "sparse"
     with pytest.raises(ValueError, match="not available here: numba is not installed"):
         choose_engine(SMALL, "compiled")
+
+
+@pytest.mark.parametrize("K", [300, 5000])
+def test_incremental_masses_stay_the_exp_of_the_logits(K):
+    """Between rebases the fused pass updates each mass as e exp(d) (``fast_exp.exp_small``):
+    over 99 steps of small moves (Adam's rebase interval is 100) the masses stay within 1e-13
+    of exp(y), and the first rebase step puts them back within a few ulp."""
+    from fgrpo_theory.sim.samplers import GUIDE_ROWS
+
+    rng = np.random.default_rng(K)
+    B, nb, Kp, y, e, m, w = _adam_state(rng, K, 0.1, False)
+    s, F0, counts = np.empty(nb), np.empty(Kp), np.zeros(Kp, dtype=np.int32)
+    CB = compiled.CHUNK if K > 1000 else B
+
+    def step(rebase):
+        compiled._move_full(
+            y, e, m, w, counts, False, K, K // 10, 0.0, 0.0, 0.1, 0.001, 1e-2, 1e-8,
+            rebase, 1.0, 1.0, 1.0, B, s, False, GUIDE_ROWS, F0, np.inf, CB,
+        )  # fmt: skip
+
+    y0 = y.copy()
+    for _ in range(99):
+        step(False)
+    assert np.abs(y[:K] - y0[:K]).max() > 0.3  # the logits moved
+    np.testing.assert_allclose(e, np.exp(y), rtol=1e-13, atol=0.0)
+    drift = np.abs(e[:K] / np.exp(y[:K]) - 1.0).max()
+    step(True)
+    np.testing.assert_allclose(e, np.exp(y), rtol=1e-15, atol=0.0)
+    assert np.abs(e[:K] / np.exp(y[:K]) - 1.0).max() <= drift

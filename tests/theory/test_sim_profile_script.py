@@ -32,7 +32,9 @@ def test_the_profile_prints_a_line_per_n_with_the_parts_of_a_step():
     for line in lines:
         shares = dict(re.findall(r"(\w+) (-?\d+\.\d+)", line.split("|", 1)[1]))
         assert set(shares) == {*PROFILE_PARTS, "python"}
-        assert float(shares["sampler"]) > 0 and float(shares["move"]) > 0
+        assert all(float(v) >= 0 for k, v in shares.items() if k != "python")
+    # (at N = 4 a part can take under the 0.5 us per step that the line shows as 0.000)
+    assert float(shares["sampler"]) > 0 and float(shares["move"]) > 0
     assert "the sweep (8 runs per N) would take about" in out.stdout
 
 
