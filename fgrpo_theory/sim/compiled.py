@@ -1324,7 +1324,9 @@ def simulate_run_compiled(
     cfg: SimConfig, N: int, gamma: float, seed: int, *, progress=None, profile=None
 ) -> dict:
     """One run of the sparse engine (``sparse.simulate_run_sparse``) in numba kernels: the same
-    draws and logits bit for bit, records equal to rounding. Requires ``sparse_applies(cfg)``.
+    random numbers, so the same draws (unless a uniform falls within rounding of a cumulative
+    mass) and then the same logits bit for bit, records equal to rounding. Requires
+    ``sparse_applies(cfg)``.
     Returns records with a leading run axis of length 1.
 
     The steps run inside one kernel (``_run_steps``), in calls of several steps when

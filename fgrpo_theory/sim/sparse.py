@@ -9,7 +9,8 @@ instead of O(K)), with Adam's moment decay made free by rescaled moments (``_Laz
 switches to whole arrays once half of the actions are touched. It draws with
 ``samplers.sample_group`` from a generator seeded by (seed, N), as the dense engine
 (``fgrpo_theory.sim.dense``) does, so the two agree to rounding (tested). The compiled engine
-(``fgrpo_theory.sim.compiled``) reproduces this one's draws bit for bit, faster.
+(``fgrpo_theory.sim.compiled``) follows this one run by run, faster: the same random numbers,
+so the same draws unless a uniform falls within rounding of a cumulative mass.
 
     >>> from fgrpo_theory.sim.config import SimConfig
     >>> from fgrpo_theory.sim.sparse import simulate_run_sparse
