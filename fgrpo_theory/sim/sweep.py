@@ -43,8 +43,8 @@ from fgrpo_theory.sim.torch_engine import check_device, simulate_runs_torch
 
 #: Bumped whenever the simulator draws or computes differently for the same config, so that
 #: results cached by an older version are recomputed (2: the guide-table sampler for large N;
-#: 3: the compiled engine's own exp).
-SIMULATOR_VERSION = 3
+#: 3: the compiled engine's own exp; 4: its masses by an incremental exp between Adam's rebases).
+SIMULATOR_VERSION = 4
 
 RECORD_KEYS = POLICY_RECORDS + GROUP_RECORDS
 
