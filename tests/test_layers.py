@@ -43,6 +43,18 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+@pytest.fixture
+def fake_module(tmp_path, monkeypatch):
+    """put(name, source): MODULES[name] holds ``source`` for the rest of the test."""
+
+    def put(name: str, source: str) -> None:
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        monkeypatch.setitem(MODULES, name, path)
+
+    return put
+
+
 def _top_level(body: list) -> list:
     """The statements that run when a module is imported: its top level, with the bodies of
     top-level ``try`` and ``if`` blocks (not ``if TYPE_CHECKING:``)."""
@@ -206,7 +218,7 @@ def name_is_package_of(package: str, module: str) -> bool:
         ("def f():\n    from fgrpo_theory.focal import focal_weight\n", "imports fgrpo_theory"),
     ],
 )
-def test_the_layer_checks_catch_a_violation(tmp_path, monkeypatch, bad, expected):
+def test_the_layer_checks_catch_a_violation(fake_module, bad, expected):
     target, check = {
         "experiments": ("fgrpo_llm.advantages", test_fgrpo_llm_imports_only_go_down_the_layers),
         "fgrpo_llm.trainer": (
@@ -215,17 +227,16 @@ def test_the_layer_checks_catch_a_violation(tmp_path, monkeypatch, bad, expected
         ),
         "focal_weight": ("fgrpo_common.checks", test_fgrpo_common_imports_neither_package),
     }[next(k for k in ("experiments", "fgrpo_llm.trainer", "focal_weight") if k in bad)]
-    fake = tmp_path / "m.py"
-    fake.write_text(bad)
-    monkeypatch.setitem(MODULES, target, fake)
+    fake_module(target, bad)
     with pytest.raises(AssertionError, match=expected):
         check()
 
 
-def test_a_function_local_import_that_closes_a_cycle_is_caught(tmp_path, monkeypatch):
-    fake = tmp_path / "config.py"
-    fake.write_text("def f():\n    from fgrpo_llm.experiments.maze.pipeline import FREE_FIELDS\n")
-    monkeypatch.setitem(MODULES, "fgrpo_llm.experiments.maze.config", fake)
+def test_a_function_local_import_that_closes_a_cycle_is_caught(fake_module):
+    fake_module(
+        "fgrpo_llm.experiments.maze.config",
+        "def f():\n    from fgrpo_llm.experiments.maze.pipeline import FREE_FIELDS\n",
+    )
     with pytest.raises(AssertionError, match="maze.pipeline"):
         test_no_cycle_among_imports_function_local_ones_included()
 
@@ -283,12 +294,8 @@ def test_experiment_packages_config_imports_nothing_above_and_packages_stay_apar
         ),
     ],
 )
-def test_the_experiment_package_check_catches_a_violation(
-    tmp_path, monkeypatch, module, source, expected
-):
-    fake = tmp_path / "m.py"
-    fake.write_text(source)
-    monkeypatch.setitem(MODULES, module, fake)
+def test_the_experiment_package_check_catches_a_violation(fake_module, module, source, expected):
+    fake_module(module, source)
     with pytest.raises(AssertionError, match=expected):
         test_experiment_packages_config_imports_nothing_above_and_packages_stay_apart()
 
@@ -414,16 +421,14 @@ def test_every_function_local_import_says_why_it_is_deferred():
         ),
     ],
 )
-def test_the_lazy_import_check_catches_a_violation(tmp_path, monkeypatch, source, expected):
-    fake = tmp_path / "m.py"
-    fake.write_text(source)
-    monkeypatch.setitem(MODULES, "fgrpo_llm.fake", fake)
+def test_the_lazy_import_check_catches_a_violation(fake_module, source, expected):
+    fake_module("fgrpo_llm.fake", source)
     with pytest.raises(AssertionError, match=expected):
         test_every_function_local_import_says_why_it_is_deferred()
 
 
-def test_a_justified_lazy_import_passes(tmp_path, monkeypatch):
-    fake = tmp_path / "m.py"
-    fake.write_text("def f():\n    from fgrpo_llm.trainer import train  # lazy: torch\n")
-    monkeypatch.setitem(MODULES, "fgrpo_llm.fake", fake)
+def test_a_justified_lazy_import_passes(fake_module):
+    fake_module(
+        "fgrpo_llm.fake", "def f():\n    from fgrpo_llm.trainer import train  # lazy: torch\n"
+    )
     assert not [v for v in _lazy_violations() if "fgrpo_llm.fake" in v]
