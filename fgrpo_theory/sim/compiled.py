@@ -833,6 +833,23 @@ def _rescale(m, w, lo, hi, fm, fw):
         ww[i] *= fw
 
 
+@_jit
+def _adam_step(y, e, m, w, lo, hi, alpha, epsk, slack, xs, rebase, fm, fw):
+    """Lazy Adam's step on [lo, hi) with its masses: e <- e exp(d) (``_adam_y_e``), or, on a
+    rebase step (the incremental factors' rounding starts over) and where a move is too large
+    for ``fast_exp.exp_small``, e = exp(y) afresh; on a rebase step also m~ *= fm, w~ *= fw.
+    Returns whether a y exceeds slack."""
+    if rebase:
+        over = _adam_y(y, m, w, lo, hi, alpha, epsk, slack)
+        _exp_range(y, e, lo, hi, xs)
+        _rescale(m, w, lo, hi, fm, fw)
+        return over
+    over, far = _adam_y_e(y, e, m, w, lo, hi, alpha, epsk, slack, xs)
+    if far:
+        _exp_range(y, e, lo, hi, xs)
+    return over
+
+
 @_jit_sums
 def _block_sums(e, y, s, lo, end, hi, B):
     """s[b] = sum(e[b B:(b + 1) B]) for the blocks of [lo, end), and sum(e[lo:hi] y[lo:hi]),
@@ -884,9 +901,9 @@ def _move_full(
 
     - when ``dense`` (the guide sampler's counts c (Kp,)), the moments of every action from
       the direction c_a (r w) (``_adam_moments``; else ``_adam_sparse`` did the sampled ones);
-    - y += (m~ / (w~ + eps_k)) alpha (``sparse._LazyAdam.step``'s operations) and
-      e <- e exp(d) for each logit's move d (``_adam_y_e``); on a rebase step, and in a chunk
-      where a move exceeds ``fast_exp.SMALL``, e = exp(y) afresh, and m~ *= fm, w~ *= fw;
+    - y += (m~ / (w~ + eps_k)) alpha (``sparse._LazyAdam.step``'s operations) and the masses
+      (``_adam_step``: e <- e exp(d) for each logit's move d, or e = exp(y) afresh on a rebase
+      step and in a chunk where a move exceeds ``fast_exp.SMALL``), the rebase m~ *= fm, w~ *= fw;
     - the block masses s[b] and sum e*y (a record), vectorised sums in the machine's order,
       and, when ``guide``, the guide's column cumulative masses F0 (``_guide_prefix``).
 
@@ -901,15 +918,7 @@ def _move_full(
         if dense:
             _adam_moments(counts, m, w, lo, min(hi, C), rcw, c1, c2)
             _adam_moments(counts, m, w, max(lo, C), hi, rww, c1, c2)
-        if rebase:  # e = exp(y) afresh (the incremental factors' rounding starts over)
-            big = _adam_y(y, m, w, lo, hi, alpha, epsk, slack)
-            _exp_range(y, e, lo, hi, xs)
-            _rescale(m, w, lo, hi, fm, fw)
-        else:
-            big, far = _adam_y_e(y, e, m, w, lo, hi, alpha, epsk, slack, xs)
-            if far:
-                _exp_range(y, e, lo, hi, xs)
-        over |= big
+        over |= _adam_step(y, e, m, w, lo, hi, alpha, epsk, slack, xs, rebase, fm, fw)
         sey += _block_sums(e, y, s, lo, end, hi, B)
         if guide:
             _guide_prefix(e, rows, F0, lo, end)
@@ -951,15 +960,7 @@ def _move_slots(
     sey = 0.0
     for j0 in range(0, n, CB):
         j1 = min(j0 + CB, n)
-        if rebase:  # es = exp(ys) afresh (``_move_full``)
-            big = _adam_y(ys, ms, ws, j0, j1, alpha, epsk, slack)
-            _exp_range(ys, es, j0, j1, xs)
-            _rescale(ms, ws, j0, j1, fm, fw)
-        else:
-            big, far = _adam_y_e(ys, es, ms, ws, j0, j1, alpha, epsk, slack, xs)
-            if far:
-                _exp_range(ys, es, j0, j1, xs)
-        over |= big
+        over |= _adam_step(ys, es, ms, ws, j0, j1, alpha, epsk, slack, xs, rebase, fm, fw)
         for j in range(j0, j1):
             e[act[j]] = es[j]
         for j in range(j0, j1):

@@ -77,7 +77,15 @@ if numba is not None:
         return types.float64(types.uint64), codegen
 
     _jit = numba.njit(cache=True, nogil=True, fastmath={"contract"})
-    C13, C12, C11, C10, C9, C8, C7, C6, C5, C4, C3, C2 = COEFFS
+
+    @_jit
+    def _taylor(r, coeffs):
+        """1 + r + r^2 (c_0 r^(n-1) + ... + c_(n-1)) by Horner, coeffs = (1/n!, ..., 1/2!)
+        highest first (a constant tuple: the loop unrolls)."""
+        p = coeffs[0]
+        for c in coeffs[1:]:
+            p = p * r + c
+        return 1.0 + (r + (r * r) * p)
 
     @_jit
     def exp_main(x):
@@ -86,36 +94,15 @@ if numba is not None:
         ki = _bits(kd)  # SHIFT's bits + k
         kd = kd - SHIFT
         r = (x - kd * LN2_HI) - kd * LN2_LO
-        p = C13
-        p = p * r + C12
-        p = p * r + C11
-        p = p * r + C10
-        p = p * r + C9
-        p = p * r + C8
-        p = p * r + C7
-        p = p * r + C6
-        p = p * r + C5
-        p = p * r + C4
-        p = p * r + C3
-        p = p * r + C2
-        er = 1.0 + (r + (r * r) * p)
+        er = _taylor(r, COEFFS)
         scale = _float((ki + np.uint64(1023)) << np.uint64(52))  # 2^k (SHIFT's bits drop out)
         return er * scale
-
-    S8, S7, S6, S5, S4, S3, S2 = SMALL_COEFFS
 
     @_jit
     def exp_small(d):
         """exp(d) for |d| <= SMALL (the caller checks): a degree-8 polynomial, no reduction,
         within about an ulp (the factor of an incremental exp, e exp(d), in the simulator)."""
-        p = S8
-        p = p * d + S7
-        p = p * d + S6
-        p = p * d + S5
-        p = p * d + S4
-        p = p * d + S3
-        p = p * d + S2
-        return 1.0 + (d + (d * d) * p)
+        return _taylor(d, SMALL_COEFFS)
 
     @_jit
     def is_special(x):
