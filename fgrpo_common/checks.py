@@ -21,6 +21,7 @@ The CLIs turn either error into one line on stderr and exit status 2.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -44,6 +45,12 @@ def _first_bad(x: np.ndarray, bad: np.ndarray):
     """The first offending element of ``x`` where ``bad`` is true, as a Python scalar."""
     item = np.asarray(x)[bad].ravel()[0]
     return item.item() if isinstance(item, np.generic) else item
+
+
+def is_finite_number(v) -> bool:
+    """A finite int or float (numpy's float64 included), not a bool: a number read from JSON or
+    YAML, checked as is."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _is_real_number(item) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from fgrpo_common.checks import is_finite_number
 from fgrpo_llm.config import WEIGHTINGS
 from fgrpo_llm.files import atomic_write_text, strict_json
 
@@ -200,12 +201,10 @@ def _check_run_info(info, path: Path) -> dict:
         raise ValueError(f"{path}: group_size must be an integer >= 1, got group_size={N!r}")
     for key in ("gamma", "lr_scale"):
         v = info.get(key, 1.0)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        if not is_finite_number(v) or v < 0:
             raise ValueError(f"{path}: {key} must be a finite number >= 0, got {key}={v!r}")
     g = info.get("lr_match_gamma")
-    if g is not None and (
-        isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g < 0
-    ):
+    if g is not None and (not is_finite_number(g) or g < 0):
         raise ValueError(f"{path}: lr_match_gamma must be null or a finite number >= 0, got {g!r}")
     if info.get("weighting", "focal") not in WEIGHTINGS:
         raise ValueError(
@@ -231,7 +230,7 @@ def _check_sampling(sampling, path: Path) -> None:
     if stray:
         raise ValueError(f"{path}: sampling holds unknown keys {stray} (known: {SAMPLING_KEYS})")
     for key, v in sampling.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if not is_finite_number(v):
             raise ValueError(f"{path}: sampling.{key} must be a finite number, got {v!r}")
 
 

@@ -25,7 +25,6 @@ every correct completion), which is what the tail-miss cross-check (``validate.p
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fgrpo_common.checks import check_integer, check_probability
+from fgrpo_common.checks import check_integer, check_probability, is_finite_number
 from fgrpo_llm.evaluation.passk import sampled_chunks
 from fgrpo_llm.files import atomic_write_text
 from fgrpo_llm.tasks.base import solution_form
@@ -336,10 +335,6 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def check_rare_set_data(data, where: str, *, vocab_size: int | None = None) -> None:
     """A ValueError naming ``where`` and the first bad entry unless ``data`` is a rare-correct
     set as :func:`save_rare_set` writes it: ``prompts`` an object of objects (``mu`` and ``tau``
@@ -356,7 +351,7 @@ def check_rare_set_data(data, where: str, *, vocab_size: int | None = None) -> N
         if not isinstance(p, dict):
             raise ValueError(f"{bad}: prompts[{pid!r}] must be an object")
         for key in ("mu", "tau", "mu_exact", "tau_exact"):
-            if key in p and not (_is_number(p[key]) and 0.0 <= p[key] <= 1.0):
+            if key in p and not (is_finite_number(p[key]) and 0.0 <= p[key] <= 1.0):
                 raise ValueError(f"{bad}: prompts[{pid!r}].{key} must lie in [0, 1]")
         if not isinstance(p.get("rare_forms", []), list):
             raise ValueError(f"{bad}: prompts[{pid!r}].rare_forms must be a list")
@@ -378,7 +373,7 @@ def check_rare_set_data(data, where: str, *, vocab_size: int | None = None) -> N
             )
         if not _is_int(pl) or not 0 <= pl < len(ids):
             raise ValueError(f"{at}: prompt_length must be an integer in [0, {len(ids)})")
-        if not _is_number(t.get("base_nll")):
+        if not is_finite_number(t.get("base_nll")):
             raise ValueError(f"{at}: base_nll must be a finite number")
         if not isinstance(t.get("text"), str) or not isinstance(t.get("prompt_id"), (str, int)):
             raise ValueError(f"{at}: text and prompt_id must be strings")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from fgrpo_common.checks import is_finite_number
 from fgrpo_llm.advantages import focal_weight, maxrl_weight
 from fgrpo_llm.config import WEIGHTINGS
 
@@ -46,7 +47,7 @@ class FocalSettings:
             )
         for name in ("gamma", "reward_correct", "reward_wrong"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            if not is_finite_number(v):
                 raise ValueError(f"focal {name} must be a finite number, got {name}={v!r}")
         if self.gamma < 0:
             raise ValueError(f"focal gamma must be >= 0, got gamma={self.gamma}")

@@ -23,6 +23,7 @@ import hashlib
 import math
 from pathlib import Path
 
+from fgrpo_common.checks import is_finite_number
 from fgrpo_llm.config import read_config_file
 from fgrpo_llm.files import read_jsonl
 from fgrpo_llm.tasks.base import solution_form
@@ -364,7 +365,7 @@ def verl_sampling(config):
         "top_k": rollout.get("top_k", -1),
     }
     for key, v in values.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if not is_finite_number(v):
             raise ValueError(f"verl's rollout {key} must be a finite number, got {key}={v!r}")
     top_k = values["top_k"]
     if top_k != int(top_k) or top_k < -1:

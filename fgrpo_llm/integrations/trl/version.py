@@ -7,8 +7,9 @@ import os
 
 __all__ = ["TESTED_TRL", "check_trl_version"]
 
-#: The TRL versions this trainer was tested with (``make test-engines``).
-TESTED_TRL = ">=1.16,<1.17"
+#: The TRL versions this trainer was tested with (``make test-engines``): [_LOW, _HIGH).
+_LOW, _HIGH = "1.16", "1.17"
+TESTED_TRL = f">={_LOW},<{_HIGH}"
 
 
 def check_trl_version(version: str | None = None) -> str:
@@ -21,7 +22,7 @@ def check_trl_version(version: str | None = None) -> str:
         version = trl.__version__
     v = Version(version)
     if (
-        not Version("1.16") <= v < Version("1.17")
+        not Version(_LOW) <= v < Version(_HIGH)
         and os.environ.get("FGRPO_ALLOW_UNTESTED_TRL") != "1"
     ):
         raise ImportError(
