@@ -14,6 +14,7 @@ Modules, from the bottom up:
 - ``dense``: the reference engine, every option, on whole (R, K) arrays;
 - ``sparse``: the paper's setting on the touched actions only (numpy);
 - ``fast_exp``: a vectorisable exp for the numba kernels;
+- ``kernel_cache``: numba's cache of the kernels, dropped when a file they are built from changes;
 - ``compiled``: the sparse engine's draws and arithmetic in numba kernels;
 - ``torch_engine``: many (N, gamma, seed) runs as one batch on a GPU (imported on request);
 - ``engines``: which engine runs a config, and the work items;

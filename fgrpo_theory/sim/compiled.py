@@ -55,7 +55,7 @@ import math
 
 import numpy as np
 
-from fgrpo_theory.sim import fast_exp
+from fgrpo_theory.sim import config, dense, fast_exp, group, kernel_cache, samplers, sparse
 from fgrpo_theory.sim.config import SimConfig, sparse_applies
 from fgrpo_theory.sim.dense import SHIFT_SLACK
 from fgrpo_theory.sim.group import finish_records, focal_table, group_advantages, new_records
@@ -1277,6 +1277,28 @@ def _run_steps(
     ist[0], ist[1] = n, nc
     ist[2], ist[3], ist[4] = 1 if full else 0, 1 if have else 0, 1 if ready else 0
     fst[0], fst[1] = S0, sey
+
+
+# ----------------------------------------------------------------------------- the cache
+
+#: The modules the kernels are built from (their code, or constants frozen into the kernels),
+#: besides this one: numba's cache tracks this file only (``kernel_cache``).
+KERNEL_SOURCES = (config, dense, fast_exp, group, samplers, sparse)
+
+
+def _drop_stale_kernels() -> None:
+    """Delete this module's cached kernels if any file of ``KERNEL_SOURCES`` (or this one)
+    changed since they were compiled (``kernel_cache.drop_stale``)."""
+    path = getattr(getattr(_tick, "_cache", None), "cache_path", None)  # numba's cache folder
+    if path is not None:
+        files = [__file__, *(module.__file__ for module in KERNEL_SOURCES)]
+        kernel_cache.drop_stale(
+            path, __name__.rpartition(".")[2], kernel_cache.sources_stamp(files)
+        )
+
+
+if numba is not None:
+    _drop_stale_kernels()
 
 
 # ----------------------------------------------------------------------------- availability

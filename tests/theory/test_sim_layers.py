@@ -1,6 +1,6 @@
 """The simulator package has layers and no cycles: each module of ``fgrpo_theory.sim`` imports
-only modules below it (config, samplers, group, dense, sparse, fast_exp, compiled,
-torch_engine, threads, engines, agreement, sweep), at module level or inside functions; torch
+only modules below it (config, samplers, group, dense, sparse, fast_exp, kernel_cache,
+compiled, torch_engine, threads, engines, agreement, sweep), at module level or inside functions; torch
 only in torch_engine."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ ORDER = [
     "dense",
     "sparse",
     "fast_exp",
+    "kernel_cache",
     "compiled",
     "torch_engine",
     "threads",
