@@ -152,63 +152,49 @@ def test_every_base_trains_the_core_and_sweep_bases_the_sweep():
     assert sorted(s.N for s in sweep) == [2, 4, 16, 32] and {s.seed for s in sweep} == {3}
 
 
-def test_bad_study_arguments_are_one_line_errors(tmp_path):
+def test_bad_study_arguments_are_one_line_errors(tmp_path, capsys):
+    """One line on stderr naming the bad value, exit 2, no traceback: through ``python -m`` for
+    the first (the entry point), in this process for the others (the same ``main``)."""
     from fgrpo_llm.cli import main
 
-    for argv, word in (
+    cases = [
         (["--families", "default,bogus"], "bogus"),
         (["--bases", "0,1", "--sweep-bases", "7"], "sweep_bases"),
         (["--seeds", "a"], "--seeds"),
-    ):
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "fgrpo_llm.cli",
-                "study",
-                "--fast",
-                "--out",
-                str(tmp_path / "x"),
-                *argv,
-            ],
-            capture_output=True,
-            text=True,
-        )
-        assert proc.returncode == 2, proc.stderr
-        assert word in proc.stderr and "Traceback" not in proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1
-    del main
+    ]
+    for i, (argv, word) in enumerate(cases):
+        full = ["study", "--fast", "--out", str(tmp_path / "x"), *argv]
+        if i == 0:
+            proc = subprocess.run(
+                [sys.executable, "-m", "fgrpo_llm.cli", *full], capture_output=True, text=True
+            )
+            code, err = proc.returncode, proc.stderr
+        else:
+            try:
+                code = main(full)
+            except SystemExit as exit_:
+                code = exit_.code
+            err = capsys.readouterr().err
+        assert code == 2, err
+        assert word in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "x").exists()  # nothing written
 
 
-def test_fast_study_two_bases_two_seeds(tmp_path, capsys):
-    """Both kernel families (one base each) x 2 RL seeds, and the extended plan on one base with
-    its coefficients tuned on the other: every run under its base's kernels, the variance
-    components of every metric, the family comparison, the simulator's prediction beside claims
-    8-10, the tuned coefficients in the extended runs; a rerun trains nothing."""
-    from fgrpo_llm.cli import main
+def _study(out, extended: bool) -> list[str]:
+    """The fast study's argv: both kernel families (one base each) x 2 RL seeds, and, when
+    ``extended``, the extended plan on base 1 with its coefficients tuned on base 0."""
+    argv = ["study", "--out", str(out), "--fast", "--bases", "0,1", "--seeds", "0,1"]
+    argv += ["--sweep-bases", "", "--extended-bases", "1" if extended else "", "--workers", "2"]
+    return argv + (["--tune-base", "0"] if extended else [])
+
+
+def _check_two_bases(out, result) -> str:
+    """What both fast studies show: every run under its base's kernels, the variance components
+    of every metric, the family comparison, the report's sections. Returns the other family's
+    torch capability."""
     from fgrpo_llm.environment import kernel_family_env
 
-    out = tmp_path / "study"
-    argv = [
-        "study",
-        "--out",
-        str(out),
-        "--fast",
-        "--bases",
-        "0,1",
-        "--seeds",
-        "0,1",
-        "--sweep-bases",
-        "",
-        "--extended-bases",
-        "1",
-        "--tune-base",
-        "0",
-        "--workers",
-        "2",
-    ]
-    assert main(argv) == 0
-    result = json.loads((out / "study.json").read_text())
     assert result["design"]["families"] == {"0": "default", "1": "other"}
     caps = {b: info["environment"]["torch_cpu_capability"] for b, info in result["bases"].items()}
     other = kernel_family_env("other")["ATEN_CPU_CAPABILITY"].upper()
@@ -227,10 +213,43 @@ def test_fast_study_two_bases_two_seeds(tmp_path, capsys):
     assert other in report
     spread = json.loads((out / "seed_spread.json").read_text())
     assert spread["num_bases"] == 2 and "between_base_sd" in spread
+    assert [c["claim"] for c in result["claims"]] == list(range(1, 11))
+    return other
+
+
+def test_fast_study_two_bases_two_seeds(tmp_path, capsys):
+    """Both kernel families (one base each) x 2 RL seeds: every run under its base's kernels,
+    the variance components of every metric, the family comparison, every claim; a rerun
+    trains nothing. (The extended plan: the slow test below.)"""
+    from fgrpo_llm.cli import main
+
+    out = tmp_path / "study"
+    argv = _study(out, extended=False)
+    assert main(argv) == 0
+    result = json.loads((out / "study.json").read_text())
+    _check_two_bases(out, result)
+    assert not (out / "tuning.json").exists()
+    capsys.readouterr()
+    assert main(argv) == 0  # resumes: nothing to prepare or train
+    assert "(0 to prepare), 0 runs to train" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_fast_study_with_the_extended_plan_tuned_on_the_other_base(tmp_path, capsys):
+    """The fast study with the extended plan on base 1, its coefficients tuned on base 0: the
+    simulator's prediction beside claims 8-10, the tuned coefficients in the extended runs; a
+    rerun trains nothing. (About two minutes on two cores: slow.)"""
+    from fgrpo_llm.cli import main
+
+    out = tmp_path / "study"
+    argv = _study(out, extended=True)
+    assert main(argv) == 0
+    result = json.loads((out / "study.json").read_text())
+    _check_two_bases(out, result)
+    report = (out / "report.md").read_text()
     # the extended plan on base 1: MaxRL, the regularised baselines, other gammas, claims 8-10
     names = {u["name"] for u in result["per_unit"] if u["base"] == 1}
     assert {"maxrl_n4", "grpo_n4_entropy", "grpo_n4_kl", "fgrpo_n4_g0.5", "fgrpo_n4_g2"} <= names
-    assert [c["claim"] for c in result["claims"]] == list(range(1, 11))
     prediction = json.loads((out / "simulator_prediction.json").read_text())
     assert set(prediction["m_ret"]) == {"GRPO", "F-GRPO gamma=0.5", "F-GRPO gamma=1",
                                         "F-GRPO gamma=2", "MaxRL"}  # fmt: skip
