@@ -91,9 +91,12 @@ def test_validate_warns_when_runs_come_from_different_environments(tmp_path, cap
     assert "## Environments" in report and "AVX2-elsewhere" in report
 
 
+@pytest.mark.slow
 def test_the_fast_demo_under_the_other_kernel_family_reports_it(tmp_path):
     """`fgrpo-llm demo --fast` under the other family's variables (on an AVX-512 CPU torch's AVX2
-    kernels, else its unvectorised ones): every run and the report name that capability."""
+    kernels, else its unvectorised ones): every run and the report name that capability.
+    (A fast demo in a subprocess, about 17 s: slow; the fast study's two-base test in make test
+    runs one base under the other family and checks the same records.)"""
     from fgrpo_llm.environment import kernel_family_env
 
     family = kernel_family_env("other")
