@@ -779,19 +779,6 @@ def _max_of(x, lo, hi):
 
 
 @_jit
-def _adam_y(y, m, w, lo, hi, alpha, epsk, slack):
-    """y[lo:hi] += (m~ / (w~ + eps_k)) alpha (``sparse._LazyAdam.step``). Returns whether a y
-    exceeds slack. The loop runs over slices of the arrays: so it vectorises."""
-    yy, mm, ww = y[lo:hi], m[lo:hi], w[lo:hi]
-    over = False
-    for i in range(hi - lo):
-        new = yy[i] + (mm[i] / (ww[i] + epsk)) * alpha
-        yy[i] = new
-        over |= new > slack
-    return over
-
-
-@_jit
 def _adam_y_e(y, e, m, w, lo, hi, alpha, epsk, slack, xs):
     """y[lo:hi] += (m~ / (w~ + eps_k)) alpha (``sparse._LazyAdam.step``) and e *= exp(d) for
     each logit's move d (``fast_exp.exp_small``: e = exp(y) is kept up to rounding, and an
@@ -835,18 +822,15 @@ def _rescale(m, w, lo, hi, fm, fw):
 
 @_jit
 def _adam_step(y, e, m, w, lo, hi, alpha, epsk, slack, xs, rebase, fm, fw):
-    """Lazy Adam's step on [lo, hi) with its masses: e <- e exp(d) (``_adam_y_e``), or, on a
+    """Lazy Adam's step on [lo, hi) with its masses: e <- e exp(d) (``_adam_y_e``), then, on a
     rebase step (the incremental factors' rounding starts over) and where a move is too large
     for ``fast_exp.exp_small``, e = exp(y) afresh; on a rebase step also m~ *= fm, w~ *= fw.
     Returns whether a y exceeds slack."""
-    if rebase:
-        over = _adam_y(y, m, w, lo, hi, alpha, epsk, slack)
-        _exp_range(y, e, lo, hi, xs)
-        _rescale(m, w, lo, hi, fm, fw)
-        return over
     over, far = _adam_y_e(y, e, m, w, lo, hi, alpha, epsk, slack, xs)
-    if far:
+    if rebase or far:
         _exp_range(y, e, lo, hi, xs)
+    if rebase:
+        _rescale(m, w, lo, hi, fm, fw)
     return over
 
 
