@@ -602,7 +602,9 @@ def _draw_guide(
     bucket (hh's low 15 bits; its top bit marks the buckets that hold an F) and added to the
     rank g[b] in one pass over the buckets, and only the draws in buckets holding an F are
     searched. A bucket of 2^15 draws or more, which the sum of the counts reveals, sends the
-    step back to searching every draw. Either way the same rank per draw, so the same counts.
+    step back to searching every draw. With fewer draws, each draw in a bucket that holds no
+    F is counted at rank g[b] as it comes (no pass over the buckets), and only the others are
+    searched. Every way the same rank per draw, so the same counts.
     Returns (n_u, X, hit_rare, sampled correct mass)."""
     Kp = e.size
     ncol = Kp // rows
@@ -659,8 +661,16 @@ def _draw_guide(
         else:  # a bucket overflowed its 15 bits: search every draw
             counts[:] = 0
             many = False
-    if not many:
-        _guide_grouped(F, g, u01, N, total, top, scale, sh, parts, us, bs, counts, mask, ncol, rsh)
+    if not many:  # the draws in buckets that hold no F: rank g[b], counted at once
+        nh = 0  # (the others, in us[:nh], are searched; u01 takes them grouped)
+        for k in range(N):
+            b = int(min(u01[k] * total, top) * scale)
+            q = g[b]
+            free = g[b + 1] == q
+            counts[(q & mask) * ncol + (q >> rsh)] += 1 if free else 0
+            us[nh] = u01[k]
+            nh += 0 if free else 1
+        _guide_grouped(F, g, us, nh, total, top, scale, sh, parts, u01, bs, counts, mask, ncol, rsh)
     X = 0
     mass = 0.0
     for a in range(C):
