@@ -64,14 +64,21 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
 
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(args.seed)
-    # a trained run's policy is sampled as it was trained (temperature, top-p, top-k)
+    # a trained run's policy is sampled as it was trained (completion length, temperature,
+    # top-p, top-k); --max-new-tokens, when given, sets the length
     trained = run_sampling(model_dir)
-    policy = {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
+    policy = {
+        "max_new_tokens": max_new_tokens_for(task, args.max_new_tokens),
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": 0,
+    }
+    keys = [k for k in policy if k != "max_new_tokens" or args.max_new_tokens is None]
     if args.recorded_sampling is not None:  # an engine's run (verl, TRL): as its run.json says
-        policy = {k: type(v)(args.recorded_sampling.get(k, v)) for k, v in policy.items()}
+        policy.update({k: type(policy[k])(args.recorded_sampling.get(k, policy[k])) for k in keys})
         print(f"sampling as {args.run} was sampled: {policy}", file=sys.stderr)
     elif trained is not None:
-        policy = {k: v for k, v in trained.policy().items() if k in policy}
+        policy.update({k: trained.policy()[k] for k in keys})
         print(f"sampling as the run was trained: {policy}", file=sys.stderr)
     results, outcomes = evaluate_model(
         model,
@@ -81,7 +88,6 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
         n=args.n,
         ks=ks,
         max_problems=args.max_problems,
-        max_new_tokens=max_new_tokens_for(task, args.max_new_tokens),
         generator=generator,
         batch_size=args.batch_size,
         progress=True,
@@ -122,7 +128,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "eval",
         help="pass@k of a checkpoint on the task's evaluation splits",
-        description="Draw n samples per problem and report unbiased pass@k per split.",
+        description="Draw n samples per problem and report unbiased pass@k per split. A "
+        "trained run's checkpoint (or MODEL with --run) is sampled as the run sampled its "
+        "policy: completion length (unless --max-new-tokens is given), temperature, top-p, "
+        "top-k.",
     )
     p.add_argument("--model", required=True, help="checkpoint directory (Hugging Face format)")
     p.add_argument("--n", type=int, default=1024, help="samples per problem (paper: 1024)")
@@ -143,7 +152,8 @@ def register(subparsers) -> None:
         "--run",
         default=None,
         help="a run directory whose run.json records how its policy was sampled (a verl or TRL "
-        "run's records): MODEL is sampled the same way (temperature, top-p, top-k)",
+        "run's records): MODEL is sampled the same way (completion length unless "
+        "--max-new-tokens is given, temperature, top-p, top-k)",
     )
     add_model_task_args(p)
     p.set_defaults(func=_eval)

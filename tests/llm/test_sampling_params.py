@@ -1,5 +1,6 @@
 """One set of sampling settings per run (``fgrpo_llm.rollout.SamplingParams``): the trainer's
-rollouts and the run's evaluations sample the same policy (temperature, top-p, top-k)."""
+rollouts and the run's evaluations sample the same policy (completion length, temperature,
+top-p, top-k)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ def test_a_runs_evaluation_samples_the_policy_it_trained(tiny_checkpoint, tmp_pa
     }  # fmt: skip
     train(cfg)
     assert run_sampling(run / "model") == cfg.sampling()
+    assert json.loads((run / "run.json").read_text())["sampling"] == cfg.sampling().policy()
     assert run_sampling(tiny_checkpoint) is None  # not a run: the caller's defaults
     plan = load_demo_config(fast=True, eval_n=2, eval_max_problems=2, max_new_tokens=4)
     task = task_for_model("countdown", {}, model_dir=tiny_checkpoint)
@@ -58,7 +60,10 @@ def test_a_runs_evaluation_samples_the_policy_it_trained(tiny_checkpoint, tmp_pa
             "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     saved = json.loads((out / "eval.json").read_text())
-    assert (saved["temperature"], saved["top_k"]) == (0.7, 5)
+    assert (saved["temperature"], saved["top_k"], saved["max_new_tokens"]) == (0.7, 5, 4)
+    assert main(argv + ["--max-new-tokens", "3"]) == 0  # the flag sets the length
+    saved = json.loads((out / "eval.json").read_text())
+    assert (saved["temperature"], saved["max_new_tokens"]) == (0.7, 3)
     (run / "config.json").write_text("{not json")
     with pytest.raises(ValueError, match="config.json"):
         run_sampling(run / "model")
@@ -82,6 +87,10 @@ def test_an_engine_runs_recorded_sampling_is_how_eval_samples_its_checkpoint(
     assert main(argv) == 0
     saved = json.loads((out / "eval.json").read_text())
     assert (saved["temperature"], saved["top_p"], saved["top_k"]) == (0.7, 0.9, 5)
+    assert saved["max_new_tokens"] == 4  # the run's completion length, not the task's
+    assert main(argv + ["--max-new-tokens", "3"]) == 0
+    saved = json.loads((out / "eval.json").read_text())
+    assert (saved["max_new_tokens"], saved["top_k"]) == (3, 5)
 
     bare = tmp_path / "old_run"
     write_run_info(bare, engine="verl", algo="grpo", group_size=4, gamma=1.0)
