@@ -73,13 +73,16 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
         "top_p": 1.0,
         "top_k": 0,
     }
-    keys = [k for k in policy if k != "max_new_tokens" or args.max_new_tokens is None]
     if args.recorded_sampling is not None:  # an engine's run (verl, TRL): as its run.json says
-        policy.update({k: type(policy[k])(args.recorded_sampling.get(k, policy[k])) for k in keys})
-        print(f"sampling as {args.run} was sampled: {policy}", file=sys.stderr)
+        source, said = args.recorded_sampling, f"as {args.run} was sampled"
     elif trained is not None:
-        policy.update({k: trained.policy()[k] for k in keys})
-        print(f"sampling as the run was trained: {policy}", file=sys.stderr)
+        source, said = trained.policy(), "as the run was trained"
+    else:
+        source = None
+    if source is not None:
+        keys = [k for k in policy if k != "max_new_tokens" or args.max_new_tokens is None]
+        policy.update({k: type(policy[k])(source.get(k, policy[k])) for k in keys})
+        print(f"sampling {said}: {policy}", file=sys.stderr)
     results, outcomes = evaluate_model(
         model,
         tokenizer,
