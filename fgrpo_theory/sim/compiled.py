@@ -74,9 +74,6 @@ except ImportError:  # pragma: no cover - numba is a dependency; the numpy engin
 #: Actions per chunk of the fused passes (a multiple of the block): the chunk's y, e, m~, w~
 #: stay in L1/L2 while every pass of a step runs over it.
 CHUNK = 2048
-#: The block sampler computes a hit block's keys at once when it holds this many draws (else
-#: only the keys its bisection looks at).
-KEYS_AT = 3
 #: The guide sampler counts the draws per bucket (and searches only those in buckets that hold
 #: a cumulative mass) from N >= MANY_DRAWS * Kp draws on; below, it searches every draw.
 MANY_DRAWS = 1.0
@@ -357,80 +354,67 @@ def _merge_right(arr, keys, n, out):
 
 
 @_jit
-def _target(u, base, tot, rowf):
-    """A draw's search key among a hit block's keys: row + frac, frac = (u - base) / tot
-    clipped to [0, 1 - 1e-12] (``samplers._draw_by_blocks``)."""
-    frac = (u - base) / tot
-    return rowf + min(max(frac, 0.0), 1.0 - 1e-12)
+def _target(u, base, top):
+    """A draw's mass within its hit block: u - base clipped to [0, top] (top just below the
+    block's mass: ``samplers._draw_by_blocks`` clips frac = (u - base) / tot to [0, 1 - 1e-12])."""
+    return min(max(u - base, 0.0), top)
 
 
 @_jit
-def _bisect4(keys, t0, t1, t2, t3):
-    """For four targets at once, the first j in [0, BLOCK - 1] with keys[j] > t (keys
-    non-decreasing, keys[BLOCK - 1] taken as above every target): four branch-free
+def _bisect4(cb, t0, t1, t2, t3):
+    """For four targets at once, the first j in [0, BLOCK - 1] with cb[j] > t (cb
+    non-decreasing, cb[BLOCK - 1] taken as above every target): four branch-free
     bisections in lockstep, so the four chains of dependent loads overlap."""
     j0 = j1 = j2 = j3 = 0
     n = BLOCK - 1  # (a constant length: the loop unrolls)
     while n > 1:
         half = n >> 1
-        j0 += half * (keys[j0 + half - 1] <= t0)
-        j1 += half * (keys[j1 + half - 1] <= t1)
-        j2 += half * (keys[j2 + half - 1] <= t2)
-        j3 += half * (keys[j3 + half - 1] <= t3)
+        j0 += half * (cb[j0 + half - 1] <= t0)
+        j1 += half * (cb[j1 + half - 1] <= t1)
+        j2 += half * (cb[j2 + half - 1] <= t2)
+        j3 += half * (cb[j3 + half - 1] <= t3)
         n -= half
-    j0 += n * (keys[j0] <= t0)
-    j1 += n * (keys[j1] <= t1)
-    j2 += n * (keys[j2] <= t2)
-    j3 += n * (keys[j3] <= t3)
+    j0 += n * (cb[j0] <= t0)
+    j1 += n * (cb[j1] <= t1)
+    j2 += n * (cb[j2] <= t2)
+    j3 += n * (cb[j3] <= t3)
     return j0, j1, j2, j3
 
 
 @_jit
-def _block_draws(e, u, i, stop, lo, B, cb, keys, tot, base, rowf, st, mass, uniq, cnt, C, E, ad):
+def _block_draws(e, u, i, stop, lo, B, cb, tot, base, st, mass, uniq, cnt, C, E, ad):
     """The draws u[i:stop] of the block at lo (cumulative masses cb, total tot, the cumulative
-    mass before it base, its row among the hit blocks rowf): each is the first j with
-    key_j = cb_j / tot + row > row + frac (the last key is row + 1, so j <= B - 1), numpy's
-    keys and searchsorted (the keys are non-decreasing); their actions in ad[i:stop], then
-    appended to uniq / cnt in draw order.
-    The keys are computed at once when the block holds KEYS_AT draws or more (then searched
-    four draws at a time, ``_bisect4``), else where the bisection looks; the bisections and
-    the bookkeeping are branch-free (draws of one block land on unpredictable actions).
+    mass before it base): each is the first j with cb_j > u - base (clipped, ``_target``;
+    j <= B - 1), ``samplers._draw_by_blocks``'s search with its keys cb_j / tot + row and
+    target row + (u - base) / tot multiplied out (the same draw but where a draw lies within
+    rounding of a cumulative mass); their actions in ad[i:stop], then appended to uniq / cnt in
+    draw order. The bisections (four draws at a time, ``_bisect4``) and the bookkeeping are
+    branch-free (draws of one block land on unpredictable actions).
     st = [n_u, X, hit, last action], updated; returns the sampled correct mass, mass plus the
     new correct actions' masses in draw order."""
-    many = stop - i >= KEYS_AT
-    if many:  # the keys of the whole block, vectorised
-        kk, cc = keys[:B], cb[:B]
-        for j in range(B):
-            kk[j] = cc[j] / tot + rowf
+    top = tot * (1.0 - 1e-12)
     k = i
-    if many and B == BLOCK:
+    if B == BLOCK:
         while k + 4 <= stop:
             j0, j1, j2, j3 = _bisect4(
-                keys,
-                _target(u[k], base, tot, rowf),
-                _target(u[k + 1], base, tot, rowf),
-                _target(u[k + 2], base, tot, rowf),
-                _target(u[k + 3], base, tot, rowf),
+                cb,
+                _target(u[k], base, top),
+                _target(u[k + 1], base, top),
+                _target(u[k + 2], base, top),
+                _target(u[k + 3], base, top),
             )
             ad[k], ad[k + 1], ad[k + 2], ad[k + 3] = lo + j0, lo + j1, lo + j2, lo + j3
             k += 4
     rest = k
     for k in range(rest, stop):
-        target = _target(u[k], base, tot, rowf)
+        target = _target(u[k], base, top)
         j = 0  # branch-free bisection of [0, B - 1]
         n = B - 1
-        if many:
-            while n > 1:
-                half = n >> 1
-                j += half * (keys[j + half - 1] <= target)
-                n -= half
-            j += n * (keys[j] <= target)
-        else:
-            while n > 1:
-                half = n >> 1
-                j += half * (cb[j + half - 1] / tot + rowf <= target)
-                n -= half
-            j += n * (cb[j] / tot + rowf <= target)
+        while n > 1:
+            half = n >> 1
+            j += half * (cb[j + half - 1] <= target)
+            n -= half
+        j += n * (cb[j] <= target)
         ad[k] = lo + j
     n_u, X, hit, last = st[0], st[1], st[2] != 0, st[3]
     for k in range(i, stop):
@@ -448,7 +432,7 @@ def _block_draws(e, u, i, stop, lo, B, cb, keys, tot, base, rowf, st, mass, uniq
 
 
 @_jit
-def _draw_blocks(e, s, x, N, B, cs, u, blk, hb, starts, cbs, keys, st, uniq, cnt, C, E):
+def _draw_blocks(e, s, x, N, B, cs, u, blk, hb, starts, cbs, st, uniq, cnt, C, E):
     """``samplers._draw_by_blocks`` for N draws from the exponentials x (N + 1,), compressed to
     distinct increasing actions uniq[:n_u] with counts cnt[:n_u]. Returns
     (n_u, X, hit_rare, sampled correct mass).
@@ -509,10 +493,8 @@ def _draw_blocks(e, s, x, N, B, cs, u, blk, hb, starts, cbs, keys, st, uniq, cnt
                 b * B,
                 B,
                 cbs[q],
-                keys,
                 max(cbs[q, B - 1], tiny),
                 cs[b - 1] if b > 0 else 0.0,
-                float(h + q),
                 st,
                 mass,
                 uniq,
@@ -1085,7 +1067,7 @@ def _run_steps(
     y, e, m, w, ys, es, ms, ws, pos, act, sb, s_un, U = state
     s, acc, cs, cslot, uniq, cnt, u = bufs
     F0, off, gb, counts, us, bs, parts, hh = guide_bufs
-    x, blk, hb, starts, cbs, keys, st = block_bufs
+    x, blk, hb, starts, cbs, st = block_bufs
     r_c_tab, r_w_tab, g_tab, A = tables
     rec_q, rec_tau, rec_ent, rec_m, rec_mu, rec_miss, rec_qu = rows
     n, nc, full, have, ready = ist[0], ist[1], ist[2] != 0, ist[3] != 0, ist[4] != 0
@@ -1144,7 +1126,7 @@ def _run_steps(
                 x[i] = rng.standard_exponential()
             c = _tick(prof, 1, c)
             n_u, X, hit, mass = _draw_blocks(
-                e, s, x, N, B, cs, u, blk, hb, starts, cbs, keys, st, uniq, cnt, C, E
+                e, s, x, N, B, cs, u, blk, hb, starts, cbs, st, uniq, cnt, C, E
             )
         c = _tick(prof, 2, c)
         # --- the group's records (``group.record_group``)
@@ -1391,7 +1373,7 @@ def simulate_run_compiled(
         counts = np.empty(Kp, dtype=np.int32)
         us, bs = np.empty(N), np.empty(N, dtype=np.int32)  # draws by coarse bucket
         parts = np.empty(257, dtype=np.int64)
-        x, blk, hb, starts, cbs, keys = one, one_i, one_i, one_i, np.empty((4, 1)), one
+        x, blk, hb, starts, cbs = one, one_i, one_i, one_i, np.empty((4, 1))
         # the draws counted per guide bucket when there are many (``_draw_guide``)
         hh = np.empty(GUIDE_BUCKETS * Kp if N >= MANY_DRAWS * Kp else 0, dtype=np.uint16)
     else:
@@ -1399,7 +1381,7 @@ def simulate_run_compiled(
         hh = np.empty(0, dtype=np.uint16)
         x, blk = np.empty(N + 1), np.empty(N, dtype=np.int64)  # exponentials; blocks
         hb, starts = np.empty(N, dtype=np.int64), np.empty(N + 1, dtype=np.int64)
-        cbs, keys = np.empty((4, B)), np.empty(B)  # four blocks' cumulative masses; keys
+        cbs = np.empty((4, B))  # four blocks' cumulative masses
     st = np.empty(4, dtype=np.int64)
     CB = B * max(1, CHUNK // B)  # actions per chunk of the fused passes
     r_c_tab, r_w_tab = group_advantages(
@@ -1422,7 +1404,7 @@ def simulate_run_compiled(
     state = (y, e, m, w, ys, es, ms, ws, pos, act, sb, s_un, U)
     bufs = (s, acc, cs, cslot, uniq, cnt, u)
     guide_bufs = (F0, off, gb, counts, us, bs, parts, hh)
-    block_bufs = (x, blk, hb, starts, cbs, keys, st)
+    block_bufs = (x, blk, hb, starts, cbs, st)
     tables = (r_c_tab, r_w_tab, g_table, A)
     arrays = (consts, state, bufs, guide_bufs, block_bufs, tables, tuple(rows))
     for t0 in range(0, T + 1, per_call):
