@@ -11,8 +11,10 @@ the numpy sparse engine far more closely:
   methods (numpy's algorithms on the same bit generator), and the uniforms by an inline PCG64
   (``_pcg_doubles``: numpy's 128-bit LCG and output, tested against ``Generator.random``);
 - the samplers' arithmetic is numpy's (block masses, cumulative sums, the block of each draw by
-  a merge instead of searchsorted, the guide table's column-major cumulative masses), so on the
-  same masses they give numpy's draws exactly (tested);
+  a merge instead of searchsorted, the guide table's column-major cumulative masses; the block
+  search compares masses where numpy compares them divided by the block's mass), so on the
+  same masses they give numpy's draws but where a uniform lies within rounding of a cumulative
+  mass (tested);
 - the advantages (``group.group_advantages`` for X = 0..N), the focal table and lazy Adam's
   scalars (tabulated before the run by the same Python expressions, ``_adam_schedule``) are
   the numpy engine's, and so is the initial state;
