@@ -37,6 +37,8 @@ __all__ = ["plan", "update_mass", "HARD_BELOW"]
 HARD_BELOW = 0.5
 #: The largest group size the calculator takes (U_p sums over X = 0..N for every prompt).
 MAX_GROUP = 1 << 16
+#: At most this many posterior pass rates drawn in all (draws x prompts: 400 MB of float64).
+MAX_POSTERIOR = 50_000_000
 
 
 def update_mass(mu, N: int, weighting: Weighting) -> np.ndarray:
@@ -90,6 +92,11 @@ def plan(
         if n_arr.shape != c_arr.shape or np.any(c_arr > n_arr):
             raise ValueError("n and c must have one entry per prompt with 0 <= c <= n")
         mu = c_arr / n_arr
+        if draws * mu.size > MAX_POSTERIOR:
+            raise ValueError(
+                f"draws x prompts must be at most {MAX_POSTERIOR:,}, got draws={draws} x "
+                f"{mu.size} prompts; give fewer draws"
+            )
     mu = np.atleast_1d(np.asarray(check_probability("mu", mu), dtype=np.float64))
     if mu.size == 0:
         raise ValueError("give at least one prompt's pass rate")

@@ -20,6 +20,7 @@ Groups with X = 0 or X = N have zero advantage whatever w is.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,7 +44,10 @@ class Weighting:
     def __post_init__(self):
         if self.kind not in WEIGHTINGS:
             raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {self.kind!r}")
+        if isinstance(self.gamma, bool) or not isinstance(self.gamma, numbers.Real):
+            raise TypeError(f"gamma must be a real number, got gamma={self.gamma!r}")
         check_nonnegative("gamma", self.gamma)
+        object.__setattr__(self, "gamma", float(self.gamma))
 
     def __call__(self, mu_hat):
         """w at mu_hat in [0, 1] (scalar or array)."""
@@ -53,8 +57,7 @@ class Weighting:
         elif self.kind == "focal":
             out = np.asarray(focal_weight(mu, self.gamma), dtype=np.float64)
         else:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                out = np.where(mu > 0, np.sqrt((1.0 - mu) / np.where(mu > 0, mu, 1.0)), 0.0)
+            out = np.where(mu > 0, _sqrt_odds(1.0 - mu, mu), 0.0)
         out = np.asarray(out, dtype=np.float64)
         return out[()] if out.ndim == 0 else out
 
@@ -70,12 +73,20 @@ class Weighting:
         mu = check_probability("mu", mu, open_low=True, open_high=True)
         w = self(mu)
         mu, w = broadcast(mu=mu, w=w)
-        pos, neg = w * np.sqrt((1.0 - mu) / mu), w * np.sqrt(mu / (1.0 - mu))
+        pos, neg = w * _sqrt_odds(1.0 - mu, mu), w * _sqrt_odds(mu, 1.0 - mu)
         return (pos[()] if pos.ndim == 0 else pos), (neg[()] if neg.ndim == 0 else neg)
 
 
+def _sqrt_odds(a, b):
+    """sqrt(a / b) for a, b in [0, 1] (b > 0 where it matters): as sqrt(a) / sqrt(b) where a / b
+    would overflow (b subnormal), so 1 / 5e-324 does not turn sqrt's 4.5e161 into inf."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.where(b >= np.finfo(np.float64).tiny, np.sqrt(a / b), np.sqrt(a) / np.sqrt(b))
+
+
 def focal(gamma: float) -> Weighting:
-    return Weighting("focal", float(gamma))
+    return Weighting("focal", gamma)
 
 
 def maxrl() -> Weighting:

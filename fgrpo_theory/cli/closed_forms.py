@@ -55,7 +55,21 @@ def _float_list(name: str, text: str) -> np.ndarray:
 
 
 def _int_list(name: str, text: str, *, minimum: int) -> np.ndarray:
-    return check_integer(name, _float_list(name, text), minimum=minimum)
+    """Comma-separated integers (exact, as Python ints: 2**53 + 1 stays itself; a value with a
+    zero fraction such as 8.0 is accepted); ValueError naming ``name`` otherwise."""
+    items = [s.strip() for s in str(text).split(",")]
+    values = []
+    for item in items:
+        try:
+            values.append(int(item))
+        except ValueError:
+            values = None
+            break
+    if values is None:  # not all plain integers: 8.0, 1e3, or not numbers at all
+        return check_integer(name, _float_list(name, text), minimum=minimum)
+    if len(values) > MAX_ROWS:
+        raise ValueError(f"{name} has {len(values)} values, more than the {MAX_ROWS} allowed")
+    return check_integer(name, np.asarray(values, dtype=object), minimum=minimum)
 
 
 def _strict_json(rows) -> str:
@@ -93,6 +107,7 @@ def _check_plot_path(text: str) -> Path:
     from matplotlib.figure import Figure
 
     formats = Figure().canvas.get_supported_filetypes()
+    formats.pop("pgf", None)  # (needs a LaTeX installation, which matplotlib only finds late)
     suffix = path.suffix.lower().lstrip(".")
     if suffix not in formats:
         raise ValueError(
@@ -248,9 +263,14 @@ def run_peak(args) -> int:
     )
     rows = []
     for mu, tau, rho in curves:
-        if tau == 0.0 and n_max is None:
+        if tau == 0.0 and 0.0 < mu < 1.0 and n_max is None:  # (mu 0 or 1: P(B) = 0 for all N)
+            why = (
+                f"--rho={rho:g} gives tau = rho * mu = 0 in float64"
+                if rho is not None and rho > 0.0
+                else "--tau=0 (or --rho=0)"
+            )
             raise ValueError(
-                f"--tau=0 (or --rho=0) with --mu={mu:g} has no peak in N; pass --n-max"
+                f"{why} with --mu={mu:g}: P(B) rises with N without a peak; pass --n-max"
             )
         n_star, p_star = peak_group_size(mu, tau, n_max=n_max)
         rows.append(

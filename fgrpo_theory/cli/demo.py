@@ -14,6 +14,8 @@ def run_demo(args) -> int:
 
     from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo  # lazy: scipy
 
+    if not args.out.strip():
+        raise ValueError(f"--out must name a directory, got --out={args.out!r}")
     run_theory_demo(args.out, fast=args.fast)
     regime_sweep_demo(Path(args.out) / "regimes", fast=args.fast)
     return 0

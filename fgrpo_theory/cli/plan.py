@@ -1,7 +1,7 @@
 """``fgrpo-theory plan``: which group size N and which weighting, from a model's own pass rates
 (``fgrpo_theory.plan``; paper Lemma 3.1, Section 4).
 
-    fgrpo-theory plan --outcomes runs/demo/base/eval --split test --rho 0.05
+    fgrpo-theory plan --outcomes runs/demo/base_eval --split test --rho 0.05
     fgrpo-theory plan --counts passrates.csv --rho 0.1 --group-sizes 4,8,16,64 --json
     fgrpo-theory plan --mu 0.05,0.3,0.9 --rho 0.1 --weightings none,focal:0.5,focal:1,maxrl
 
@@ -39,8 +39,13 @@ def _from_outcomes(path: Path, split: str | None) -> tuple[np.ndarray, np.ndarra
         raise ValueError(f"--outcomes file not found: {path}")
     try:
         m = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as err:
+    except (ValueError, OSError, EOFError) as err:
         raise ValueError(f"--outcomes {path} is not a numpy outcome matrix ({err})") from None
+    if not isinstance(m, np.ndarray):  # an .npz archive
+        m.close()
+        raise ValueError(f"--outcomes {path} is an .npz archive; give one .npy outcome matrix")
+    if m.dtype.kind not in "biuf":
+        raise ValueError(f"--outcomes {path} must hold numbers 0/1, got dtype {m.dtype}")
     if m.ndim != 2 or m.shape[0] == 0 or m.shape[1] == 0 or not np.isin(m, (0, 1)).all():
         raise ValueError(f"--outcomes {path} must be a (prompts, n) matrix of 0/1, got {m.shape}")
     return np.full(m.shape[0], m.shape[1], dtype=np.int64), m.sum(axis=1).astype(np.int64)
@@ -50,8 +55,16 @@ def _from_counts(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """(n, c) per row of a CSV with columns prompt_id, n, c."""
     if not path.is_file():
         raise ValueError(f"--counts file not found: {path}")
+    try:
+        return _read_counts(path)
+    except UnicodeDecodeError as err:
+        raise ValueError(f"--counts {path} is not UTF-8 text ({err.reason})") from None
+
+
+def _read_counts(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``_from_counts``'s rows, checked line by line."""
     n, c = [], []
-    with open(path, newline="") as fh:
+    with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         if not reader.fieldnames or not {"n", "c"} <= set(reader.fieldnames):
             raise ValueError(f"--counts {path} needs the columns prompt_id,n,c")
@@ -82,6 +95,10 @@ def run_plan(args) -> int:
     weightings = [parse_weighting(w) for w in args.weightings.split(",") if w.strip()]
     if not weightings:
         raise ValueError("--weightings must name at least one weighting")
+    labels = [w.label for w in weightings]
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise ValueError(f"--weightings names {twice[0]} twice (as {args.weightings!r})")
     plot = _check_plot_path(args.plot) if args.plot is not None else None
     kw = dict(rho=args.rho, group_sizes=Ns, weightings=weightings,
               prompts_per_step=args.prompts_per_step, draws=args.draws, seed=args.seed)  # fmt: skip

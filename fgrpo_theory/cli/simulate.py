@@ -17,7 +17,6 @@ a killed job) resumes where it stopped when rerun. ``--csv PATH`` writes the CSV
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from fgrpo_theory.sim.config import (
     SimConfig,
 )
 from fgrpo_theory.sim.engines import ENGINES
-from fgrpo_theory.sim.sweep import run_cached, run_sweep
+from fgrpo_theory.sim.sweep import remove_checkpoint, run_cached, run_sweep
 
 #: The most worker processes the command starts.
 MAX_WORKERS = 1024
@@ -133,10 +132,16 @@ def run_simulate(args) -> int:
         raise ValueError("give --out DIR and/or --csv PATH")
     if not 1 <= args.workers <= MAX_WORKERS:
         raise ValueError(f"--workers must be in 1..{MAX_WORKERS}, got {args.workers}")
+    if args.device is not None and args.engine != "torch":
+        raise ValueError(
+            f"--device {args.device!r} applies to --engine torch only (got --engine {args.engine})"
+        )
     if args.csv:
         csv_path = Path(args.csv)
         if csv_path.is_dir():
             raise ValueError(f"--csv: {args.csv!r} is a directory")
+        if args.out and csv_path.resolve() == Path(args.out).resolve():
+            raise ValueError(f"--csv: {args.csv!r} is the --out directory; give a file in it")
         _writable_dir("--csv", csv_path.parent)
     if args.out:
         _writable_dir("--out", Path(args.out))
@@ -161,7 +166,7 @@ def run_simulate(args) -> int:
         res = run_sweep(cfg, checkpoint=partial, **kw)
     csv = res.write_csv(args.csv or Path(args.out) / "fig2.csv")
     if partial is not None:
-        shutil.rmtree(partial, ignore_errors=True)
+        remove_checkpoint(partial)
     print(f"wrote {csv}", file=sys.stderr)
     _print_summary(res)
     return 0

@@ -32,6 +32,9 @@ ADVANTAGES = ("centered", "grpo", "raw")
 #: The largest action count and group size a config accepts: the samplers index actions and
 #: draws with int64 and hold (K,) float64 arrays, so 2**27 actions already take 1 GiB per array.
 MAX_ACTIONS = 1 << 27
+#: Largest |reward|: rewards are squared (GRPO's standard deviation, Adam's second moment)
+#: times up to N^2, which must stay far from float64's overflow.
+MAX_REWARD = 1e100
 MAX_GROUP = 1 << 30
 #: The largest number of steps (records are (runs, steps + 1) float64 arrays).
 MAX_STEPS = 10_000_000
@@ -108,6 +111,24 @@ class SimConfig:
                 f"initial_logits must be {K} finite values (one per action), got "
                 f"{len(self.initial_logits)} values"
             )
+        labels = [f"{g:g}" for g in self.gammas]
+        if len(set(labels)) != len(labels):
+            raise ValueError(
+                f"gammas must differ in their first 6 significant digits (the records and CSV "
+                f"columns are labelled by them), got gammas={self.gammas}"
+            )
+        self._check_initial_masses()
+
+    def _check_initial_masses(self) -> None:
+        """ValueError unless pi_0 gives the correct actions positive float64 mass (M_ret, Eq. 26,
+        divides by it)."""
+        z = self.logits0()
+        if not np.exp(z[: self.correct] - z.max()).sum() > 0.0:
+            where = "initial_logits" if self.initial_logits is not None else "the initial logits"
+            raise ValueError(
+                f"{where} give the correct actions probability 0 in float64 (their logits lie "
+                f"over 745 below the largest, {z.max():g}); bring them closer"
+            )
 
     def logits0(self) -> np.ndarray:
         """Initial logits z_0 (K,)."""
@@ -134,8 +155,8 @@ SIM_RULES = {
     "incorrect_logit": _FINITE,
     "initial_logits": Optional(Sequence(_FINITE)),
     "rare": Integer(1),
-    "reward_correct": _FINITE,
-    "reward_wrong": _FINITE,
+    "reward_correct": Real(-MAX_REWARD, MAX_REWARD),
+    "reward_wrong": Real(-MAX_REWARD, MAX_REWARD),
     "group_sizes": Sequence(Integer(1, MAX_GROUP), distinct=True),
     "gammas": Sequence(Real(0), distinct=True),
     "seeds": Sequence(Integer(0), distinct=True),

@@ -23,10 +23,10 @@ them instead of simulating.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import shutil
+import re
 import sys
-import zipfile
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_common.checks import check_integer
-from fgrpo_common.files import atomic_write, atomic_write_text
+from fgrpo_common.files import TEMPORARY_MARK, atomic_write, atomic_write_text
 from fgrpo_theory.sim.config import SimConfig
 from fgrpo_theory.sim.engines import choose_engine, simulate_runs, work_items
 from fgrpo_theory.sim.group import GROUP_RECORDS, POLICY_RECORDS
@@ -132,16 +132,25 @@ def _save_npz(path: Path, arrays: dict) -> Path:
     return atomic_write(path, lambda fh: np.savez(fh, **arrays))
 
 
+def _record_dtype(key: str) -> np.dtype:
+    """The dtype of a record (``group.new_records``): bool for the tail-miss flags, else float64."""
+    return np.dtype(bool) if key == "tail_miss" else np.dtype(np.float64)
+
+
 def _load_npz(path: Path, shapes: dict) -> dict | None:
-    """The arrays of ``path`` (never unpickled) when it holds exactly ``shapes``, else None."""
+    """The arrays of ``path`` (never unpickled) when it holds exactly ``shapes`` with the
+    records' dtypes, else None: a file that cannot be read as such (damaged, foreign, another
+    zip version) is recomputed, never trusted."""
     try:
         with np.load(path, allow_pickle=False) as data:
             if set(data.files) != set(shapes):
                 return None
             out = {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
+    except Exception:  # noqa: BLE001 - any unreadable cache file is recomputed (zipfile, zlib, ...)
         return None
-    if any(out[k].shape != shape or out[k].dtype == object for k, shape in shapes.items()):
+    if any(
+        out[k].shape != shape or out[k].dtype != _record_dtype(k) for k, shape in shapes.items()
+    ):
         return None
     return out
 
@@ -172,13 +181,17 @@ class _Checkpoint:
         self.dir.mkdir(parents=True, exist_ok=True)
         cfg_path = self.dir / "config.json"
         want = _saved_config_json(cfg, family)
-        if not (cfg_path.exists() and _same_json(cfg_path.read_text(), want)):
-            for old in self.dir.glob("N*-g*-s*.npz"):
+        if not _same_json_file(cfg_path, want):
+            for old in self._runs():
                 old.unlink()
             _write_text(cfg_path, want)
         T = cfg.steps
         self.shapes = {k: (T + 1,) for k in POLICY_RECORDS}
         self.shapes.update({k: (T,) for k in GROUP_RECORDS})
+
+    def _runs(self) -> list[Path]:
+        """The run files in the folder (only the names this class writes)."""
+        return [p for p in self.dir.glob("N*-g*-s*.npz") if _RUN_FILE.fullmatch(p.name)]
 
     def _path(self, N: int, gamma: float, seed: int) -> Path:
         j, k = self.cfg.gammas.index(gamma), self.cfg.seeds.index(seed)
@@ -192,13 +205,39 @@ class _Checkpoint:
         _save_npz(self._path(N, gamma, seed), rec)
 
     def remove(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Delete the run files and config.json, then the folder if nothing else is in it (a
+        file of the user's there stays)."""
+        remove_checkpoint(self.dir)
 
 
-def _same_json(a: str, b: str) -> bool:
+#: The name of a finished run's file in a checkpoint folder.
+_RUN_FILE = re.compile(r"N\d+-g\d+-s\d+\.npz")
+#: The files a checkpoint folder holds of its own: runs, config.json, and what an interrupted
+#: atomic write of either left (``fgrpo_common.files``).
+_OWN_FILE = re.compile(
+    r"\.?(config\.json|N\d+-g\d+-s\d+\.npz)(" + re.escape(TEMPORARY_MARK) + r"\w+)?"
+)
+
+
+def remove_checkpoint(folder) -> None:
+    """Remove what a sweep's checkpoint folder holds of its own (run files, config.json) and the
+    folder when it is then empty; anything else in it is left where it is."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    for p in folder.iterdir():
+        if p.is_file() and _OWN_FILE.fullmatch(p.name):
+            p.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty: the user's files stay
+        folder.rmdir()
+
+
+def _same_json_file(path: Path, want: str) -> bool:
+    """Whether the JSON file ``path`` holds the same value as the text ``want`` (False when it
+    is missing, unreadable, not UTF-8 or not JSON)."""
     try:
-        return json.loads(a) == json.loads(b)
-    except ValueError:
+        return json.loads(path.read_bytes().decode("utf-8")) == json.loads(want)
+    except (OSError, ValueError):  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
         return False
 
 
@@ -339,7 +378,7 @@ def load_cached(cfg: SimConfig, out_dir, *, engine: str = "auto") -> SweepResult
     if not (npz.is_file() and js.is_file()):
         return None
     family = "torch" if engine == "torch" else "numpy"
-    if not _same_json(js.read_text(), _saved_config_json(cfg, family)):
+    if not _same_json_file(js, _saved_config_json(cfg, family)):
         return None
     n = (len(cfg.group_sizes), len(cfg.gammas), len(cfg.seeds))
     shapes = {k: n + (cfg.steps + 1,) for k in POLICY_RECORDS}
@@ -376,5 +415,5 @@ def run_cached(
     _write_text(
         out / "simulation_config.json", _saved_config_json(cfg, _family(choose_engine(cfg, engine)))
     )
-    shutil.rmtree(out / "partial", ignore_errors=True)
+    remove_checkpoint(out / "partial")
     return res

@@ -138,6 +138,7 @@ def test_json_is_strict_with_null_for_non_finite_values(capsys):
         ("{tmp}", "--plot must be a file"),
         ("{tmp}/no/such/dir/x.png", "--plot directory does not exist"),
         ("{tmp}/x.unknown", "--plot must end in one of"),
+        ("{tmp}/x.pgf", "--plot must end in one of"),  # (LaTeX, found missing only at the end)
         ("{tmp}/noext", "--plot must end in one of"),
         ("/etc/passwd/x.png", "--plot directory is not a directory"),
         ("/proc/x.png", "cannot write --plot"),
@@ -180,6 +181,11 @@ def test_odd_plot_paths_one_line_exit_2_before_any_output(capsys, tmp_path, path
         (["tail-miss", "--mu", "0.3", "--tau", "0.4"], "--tau must be <= --mu"),
         (["peak", "--mu", "-1", "--rho", "0.1"], "--mu"),
         (["peak", "--mu", "0.3", "--tau", "1e-31", "--n-max", "100"], None),
+        (["peak", "--mu", "1,0", "--rho", "0.5"], None),  # P(B) = 0 for every N: N* = 1
+        (["peak", "--mu", "0.3", "--rho", "5e-324"], "--rho=4.94066e-324 gives tau"),
+        (["peak", "--mu", "0.3", "--tau", "0"], "--tau=0"),
+        (["pass-at-k", "--p", "0.5", "--k", str(2**63 - 1)], None),
+        (["demo", "--out", ""], "--out must name a directory"),
     ],
 )
 def test_cli_values_are_checked_with_the_flag_named(capsys, argv, word):
@@ -256,3 +262,9 @@ def test_run_command_keeps_errors_interrupts_and_lets_bugs_through(capsys):
     assert capsys.readouterr().err.splitlines()[-1] == "prog: stopped"
     with pytest.raises(ZeroDivisionError):  # a bug is a traceback, not a one-line "bad input"
         run_command(_runner(ZeroDivisionError()), ["cmd"])
+
+
+def test_integer_flags_are_read_exactly(capsys):
+    """2**53 + 1 is not rounded to 2**53 on its way through a float."""
+    code, out, _ = run(capsys, "tail-miss", "--mu", "0.3", "--rho", "0.1", "--n", str(2**53 + 1))
+    assert code == 0 and str(2**53 + 1) in out.split()

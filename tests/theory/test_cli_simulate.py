@@ -99,6 +99,8 @@ def test_preset_with_out_writes_figure_csv_records_and_config(tmp_path):
         (["--workers", "-3"], "workers"),
         (["--workers", str(10**9)], "workers"),
         (["--engine", "sparse", "--surrogate", "prob"], "sparse"),
+        (["--gammas", "1,1.0000001"], "gammas must differ"),
+        (["--device", "cpu"], "--engine torch only"),
     ],
 )
 def test_bad_values_exit_2_with_one_line(tmp_path, capsys, argv, needle):
@@ -132,6 +134,8 @@ def test_a_file_where_the_output_folder_should_be_is_one_line(tmp_path, capsys):
 
 def test_a_directory_as_the_csv_is_one_line(tmp_path, capsys):
     assert "--csv" in _fails_with_one_line(capsys, ["--csv", str(tmp_path)])
+    same = str(tmp_path / "run")  # the --out folder, not there yet: refused before any run
+    assert "--out directory" in _fails_with_one_line(capsys, ["--out", same, "--csv", same])
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")

@@ -142,3 +142,40 @@ def test_a_damaged_counts_file_names_its_line(tmp_path, capsys):
     csv.write_text("prompt_id,n,c\np0,10,3\np1,10,11\n")
     assert main(["plan", "--counts", str(csv)]) == 2
     assert "c.csv:3" in capsys.readouterr().err
+
+
+def test_weightings_take_extreme_rates_and_name_a_bad_gamma():
+    """maxrl at a subnormal rate is sqrt((1 - mu) / mu), finite (4.5e161 at 5e-324), not inf;
+    a gamma that is not one real number is a TypeError naming gamma."""
+    assert float(maxrl()(5e-324)) == pytest.approx(1.0 / np.sqrt(5e-324), rel=1e-12)
+    with np.errstate(over="ignore"):  # (|A+| = 1e155 sqrt(1e310) is beyond float64: inf)
+        assert float(maxrl().magnitudes(1e-310)[1]) == pytest.approx(1.0, rel=1e-12)
+    assert float(maxrl()(0.25)) == np.sqrt(3.0)
+    for bad in ("abc", np.array([1.0, 2.0]), True):
+        with pytest.raises(TypeError, match="gamma"):
+            focal(bad)
+    assert focal(np.float32(2.0)).label == "F-GRPO (gamma=2)"
+
+
+def test_cli_rejects_odd_files_and_sizes_in_one_line(tmp_path, capsys):
+    """An .npz or a structured array as --outcomes, a counts CSV that is not UTF-8, a posterior
+    too large for memory, and one weighting named twice: one line each, exit 2."""
+    npz = tmp_path / "o.npz"
+    np.savez(npz, a=np.ones((2, 2)))
+    structured = tmp_path / "s.npy"
+    np.save(structured, np.zeros((2, 2), dtype=[("a", "i4")]))
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b"prompt_id,n,c\n\xff,4,1\n")
+    good = tmp_path / "c.csv"
+    good.write_text("prompt_id,n,c\np0,4,1\n")
+    for argv, needle in [
+        (["--outcomes", str(npz)], ".npz archive"),
+        (["--outcomes", str(structured)], "dtype"),
+        (["--counts", str(latin)], "latin.csv is not UTF-8"),
+        (["--counts", str(good), "--draws", str(10**12)], "draws x prompts"),
+        (["--mu", "0.2", "--weightings", "none,grpo"], "GRPO twice"),
+        (["--mu", "0.2", "--weightings", "focal:1,focal:1.0000001"], "twice"),
+    ]:
+        assert main(["plan", *argv]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0] and "Traceback" not in err[0], (argv, err)

@@ -1,9 +1,10 @@
 """The compiled engine follows the numpy sparse engine (paper Section 5.1, App. J): the same
 random numbers and the same arithmetic up to exp's last bits (its own vectorised exp), so the
 same draws and records equal to rounding, also with its exp an ulp off (``EXP_SCALE``); its
-samplers give numpy's draws on the same masses; and its CSVs match, to the six digits they print, those
-the numpy simulator wrote (fixtures ``fgrpo-theory simulate --preset tiny`` and ``--preset small
---steps 60``). Agreement in distribution, the engines' contract, is in test_sim_agreement.py."""
+samplers give numpy's draws on the same masses; and its CSVs match, to the six digits they
+print, those the numpy simulator wrote (fixtures ``fgrpo-theory simulate --preset tiny`` and
+``--preset small --steps 60``). Agreement in distribution, the engines' contract, is in
+test_sim_agreement.py."""
 
 from __future__ import annotations
 

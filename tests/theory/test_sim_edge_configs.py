@@ -60,3 +60,24 @@ def test_focal_weight_where_one_minus_mu_rounds():
     assert focal_weight(1e-17, 1e17) == pytest.approx(math.exp(-1.0), rel=1e-15)
     assert focal_weight(1.0, 0.0) == 1.0 and focal_weight(1.0, 2.0) == 0.0
     np.testing.assert_allclose(focal_weight([0.25, 0.5], 3.0), [0.75**3, 0.125], rtol=1e-15)
+
+
+def test_configs_whose_arithmetic_would_overflow_or_divide_by_zero_are_refused():
+    """Rewards beyond 1e100 (squared times N^2 they would overflow) and initial logits that give
+    the correct actions no float64 mass (M_ret would be 0/0) are ValueErrors naming the field."""
+    from fgrpo_theory.sim import SimConfig
+
+    with pytest.raises(ValueError, match="reward_correct"):
+        SimConfig(reward_correct=1e154)
+    with pytest.raises(ValueError, match="reward_wrong"):
+        SimConfig(reward_wrong=-1e101)
+    with pytest.raises(ValueError, match="initial_logits give the correct actions probability 0"):
+        SimConfig(actions=1000, correct=10, initial_logits=tuple(np.linspace(-800, 800, 1000)))
+    with pytest.raises(ValueError, match="initial logits give the correct actions"):
+        SimConfig(anchor_logit=-800.0, correct_logit=-800.0, incorrect_logit=0.0)
+    edge = SimConfig(
+        actions=300, correct=30, group_sizes=(8,), gammas=(0.0,), steps=5, advantage="grpo",
+        reward_correct=1e100, reward_wrong=-1e100,
+    )  # fmt: skip
+    res = run_sweep(edge, progress=False, engine="dense")  # the bound itself: finite records
+    assert all(np.isfinite(res.records[k]).all() for k in ("q_pos", "m_ret"))

@@ -228,3 +228,51 @@ def test_a_killed_cli_sweep_resumes_and_writes_the_numpy_simulators_csv(tmp_path
     from tests.theory.csv_compare import assert_csv_close
 
     assert_csv_close((out / "fig2.csv").read_text(), data.read_text())
+
+
+def _damage_central_directory(path) -> None:
+    """Set a zip version no reader supports in the first central-directory entry of ``path``."""
+    data = bytearray(path.read_bytes())
+    at = data.find(b"PK\x01\x02")
+    data[at + 6] = 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_cached_files_that_no_reader_takes_are_recomputed(tmp_path):
+    """A damaged zip (an unsupported version: NotImplementedError), a config that is not UTF-8,
+    and run files of the right shapes but another dtype are recomputed, not trusted nor fatal."""
+    cfg = replace(CFG, group_sizes=(2, 8))
+    out = tmp_path / "out"
+    want = run_cached(cfg, out, progress=False).csv_text()
+    _damage_central_directory(out / "simulation.npz")
+    assert sweep.load_cached(cfg, out) is None
+    assert run_cached(cfg, out, progress=False).csv_text() == want
+    (out / "simulation_config.json").write_bytes(b"\xff\xfe")
+    assert sweep.load_cached(cfg, out) is None
+    ck = tmp_path / "ck"
+    run_sweep(cfg, progress=False, checkpoint=ck)
+    (ck / "config.json").write_bytes(b"\xff\xfe not json")  # another config: runs recomputed
+    assert run_sweep(cfg, progress=False, checkpoint=ck).csv_text() == want
+    first, second = sorted(ck.glob("N*.npz"))[:2]
+    with np.load(first) as data:
+        np.savez(first, **{k: data[k].astype(str) for k in data.files})  # text, right shapes
+    with np.load(second) as data:
+        np.savez(second, **{k: data[k].astype(np.int64) for k in data.files})  # truncated
+    assert sweep._Checkpoint(ck, cfg, "numpy").load(2, 0.0, 0) is None
+    assert run_sweep(cfg, progress=False, checkpoint=ck).csv_text() == want
+
+
+def test_finishing_a_sweep_removes_only_its_own_files_from_the_checkpoint_folder(tmp_path):
+    """The user's files in OUT/partial stay (and so does the folder); the sweep's run files,
+    config and leftovers of interrupted atomic writes go."""
+    cfg = replace(CFG, group_sizes=(2,))
+    partial = tmp_path / "out" / "partial"
+    partial.mkdir(parents=True)
+    (partial / "notes.txt").write_text("mine")
+    (partial / "N2-g0-s0.npz.bak").write_text("mine too")
+    (partial / ".N2-g0-s1.npz.tmp-0a1b2c").write_bytes(b"half a run")
+    run_cached(cfg, tmp_path / "out", progress=False)
+    assert sorted(p.name for p in partial.iterdir()) == ["N2-g0-s0.npz.bak", "notes.txt"]
+    empty = tmp_path / "other" / "partial"
+    run_cached(cfg, tmp_path / "other", progress=False)
+    assert not empty.exists()
