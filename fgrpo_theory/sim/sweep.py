@@ -17,7 +17,8 @@ share their draws (common random numbers).
 ``run_cached(cfg, out_dir)`` writes every finished run to ``out_dir/partial/`` at once, so a
 sweep killed at any moment loses only the runs in flight; rerun, it loads the finished runs
 and computes the rest. When all are done it writes ``simulation.npz`` and the resolved config
-``simulation_config.json`` and removes ``partial/``; a rerun with the same config then loads
+``simulation_config.json`` and removes its files from ``partial/`` (the folder too, unless
+something else is in it); a rerun with the same config then loads
 them instead of simulating.
 """
 
