@@ -129,6 +129,10 @@ class Integer(Rule):
         return x
 
 
+#: A random seed: an integer torch's and numpy's generators both take (0 ... 2**63 - 1).
+SEED = Integer(0, 2**63 - 1)
+
+
 class Real(Rule):
     """A real number within its bounds (finite unless ``finite=False``); an int is accepted."""
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fgrpo_common.fields import (
+    SEED,
     Boolean,
     Choice,
     Integer,
@@ -168,6 +170,13 @@ class TrainConfig:
                 f"grpo uses a symmetric clip; got clip_eps_low={self.clip_eps_low} != "
                 f"clip_eps_high={self.clip_eps_high} (use --algo dapo for an asymmetric clip)"
             )
+        lr = self.effective_lr
+        if not (math.isfinite(lr) and lr > 0.0):
+            raise ValueError(
+                f"the effective learning rate lr x lr_multiplier (x m_gamma of lr_match_gamma) "
+                f"must be a finite number > 0, got {lr:g} (lr={self.lr}, lr_multiplier="
+                f"{self.lr_multiplier}, lr_match_gamma={self.lr_match_gamma})"
+            )
 
     @property
     def effective_lr(self) -> float:
@@ -254,7 +263,7 @@ RULES = {
     "top_p": Real(0, 1, open_low=True),
     "top_k": _COUNT,
     "rollout_batch_size": Optional(_POSITIVE),
-    "seed": _COUNT,
+    "seed": SEED,
     "eval_every": _COUNT,
     "checkpoint_every": _COUNT,
     "keep_checkpoints": _COUNT,
@@ -302,13 +311,15 @@ def save_config(cfg: TrainConfig, path) -> None:
 
 def run_sampling(model_dir):
     """The :class:`~fgrpo_llm.rollout.SamplingParams` a trained policy was sampled with, when
-    ``model_dir`` is a run's ``model/`` (its run directory holds the run's config.json and
-    run.json); None for any other checkpoint (a base, a download); a ValueError naming the file
-    when the run's config.json is damaged. Its evaluations then sample
-    the policy that was trained, not another one."""
+    ``model_dir`` is a run's ``model/`` or one of its ``checkpoints/step_*`` (the run directory
+    holds the run's config.json and run.json); None for any other checkpoint (a base, a
+    download); a ValueError naming the file when the run's config.json is damaged. Its
+    evaluations then sample the policy that was trained, not another one."""
     from pathlib import Path
 
-    run_dir = Path(model_dir).parent
+    run_dir = Path(model_dir).resolve().parent
+    if run_dir.name == "checkpoints":  # RUN/checkpoints/step_NNNNNN
+        run_dir = run_dir.parent
     if not ((run_dir / "run.json").is_file() and (run_dir / "config.json").is_file()):
         return None
     path = run_dir / "config.json"

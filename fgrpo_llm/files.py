@@ -92,14 +92,27 @@ def _new_temporary_directory(path: Path) -> Path:
             continue
 
 
+def check_not_working_directory(path, flag: str = "path") -> None:
+    """ValueError when ``path`` is the working directory or holds it: a directory written by
+    ``atomic_directory`` is renamed as a whole, which the working directory cannot be."""
+    here, target = Path.cwd().resolve(), Path(path).resolve()
+    if target == here or target in here.parents:
+        raise ValueError(
+            f"{flag} {str(path)!r} is the working directory or holds it; give a subdirectory"
+        )
+
+
 @contextlib.contextmanager
-def atomic_directory(path):
+def atomic_directory(path, *, carry=None):
     """``with atomic_directory(p) as tmp: <write files into tmp>``; on success ``tmp`` becomes
     ``p``.
 
     An existing ``p`` is moved aside just before the rename and deleted after it; on an exception
-    the temporary directory is removed and ``p`` is left as it was.
+    the temporary directory is removed and ``p`` is left as it was. ``carry(name)`` (optional)
+    picks the entries of the old ``p`` that the new one did not write to move into it after the
+    rename (a user's notes, an evaluation beside a model, a held lock file: moved, not copied).
     """
+    check_not_working_directory(path)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _new_temporary_directory(path)
@@ -110,16 +123,30 @@ def atomic_directory(path):
             if _is_write_failure(err):  # safetensors reports a full disk as its own error
                 raise OSError(f"could not write {path}: {err}") from err
             raise
+        _plain_file_modes(tmp)
         old = None
         if path.exists():
             old = Path(tempfile.mkdtemp(prefix=_temporary_prefix(path), dir=path.parent)) / "old"
             os.replace(path, old)
         os.replace(tmp, path)
         if old is not None:
+            for entry in old.iterdir() if carry is not None else ():
+                if carry(entry.name) and not (path / entry.name).exists():
+                    os.replace(entry, path / entry.name)
             shutil.rmtree(old.parent, ignore_errors=True)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _plain_file_modes(folder: Path) -> None:
+    """Give every file under ``folder`` the mode a plain ``open`` gives (0o666 less the umask):
+    some writers (safetensors) make their files 0o600, unreadable to anyone else."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for f in folder.rglob("*"):
+        if f.is_file() and not f.is_symlink():
+            f.chmod(0o666 & ~mask)
 
 
 def _is_write_failure(err: Exception) -> bool:

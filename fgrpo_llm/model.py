@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -248,16 +249,28 @@ def load_model_and_tokenizer(path, *, device: str | torch.device | None = None):
     return model.to(resolved).eval(), tokenizer
 
 
+#: Files of a saved model (weights in any of transformers' formats, their index, config,
+#: tokenizer): a save replaces them all; anything else in the directory is kept.
+_MODEL_FILE = re.compile(
+    r"(model|pytorch_model|tf_model|flax_model)[-\w.]*\.(safetensors|bin|h5|msgpack|json)"
+    r"|(config|generation_config|tokenizer|tokenizer_config|special_tokens_map|added_tokens"
+    r"|vocab|chat_template)\.(json|txt|jinja)|merges\.txt|vocab\.txt|tokenizer\.model"
+)
+
+
 def save_model_and_tokenizer(model, tokenizer, path, *, keep: tuple[str, ...] = ()) -> None:
     """Write weights, config and tokenizer to directory ``path`` atomically
-    (``files.atomic_directory``: a crash never leaves a half-written checkpoint at ``path``). Files
-    named in ``keep`` (e.g. run logs) are carried over from an existing ``path`` into the new one.
-    Non-finite weights are refused (a ValueError naming the first such parameter) so that no
-    diverged model is ever saved.
+    (``files.atomic_directory``: a crash never leaves a half-written checkpoint at ``path``).
+    Whatever else an existing ``path`` holds (run logs, an evaluation, a user's files) is kept;
+    the model's own files (weights, config, tokenizer) are replaced, except those named in
+    ``keep``, which are carried over too. Non-finite weights are refused (a ValueError naming
+    the first such parameter) so that no diverged model is ever saved.
     """
     check_finite_parameters(model)
     path = Path(path)
-    with atomic_directory(path) as tmp:
+    with atomic_directory(
+        path, carry=lambda name: name in keep or not _MODEL_FILE.fullmatch(name)
+    ) as tmp:
         with _quiet_hub():
             model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)

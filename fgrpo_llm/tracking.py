@@ -57,16 +57,20 @@ def truncate_jsonl(path, *, max_step: int) -> None:
     """Keep only the lines of ``path`` whose "step" is <= ``max_step`` (no-op if the file is
     missing).
 
-    Unreadable lines (the torn last line of a killed run) are dropped too.
+    An unreadable last line (torn by a crash mid-write) is dropped; an unreadable line before
+    it is damage, not a crash: a ValueError naming the file and line, and nothing is dropped.
     """
     path = Path(path)
     if not path.exists():
         return
-    kept = [
-        line
-        for line in path.read_text().splitlines()
-        if line.strip() and _step_of(line) <= max_step
-    ]
+    lines = [(i, line) for i, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    for i, line in lines[:-1]:
+        if _step_of(line) == math.inf:
+            raise ValueError(
+                f"{path}:{i} is damaged (not a JSON record with a step) before the last line; "
+                "repair or remove that line, then resume"
+            )
+    kept = [line for _, line in lines if _step_of(line) <= max_step]
     atomic_write_text(path, "".join(line + "\n" for line in kept))
 
 

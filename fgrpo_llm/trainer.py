@@ -39,7 +39,7 @@ import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +75,7 @@ from fgrpo_llm.rollout import (
     token_logprobs_and_entropy,
 )
 from fgrpo_llm.tasks import check_split, check_task, get_task
+from fgrpo_llm.tasks.for_model import model_task_kwargs
 from fgrpo_llm.tracking import (
     JsonlWriter,
     MetricsLogger,
@@ -346,8 +347,17 @@ def train(
     ``task`` overrides ``get_task(cfg.task, **cfg.task_kwargs)`` (for user tasks). ``evaluators``
     are called as hook(model, step) every ``cfg.eval_every`` steps and after the last step. A
     resumed run continues from its newest intact checkpoint (a damaged one is skipped, saying so),
-    or from the start when it was stopped before its first checkpoint.
+    or from the start when it was stopped before its first checkpoint. A config without
+    ``task_kwargs`` takes the settings the built-in base was pretrained with
+    (``tasks.for_model.model_task_kwargs``), as ``fgrpo-llm train`` does, so that the test split
+    stays out of training.
     """
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"train takes a TrainConfig, got {type(cfg).__name__}")
+    if task is None and not cfg.task_kwargs:
+        found = model_task_kwargs(cfg.base, cfg.task)
+        if found:
+            cfg = replace(cfg, task_kwargs=found)
     out = Path(cfg.out)
     device = resolve_device(cfg.device)
     amp = resolve_autocast_dtype(device, cfg.dtype)

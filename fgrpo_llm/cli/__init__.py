@@ -3,7 +3,8 @@
 Each subcommand lives in its own module ``fgrpo_llm.cli.<name>`` that exposes
 ``register(subparsers)``; the parser it adds sets ``func`` to a callable taking the
 parsed arguments and returning an exit status. Bad input (``ValueError`` / ``TypeError``), a
-missing or unwritable file (``OSError``) and a diverged run (``TrainingDiverged``) become one
+missing or unwritable file (``OSError``) and a diverged run (``TrainingDiverged``, or a
+supervised pretraining's ``FloatingPointError``) become one
 line on stderr and exit status 2, never a traceback.
 
     fgrpo-llm pretrain --out runs/base
@@ -41,6 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     return run_command(
         build_parser(),
         argv,
-        errors=(TrainingDiverged,),
+        errors=(TrainingDiverged, FloatingPointError),  # (the second: a diverged SFT)
         interrupted="interrupted (checkpoints written so far are kept; rerun with --resume)",
     )

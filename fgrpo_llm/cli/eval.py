@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.fields import SEED
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 from fgrpo_llm.config import run_sampling
 from fgrpo_llm.files import atomic_write_text, strict_json, writable_directory
@@ -63,7 +64,7 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
     from fgrpo_llm.model import resolve_autocast_dtype  # lazy: torch, transformers
 
     device = next(model.parameters()).device
-    generator = torch.Generator(device=device).manual_seed(args.seed)
+    generator = torch.Generator(device=device).manual_seed(SEED("--seed", args.seed))
     # a trained run's policy is sampled as it was trained (completion length, temperature,
     # top-p, top-k); --max-new-tokens, when given, sets the length
     trained = run_sampling(model_dir)
@@ -112,13 +113,15 @@ def _compare(args) -> int:
         raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
     if args.out:
         writable_directory(Path(args.out).parent, what="--out's folder")
+        if Path(args.out).is_dir():
+            raise ValueError(f"--out {args.out!r} is a directory; give a file path (a .json)")
     report = compare_evals(
         args.a,
         args.b,
         m=args.m,
         iterations=args.iterations,
         ks=parse_ks(args.k),
-        rng=np.random.default_rng(args.seed),
+        rng=np.random.default_rng(SEED("--seed", args.seed)),
     )
     text = strict_json(report, indent=1)  # NaN / inf as null: every JSON parser reads it
     if args.out:

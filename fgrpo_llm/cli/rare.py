@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fgrpo_common.fields import SEED
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 from fgrpo_llm.experiments.countdown.report import fmt
 from fgrpo_llm.experiments.countdown.stages import record_exact_mu_tau
@@ -25,6 +26,8 @@ def _rare_set(args) -> int:
     if args.prompts < 1:
         raise ValueError(f"--prompts must be >= 1, got {args.prompts}")
     writable_directory(Path(args.out).parent, what="--out's folder")
+    if Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out!r} is a directory; give a file path (a .json)")
     model, tokenizer = load_model_and_tokenizer(args.base, device=args.device)
     task = task_from_args(args, args.base, tokenizer)
     problems = task.problems(args.split)[: args.prompts]
@@ -37,7 +40,7 @@ def _rare_set(args) -> int:
         num_rollouts=args.rollouts,
         top_fraction=args.top,
         max_new_tokens=max_new_tokens_for(task, args.max_new_tokens),
-        generator=torch.Generator(device=device).manual_seed(args.seed),
+        generator=torch.Generator(device=device).manual_seed(SEED("--seed", args.seed)),
         batch_size=args.batch_size,
         progress=True,
         autocast_dtype=resolve_autocast_dtype(device),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.fields import SEED
 from fgrpo_llm.environment import environment_differences, environment_section
 from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.experiments.countdown.cross_check import cross_check
@@ -35,6 +36,8 @@ def _validate(args) -> int:
         raise ValueError("give at least one --run directory")
     if args.label and len(args.label) != len(args.run):
         raise ValueError(f"--label given {len(args.label)} times but --run {len(args.run)} times")
+    if args.early_steps < 1:
+        raise ValueError(f"--early-steps must be >= 1, got --early-steps={args.early_steps}")
     writable_directory(args.out, what="--out")
     labels = args.label or [None] * len(args.run)
     runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels, strict=True)]
@@ -51,7 +54,7 @@ def _validate(args) -> int:
         args.out,
         early_steps=args.early_steps,
         paper=load_paper_results(args.paper_results),
-        rng=np.random.default_rng(args.seed),
+        rng=np.random.default_rng(SEED("--seed", args.seed)),
     )
     figs = result["figures"]
     sections = [

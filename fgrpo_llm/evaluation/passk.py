@@ -412,15 +412,20 @@ def load_eval(out_dir) -> tuple[dict, dict[str, np.ndarray]]:
     for split, entry in results["splits"].items():
         f = out / _outcome_file(split)
         if f.is_file():
-            matrix = np.load(f, allow_pickle=False)
+            try:
+                matrix = np.load(f, allow_pickle=False)
+            except (ValueError, OSError, EOFError) as err:
+                raise ValueError(f"{f} is not a readable outcome matrix ({err})") from None
             if (
-                matrix.ndim != 2
+                not isinstance(matrix, np.ndarray)
+                or matrix.dtype.kind not in "biuf"
+                or matrix.ndim != 2
                 or matrix.shape[0] != entry["num_problems"]
                 or not np.isin(matrix, (0, 1)).all()
             ):
                 raise ValueError(
                     f"{f} must be a (problems={entry['num_problems']}, n) matrix of 0/1, "
-                    f"got shape {matrix.shape}"
+                    f"got shape {getattr(matrix, 'shape', None)}"
                 )
             outcomes[split] = matrix
     return results, outcomes

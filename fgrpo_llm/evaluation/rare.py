@@ -338,9 +338,10 @@ def _is_int(v) -> bool:
 def check_rare_set_data(data, where: str, *, vocab_size: int | None = None) -> None:
     """A ValueError naming ``where`` and the first bad entry unless ``data`` is a rare-correct
     set as :func:`save_rare_set` writes it: ``prompts`` an object of objects (``mu`` and ``tau``
-    in [0, 1] where present, ``rare_forms`` a list), ``trajectories`` a list of objects with
-    ``token_ids`` non-negative integers (below ``vocab_size`` when given), ``prompt_length`` in
-    [0, len(token_ids)), a finite ``base_nll``, a string ``text``."""
+    in [0, 1], ``mu_exact`` and ``tau_exact`` too where present, ``rare_forms`` a list),
+    ``trajectories`` a list of objects with ``token_ids`` non-negative integers (below
+    ``vocab_size`` when given), ``prompt_length`` in [0, len(token_ids)), a finite
+    ``base_nll``, a string ``text``."""
     bad = f"{where} is not a rare-correct set file"
     if not isinstance(data, dict):
         raise ValueError(f"{bad}: not a JSON object")
@@ -351,9 +352,11 @@ def check_rare_set_data(data, where: str, *, vocab_size: int | None = None) -> N
         if not isinstance(p, dict):
             raise ValueError(f"{bad}: prompts[{pid!r}] must be an object")
         for key in ("mu", "tau", "mu_exact", "tau_exact"):
+            if key in ("mu", "tau") and key not in p:
+                raise ValueError(f"{bad}: prompts[{pid!r}] has no {key}")
             if key in p and not (is_finite_number(p[key]) and 0.0 <= p[key] <= 1.0):
                 raise ValueError(f"{bad}: prompts[{pid!r}].{key} must lie in [0, 1]")
-        if not isinstance(p.get("rare_forms", []), list):
+        if not isinstance(p.get("rare_forms"), list):
             raise ValueError(f"{bad}: prompts[{pid!r}].rare_forms must be a list")
     if not isinstance(trajs, list):
         raise ValueError(f"{bad}: 'trajectories' must be a list")

@@ -83,6 +83,15 @@ def test_fast_demo_end_to_end_and_resume(fast_demo, capsys):
     assert main(["demo", "--out", str(out), "--fast"]) == 0  # resumes: nothing is recomputed
     assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
     assert "report:" in capsys.readouterr().out
+    # a rerun with another plan neither reuses these results nor records its plan over them
+    plan = (out / "demo_config.json").read_text()
+    changed = out.parent / "lr.yaml"
+    changed.write_text("lr: 0.05\n")
+    assert main(["demo", "--out", str(out), "--fast", "--config", str(changed)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "other settings: lr=" in err[0] and "(now 0.05)" in err[0], err
+    assert (out / "demo_config.json").read_text() == plan
+    assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
 
 
 def test_run_specs_lr_matched_control():

@@ -145,6 +145,13 @@ def test_eval_outputs_round_trip(tiny_model, char_tokenizer, prefix_task, tmp_pa
     back, back_out = load_eval(tmp_path / "ev")
     assert back == json.loads(json.dumps(results))
     np.testing.assert_array_equal(back_out["test"], outcomes["test"])
+    matrix = tmp_path / "ev" / "outcomes_test.npy"
+    matrix.write_bytes(matrix.read_bytes()[:90])  # torn: the file is named, not only numpy's words
+    with pytest.raises(ValueError, match=r"outcomes_test.npy is not a readable outcome matrix"):
+        load_eval(tmp_path / "ev")
+    np.save(matrix, np.zeros((3, 4), dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match=r"outcomes_test.npy is not a readable outcome matrix"):
+        load_eval(tmp_path / "ev")
 
 
 def _fake_eval(tmp_path, name, matrix, ids=("a", "b", "c")):

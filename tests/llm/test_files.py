@@ -21,8 +21,11 @@ def test_an_atomic_directory_is_readable_like_any_made_directory(tmp_path):
     target = tmp_path / "model"
     with atomic_directory(target) as tmp:
         (tmp / "weights.txt").write_text("1")
+        (tmp / "private.bin").write_bytes(b"2")
+        (tmp / "private.bin").chmod(0o600)  # as safetensors writes its files
     assert stat.S_IMODE(target.stat().st_mode) == 0o777 & ~_umask()
     assert (target / "weights.txt").read_text() == "1"
+    assert stat.S_IMODE((target / "private.bin").stat().st_mode) == 0o666 & ~_umask()
 
 
 def test_an_atomic_directory_replaces_the_old_one_and_an_error_keeps_it(tmp_path):

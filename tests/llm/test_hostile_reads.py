@@ -118,6 +118,8 @@ def test_a_bad_verl_dump_row_writes_nothing(tmp_path):
         (lambda d: d["trajectories"][0].update(prompt_length=99), "prompt_length"),
         (lambda d: d["trajectories"][0].update(base_nll="x"), "base_nll"),
         (lambda d: d["prompts"]["p"].update(mu=2.0), "mu must lie in [0, 1]"),
+        (lambda d: d["prompts"]["p"].pop("rare_forms"), "rare_forms must be a list"),
+        (lambda d: d["prompts"]["p"].pop("mu"), "has no mu"),
     ],
 )
 def test_damaged_rare_sets_are_refused_on_read(tmp_path, capsys, edit, needle):
@@ -233,3 +235,31 @@ def test_a_damaged_pretrain_config_is_an_error_not_the_defaults(tiny_checkpoint,
     (base / "pretrain_config.json").write_text('{"task_seed": -1}')
     with pytest.raises(ValueError, match="seed must be an integer"):
         model_task_kwargs(base, "countdown")
+
+
+def test_a_model_saved_over_a_directory_keeps_what_else_is_there(tiny_checkpoint, tmp_path):
+    """A user's notes and an evaluation beside the weights survive a save (a resumed run's
+    final model, a pretrain into a used folder); the model's own files are replaced; the
+    working directory itself is refused (it cannot be renamed)."""
+    import os
+
+    from fgrpo_llm.model import save_model_and_tokenizer
+
+    model, tok = load_model_and_tokenizer(tiny_checkpoint)
+    target = tmp_path / "model"
+    shutil.copytree(tiny_checkpoint, target)
+    (target / "notes.txt").write_text("mine")
+    (target / "eval").mkdir()
+    (target / "eval" / "eval.json").write_text("{}")
+    (target / "pytorch_model.bin").write_bytes(b"stale weights")  # the model's: not kept
+    save_model_and_tokenizer(model, tok, target)
+    assert (target / "notes.txt").read_text() == "mine"
+    assert (target / "eval" / "eval.json").is_file() and (target / "model.safetensors").is_file()
+    assert not (target / "pytorch_model.bin").exists()
+    here = os.getcwd()
+    os.chdir(target)
+    try:
+        with pytest.raises(ValueError, match="working directory"):
+            save_model_and_tokenizer(model, tok, ".")
+    finally:
+        os.chdir(here)

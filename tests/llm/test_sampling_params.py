@@ -47,6 +47,7 @@ def test_a_runs_evaluation_samples_the_policy_it_trained(tiny_checkpoint, tmp_pa
     }  # fmt: skip
     train(cfg)
     assert run_sampling(run / "model") == cfg.sampling()
+    assert run_sampling(run / "checkpoints" / "step_000001") == cfg.sampling()  # its checkpoints
     assert json.loads((run / "run.json").read_text())["sampling"] == cfg.sampling().policy()
     assert run_sampling(tiny_checkpoint) is None  # not a run: the caller's defaults
     plan = load_demo_config(fast=True, eval_n=2, eval_max_problems=2, max_new_tokens=4)

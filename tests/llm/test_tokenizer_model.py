@@ -116,14 +116,18 @@ def test_save_load_round_trip_same_logits(tiny_model, char_tokenizer, tmp_path):
     assert not model.training
 
 
-def test_atomic_save_overwrites_and_keeps_named_files(tiny_model, char_tokenizer, tmp_path):
+def test_atomic_save_replaces_the_models_files_and_keeps_the_rest(
+    tiny_model, char_tokenizer, tmp_path
+):
     path = tmp_path / "ck"
     save_model_and_tokenizer(tiny_model, char_tokenizer, path)
     (path / "log.jsonl").write_text("x\n")
-    (path / "stale.txt").write_text("old\n")
+    (path / "notes.txt").write_text("mine\n")
+    (path / "pytorch_model.bin").write_bytes(b"stale weights")  # a model file: replaced
     save_model_and_tokenizer(tiny_model, char_tokenizer, path, keep=("log.jsonl",))
     assert (path / "log.jsonl").read_text() == "x\n"
-    assert not (path / "stale.txt").exists()
+    assert (path / "notes.txt").read_text() == "mine\n"  # not the model's: kept
+    assert not (path / "pytorch_model.bin").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]  # no temporary leftovers
 
 

@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fgrpo_common.fields import Choice, Integer, Real, Text, check_fields, dataclass_from_dict
+from fgrpo_common.fields import SEED, Choice, Integer, Real, Text, check_fields, dataclass_from_dict
+from fgrpo_llm.files import check_not_working_directory
 from fgrpo_llm.model import (
     build_tiny_model,
     count_parameters,
@@ -134,7 +135,7 @@ class PretrainConfig:
 _FRACTION = Real(0, 1)
 #: Type and range of every PretrainConfig field.
 PRETRAIN_RULES = {
-    "seed": Integer(0),
+    "seed": SEED,
     "seconds": Real(0),
     "max_steps": Integer(1),
     "batch_size": Integer(1),
@@ -147,7 +148,7 @@ PRETRAIN_RULES = {
     "num_layers": Integer(1),
     "num_heads": Integer(1),
     "max_position_embeddings": Integer(1),
-    "task_seed": Integer(0),
+    "task_seed": SEED,
     "num_test": Integer(0),
     "num_ood": Integer(0),
     "rank_exponent": Real(0),
@@ -319,6 +320,7 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
 
     Returns a summary dict (steps, seconds, final loss, evaluation metrics).
     """
+    check_not_working_directory(out, "out")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from fgrpo_common.fields import (
+    SEED,
     Boolean,
     Integer,
     Mapping,
@@ -134,7 +135,7 @@ PLAN_FIELDS = frozenset(
 
 #: Type and range of every DemoConfig field.
 DEMO_RULES = {
-    "seed": Integer(0),
+    "seed": SEED,
     "device": Optional(Text()),
     "theory": Boolean(),
     "theory_fast": Boolean(),

@@ -59,6 +59,8 @@ def cross_check(
     of runs at a scaled lr), ``lr_control`` (:func:`lr_control_comparisons`), ``orderings``
     (sentences) and ``figures`` (paths relative to ``out_dir``).
     """
+    if isinstance(early_steps, bool) or not isinstance(early_steps, int) or early_steps < 1:
+        raise ValueError(f"early_steps must be an integer >= 1, got early_steps={early_steps!r}")
     import matplotlib
 
     matplotlib.use("Agg")

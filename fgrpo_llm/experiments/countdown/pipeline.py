@@ -37,6 +37,7 @@ from fgrpo_llm.experiments.countdown.config import DemoConfig, load_demo_config,
 from fgrpo_llm.experiments.countdown.cross_check import cross_check
 from fgrpo_llm.experiments.countdown.report import markdown_table, write_demo_report
 from fgrpo_llm.experiments.countdown.stages import (
+    check_plan,
     evaluate_stage,
     map_runs,
     pretrain_base,
@@ -172,6 +173,7 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
 
     cfg = cfg or load_demo_config(for_demo=True)
     out = Path(out_dir)
+    check_plan(out, cfg, run_specs(cfg))  # what OUT holds must be this plan's
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "demo_config.json", dataclasses.asdict(cfg))
     # the same in every stage and worker, whatever cfg.workers is
@@ -193,7 +195,7 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
     task = task_for(out / "base")
 
     specs = run_specs(cfg)
-    todo = [spec for spec in specs if not run_done(out, spec)]
+    todo = [spec for spec in specs if not run_done(out, spec, cfg)]
     print(
         f"[demo {clock.elapsed():6.0f}s] training {len(todo)} run(s) on {cfg.workers} worker(s): "
         f"{', '.join(spec.name for spec in todo) or 'none left'}",

@@ -28,6 +28,7 @@ from pathlib import Path
 from fgrpo_llm.config import TrainConfig, run_sampling
 from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec
 from fgrpo_llm.experiments.runner import Task, run_tasks, write_json
+from fgrpo_llm.files import changed_settings
 from fgrpo_llm.tasks.for_model import model_task_kwargs, task_for_model
 
 
@@ -37,15 +38,25 @@ def generator_for(device, seed: int):
     return torch.Generator(device=device).manual_seed(seed)
 
 
-def pretrain_base(out: Path, cfg: DemoConfig) -> dict:
-    base = out / "base"
-    summary_path = out / "base_summary.json"
-    if (base / "config.json").is_file() and summary_path.is_file():
-        return json.loads(summary_path.read_text())
-    # lazy: tokenizers, torch, transformers
-    from fgrpo_llm.experiments.countdown.base import PretrainConfig, pretrain
+def _refuse_other_settings(path: Path, want: dict, free, what: str) -> None:
+    """A ValueError when the finished stage whose settings ``path`` holds was made with other
+    settings than ``want`` (outside ``free``): reusing it would report the new plan over the old
+    results."""
+    diff = changed_settings(path, want, free=free, hint="; use another --out")
+    if diff:
+        shown = ", ".join(f"{k}={old!r} (now {new!r})" for k, (old, new) in diff.items())
+        raise ValueError(
+            f"{what} in {path.parent} was made with other settings: {shown}; use another --out "
+            "or the same settings"
+        )
 
-    pcfg = PretrainConfig.from_dict(
+
+def _pretrain_config(cfg: DemoConfig):
+    """The plan's ``PretrainConfig`` of its base."""
+    # lazy: tokenizers, torch, transformers
+    from fgrpo_llm.experiments.countdown.base import PretrainConfig
+
+    return PretrainConfig.from_dict(
         {
             "seed": cfg.seed,
             "seconds": float(cfg.pretrain_seconds),
@@ -54,7 +65,35 @@ def pretrain_base(out: Path, cfg: DemoConfig) -> dict:
             **cfg.pretrain_overrides,
         }
     )
-    summary = pretrain(pcfg, base, progress=True)
+
+
+def check_base(out: Path, cfg: DemoConfig) -> None:
+    """A ValueError when OUT/base exists and was pretrained with other settings than the plan's."""
+    from fgrpo_llm.experiments.countdown.base import CONFIG_NAME  # lazy: torch
+
+    if (out / "base" / CONFIG_NAME).is_file():
+        want = dataclasses.asdict(_pretrain_config(cfg))
+        _refuse_other_settings(out / "base" / CONFIG_NAME, want, ("device",), "the base model")
+
+
+def check_plan(out: Path, cfg: DemoConfig, specs) -> None:
+    """A ValueError when what OUT already holds of the plan (its base, its finished runs) was
+    made with other settings: checked before anything is written, so that a rerun with a
+    changed plan neither reuses the old results nor records the new plan over them."""
+    check_base(out, cfg)
+    for spec in specs:
+        run_done(out, spec, cfg)
+
+
+def pretrain_base(out: Path, cfg: DemoConfig) -> dict:
+    from fgrpo_llm.experiments.countdown.base import pretrain  # lazy: torch, transformers
+
+    base = out / "base"
+    summary_path = out / "base_summary.json"
+    if (base / "config.json").is_file() and summary_path.is_file():
+        check_base(out, cfg)
+        return json.loads(summary_path.read_text())
+    summary = pretrain(_pretrain_config(cfg), base, progress=True)
     write_json(summary_path, summary)
     return summary
 
@@ -191,7 +230,7 @@ def train_run(out: Path, cfg: DemoConfig, spec: RunSpec, rare) -> None:
     from fgrpo_llm.evaluation.rare import make_rare_evaluator  # lazy: torch
     from fgrpo_llm.trainer import train  # lazy: torch, transformers
 
-    if run_finished(out / spec.path):
+    if run_done(out, spec, cfg) or run_finished(out / spec.path):
         return
     train(train_config_for(out, cfg, spec), evaluators=[make_rare_evaluator(rare)], resume=True)
 
@@ -211,9 +250,22 @@ def train_and_evaluate(out: Path, cfg: DemoConfig, spec: RunSpec) -> tuple[RunSp
     return spec, time.perf_counter() - start
 
 
-def run_done(out: Path, spec: RunSpec) -> bool:
-    """Trained and evaluated."""
-    return run_finished(out / spec.path) and (out / spec.path / "eval" / "eval.json").is_file()
+def run_done(out: Path, spec: RunSpec, cfg: DemoConfig | None = None) -> bool:
+    """Trained and evaluated; with the plan ``cfg``, a ValueError when the finished run was
+    trained with other settings than the plan's (``train_config_for``)."""
+    from fgrpo_llm.trainer import RESUMABLE_FIELDS  # lazy: torch, transformers
+
+    run = out / spec.path
+    if cfg is not None and run_finished(run):
+        _refuse_other_settings(
+            run / "config.json",
+            train_config_for(out, cfg, spec).to_dict(),
+            # (where the output went and how it was watched; not the steps: a run of fewer
+            # steps is not the plan's)
+            ("base", *(f for f in RESUMABLE_FIELDS if f != "steps")),
+            f"the run {spec.path}",
+        )
+    return run_finished(run) and (run / "eval" / "eval.json").is_file()
 
 
 def map_runs(out: Path, cfg: DemoConfig, specs: list[RunSpec]):

@@ -38,6 +38,7 @@ from fgrpo_llm.environment import KERNEL_FAMILIES, environment, kernel_family_en
 from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec, extended_specs, run_specs
 from fgrpo_llm.experiments.countdown.stages import (
+    check_plan,
     evaluate_stage,
     pretrain_base,
     rare_set_stage,
@@ -246,7 +247,7 @@ def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign, *, extended: bool = 
         if b == design.tune_base:
             specs += tuning_specs(cfg, seed=design.seeds[0], prefix=f"seed{design.seeds[0]}/")
         for spec in specs:
-            if run_done(base_dir(out, b), spec):
+            if run_done(base_dir(out, b), spec, cfg_b):
                 continue
             tier = _tier(cfg, design, spec, planned)
             task = Task(
@@ -397,6 +398,8 @@ def run_study(
     OUT/timings.json (wall and CPU seconds of each invocation)."""
     design = design or StudyDesign()
     out = Path(out_dir)
+    for b in design.bases:  # what OUT holds must be this plan's (the untuned core of it)
+        check_plan(base_dir(out, b), base_config(cfg, b), core_specs(cfg, design, b))
     out.mkdir(parents=True, exist_ok=True)
     write_json(
         out / "study_config.json", {"design": design.to_dict(), "plan": dataclasses.asdict(cfg)}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from fgrpo_common.fields import (
+    SEED,
     Integer,
     Optional,
     Real,
@@ -133,7 +134,7 @@ MAZE_RULES = {
     "grid_size": Integer(5),
     "num_train": _POSITIVE,
     "num_test": _POSITIVE,
-    "seed": _COUNT,
+    "seed": SEED,
     "rl_seeds": Optional(Sequence(_COUNT, distinct=True)),
     "hidden_size": _POSITIVE,
     "num_layers": _POSITIVE,

@@ -1,0 +1,102 @@
+"""Calls a user makes that used to go wrong quietly or with a traceback: the library's train()
+taking the base's task settings (so the test split stays out of training), one-line errors for
+a diverged pretraining, out-of-range seeds and learning rates, a non-positive validation
+window."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import fgrpo_llm.trainer as trainer
+from fgrpo_llm.cli import main
+from fgrpo_llm.config import TrainConfig
+
+
+def test_train_from_python_takes_the_bases_task_settings(tmp_path, monkeypatch):
+    """train(TrainConfig(base=...)) as the README shows reads the base's pretrain_config.json,
+    as `fgrpo-llm train` does: a base pretrained with task seed 5 trains on seed 5's split."""
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "pretrain_config.json").write_text(json.dumps({"task_seed": 5, "num_test": 7}))
+    seen = {}
+    monkeypatch.setattr(trainer, "_train", lambda cfg, *a: seen.setdefault("cfg", cfg))
+    trainer.train(TrainConfig(base=str(base), out=str(tmp_path / "run")))
+    assert seen["cfg"].task_kwargs == {"seed": 5, "num_test": 7, "num_ood": 200}
+    given = TrainConfig(base=str(base), out=str(tmp_path / "run2"), task_kwargs={"seed": 1})
+    seen.clear()
+    trainer.train(given)
+    assert seen["cfg"].task_kwargs == {"seed": 1}  # what the caller says wins
+    with pytest.raises(TypeError, match="TrainConfig"):
+        trainer.train("runs/x")
+
+
+def test_a_diverged_pretraining_is_one_line(monkeypatch, tmp_path, capsys):
+    import fgrpo_llm.cli.pretrain as command
+
+    def diverge(*args, **kwargs):
+        raise FloatingPointError("pretrain diverged at step 2 (loss nan)")
+
+    monkeypatch.setattr(command, "pretrain", diverge)
+    assert main(["pretrain", "--out", str(tmp_path / "b"), "--steps", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "diverged at step 2" in err[0] and "Traceback" not in err[0]
+
+
+@pytest.mark.parametrize(
+    "fields, needle",
+    [
+        ({"seed": 10**23}, "seed must be an integer >= 0 and <= 9223372036854775807"),
+        ({"lr": 1e300, "lr_multiplier": 1e300}, "effective learning rate"),
+        ({"lr_match_gamma": 1e300}, "effective learning rate"),
+    ],
+)
+def test_configs_that_torch_or_the_optimizer_cannot_take_are_refused(fields, needle):
+    with pytest.raises(ValueError, match=needle):
+        TrainConfig(base="b", out="o", **fields)
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["validate", "--early-steps", "0"], "--early-steps must be >= 1"),
+        (["validate", "--early-steps", "-5"], "--early-steps must be >= 1"),
+    ],
+)
+def test_validate_windows_must_hold_a_step(tmp_path, capsys, argv, needle):
+    out = tmp_path / "v"
+    rare = str(tmp_path / "r.json")
+    assert main([*argv, "--run", str(tmp_path), "--rare-set", rare, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0]
+    assert not out.exists()
+
+
+def test_resume_drops_a_torn_last_line_but_names_a_damaged_one_before_it(tmp_path):
+    from fgrpo_llm.tracking import truncate_jsonl
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n{"step": 2}\n{"step": 3}\n{"ste')  # killed mid-write
+    truncate_jsonl(path, max_step=2)
+    assert path.read_text() == '{"step": 1}\n{"step": 2}\n'
+    path.write_text('{"step": 1}\n{"st#p": 2\n{"step": 3}\n')
+    with pytest.raises(ValueError, match=r"metrics.jsonl:2 is damaged"):
+        truncate_jsonl(path, max_step=3)
+    assert path.read_text() == '{"step": 1}\n{"st#p": 2\n{"step": 3}\n'  # nothing dropped
+
+
+@pytest.mark.parametrize("command", ["rare-set", "compare"])
+def test_an_output_file_that_is_a_directory_is_refused_before_any_work(
+    tiny_checkpoint, tmp_path, capsys, command
+):
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    argv = (
+        ["rare-set", "--base", str(tiny_checkpoint), "--out", str(taken)]
+        if command == "rare-set"
+        else ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(taken)]
+    )
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a directory; give a file path" in err[0], err
