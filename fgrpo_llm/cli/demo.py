@@ -45,7 +45,8 @@ def register(subparsers) -> None:
         "demo",
         help="run the whole story at CPU scale and write OUT/report.md",
         description="Theory figures, base model, rare-correct set, GRPO vs F-GRPO, "
-        "pass@k and the theory-vs-LLM cross-check. Reruns resume.",
+        "pass@k and the theory-vs-LLM cross-check. Reruns resume; a rerun with other settings "
+        "into the same --out is refused.",
     )
     p.add_argument("--out", default="runs/demo", help="output directory (default runs/demo)")
     p.add_argument("--fast", action="store_true", help="tiny budgets (the test suite's smoke run)")

@@ -11,7 +11,8 @@ control for every RL seed; the ``--sweep-bases`` also train the GRPO group-size 
 (``--sweep-sizes``) at the first seed, the ``--extended-bases`` the extended plan (MaxRL, GRPO +
 entropy, GRPO + KL, F-GRPO at gamma 0.5 and 2), with the entropy and KL coefficients first tuned
 on ``--tune-base``. Reruns resume: prepared bases and finished runs are kept and
-the report is rebuilt. Writes OUT/report.md, OUT/study.json, OUT/seed_spread.json (the spread the
+the report is rebuilt (a base or run made with other plan settings is refused, naming them).
+Writes OUT/report.md, OUT/study.json, OUT/seed_spread.json (the spread the
 demo quotes; ``--spread-file`` also writes it elsewhere, e.g. the copy shipped with the package) and
 OUT/timings.json (wall and CPU seconds per invocation).
 """
