@@ -32,10 +32,10 @@ ADVANTAGES = ("centered", "grpo", "raw")
 #: The largest action count and group size a config accepts: the samplers index actions and
 #: draws with int64 and hold (K,) float64 arrays, so 2**27 actions already take 1 GiB per array.
 MAX_ACTIONS = 1 << 27
+MAX_GROUP = 1 << 30
 #: Largest |reward|: rewards are squared (GRPO's standard deviation, Adam's second moment)
 #: times up to N^2, which must stay far from float64's overflow.
 MAX_REWARD = 1e100
-MAX_GROUP = 1 << 30
 #: The largest number of steps (records are (runs, steps + 1) float64 arrays).
 MAX_STEPS = 10_000_000
 
