@@ -172,6 +172,16 @@ def writable_directory(path, *, what: str = "output directory") -> Path:
     return path
 
 
+def writable_file(path, *, what: str = "output file") -> Path:
+    """Check, before any long work starts, that a file can be written at ``path``: not a
+    directory, in a folder that is (or can be made) writable (``writable_directory``)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{what} {str(path)!r} is a directory; give a file path")
+    writable_directory(path.parent, what=f"{what}'s folder")
+    return path
+
+
 def remove_stale_temporaries(directory) -> list[Path]:
     """Delete the ``.NAME.tmp-*`` leftovers of :func:`atomic_directory` / :func:`atomic_write_text`
     that a killed process left in ``directory``; returns what was removed."""

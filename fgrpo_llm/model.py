@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import shutil
 from pathlib import Path
 
 import torch
@@ -274,9 +273,6 @@ def save_model_and_tokenizer(model, tokenizer, path, *, keep: tuple[str, ...] = 
         with _quiet_hub():
             model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        for name in keep:
-            if (path / name).is_file():
-                shutil.copy2(path / name, tmp / name)
 
 
 #: The largest weight magnitude a healthy model holds: beyond it, a float32 dot product of two

@@ -17,7 +17,7 @@ import numpy as np
 from fgrpo_common.fields import SEED
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 from fgrpo_llm.config import run_sampling
-from fgrpo_llm.files import atomic_write_text, strict_json, writable_directory
+from fgrpo_llm.files import atomic_write_text, strict_json, writable_directory, writable_file
 from fgrpo_llm.tasks import check_split
 from fgrpo_llm.tracking import read_run_info
 
@@ -112,9 +112,7 @@ def _compare(args) -> int:
     if args.iterations < 1:
         raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
     if args.out:
-        writable_directory(Path(args.out).parent, what="--out's folder")
-        if Path(args.out).is_dir():
-            raise ValueError(f"--out {args.out!r} is a directory; give a file path (a .json)")
+        writable_file(args.out, what="--out")
     report = compare_evals(
         args.a,
         args.b,

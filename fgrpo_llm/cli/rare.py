@@ -6,13 +6,11 @@ r"""``fgrpo-llm rare-set``: build the rare-correct set of a base model (paper Ap
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from fgrpo_common.fields import SEED
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 from fgrpo_llm.experiments.countdown.report import fmt
 from fgrpo_llm.experiments.countdown.stages import record_exact_mu_tau
-from fgrpo_llm.files import writable_directory
+from fgrpo_llm.files import writable_file
 
 
 def _rare_set(args) -> int:
@@ -25,9 +23,7 @@ def _rare_set(args) -> int:
 
     if args.prompts < 1:
         raise ValueError(f"--prompts must be >= 1, got {args.prompts}")
-    writable_directory(Path(args.out).parent, what="--out's folder")
-    if Path(args.out).is_dir():
-        raise ValueError(f"--out {args.out!r} is a directory; give a file path (a .json)")
+    writable_file(args.out, what="--out")
     model, tokenizer = load_model_and_tokenizer(args.base, device=args.device)
     task = task_from_args(args, args.base, tokenizer)
     problems = task.problems(args.split)[: args.prompts]

@@ -212,12 +212,11 @@ class _Checkpoint:
 
 
 #: The name of a finished run's file in a checkpoint folder.
-_RUN_FILE = re.compile(r"N\d+-g\d+-s\d+\.npz")
+_RUN_NAME = r"N\d+-g\d+-s\d+\.npz"
+_RUN_FILE = re.compile(_RUN_NAME)
 #: The files a checkpoint folder holds of its own: runs, config.json, and what an interrupted
 #: atomic write of either left (``fgrpo_common.files``).
-_OWN_FILE = re.compile(
-    r"\.?(config\.json|N\d+-g\d+-s\d+\.npz)(" + re.escape(TEMPORARY_MARK) + r"\w+)?"
-)
+_OWN_FILE = re.compile(rf"\.?(config\.json|{_RUN_NAME})({re.escape(TEMPORARY_MARK)}\w+)?")
 
 
 def remove_checkpoint(folder) -> None:

@@ -406,5 +406,5 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
         ).items():
             summary[f"eval/test/{name}"] = value
     log(summary)
-    save_model_and_tokenizer(model.cpu(), tokenizer, out, keep=(CONFIG_NAME, METRICS_NAME))
+    save_model_and_tokenizer(model.cpu(), tokenizer, out)  # (its config and metrics stay)
     return summary

@@ -195,7 +195,7 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
     task = task_for(out / "base")
 
     specs = run_specs(cfg)
-    todo = [spec for spec in specs if not run_done(out, spec, cfg)]
+    todo = [spec for spec in specs if not run_done(out, spec)]  # (settings: check_plan)
     print(
         f"[demo {clock.elapsed():6.0f}s] training {len(todo)} run(s) on {cfg.workers} worker(s): "
         f"{', '.join(spec.name for spec in todo) or 'none left'}",

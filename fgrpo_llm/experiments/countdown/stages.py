@@ -230,7 +230,7 @@ def train_run(out: Path, cfg: DemoConfig, spec: RunSpec, rare) -> None:
     from fgrpo_llm.evaluation.rare import make_rare_evaluator  # lazy: torch
     from fgrpo_llm.trainer import train  # lazy: torch, transformers
 
-    if run_done(out, spec, cfg) or run_finished(out / spec.path):
+    if run_finished(out / spec.path):
         return
     train(train_config_for(out, cfg, spec), evaluators=[make_rare_evaluator(rare)], resume=True)
 
