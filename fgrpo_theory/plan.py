@@ -14,8 +14,11 @@ sum_i |A_i| = 2 N sqrt(m (1 - m))) under weighting w. The share of prompt set H 
 sum_{p in H} U_p / sum_p U_p; "hard" prompts are those with mu_p < 1/2.
 
 Pass rates measured from n samples (c correct) are uncertain: ``plan`` redraws each mu_p from
-its Jeffreys posterior Beta(c + 1/2, n - c + 1/2) ``draws`` times and reports the 2.5% and 97.5%
-quantiles of the prompt-averaged tail-miss rate.
+its Jeffreys posterior Beta(c + 1/2, n - c + 1/2) ``draws`` times and reports the median of the
+prompt-averaged tail-miss rate with its 2.5% and 97.5% quantiles. (The plug-in mu_p = c / n
+would give a prompt never solved in n samples a tail-miss rate of exactly 0, though its true
+mu_p may well be positive: that estimate can fall outside its own range.) The other columns
+use the plug-in mu_p = c / n.
 
     >>> res = plan([0.2, 0.5, 0.9], rho=0.1, group_sizes=[2, 8, 32])
     >>> [round(r["active"], 3) for r in res["rows"]]
@@ -78,8 +81,8 @@ def plan(
     give mu = c / n and the uncertainty), rare fraction ``rho`` = tau / mu, the ``group_sizes``
     and ``weightings`` (``parse_weighting`` texts or ``Weighting``). Returns ``{"rows": [...],
     "peak_N": ..., "prompts": P, "hard_prompts": ..., ...}``; each row: N, rollouts_per_step,
-    active, tail_miss, tail_miss_lo, tail_miss_hi (None without counts), hard_share per
-    weighting label."""
+    active, tail_miss (with counts the posterior median), tail_miss_lo, tail_miss_hi (None
+    without counts), hard_share per weighting label."""
     rho = float(check_probability("rho", rho))
     Ns = [int(v) for v in np.atleast_1d(check_integer("group_sizes", group_sizes, minimum=1))]
     if not Ns or max(Ns) > MAX_GROUP:
@@ -120,9 +123,11 @@ def plan(
         }
         if post is not None:
             means = np.mean(p_tail_miss(post, rho * post, N), axis=1)  # (D,)
-            row["tail_miss_lo"], row["tail_miss_hi"] = (
-                float(np.quantile(means, 0.025)),
-                float(np.quantile(means, 0.975)),
+            lo, mid, hi = np.quantile(means, [0.025, 0.5, 0.975])
+            row["tail_miss"], row["tail_miss_lo"], row["tail_miss_hi"] = (
+                float(mid),
+                float(lo),
+                float(hi),
             )
         for w, U in zip(ws, _update_masses(mu, N, ws), strict=True):
             total = float(U.sum())

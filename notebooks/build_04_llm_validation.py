@@ -96,8 +96,8 @@ md("""
 ## Which N, which weighting, for this base (`fgrpo-theory plan`)
 
 From the base's own outcome matrix on the test split: per group size, the expected fraction of
-active groups, the expected tail-miss rate over the prompts (Lemma 3.1 at tau = rho mu, with its
-95% range from the finite number of samples) and each weighting's share of the update to hard
+active groups, the expected tail-miss rate over the prompts (Lemma 3.1 at tau = rho mu; its
+posterior median and 95% range from the finite number of samples) and each weighting's share of the update to hard
 prompts (pass rate < 1/2). rho = 0.05 is an assumption here, not a measurement.
 """)
 code("""

@@ -9,8 +9,8 @@ Pass rates come from ``fgrpo-llm eval``'s outcome matrices (``--outcomes``: a di
 ``outcomes_<split>.npy`` or one such file, a (prompts, n) 0/1 matrix), a CSV with columns
 ``prompt_id,n,c`` (``--counts``, any engine's evaluation), or a list (``--mu``). Per N it prints
 the rollouts per step, the expected fraction of groups with signal, the expected tail-miss rate
-over the prompts (with its 95% range from the finite n, for counts), where tail misses peak, and
-the share of the update each weighting sends to hard prompts (mu < 1/2).
+over the prompts (for counts, its posterior median and 95% range from the finite n), where tail
+misses peak, and the share of the update each weighting sends to hard prompts (mu < 1/2).
 """
 
 from __future__ import annotations

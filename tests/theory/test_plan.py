@@ -179,3 +179,15 @@ def test_cli_rejects_odd_files_and_sizes_in_one_line(tmp_path, capsys):
         assert main(["plan", *argv]) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and needle in err[0] and "Traceback" not in err[0], (argv, err)
+
+
+def test_with_counts_the_point_estimate_lies_in_its_range():
+    # Prompts never solved in 8 samples: the plug-in mu = c / n = 0 gives them no tail misses,
+    # an estimate below its own posterior range at N = 32; the posterior median lies within it.
+    n, c = [8] * 5, [0, 0, 0, 1, 8]
+    res = plan(None, n=n, c=c, rho=0.1, group_sizes=[2, 8, 32, 128])
+    for row in res["rows"]:
+        assert row["tail_miss_lo"] <= row["tail_miss"] <= row["tail_miss_hi"], row
+    plug_in = plan(np.divide(c, n), rho=0.1, group_sizes=[32])["rows"][0]["tail_miss"]
+    assert plug_in < res["rows"][2]["tail_miss_lo"]
+    assert res["peak_N"] == max(res["rows"], key=lambda r: r["tail_miss"])["N"]
