@@ -3,8 +3,9 @@
 Floating-point results depend on the CPU's vector instructions (torch and numpy dispatch other
 kernels on AVX-512 and AVX2 CPUs, and round differently), so a base model pretrained on one
 machine is not the one pretrained on another. Every run records :func:`environment` in its
-``run.json``; reports print it (:func:`environment_markdown`), and
-:func:`environment_differences` names what differs between runs that are compared as a pair.
+``run.json``, every base in its ``environment.json`` (:func:`write_environment`); reports print
+it (:func:`environment_markdown`), and :func:`environment_differences` names what differs between
+runs that are compared as a pair.
 
     >>> env = environment("cpu")
     >>> sorted(env)[:3]
@@ -21,9 +22,10 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from fgrpo_llm.files import atomic_write_text
+from fgrpo_llm.files import atomic_write_text, strict_json
 
 __all__ = [
+    "ENVIRONMENT_FILE",
     "environment",
     "environment_differences",
     "environment_markdown",
@@ -32,7 +34,11 @@ __all__ = [
     "KERNEL_FAMILIES",
     "kernel_family_env",
     "pin_kernel_family",
+    "write_environment",
 ]
+
+#: The file in which a base (built-in, a study's, the demo's) records :func:`environment`.
+ENVIRONMENT_FILE = "environment.json"
 
 #: The fields that decide a run's floating-point numbers on the same code: when two runs differ
 #: in one of these, their numbers differ too (by rounding at first, then by more).
@@ -182,6 +188,13 @@ def environment(device=None) -> dict:
         if os.environ.get(var):
             env[var] = os.environ[var]
     return env
+
+
+def write_environment(directory, device=None) -> Path:
+    """Write :func:`environment` of ``device`` to ``directory/environment.json``
+    (:data:`ENVIRONMENT_FILE`, strict JSON, atomically); returns its path."""
+    path = Path(directory) / ENVIRONMENT_FILE
+    return atomic_write_text(path, strict_json(environment(device), indent=1, default=str) + "\n")
 
 
 def environment_differences(envs: dict) -> list[str]:

@@ -75,7 +75,7 @@ from fgrpo_llm.rollout import (
     token_logprobs_and_entropy,
 )
 from fgrpo_llm.tasks import check_split, check_task, get_task
-from fgrpo_llm.tasks.for_model import model_task_kwargs
+from fgrpo_llm.tasks.for_model import check_base_task, model_task_kwargs
 from fgrpo_llm.tracking import (
     JsonlWriter,
     MetricsLogger,
@@ -350,10 +350,12 @@ def train(
     or from the start when it was stopped before its first checkpoint. A config without
     ``task_kwargs`` takes the settings the built-in base was pretrained with
     (``tasks.for_model.model_task_kwargs``), as ``fgrpo-llm train`` does, so that the test split
-    stays out of training.
+    stays out of training. A base that records the task it was made for
+    (``tasks.for_model.recorded_task``) is refused for another ``cfg.task``.
     """
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"train takes a TrainConfig, got {type(cfg).__name__}")
+    check_base_task(cfg.base, cfg.task)
     if task is None and not cfg.task_kwargs:
         found = model_task_kwargs(cfg.base, cfg.task)
         if found:

@@ -5,7 +5,8 @@ Each subcommand lives in its own module ``fgrpo_llm.cli.<name>`` that exposes
 parsed arguments and returning an exit status. Bad input (``ValueError`` / ``TypeError``), a
 missing or unwritable file (``OSError``) and a diverged run (``TrainingDiverged``, or a
 supervised pretraining's ``FloatingPointError``) become one
-line on stderr and exit status 2, never a traceback.
+line on stderr and exit status 2, never a traceback; a Python warning is one stderr line too,
+``fgrpo-llm: warning: ...`` (not Python's file, line number and source line).
 
     fgrpo-llm pretrain --out runs/base
     fgrpo-llm train --base runs/base --algo grpo --gamma 0.5 --group-size 8 --steps 200 --out runs/x
@@ -14,6 +15,8 @@ line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 
 from fgrpo_common.cli import build_command_parser, run_command
 
@@ -36,12 +39,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
 
+def show_warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` of the command: ``fgrpo-llm: warning: MESSAGE`` as one line on
+    stderr (``file`` when given)."""
+    text = " ".join(str(message).split())
+    print(f"fgrpo-llm: warning: {text}", file=sys.stderr if file is None else file)
+
+
 def main(argv: list[str] | None = None) -> int:
     from fgrpo_llm.trainer import TrainingDiverged  # lazy: torch, transformers
 
-    return run_command(
-        build_parser(),
-        argv,
-        errors=(TrainingDiverged, FloatingPointError),  # (the second: a diverged SFT)
-        interrupted="interrupted (checkpoints written so far are kept; rerun with --resume)",
-    )
+    with warnings.catch_warnings():  # the caller's warning display is restored afterwards
+        warnings.showwarning = show_warning_line
+        return run_command(
+            build_parser(),
+            argv,
+            errors=(TrainingDiverged, FloatingPointError),  # (the second: a diverged SFT)
+            interrupted="interrupted (checkpoints written so far are kept; rerun with --resume)",
+        )

@@ -3,8 +3,9 @@
     fgrpo-llm eval --model runs/base --n 1024 --k 1,2,4,8,16,32,64,128,256 --out runs/base_eval
     fgrpo-llm compare runs/grpo/eval runs/fgrpo/eval --m 256 --iterations 50000
 
-``eval`` writes eval.json, passk.csv, passk.png and the per-sample outcome matrices
-(outcomes_<split>.npy) that ``compare`` needs (paper App. P and App. Q).
+``eval`` writes eval.json (with the sampling seed and the environment), passk.csv, passk.png and
+the per-sample outcome matrices (outcomes_<split>.npy) that ``compare`` needs (paper App. P and
+App. Q).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from fgrpo_common.fields import SEED
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 from fgrpo_llm.config import run_sampling
+from fgrpo_llm.environment import environment
 from fgrpo_llm.files import atomic_write_text, strict_json, writable_directory, writable_file
 from fgrpo_llm.tasks import check_split
 from fgrpo_llm.tracking import read_run_info
@@ -99,6 +101,8 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
         **policy,
     )
     results["model"] = str(model_dir)
+    results["seed"] = args.seed
+    results["environment"] = environment(device)  # as a run's run.json and a base record it
     paths = write_eval_outputs(results, outcomes, out, label=model_dir.name)
     for split, entry in results["splits"].items():
         print(f"{split}: " + ", ".join(f"pass@{k}={entry[f'pass@{k}']:.4f}" for k in results["ks"]))

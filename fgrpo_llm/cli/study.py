@@ -26,7 +26,7 @@ import sys
 from fgrpo_common.cli import parse_list
 from fgrpo_llm.experiments.countdown.config import load_demo_config
 from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
-from fgrpo_llm.files import directory_lock
+from fgrpo_llm.files import directory_lock, writable_file
 
 
 def _study(args) -> int:
@@ -61,6 +61,8 @@ def _study(args) -> int:
         tune_base,
     )
     resolve_device(args.device)  # a bad --device fails before any file is written
+    if args.spread_file:  # checked before the long study, not at its end
+        writable_file(args.spread_file, what="--spread-file")
     extra = {}
     if args.sweep_sizes:
         extra["sweep_group_sizes"] = parse_list("--sweep-sizes", args.sweep_sizes, int)

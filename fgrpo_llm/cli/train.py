@@ -10,8 +10,8 @@ config.json is the starting point, then the ``--config`` file and the flags: the
 run may change (steps, eval/checkpoint cadence, device, progress) take effect, any other difference
 is refused with one line naming it. For the built-in Countdown base, the task settings it was
 pretrained with (its pretrain_config.json) are used unless ``--task-arg`` overrides them, and the
-completion limit defaults to the task's. Writes OUT/config.json, OUT/metrics.jsonl,
-OUT/groups.jsonl, OUT/checkpoints/ and OUT/model/.
+completion limit defaults to the task's; a base made for another task than ``--task`` is refused.
+Writes OUT/config.json, OUT/metrics.jsonl, OUT/groups.jsonl, OUT/checkpoints/ and OUT/model/.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from fgrpo_common.cli import parse_key_values
 from fgrpo_llm.config import TrainConfig, read_config_file
 from fgrpo_llm.tasks import get_task
-from fgrpo_llm.tasks.for_model import model_task_kwargs
+from fgrpo_llm.tasks.for_model import check_base_task, model_task_kwargs
 
 #: flag destination -> TrainConfig field, for flags whose names differ from the field.
 _FLAGS = {
@@ -156,8 +156,9 @@ def resolve_config(args):
 
 def _task_defaults(data: dict) -> dict:
     """For the built-in Countdown base: the task settings it was pretrained with; the task's token
-    limit."""
+    limit. A base made for another task than ``--task`` is refused first."""
     task = data.get("task", "countdown")
+    check_base_task(data["base"], task)
     if not data.get("task_kwargs"):
         data["task_kwargs"] = model_task_kwargs(data["base"], task)
     if "max_new_tokens" not in data:

@@ -462,7 +462,8 @@ def compare_evals(
 
     ``m`` defaults to n // 4 (the paper: m = 256 of n = 1024). An m close to n makes the
     subsampled statistic nearly the full one and the test anti-conservative, so m >= n is an
-    error rather than silently clipped.
+    error rather than silently clipped. Each k is tested on m-subsamples, so only the ``ks`` <= m
+    are tested (the others are left out of the report); none <= m is an error.
 
     Both outputs must hold the same problems (same ids, same order) and the same n. Returns
     ``{split: {"pass@k": test result dict}}`` with the test's own fields plus both point estimates.
@@ -486,6 +487,7 @@ def compare_evals(
         m_eff = max(n // 4, 1) if m is None else int(m)
         if not 1 <= m_eff < n:
             raise ValueError(f"m must satisfy 1 <= m < n = {n} samples per problem, got m={m_eff}")
+        _check_some_k_fits(ks, m_eff, n)
         report[split] = {}
         for k in ks:
             k = int(k)
@@ -499,6 +501,17 @@ def compare_evals(
     if not report:
         raise ValueError(f"{dir_a} and {dir_b} share no split with outcome matrices")
     return report
+
+
+def _check_some_k_fits(ks, m: int, n: int) -> None:
+    """A ValueError naming the ks and m when every k exceeds the subsample size m (no pass@k can
+    be estimated from m samples then)."""
+    ks = sorted(int(k) for k in ks)
+    if ks and ks[0] > m:
+        raise ValueError(
+            f"every k exceeds the subsample size m={m} (of n={n} samples per problem), got "
+            f"k={','.join(map(str, ks))}; ask for a k <= m or a larger m"
+        )
 
 
 def _as_dict(result) -> dict:

@@ -395,7 +395,9 @@ def load_boxed_problems(
 
     Prompt length is counted in ``tokenizer`` tokens when given, else in characters (an
     upper bound for any subword tokenizer); a problem of more than ``MAX_CHARS_PER_TOKEN``
-    characters per allowed token is too long without being tokenized.
+    characters per allowed token is too long without being tokenized. Bad rows are skipped and
+    counted in one UserWarning; a file without a usable problem is a ValueError that counts them
+    (and no warning).
     """
     path = Path(path)
     if not path.is_file():
@@ -443,10 +445,10 @@ def load_boxed_problems(
             )
         )
     stats.kept = len(out)
+    if not out:  # the error counts the bad rows: no warning before it
+        raise ValueError(f"no usable problem in {path} ({stats.summary()})")
     if stats.bad_rows:
         warnings.warn(f"skipped {stats.bad_rows} bad rows in {stats.summary()}", stacklevel=2)
-    if not out:
-        raise ValueError(f"no usable problem in {path} ({stats.summary()})")
     return out, stats
 
 

@@ -137,12 +137,48 @@ def test_missing_file_names_the_path(tmp_path):
 
 
 def test_file_without_usable_rows_is_value_error(tmp_path):
+    """The error counts the bad rows; no warning about them comes before it."""
     path = tmp_path / "bad.jsonl"
     path.write_text("not json\n" + json.dumps({"problem": 1, "answer": 2}) + "\n")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(ValueError, match="bad.jsonl"):
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match=r"bad.jsonl.*invalid_json=1, missing_keys=0"):
             BoxedMathTask(path=path)
+    assert [str(w.message) for w in shown] == []
+
+
+def test_the_cli_says_a_task_argument_problem_in_one_line(tiny_checkpoint, tmp_path):
+    """``fgrpo-llm eval --task-arg path=FILE`` of a file without a usable row: the error alone, one
+    line (it used to follow Python's two-line UserWarning: file:line, then the source line)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "bad.jsonl"
+    path.write_text("not json\n[1]\n")
+    argv = ["eval", "--model", str(tiny_checkpoint), "--task", "boxed_math", "--n", "2"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "fgrpo_llm.cli", *argv, "--task-arg", f"path={path}"],
+        capture_output=True,
+        text=True,
+    )
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1, err
+    assert err[0].startswith("fgrpo-llm eval: error: no usable problem in")
+
+
+def test_the_cli_shows_a_warning_as_one_line(tiny_checkpoint, llm_data_dir, capsys):
+    """A bad-row warning under ``fgrpo-llm``: one stderr line, ``fgrpo-llm: warning: ...``, then
+    the caller's warning display is back."""
+    from fgrpo_llm.cli import main
+
+    before = warnings.showwarning
+    argv = ["eval", "--model", str(tiny_checkpoint), "--task", "boxed_math", "--splits", "bogus"]
+    assert main([*argv, "--task-arg", f"path={llm_data_dir / 'boxed_train.jsonl'}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2, err
+    assert err[0].startswith("fgrpo-llm: warning: skipped 8 bad rows in ")
+    assert err[1].startswith("fgrpo-llm eval: error: unknown split 'bogus'")
+    assert warnings.showwarning is before
 
 
 def test_registry_and_splits(llm_data_dir):

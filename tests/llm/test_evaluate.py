@@ -202,7 +202,25 @@ def test_compare_defaults_m_to_a_quarter_of_n_and_rejects_m_not_below_n(tmp_path
         compare_evals(a, a, m=40, iterations=10, ks=(1,), rng=np.random.default_rng(1))
 
 
+def test_compare_refuses_ks_that_all_exceed_m_and_leaves_out_only_those_that_do(tmp_path, capsys):
+    """Every k > m: no pass@k can be tested on m-subsamples, a one-line error naming the ks and m
+    (it used to print an empty report and exit 0); some k > m: those are left out of the report."""
+    rng = np.random.default_rng(0)
+    a = _fake_eval(tmp_path, "a", (rng.random((3, 40)) < 0.5).astype(np.int8))
+    with pytest.raises(ValueError, match=r"m=10 .*k=64,256"):
+        compare_evals(a, a, iterations=10, ks=(64, 256), rng=np.random.default_rng(1))
+    assert main(["compare", str(a), str(a), "--k", "64,256", "--iterations", "10"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "k=64,256" in err[0] and "m=10" in err[0], err
+    assert captured.out == ""
+    assert main(["compare", str(a), str(a), "--k", "1,64", "--iterations", "10"]) == 0
+    assert list(json.loads(capsys.readouterr().out)["test"]) == ["pass@1"]
+
+
 def test_eval_and_compare_cli(tiny_checkpoint, tmp_path, capsys):
+    from fgrpo_llm.environment import environment
+
     out = tmp_path / "ev"
     assert (
         main(
@@ -218,6 +236,8 @@ def test_eval_and_compare_cli(tiny_checkpoint, tmp_path, capsys):
                 "2",
                 "--max-new-tokens",
                 "3",
+                "--seed",
+                "3",
                 "--out",
                 str(out),
             ]
@@ -226,6 +246,9 @@ def test_eval_and_compare_cli(tiny_checkpoint, tmp_path, capsys):
     )
     results, outcomes = load_eval(out)
     assert set(results["splits"]) == {"test", "ood"} and outcomes["test"].shape == (2, 4)
+    # eval.json records its seed and the environment, in the format of a run's and a base's
+    assert results["seed"] == 3
+    assert set(results["environment"]) == set(environment(results["environment"]["device"]))
     assert main(["compare", str(out), str(out), "--m", "2", "--iterations", "50", "--k", "1"]) == 0
     assert "p_value" in capsys.readouterr().out
     assert (

@@ -1,7 +1,7 @@
 """Calls a user makes that used to go wrong quietly or with a traceback: the library's train()
-taking the base's task settings (so the test split stays out of training), one-line errors for
-a diverged pretraining, out-of-range seeds and learning rates, a non-positive validation
-window."""
+taking the base's task settings (so the test split stays out of training) and refusing another
+task than the base's, one-line errors for a diverged pretraining, out-of-range seeds and learning
+rates, a non-positive validation window."""
 
 from __future__ import annotations
 
@@ -30,6 +30,82 @@ def test_train_from_python_takes_the_bases_task_settings(tmp_path, monkeypatch):
     assert seen["cfg"].task_kwargs == {"seed": 1}  # what the caller says wins
     with pytest.raises(TypeError, match="TrainConfig"):
         trainer.train("runs/x")
+
+
+def _bases(tmp_path) -> dict:
+    """Bases that record their task: the built-in Countdown base (pretrain_config.json), a maze
+    SFT model (task.json), a trained maze run's final model (the run's config.json); and one that
+    records none (any Hugging Face checkpoint)."""
+    countdown = tmp_path / "countdown"
+    countdown.mkdir()
+    (countdown / "pretrain_config.json").write_text(json.dumps({"task_seed": 0}))
+    maze = tmp_path / "maze_sft" / "model"
+    maze.mkdir(parents=True)
+    (maze / "task.json").write_text(json.dumps({"task": "maze"}))
+    run = tmp_path / "maze_run"
+    (run / "model").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"base": str(maze), "task": "maze"}))
+    (run / "run.json").write_text("{}")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    plain_run = tmp_path / "plain_run"  # a run of such a checkpoint may go on to another task
+    (plain_run / "checkpoints" / "step_4").mkdir(parents=True)
+    (plain_run / "config.json").write_text(json.dumps({"base": str(plain), "task": "boxed_math"}))
+    (plain_run / "run.json").write_text("{}")
+    return {
+        "countdown": countdown,
+        "maze": maze,
+        "run": run / "model",
+        "plain": plain,
+        "plain_run": plain_run / "checkpoints" / "step_4",
+    }
+
+
+def test_train_refuses_a_task_other_than_the_one_the_base_was_made_for(tmp_path, monkeypatch):
+    """A base made for Countdown is not trained on maze, nor a maze base on Countdown (both
+    tasks named); a base that records no task takes any task."""
+    from fgrpo_llm.tasks.for_model import recorded_task
+
+    bases = _bases(tmp_path)
+    assert {k: recorded_task(b) for k, b in bases.items()} == {
+        "countdown": "countdown",
+        "maze": "maze",
+        "run": "maze",
+        "plain": None,
+        "plain_run": None,
+    }
+    seen = []
+    monkeypatch.setattr(trainer, "_train", lambda cfg, *a: seen.append(cfg.task))
+    for name, task, made_for in [
+        ("countdown", "maze", "countdown"),
+        ("maze", "countdown", "maze"),
+        ("run", "countdown", "maze"),
+    ]:
+        cfg = TrainConfig(base=str(bases[name]), out=str(tmp_path / "out"), task=task)
+        with pytest.raises(ValueError, match=f"made for task '{made_for}', not task '{task}'"):
+            trainer.train(cfg)
+    for name, task in [
+        ("countdown", "countdown"),
+        ("maze", "maze"),
+        ("plain", "maze"),
+        ("plain_run", "maze"),
+    ]:
+        trainer.train(TrainConfig(base=str(bases[name]), out=str(tmp_path / name), task=task))
+    assert seen == ["countdown", "maze", "maze", "maze"]
+    (bases["maze"] / "task.json").write_text("[]")
+    with pytest.raises(ValueError, match="task.json is damaged"):
+        trainer.train(TrainConfig(base=str(bases["maze"]), out=str(tmp_path / "o"), task="maze"))
+
+
+@pytest.mark.parametrize("name, task", [("countdown", "maze"), ("maze", "countdown")])
+def test_the_train_command_refuses_another_task_than_the_bases_in_one_line(
+    tmp_path, capsys, name, task
+):
+    base, out = _bases(tmp_path)[name], tmp_path / "out"
+    assert main(["train", "--base", str(base), "--out", str(out), "--task", task]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"made for task '{name}', not task '{task}'" in err[0], err
+    assert not out.exists()
 
 
 def test_a_diverged_pretraining_is_one_line(monkeypatch, tmp_path, capsys):

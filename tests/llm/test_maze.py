@@ -364,6 +364,9 @@ def test_pipeline_smoke_run_and_stage_resume(tmp_path):
             assert all(0 <= v <= 1 for v in ks) and ks == sorted(ks)  # non-decreasing in k
     assert results["runs"]["seed0/grpo_lrm_g1_N2"]["lr"] == pytest.approx(cfg.rl_lr / 2)
     assert json.loads((out / "config.json").read_text())["grid_size"] == 7
+    from fgrpo_llm.tasks.for_model import recorded_task
+
+    assert recorded_task(out / "sft" / "model") == "maze"  # another task is refused on it
     for name in (
         "results.json",
         "table.csv",

@@ -234,6 +234,12 @@ def test_cli_pretrain_and_errors(tmp_path, capsys):
     )
     assert "saved to" in capsys.readouterr().out
     assert json.loads((tmp_path / "run" / CONFIG_NAME).read_text())["max_steps"] == 2
+    # the base records what made it, as a study's bases do (environment.json)
+    from fgrpo_llm.environment import ENVIRONMENT_FILE, environment
+
+    env = json.loads((tmp_path / "run" / ENVIRONMENT_FILE).read_text())
+    assert ENVIRONMENT_FILE == "environment.json" and set(env) == set(environment(env["device"]))
+    assert env["torch_cpu_capability"] and env["device"] in ("cpu", "cuda")
     assert (
         main(["pretrain", "--out", str(tmp_path / "x"), "--config", str(tmp_path / "none.yaml")])
         == 2

@@ -181,6 +181,29 @@ def test_bad_study_arguments_are_one_line_errors(tmp_path, capsys):
         assert not (tmp_path / "x").exists()  # nothing written
 
 
+def test_the_spread_file_is_checked_before_any_training(tmp_path, capsys, monkeypatch):
+    """``--spread-file`` is checked as the other output files are, before the study starts (it
+    used to fail at the end of a long study): a directory or a folder that cannot be made is one
+    line, exit 2; a new folder is made."""
+    import fgrpo_llm.cli.study as command
+    from fgrpo_llm.cli import main
+
+    ran = []
+    monkeypatch.setattr(command, "run_study", lambda *a, **k: ran.append(1) or {"claims": []})
+    (tmp_path / "afile").write_text("x")
+    argv = ["study", "--fast", "--bases", "0", "--seeds", "0", "--out", str(tmp_path / "x")]
+    for spread, word in [
+        (tmp_path, "is a directory"),
+        (tmp_path / "afile" / "s.json", "exists and is not a directory"),
+    ]:
+        assert main([*argv, "--spread-file", str(spread)]) == 2
+        err = capsys.readouterr().err
+        assert word in err and "--spread-file" in err and len(err.strip().splitlines()) == 1
+    assert not ran and not (tmp_path / "x").exists()  # nothing trained, nothing written
+    assert main([*argv, "--spread-file", str(tmp_path / "new" / "s.json")]) == 0
+    assert ran == [1] and (tmp_path / "new").is_dir()
+
+
 def _study(out, extended: bool) -> list[str]:
     """The fast study's argv: both kernel families (one base each) x 2 RL seeds, and, when
     ``extended``, the extended plan on base 1 with its coefficients tuned on base 0."""

@@ -19,7 +19,8 @@ The loop is AdamW (lr 3e-3, batch 128; warm-up then cosine decay over the step b
 token-mean cross-entropy over completion tokens (EOS included). A wall-clock cap is optional and
 off by default; a run that hits one says so in its summary (``stopped_by``). Outputs in OUT: the
 Hugging Face checkpoint (weights, ``config.json`` of the model, tokenizer), ``pretrain_config.json``
-(this run's resolved :class:`PretrainConfig`) and ``pretrain_metrics.jsonl``.
+(this run's resolved :class:`PretrainConfig`), ``pretrain_metrics.jsonl`` and ``environment.json``
+(what made it: ``fgrpo_llm.environment.write_environment``).
 
     fgrpo-llm pretrain --out runs/base            # 600 steps, a few minutes on one CPU core
 """
@@ -36,6 +37,7 @@ import numpy as np
 import torch
 
 from fgrpo_common.fields import SEED, Choice, Integer, Real, Text, check_fields, dataclass_from_dict
+from fgrpo_llm.environment import write_environment
 from fgrpo_llm.files import check_not_working_directory
 from fgrpo_llm.model import (
     build_tiny_model,
@@ -407,4 +409,5 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
             summary[f"eval/test/{name}"] = value
     log(summary)
     save_model_and_tokenizer(model.cpu(), tokenizer, out)  # (its config and metrics stay)
+    write_environment(out, device)  # what made it, as a study's bases record
     return summary

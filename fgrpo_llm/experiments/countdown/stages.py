@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from fgrpo_llm.config import TrainConfig, run_sampling
+from fgrpo_llm.environment import environment
 from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec
 from fgrpo_llm.experiments.runner import Task, run_tasks, write_json
 from fgrpo_llm.files import changed_settings
@@ -178,6 +179,8 @@ def evaluate_stage(model_dir: Path, out_dir: Path, cfg: DemoConfig, *, task) -> 
         **sampling.kwargs(),
     )
     results["model"] = str(model_dir)
+    results["seed"] = cfg.seed + 2  # the sampling generator's, as ``fgrpo-llm eval`` records it
+    results["environment"] = environment(device)
     write_eval_outputs(results, outcomes, out_dir, label=model_dir.parent.name)
     return results
 

@@ -34,7 +34,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fgrpo_llm.environment import KERNEL_FAMILIES, environment, kernel_family_env, pin_kernel_family
+from fgrpo_llm.environment import (
+    KERNEL_FAMILIES,
+    kernel_family_env,
+    pin_kernel_family,
+    write_environment,
+)
 from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec, extended_specs, run_specs
 from fgrpo_llm.experiments.countdown.stages import (
@@ -195,7 +200,7 @@ def prepare_base(out_b: Path, cfg: DemoConfig) -> None:
     rare = rare_set_stage(out_b, cfg)
     exact_stage(out_b, cfg, rare)
     evaluate_stage(out_b / "base", out_b / "base_eval", cfg, task=task_for(out_b / "base"))
-    write_json(out_b / "environment.json", environment(cfg.device or "cpu"))
+    write_environment(out_b, cfg.device or "cpu")
 
 
 def exact_stage(out: Path, cfg: DemoConfig, rare) -> dict | None:

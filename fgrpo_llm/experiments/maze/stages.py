@@ -24,7 +24,7 @@ Stages (each is skipped when its outputs exist, so an interrupted study continue
 stopped; an RL run killed mid-way resumes from its last checkpoint):
 
     OUT/config.json                 the resolved MazeConfig
-    OUT/sft/model/                  SFT checkpoint (HF format), OUT/sft/sft_metrics.jsonl
+    OUT/sft/model/                  SFT checkpoint (HF format, task.json), OUT/sft/sft_metrics.jsonl
     OUT/sft/eval_seed<s>.json       pass@k of the SFT model with seed s's evaluation = step 0
     OUT/rl/seed<s>/<run>/           one trainer run (config.json, metrics.jsonl, ...) + result.json
     OUT/results.json, OUT/table.{csv,md}, OUT/report.{md,json}, OUT/maze_*.png   the summary
@@ -48,6 +48,7 @@ from fgrpo_llm.config import TrainConfig
 from fgrpo_llm.evaluation.passk import pass_at_k_table, sample_correct_counts
 from fgrpo_llm.experiments.maze.config import EVAL_SEED_OFFSET, MazeConfig, MazeRun
 from fgrpo_llm.sft import pad_sft_rows, sft_loop
+from fgrpo_llm.tasks.for_model import write_task_record
 from fgrpo_llm.tasks.maze import VOCAB, MazeTask
 
 
@@ -90,7 +91,8 @@ def sft_batch(tokenizer, task: MazeTask, problems, rng: np.random.Generator, bat
 
 def run_sft(cfg: MazeConfig, task: MazeTask, out: Path, *, progress: bool = True) -> dict:
     """Train a fresh model on the target paths for ``sft_steps`` steps; save it to ``out`` (HF
-    checkpoint) and its loss curve beside it (OUT/sft/sft_metrics.jsonl). Returns a summary."""
+    checkpoint, with its task recorded: ``tasks.for_model.TASK_RECORD``) and its loss curve beside
+    it (OUT/sft/sft_metrics.jsonl). Returns a summary."""
     from fgrpo_llm.model import (  # lazy: transformers
         build_tiny_model,
         count_parameters,
@@ -138,6 +140,7 @@ def run_sft(cfg: MazeConfig, task: MazeTask, out: Path, *, progress: bool = True
         )
     loss_value = done["loss"]
     save_model_and_tokenizer(model.cpu(), tokenizer, out)
+    write_task_record(out, "maze")  # training it on another task is refused
     return {"sft/loss": loss_value, "model/parameters": count_parameters(model)}
 
 
