@@ -97,8 +97,9 @@ md("""
 
 From the base's own outcome matrix on the test split: per group size, the expected fraction of
 active groups, the expected tail-miss rate over the prompts (Lemma 3.1 at tau = rho mu; its
-posterior median and 95% range from the finite number of samples) and each weighting's share of the update to hard
-prompts (pass rate < 1/2). rho = 0.05 is an assumption here, not a measurement.
+posterior median and 95% range from the finite number of samples) and each weighting's share
+of the update to hard prompts (pass rate < 1/2). rho = 0.05 is an assumption here, not a
+measurement.
 """)
 code("""
 from fgrpo_theory.plan import plan
@@ -144,7 +145,7 @@ if spread and "between_base_sd" in spread:
         rows.append(f"| {name} | {b:.3f} | {w:.3f} | {t:.3f} |" if None not in (b, w, t)
                     else f"| {name} | - | - | - |")
     display(Markdown(f"`{spread['command']}` ({spread['num_bases']} bases x "
-                     f"{spread['num_seeds']} RL seeds):\n\n" + "\n".join(rows)))
+                     f"{spread['num_seeds']} RL seeds):\\n\\n" + "\\n".join(rows)))
 else:
     print("no spread over bases has been measured: run `fgrpo-llm study` (README)")
 study_dir = Path(os.environ.get("FGRPO_STUDY_DIR", "runs/study"))
@@ -159,7 +160,7 @@ if (study_dir / "study.json").is_file():
     for b, info in study["bases"].items():
         cells = [f"{np.mean(per[(int(b), n)]):.3f}" if (int(b), n) in per else "-" for n in names]
         lines.append(f"| {b} | {info['family']} | " + " | ".join(cells) + " |")
-    display(Markdown("Delta NLL_rare per base (mean over its RL seeds):\n\n" + "\n".join(lines)))
+    display(Markdown("Delta NLL_rare per base (mean over its RL seeds):\\n\\n" + "\\n".join(lines)))
 """)
 nb = nbf.v4.new_notebook(
     cells=cells,

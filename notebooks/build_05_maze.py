@@ -34,7 +34,7 @@ cells = [
         "import numpy as np\n"
         "from IPython.display import display\n\n"
         "import fgrpo_llm\n"
-        "from fgrpo_llm.experiments.maze import make_config\n"
+        "from fgrpo_llm.experiments.maze.config import make_config\n"
         "from fgrpo_llm.experiments.maze.pipeline import run_experiment\n"
         "from fgrpo_llm.experiments.maze.plots import plot_curves, plot_final\n"
         "from fgrpo_llm.experiments.maze.study import paper_table4\n"
