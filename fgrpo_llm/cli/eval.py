@@ -21,6 +21,7 @@ from fgrpo_llm.config import run_sampling
 from fgrpo_llm.environment import environment
 from fgrpo_llm.files import atomic_write_text, strict_json, writable_directory, writable_file
 from fgrpo_llm.tasks import check_split
+from fgrpo_llm.tasks.for_model import check_base_task
 from fgrpo_llm.tracking import read_run_info
 
 
@@ -43,6 +44,7 @@ def _eval(args) -> int:
     if ks and max(ks) > args.n:
         raise ValueError(f"every k must be <= n={args.n}, got k={max(ks)}")
     model_dir = Path(args.model)
+    check_base_task(model_dir, args.task)  # before the model loads
     model, tokenizer = load_model_and_tokenizer(model_dir, device=args.device)
     task = task_from_args(args, model_dir, tokenizer)
     splits = [s for s in args.splits.split(",") if s] if args.splits else None

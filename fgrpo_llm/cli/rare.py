@@ -11,6 +11,7 @@ from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_f
 from fgrpo_llm.experiments.countdown.report import fmt
 from fgrpo_llm.experiments.countdown.stages import record_exact_mu_tau
 from fgrpo_llm.files import writable_file
+from fgrpo_llm.tasks.for_model import check_base_task
 
 
 def _rare_set(args) -> int:
@@ -23,6 +24,7 @@ def _rare_set(args) -> int:
 
     if args.prompts < 1:
         raise ValueError(f"--prompts must be >= 1, got {args.prompts}")
+    check_base_task(args.base, args.task)  # before the model loads
     writable_file(args.out, what="--out")
     model, tokenizer = load_model_and_tokenizer(args.base, device=args.device)
     task = task_from_args(args, args.base, tokenizer)

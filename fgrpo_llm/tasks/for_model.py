@@ -126,10 +126,11 @@ def recorded_task(model_dir, _depth: int = 0) -> str | None:
 
 def check_base_task(base, name: str) -> None:
     """A ValueError naming both tasks when the base ``base`` records the task it was made for
-    (:func:`recorded_task`) and it is not ``name``; a base that records none is accepted."""
+    (:func:`recorded_task`) and it is not ``name`` (to train, evaluate or build a rare set on);
+    a base that records none is accepted."""
     made_for = recorded_task(base)
     if made_for is not None and made_for != name:
         raise ValueError(
-            f"base {base} was made for task {made_for!r}, not task {name!r}: train it on "
-            f"{made_for!r} or choose a base made for {name!r}"
+            f"base {base} was made for task {made_for!r}, not task {name!r}: use it with "
+            f"--task {made_for} or choose a base made for {name!r}"
         )

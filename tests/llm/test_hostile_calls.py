@@ -98,14 +98,17 @@ def test_train_refuses_a_task_other_than_the_one_the_base_was_made_for(tmp_path,
 
 
 @pytest.mark.parametrize("name, task", [("countdown", "maze"), ("maze", "countdown")])
-def test_the_train_command_refuses_another_task_than_the_bases_in_one_line(
-    tmp_path, capsys, name, task
-):
+def test_the_commands_refuse_another_task_than_the_bases_in_one_line(tmp_path, capsys, name, task):
     base, out = _bases(tmp_path)[name], tmp_path / "out"
-    assert main(["train", "--base", str(base), "--out", str(out), "--task", task]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and f"made for task '{name}', not task '{task}'" in err[0], err
-    assert not out.exists()
+    for argv in (
+        ["train", "--base", str(base), "--out", str(out)],
+        ["eval", "--model", str(base), "--out", str(out)],  # nor evaluated on it
+        ["rare-set", "--base", str(base), "--out", str(out / "rare.json")],
+    ):
+        assert main([*argv, "--task", task]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"made for task '{name}', not task '{task}'" in err[0], err
+        assert not out.exists()
 
 
 def test_a_diverged_pretraining_is_one_line(monkeypatch, tmp_path, capsys):
