@@ -195,12 +195,14 @@ def prepare_base(out_b: Path, cfg: DemoConfig) -> None:
     record the environment it was made in (``environment.json``)."""
     import torch
 
+    from fgrpo_llm.model import resolve_device  # lazy: transformers
+
     torch.set_num_threads(cfg.threads)
     pretrain_base(out_b, cfg)
     rare = rare_set_stage(out_b, cfg)
     exact_stage(out_b, cfg, rare)
     evaluate_stage(out_b / "base", out_b / "base_eval", cfg, task=task_for(out_b / "base"))
-    write_environment(out_b, cfg.device or "cpu")
+    write_environment(out_b, resolve_device(cfg.device))  # the device it ran on (auto: CUDA?)
 
 
 def exact_stage(out: Path, cfg: DemoConfig, rare) -> dict | None:
