@@ -202,6 +202,12 @@ def test_the_spread_file_is_checked_before_any_training(tmp_path, capsys, monkey
     assert not ran and not (tmp_path / "x").exists()  # nothing trained, nothing written
     assert main([*argv, "--spread-file", str(tmp_path / "new" / "s.json")]) == 0
     assert ran == [1] and (tmp_path / "new").is_dir()
+    monkeypatch.undo()  # run_study from Python checks it first too
+    from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
+
+    with pytest.raises(ValueError, match="spread_file .*is a directory"):
+        run_study(tmp_path / "y", load_demo_config(fast=True), StudyDesign(), spread_file=tmp_path)
+    assert not (tmp_path / "y").exists()
 
 
 def _study(out, extended: bool) -> list[str]:

@@ -60,6 +60,7 @@ from fgrpo_llm.experiments.countdown.study_tuning import (
     tuning_specs,
 )
 from fgrpo_llm.experiments.runner import Task, cpu_seconds, run_tasks, write_json
+from fgrpo_llm.files import writable_file
 from fgrpo_theory.sim import config_from_preset, run_sweep
 
 __all__ = ["StudyDesign", "run_study", "study_specs", "METRICS"]
@@ -402,9 +403,12 @@ def run_study(
     spread_file=None,
 ) -> dict:
     """Run (or resume) the study; write OUT/report.md, OUT/study.json, OUT/seed_spread.json and
-    OUT/timings.json (wall and CPU seconds of each invocation)."""
+    OUT/timings.json (wall and CPU seconds of each invocation), and ``spread_file`` when given
+    (checked first, not after the study)."""
     design = design or StudyDesign()
     out = Path(out_dir)
+    if spread_file is not None:
+        writable_file(spread_file, what="spread_file")
     for b in design.bases:  # what OUT holds must be this plan's (the untuned core of it)
         check_plan(base_dir(out, b), base_config(cfg, b), core_specs(cfg, design, b))
     out.mkdir(parents=True, exist_ok=True)
