@@ -51,6 +51,11 @@ class FocalSettings:
                 raise ValueError(f"focal {name} must be a finite number, got {name}={v!r}")
         if self.gamma < 0:
             raise ValueError(f"focal gamma must be >= 0, got gamma={self.gamma}")
+        if self.weighting == "maxrl" and self.gamma != 0:
+            raise ValueError(
+                f"focal gamma has no effect with weighting='maxrl' (its weight takes none); "
+                f"leave gamma at 0, got gamma={self.gamma}"
+            )
         if not self.reward_correct > self.reward_wrong:
             raise ValueError(
                 "focal reward_correct must exceed reward_wrong, got "

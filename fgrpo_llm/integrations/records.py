@@ -282,6 +282,10 @@ def records_from_verl_dump(
     """
     from fgrpo_llm.integrations.focal import FocalSettings  # lazy: torch
 
+    if settings is not None and float(settings.gamma) != float(gamma):
+        raise ValueError(
+            f"gamma={gamma} and settings.gamma={settings.gamma} differ; give the run's gamma once"
+        )
     settings = settings or FocalSettings(gamma=gamma)
     rows = read_verl_dump(dump_dir)  # every row checked before anything is written
     batches = []
@@ -306,6 +310,9 @@ def records_from_verl_dump(
                 ],
             )
         )
+    # the groups are rebuilt from the whole dump: a second conversion replaces the first's
+    # (metrics.jsonl, which an evaluation of the run may have written, is kept)
+    (Path(run_dir) / "groups.jsonl").unlink(missing_ok=True)
     rec = RunRecorder(
         run_dir,
         engine="verl",

@@ -3,6 +3,8 @@ two-process batch whose group straddles the processes, the version pin, and the 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 trl = pytest.importorskip("trl")
@@ -128,6 +130,9 @@ def test_single_process_advantages_are_trl_grpo_times_g(tmp_path, gamma):
     R = torch.tensor([targets], dtype=torch.float32)
     expected = (focal_weight(R.mean(1), gamma=gamma)[:, None] * grpo_advantages(R, eps=1e-4))[0]
     torch.testing.assert_close(out["advantages"], expected, rtol=1e-5, atol=1e-6)
+    # the completions table TRL logs for the trackers shows the advantages the loss uses
+    logged = torch.tensor(list(trainer._logs["advantages"]))
+    torch.testing.assert_close(logged, expected, rtol=1e-5, atol=1e-6)
     if gamma == 0:
         eps_diff = (grpo_advantages(R, eps=1e-4) - grpo_advantages(R, eps=1e-6)).abs().max().item()
         print(f"TRL advantage eps 1e-4 vs ours/verl 1e-6: max |A diff| {eps_diff:.3g}")
@@ -204,6 +209,15 @@ def test_config_rejects_bad_focal_settings(tmp_path):
         FocalGRPOConfig(output_dir=str(tmp_path), focal_algo="ppo", report_to="none", use_cpu=True)
     with pytest.raises(ValueError, match="algo"):
         method_args("ppo")
+    for bad, needle in [
+        (dict(focal_gamma=True), "gamma must be a finite number, got gamma=True"),
+        (dict(focal_reward_correct=True), "reward_correct must be a finite number"),
+        (dict(focal_lr_scale=-1.0), "focal_lr_scale must be a finite number > 0"),
+        (dict(focal_lr_scale=float("nan")), "focal_lr_scale"),
+        (dict(focal_weighting="maxrl", focal_gamma=1.0), "no effect with weighting='maxrl'"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            FocalGRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, **bad)
 
 
 def test_cpu_example_end_to_end(tmp_path):
@@ -330,6 +344,26 @@ def test_a_resumed_run_records_each_step_once(tmp_path):
         json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
     ]
     assert len(metric_steps) == len(set(metric_steps)) == 4
+
+
+def test_a_new_run_into_the_same_directory_starts_its_records_afresh(tmp_path):
+    """A second run that does not resume, into an output_dir that holds an earlier run's
+    records: its records replace the earlier ones (they used to be appended, and the earlier
+    run's groups counted under the new run's run.json)."""
+    import json
+
+    out = tmp_path / "out"
+    for gamma in (1.0, 0.5):
+        t = _trainer(tmp_path, gamma=gamma, max_steps=2)
+        t.train()
+        t.recorder.close()
+    steps = [json.loads(line)["step"] for line in (out / "groups.jsonl").read_text().splitlines()]
+    assert sorted(set(steps)) == [1, 2] and len(steps) == 2  # one group of 4 per step
+    metric_steps = [
+        json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert sorted(metric_steps) == [1, 2]
+    assert json.loads((out / "run.json").read_text())["gamma"] == 0.5
 
 
 def test_callback_metrics_reach_the_trainers_loggers(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -136,6 +137,47 @@ def test_focal_is_grpo_times_weight_and_integer_uids():
     ).batch["advantages"]
     g = torch.tensor([0.25] * 4 + [0.75] * 4)[:, None]
     torch.testing.assert_close(ours, base * g, rtol=0, atol=0)
+
+
+def test_maxrl_needs_no_gamma():
+    """focal_weighting=maxrl: verl's GRPO advantage times sqrt((1 - mu_hat) / mu_hat) with
+    focal_gamma unset (it used to return plain GRPO unless gamma was > 0); a gamma beside it is
+    refused, as the TRL trainer refuses it."""
+    scores = [1, 0, 0, 0, 1, 1, 0, 0]
+    uids = ["a"] * 4 + ["b"] * 4
+    base = compute_advantage(_batch(scores, uids), adv_estimator="grpo").batch["advantages"]
+    ours = compute_advantage(
+        _batch(scores, uids),
+        adv_estimator="focal_grpo",
+        config=_algo_config(focal_weighting="maxrl"),
+    ).batch["advantages"]
+    g = torch.tensor([3.0**0.5] * 4 + [1.0] * 4)[:, None]
+    torch.testing.assert_close(ours, base * g, rtol=1e-6, atol=0)
+    with pytest.raises(ValueError, match="no effect with weighting='maxrl'"):
+        compute_advantage(
+            _batch(scores, uids),
+            adv_estimator="focal_grpo",
+            config=_algo_config(focal_weighting="maxrl", focal_gamma=1.0),
+        )
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        ({"focal_gama": 1.0}, "algorithm.focal_gama is not a focal_grpo setting"),
+        ({"focal_gamma": "abc"}, "algorithm.focal_gamma must be a number, got 'abc'"),
+        ({"focal_gamma": True}, "algorithm.focal_gamma must be a number, got True"),
+        ({"focal_gamma": float("nan")}, "gamma must be a finite number"),
+        ({"focal_gamma": 1.0, "focal_reward_wrong": 1.0}, "reward_correct must exceed"),
+    ],
+)
+def test_focal_settings_name_a_misspelt_or_bad_key(extra, needle):
+    """A typo in a focal_* key would leave the run plain GRPO without a word: refused, with the
+    key; a value that is not a number names its key."""
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        compute_advantage(
+            _batch(**RAGGED), adv_estimator="focal_grpo", config=_algo_config(**extra)
+        )
 
 
 def test_dapo_style_rewards_and_threshold_settings():
@@ -304,6 +346,12 @@ def test_overrides_reject_bad_values():
         method_overrides("grpo", gamma=-1, group_size=8)
     with pytest.raises(ValueError, match="group_size"):
         method_overrides("grpo", gamma=1, group_size=1)
+    # what the estimator would refuse inside verl's run, refused before the launch
+    with pytest.raises(ValueError, match="gamma must be a finite number"):
+        method_overrides("grpo", gamma=float("inf"), group_size=8)
+    for wrong in (float("nan"), 5.0):
+        with pytest.raises(ValueError, match="reward_wrong"):
+            method_overrides("grpo", gamma=1.0, group_size=8, reward_wrong=wrong)
 
 
 RAY_SCRIPT = textwrap.dedent("""
@@ -407,6 +455,19 @@ def test_verl_rollout_dump_becomes_run_records(tmp_path):
     assert [(r["prompt_id"], r["N"], r["num_correct"]) for r in run.groups[1:2]] == [
         ("train-1", 3, 1)
     ]
+    # converted again once the run has gone on: the records are rebuilt, not appended
+    RayPPOTrainer._write_generations(
+        inputs, outputs, [None] * 7, scores, {"uid": keys}, str(dump), 3
+    )
+    records_from_verl_dump(dump, tmp_path / "run", algo="grpo", group_size=4, gamma=1.0)
+    assert [g["step"] for g in load_run(tmp_path / "run").groups] == [1, 1, 2, 2, 3, 3]
+    from fgrpo_llm.integrations.focal import FocalSettings
+
+    with pytest.raises(ValueError, match="gamma=1.0 and settings.gamma=0.5 differ"):
+        records_from_verl_dump(
+            dump, tmp_path / "run", algo="grpo", group_size=4, gamma=1.0,
+            settings=FocalSettings(gamma=0.5),
+        )  # fmt: skip
 
 
 def test_verls_dapo_group_filter_with_our_overrides_and_scores(monkeypatch):

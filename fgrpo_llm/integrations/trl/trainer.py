@@ -34,6 +34,7 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer
 
+from fgrpo_common.checks import is_finite_number
 from fgrpo_llm.environment import environment
 from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
 from fgrpo_llm.integrations.records import RunRecorder, row_forms, text_prompt_id
@@ -115,16 +116,20 @@ class FocalGRPOConfig(GRPOConfig):
     def __post_init__(self):
         super().__post_init__()
         self.focal_settings()  # validates
+        lr_scale = self.focal_lr_scale
+        if not is_finite_number(lr_scale) or not lr_scale > 0:
+            raise ValueError(f"focal_lr_scale must be a finite number > 0, got {lr_scale!r}")
         if self.focal_algo not in _METHODS:
             raise ValueError(
                 f"focal_algo must be one of {sorted(_METHODS)}, got focal_algo={self.focal_algo!r}"
             )
 
     def focal_settings(self) -> FocalSettings:
+        """The focal settings, checked as given (a bool is not taken for 1.0)."""
         return FocalSettings(
-            gamma=float(self.focal_gamma),
-            reward_correct=float(self.focal_reward_correct),
-            reward_wrong=float(self.focal_reward_wrong),
+            gamma=self.focal_gamma,
+            reward_correct=self.focal_reward_correct,
+            reward_wrong=self.focal_reward_wrong,
             correct_threshold=self.focal_correct_threshold,
             weighting=str(self.focal_weighting),
         )
@@ -269,9 +274,15 @@ class FocalGRPOTrainer(GRPOTrainer):
 
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
         """Trainer.train; resuming from a checkpoint first drops the run records of the steps
-        after it (they are trained, and recorded, again), so no step is counted twice."""
-        if resume_from_checkpoint and self.recorder is not None:
-            step = _checkpoint_step(resume_from_checkpoint, self.args.output_dir)
+        after it (they are trained, and recorded, again), so no step is counted twice. A run that
+        does not resume starts its records afresh (an earlier run's in the same directory
+        would otherwise count as this one's)."""
+        if self.recorder is not None:
+            step = (
+                _checkpoint_step(resume_from_checkpoint, self.args.output_dir)
+                if resume_from_checkpoint
+                else 0
+            )
             if step is not None:
                 self.recorder.truncate(step)
         return super().train(resume_from_checkpoint, *args, **kwargs)
@@ -308,10 +319,23 @@ class FocalGRPOTrainer(GRPOTrainer):
         output["advantages"] = adv * g.to(adv.device, adv.dtype).reshape(
             adv.shape[:1] + (1,) * (adv.dim() - 1)
         )
+        self._log_weighted_advantages(g_all)
         self._metrics[mode]["focal/weight_mean"].append(g_all.float().mean().item())
         if mode == "train":
             self._record_groups(rewards_per_func, local_inputs, completions, num_generations)
         return output
+
+    def _log_weighted_advantages(self, g_all: torch.Tensor) -> None:
+        """TRL logged this batch's advantages (every process's rows, in order, the completions
+        table of its trackers) before they were weighted: weight them there too."""
+        logged = getattr(self, "_logs", {}).get("advantages")
+        n = min(len(logged), len(g_all)) if logged is not None else 0
+        if n == 0:
+            return
+        tail = [a * w for a, w in zip(list(logged)[-n:], g_all[-n:].tolist(), strict=True)]
+        for _ in range(n):
+            logged.pop()
+        logged.extend(tail)
 
     def _record_groups(self, rewards_per_func, local_inputs, completions, num_generations):
         """One ``groups.jsonl`` record per group: every process sends the main process its rows'

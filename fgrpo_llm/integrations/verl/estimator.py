@@ -15,7 +15,9 @@ may be ragged), ``config`` verl's ``algorithm`` section. This estimator
 Settings, read from ``algorithm`` (add them with Hydra's ``+``): ``focal_gamma`` (default 0:
 exactly verl's ``grpo``), ``focal_reward_correct`` / ``focal_reward_wrong`` (1 / 0) and
 ``focal_correct_threshold`` (default halfway between them; a score at or above it is correct),
-``focal_weighting`` ("focal", the default, or "maxrl": g = sqrt((1 - mu_hat) / mu_hat)).
+``focal_weighting`` ("focal", the default, or "maxrl": g = sqrt((1 - mu_hat) / mu_hat), which
+takes no gamma). Another ``focal_*`` key is refused (a typo), as is a value that is not a number.
+They are read only when ``algorithm.adv_estimator=focal_grpo``: verl's own estimators ignore them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
 
 ESTIMATOR_NAME = "focal_grpo"
 
-__all__ = ["ESTIMATOR_NAME", "focal_settings", "focal_grpo_advantage", "register"]
+__all__ = ["ESTIMATOR_NAME", "SETTING_KEYS", "focal_settings", "focal_grpo_advantage", "register"]
 
 
 def _get(config, key, default=None):
@@ -38,16 +40,51 @@ def _get(config, key, default=None):
     return default if value is None else value
 
 
+#: The ``algorithm`` keys this estimator reads; another ``focal_*`` key there is a typo.
+SETTING_KEYS = (
+    "focal_gamma",
+    "focal_reward_correct",
+    "focal_reward_wrong",
+    "focal_correct_threshold",
+    "focal_weighting",
+)
+
+
+def _number(config, key: str, default):
+    """``algorithm.<key>`` as a float (None stays None); a ValueError naming the key if it is not
+    a number."""
+    value = _get(config, key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool):  # float(True) would be 1.0
+        raise ValueError(f"algorithm.{key} must be a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"algorithm.{key} must be a number, got {value!r}") from None
+
+
 def focal_settings(config) -> FocalSettings:
-    """The focal settings of verl's ``algorithm`` config (a DictConfig, AlgoConfig or dict)."""
-    threshold = _get(config, "focal_correct_threshold")
-    return FocalSettings(
-        gamma=float(_get(config, "focal_gamma", 0.0)),
-        reward_correct=float(_get(config, "focal_reward_correct", 1.0)),
-        reward_wrong=float(_get(config, "focal_reward_wrong", 0.0)),
-        weighting=str(_get(config, "focal_weighting", "focal")),
-        correct_threshold=None if threshold is None else float(threshold),
-    )
+    """The focal settings of verl's ``algorithm`` config (a DictConfig, AlgoConfig or dict). A
+    ``focal_*`` key that is not one of :data:`SETTING_KEYS` is refused: a misspelt setting would
+    otherwise leave the run plain GRPO without a word."""
+    keys = getattr(config, "keys", None)
+    for key in keys() if callable(keys) else ():
+        if str(key).startswith("focal_") and key not in SETTING_KEYS:
+            raise ValueError(
+                f"algorithm.{key} is not a focal_grpo setting; the settings are "
+                + ", ".join(f"algorithm.{k}" for k in SETTING_KEYS)
+            )
+    try:
+        return FocalSettings(
+            gamma=_number(config, "focal_gamma", 0.0),
+            reward_correct=_number(config, "focal_reward_correct", 1.0),
+            reward_wrong=_number(config, "focal_reward_wrong", 0.0),
+            weighting=str(_get(config, "focal_weighting", "focal")),
+            correct_threshold=_number(config, "focal_correct_threshold", None),
+        )
+    except ValueError as err:  # FocalSettings names the field; say where it is set
+        raise ValueError(f"algorithm.focal_* settings: {err}") from None
 
 
 def focal_grpo_advantage(
@@ -72,7 +109,7 @@ def focal_grpo_advantage(
         norm_adv_by_std_in_grpo=norm,
         config=config,
     )
-    if settings.gamma == 0:
+    if settings.weighting == "focal" and settings.gamma == 0:
         return advantages, returns  # exactly verl's grpo
     scores = token_level_rewards.sum(dim=-1)  # (bs,)
     g, _, _ = group_focal_weights(scores, index, settings)  # (bs,)
