@@ -4,6 +4,7 @@ two-process batch whose group straddles the processes, the version pin, and the 
 from __future__ import annotations
 
 import re
+import warnings
 
 import pytest
 
@@ -218,6 +219,15 @@ def test_config_rejects_bad_focal_settings(tmp_path):
     ]:
         with pytest.raises(ValueError, match=re.escape(needle)):
             FocalGRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, **bad)
+    # the label and the loss: TRL's defaults are GRPO's loss; DAPO's needs its clip-higher
+    kw = dict(output_dir=str(tmp_path), report_to="none", use_cpu=True)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        FocalGRPOConfig(**kw)
+        FocalGRPOConfig(**kw, focal_algo="dapo", **method_args("dapo"))
+    assert not [w for w in shown if "records the run as" in str(w.message)]
+    with pytest.warns(UserWarning, match=re.escape("epsilon_high=0.2 (its: 0.28)")):
+        FocalGRPOConfig(**kw, focal_algo="dapo")
 
 
 def test_cpu_example_end_to_end(tmp_path):

@@ -28,6 +28,7 @@ TRL's advantage eps is 1e-4 (ours and verl's 1e-6); both use the Bessel std.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -122,6 +123,25 @@ class FocalGRPOConfig(GRPOConfig):
         if self.focal_algo not in _METHODS:
             raise ValueError(
                 f"focal_algo must be one of {sorted(_METHODS)}, got focal_algo={self.focal_algo!r}"
+            )
+        self._warn_if_not_the_labelled_method()
+
+    def _warn_if_not_the_labelled_method(self) -> None:
+        """``focal_algo`` only labels the run (run.json); TRL's loss is what the GRPOConfig fields
+        say. A field that differs from ``method_args(focal_algo)`` gets one warning naming it."""
+        differ = []
+        for key, want in _METHODS[self.focal_algo].items():
+            have = getattr(self, key)
+            if key == "epsilon_high" and have is None:  # TRL: the same as epsilon
+                have = self.epsilon
+            if have != want:
+                differ.append(f"{key}={have!r} (its: {want!r})")
+        if differ:
+            warnings.warn(
+                f"focal_algo={self.focal_algo!r} records the run as {self.focal_algo.upper()}, "
+                f"but TRL will train with {', '.join(differ)}; pass "
+                f"**method_args({self.focal_algo!r}) for that method's loss",
+                stacklevel=3,
             )
 
     def focal_settings(self) -> FocalSettings:
