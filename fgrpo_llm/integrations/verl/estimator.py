@@ -75,14 +75,15 @@ def focal_settings(config) -> FocalSettings:
                 f"algorithm.{key} is not a focal_grpo setting; the settings are "
                 + ", ".join(f"algorithm.{k}" for k in SETTING_KEYS)
             )
+    values = dict(
+        gamma=_number(config, "focal_gamma", 0.0),
+        reward_correct=_number(config, "focal_reward_correct", 1.0),
+        reward_wrong=_number(config, "focal_reward_wrong", 0.0),
+        weighting=str(_get(config, "focal_weighting", "focal")),
+        correct_threshold=_number(config, "focal_correct_threshold", None),
+    )
     try:
-        return FocalSettings(
-            gamma=_number(config, "focal_gamma", 0.0),
-            reward_correct=_number(config, "focal_reward_correct", 1.0),
-            reward_wrong=_number(config, "focal_reward_wrong", 0.0),
-            weighting=str(_get(config, "focal_weighting", "focal")),
-            correct_threshold=_number(config, "focal_correct_threshold", None),
-        )
+        return FocalSettings(**values)
     except ValueError as err:  # FocalSettings names the field; say where it is set
         raise ValueError(f"algorithm.focal_* settings: {err}") from None
 
