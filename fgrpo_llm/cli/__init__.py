@@ -5,8 +5,9 @@ Each subcommand lives in its own module ``fgrpo_llm.cli.<name>`` that exposes
 parsed arguments and returning an exit status. Bad input (``ValueError`` / ``TypeError``), a
 missing or unwritable file (``OSError``) and a diverged run (``TrainingDiverged``, or a
 supervised pretraining's ``FloatingPointError``) become one
-line on stderr and exit status 2, never a traceback; a Python warning is one stderr line too,
-``fgrpo-llm: warning: ...`` (not Python's file, line number and source line).
+line on stderr and exit status 2, never a traceback; a Python warning in the command's own
+process is one stderr line too, ``fgrpo-llm: warning: ...`` (not Python's file, line number and
+source line; worker processes keep Python's format).
 
     fgrpo-llm pretrain --out runs/base
     fgrpo-llm train --base runs/base --algo grpo --gamma 0.5 --group-size 8 --steps 200 --out runs/x

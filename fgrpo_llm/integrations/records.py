@@ -197,6 +197,12 @@ class RunRecorder:
         self._truncate_files(max_step)
         self._open()
 
+    def clear_groups(self) -> None:
+        """Empty ``groups.jsonl`` (a conversion that rebuilds every group)."""
+        self.close()
+        (self.run_dir / "groups.jsonl").unlink(missing_ok=True)
+        self._open()
+
     def log_metrics(self, step: int, metrics: dict) -> None:
         """One line ``{"step": step, **metrics}`` of ``metrics.jsonl`` (e.g. ``rare/delta_nll``)."""
         self._metrics.write({"step": int(step), **metrics})
@@ -310,9 +316,6 @@ def records_from_verl_dump(
                 ],
             )
         )
-    # the groups are rebuilt from the whole dump: a second conversion replaces the first's
-    # (metrics.jsonl, which an evaluation of the run may have written, is kept)
-    (Path(run_dir) / "groups.jsonl").unlink(missing_ok=True)
     rec = RunRecorder(
         run_dir,
         engine="verl",
@@ -325,6 +328,9 @@ def records_from_verl_dump(
         sampling=sampling.policy() if hasattr(sampling, "policy") else sampling,
     )
     try:
+        # the groups are rebuilt from the whole dump: a second conversion replaces the first's
+        # (metrics.jsonl, which an evaluation of the run may have written, is kept)
+        rec.clear_groups()
         for batch in batches:
             rec.log_batch(**batch, task=task, problems=problems)
     finally:

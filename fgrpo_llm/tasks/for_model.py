@@ -112,6 +112,8 @@ def recorded_task(model_dir, _depth: int = 0) -> str | None:
         if not isinstance(task, str) or not task:
             raise ValueError(f"{record} is damaged; it should name the base's task")
         return task
+    if not model_dir.is_dir():  # e.g. a hub name: no run of ours around it
+        return None
     for run in list(model_dir.resolve().parents)[:2]:  # RUN/model, RUN/checkpoints/step_*
         if not (run / "run.json").is_file() or not (run / "config.json").is_file():
             continue
@@ -132,5 +134,5 @@ def check_base_task(base, name: str) -> None:
     if made_for is not None and made_for != name:
         raise ValueError(
             f"base {base} was made for task {made_for!r}, not task {name!r}: use it with "
-            f"--task {made_for} or choose a base made for {name!r}"
+            f"task {made_for!r} or choose a base made for {name!r}"
         )

@@ -182,7 +182,12 @@ def register(subparsers) -> None:
         help="comma-separated: none (GRPO), focal:GAMMA (F-GRPO), maxrl",
     )
     p.add_argument("--prompts-per-step", type=int, default=32, help="B, for rollouts per step")
-    p.add_argument("--draws", type=int, default=200, help="posterior draws for the 95%% range")
+    p.add_argument(
+        "--draws",
+        type=int,
+        default=200,
+        help="posterior draws for the tail-miss estimate (their median) and its 95%% range",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the posterior draws")
     p.add_argument("--plot", help="also draw the table to this PNG file")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")

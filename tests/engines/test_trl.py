@@ -365,6 +365,7 @@ def test_a_new_run_into_the_same_directory_starts_its_records_afresh(tmp_path):
     out = tmp_path / "out"
     for gamma in (1.0, 0.5):
         t = _trainer(tmp_path, gamma=gamma, max_steps=2)
+        t.recorder.log_metrics(0, {"eval_pass@1/test": 0.5})  # an earlier evaluation on start
         t.train()
         t.recorder.close()
     steps = [json.loads(line)["step"] for line in (out / "groups.jsonl").read_text().splitlines()]

@@ -463,6 +463,9 @@ def test_verl_rollout_dump_becomes_run_records(tmp_path):
     assert [g["step"] for g in load_run(tmp_path / "run").groups] == [1, 1, 2, 2, 3, 3]
     from fgrpo_llm.integrations.focal import FocalSettings
 
+    with pytest.raises(ValueError, match="group_size"):  # refused before the groups are cleared
+        records_from_verl_dump(dump, tmp_path / "run", algo="grpo", group_size=0, gamma=1.0)
+    assert len(load_run(tmp_path / "run").groups) == 6
     with pytest.raises(ValueError, match="gamma=1.0 and settings.gamma=0.5 differ"):
         records_from_verl_dump(
             dump, tmp_path / "run", algo="grpo", group_size=4, gamma=1.0,

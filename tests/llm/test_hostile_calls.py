@@ -74,6 +74,7 @@ def test_train_refuses_a_task_other_than_the_one_the_base_was_made_for(tmp_path,
         "plain": None,
         "plain_run": None,
     }
+    assert recorded_task("Qwen/not-a-local-dir") is None  # a hub name: no run around it
     seen = []
     monkeypatch.setattr(trainer, "_train", lambda cfg, *a: seen.append(cfg.task))
     for name, task, made_for in [

@@ -112,10 +112,9 @@ def test_tiny_maze_over_two_bases_one_per_kernel_family(tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["bases"] == {"0": "default", "1": "other"}
     assert {r["base"] for r in results["runs"].values()} == {0, 1}
-    caps = {
-        b: json.loads((out / f"base{b}" / "environment.json").read_text())["torch_cpu_capability"]
-        for b in (0, 1)
-    }
+    envs = {b: json.loads((out / f"base{b}" / "environment.json").read_text()) for b in (0, 1)}
+    caps = {b: env["torch_cpu_capability"] for b, env in envs.items()}
+    assert {env["device"] for env in envs.values()} == {"cpu"}  # the device it ran on
     other = kernel_family_env("other")["ATEN_CPU_CAPABILITY"].upper()
     assert caps[1] == other and caps[0] != other
     report = (out / "report.md").read_text()

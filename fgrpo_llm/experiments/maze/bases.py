@@ -22,7 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_llm.environment import KERNEL_FAMILIES, environment, kernel_family_env, pin_kernel_family
+from fgrpo_llm.environment import (
+    KERNEL_FAMILIES,
+    kernel_family_env,
+    pin_kernel_family,
+    write_environment,
+)
 from fgrpo_llm.evaluation.stats import (
     Interval,
     by_base,
@@ -64,10 +69,11 @@ def _run_base(cfg: MazeConfig, out_b: Path, workers: int, progress: bool) -> Non
     import torch
 
     from fgrpo_llm.experiments.maze.pipeline import run_experiment  # lazy: torch
+    from fgrpo_llm.model import resolve_device  # lazy: transformers
 
     torch.set_num_threads(cfg.threads)
     run_experiment(cfg, out_b, workers=workers, progress=progress)
-    write_json(out_b / "environment.json", environment(cfg.device or "cpu"))
+    write_environment(out_b, resolve_device(cfg.device))  # the device it ran on, not "auto"
 
 
 def run_maze_bases(

@@ -141,7 +141,7 @@ class FocalGRPOConfig(GRPOConfig):
                 f"focal_algo={self.focal_algo!r} records the run as {self.focal_algo.upper()}, "
                 f"but TRL will train with {', '.join(differ)}; pass "
                 f"**method_args({self.focal_algo!r}) for that method's loss",
-                stacklevel=3,
+                stacklevel=4,  # the caller of the dataclass's __init__
             )
 
     def focal_settings(self) -> FocalSettings:
@@ -296,12 +296,13 @@ class FocalGRPOTrainer(GRPOTrainer):
         """Trainer.train; resuming from a checkpoint first drops the run records of the steps
         after it (they are trained, and recorded, again), so no step is counted twice. A run that
         does not resume starts its records afresh (an earlier run's in the same directory
-        would otherwise count as this one's)."""
+        would otherwise count as this one's; so would what this trainer logged before
+        ``train``, e.g. a ``trainer.evaluate()``)."""
         if self.recorder is not None:
             step = (
                 _checkpoint_step(resume_from_checkpoint, self.args.output_dir)
                 if resume_from_checkpoint
-                else 0
+                else -1  # every line, step 0 (an evaluation on start) included
             )
             if step is not None:
                 self.recorder.truncate(step)
