@@ -4,9 +4,8 @@ Floating-point results depend on the CPU's vector instructions (torch and numpy 
 kernels on AVX-512 and AVX2 CPUs, and round differently), so a base model pretrained on one
 machine is not the one pretrained on another. Every run records :func:`environment` in its
 ``run.json``, a pretrained base and a study's base in their ``environment.json``
-(:func:`write_environment`); reports print
-it (:func:`environment_markdown`), and :func:`environment_differences` names what differs between
-runs that are compared as a pair.
+(:func:`write_environment`); reports print it (:func:`environment_markdown`), and
+:func:`environment_differences` names what differs between runs that are compared as a pair.
 
     >>> env = environment("cpu")
     >>> sorted(env)[:3]
