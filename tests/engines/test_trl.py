@@ -482,6 +482,17 @@ def test_pass_at_k_samples_under_the_trainers_own_settings(tmp_path, monkeypatch
     assert PassAtKCallback(task, TOK, n=2, sampling=mine).attach(trainer).sampling == mine
     with pytest.raises(TypeError, match="SamplingParams"):
         PassAtKCallback(task, TOK, sampling={"temperature": 1.0})
+    # generation_kwargs override the config's fields in TRL's generator, so in the record too
+    trainer.args.generation_kwargs = {"temperature": 0.5, "top_k": 3, "max_new_tokens": 4}
+    assert trl_sampling(trainer.args) == SamplingParams(
+        max_new_tokens=4, temperature=0.5, top_p=0.9, top_k=3
+    )
+    trainer.args.generation_kwargs = {"max_tokens": 5}  # vLLM's name for the length
+    assert trl_sampling(trainer.args).max_new_tokens == 5
+    trainer.args.generation_kwargs = {"do_sample": False}
+    with pytest.warns(RuntimeWarning, match="do_sample"):
+        trl_sampling(trainer.args)
+    trainer.args.generation_kwargs = None
     trainer.args.repetition_penalty = 1.1
     with pytest.warns(RuntimeWarning, match="repetition_penalty"):
         trl_sampling(trainer.args)

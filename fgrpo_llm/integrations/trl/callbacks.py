@@ -118,12 +118,19 @@ class _FgrpoCallback(TrainerCallback):
 
 def trl_sampling(args, *, warn: bool = True) -> SamplingParams:
     """The sampling settings of a TRL ``GRPOConfig``: the policy its trainer samples
-    (``max_completion_length``, ``temperature``, ``top_p``, ``top_k``). A warning (``warn``) names
-    the settings our sampler does not apply (``min_p``, ``repetition_penalty``)."""
+    (``max_completion_length``, ``temperature``, ``top_p``, ``top_k``, each as its
+    ``generation_kwargs`` overrides it: TRL's generator takes those last; vLLM's ``max_tokens`` as
+    the length). A warning (``warn``) names the settings our sampler does not apply (``min_p``,
+    ``repetition_penalty``, greedy ``do_sample=False``)."""
+    extra = dict(getattr(args, "generation_kwargs", None) or {})
+
+    def setting(name, default=None):
+        return extra[name] if name in extra else getattr(args, name, default)
+
     ignored = {
-        name: getattr(args, name, default)
-        for name, default in (("min_p", None), ("repetition_penalty", 1.0))
-        if getattr(args, name, default) not in (default, None)
+        name: setting(name, default)
+        for name, default in (("min_p", None), ("repetition_penalty", 1.0), ("do_sample", True))
+        if setting(name, default) not in (default, None)
     }
     if ignored and warn:
         warnings.warn(
@@ -132,11 +139,13 @@ def trl_sampling(args, *, warn: bool = True) -> SamplingParams:
             RuntimeWarning,
             stacklevel=3,
         )
+    length = extra.get("max_new_tokens", extra.get("max_tokens", args.max_completion_length))
+    top_p = setting("top_p")
     return SamplingParams(
-        max_new_tokens=int(args.max_completion_length or 64),
-        temperature=float(args.temperature),
-        top_p=float(args.top_p if args.top_p is not None else 1.0),
-        top_k=int(args.top_k or 0),
+        max_new_tokens=int(length or 64),
+        temperature=float(setting("temperature")),
+        top_p=float(top_p if top_p is not None else 1.0),
+        top_k=int(setting("top_k") or 0),
     )
 
 
