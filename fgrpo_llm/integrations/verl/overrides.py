@@ -31,9 +31,8 @@ def method_overrides(
     prompt."""
     if algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got algo={algo!r}")
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma >= 0:
-        raise ValueError(f"gamma must be a number >= 0, got gamma={gamma!r}")
-    # what the estimator will refuse inside verl's run, refused here before the launch
+    # what the estimator will refuse inside verl's run (gamma not a finite number >= 0, a bad
+    # reward_wrong), refused here before the launch
     FocalSettings(gamma=gamma, reward_wrong=0.0 if reward_wrong is None else reward_wrong)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
         raise ValueError(f"group_size must be an integer >= 2, got group_size={group_size!r}")
