@@ -257,13 +257,17 @@ _MODEL_FILE = re.compile(
 )
 
 
-def save_model_and_tokenizer(model, tokenizer, path, *, keep: tuple[str, ...] = ()) -> None:
+def save_model_and_tokenizer(
+    model, tokenizer, path, *, keep: tuple[str, ...] = (), records: dict | None = None
+) -> None:
     """Write weights, config and tokenizer to directory ``path`` atomically
     (``files.atomic_directory``: a crash never leaves a half-written checkpoint at ``path``).
     Whatever else an existing ``path`` holds (run logs, an evaluation, a user's files) is kept;
     the model's own files (weights, config, tokenizer) are replaced, except those named in
-    ``keep``, which are carried over too. Non-finite weights are refused (a ValueError naming
-    the first such parameter) so that no diverged model is ever saved.
+    ``keep``, which are carried over too. ``records`` ({file name: JSON object}) are written
+    with the weights, in the same atomic step (what the weights are: the training step).
+    Non-finite weights are refused (a ValueError naming the first such parameter) so that no
+    diverged model is ever saved.
     """
     check_finite_parameters(model)
     path = Path(path)
@@ -273,6 +277,8 @@ def save_model_and_tokenizer(model, tokenizer, path, *, keep: tuple[str, ...] = 
         with _quiet_hub():
             model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        for name, record in (records or {}).items():
+            (tmp / name).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
 #: The largest weight magnitude a healthy model holds: beyond it, a float32 dot product of two

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import operator
+import re
 import sys
 from pathlib import Path
 
@@ -27,6 +28,8 @@ __all__ = [
     "RUN_INFO",
     "write_run_info",
     "read_run_info",
+    "STEP_RECORD",
+    "model_step",
     "group_record",
 ]
 
@@ -251,6 +254,32 @@ def read_run_info(run_dir) -> dict:
     except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as err:
         raise ValueError(f"{path} is not readable JSON ({type(err).__name__})") from None
     return _check_run_info(info, path)
+
+
+#: In a run's ``model/``: the training step whose policy it holds, written with the weights.
+STEP_RECORD = "step.json"
+
+
+def model_step(model_dir) -> int | None:
+    """The training step whose policy ``model_dir`` holds: its ``step.json`` (a run's ``model/``)
+    or the N of ``checkpoints/step_N``; None for any other checkpoint (a base, a download, a
+    run's ``model/`` saved before the record was kept). A ValueError naming the file when
+    step.json is damaged."""
+    path = Path(model_dir)
+    record = path / STEP_RECORD
+    if record.is_file():
+        try:
+            data = json.loads(record.read_text())
+        except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as err:
+            raise ValueError(f"{record} is not readable JSON ({type(err).__name__})") from None
+        step = data.get("step") if isinstance(data, dict) else None
+        if not _is_int(step) or step < 0:
+            raise ValueError(f'{record} must hold {{"step": an integer >= 0}}, got step={step!r}')
+        return step
+    name = re.fullmatch(r"step_(\d+)", path.name)
+    if name and path.parent.name == "checkpoints":
+        return int(name.group(1))
+    return None
 
 
 def group_record(

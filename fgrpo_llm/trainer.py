@@ -21,7 +21,9 @@ refill the batch.
 Outputs in ``cfg.out``: config.json (resolved), run.json (``fgrpo_llm.tracking.write_run_info``),
 metrics.jsonl (one line per step), groups.jsonl (one line per sampled group: step, prompt_id, N,
 num_correct, the solution form of each correct completion, and for a trained group its focal
-weight), checkpoints/step_*/ (resumable at any kill), model/ (the final policy, a HF checkpoint).
+weight), checkpoints/step_*/ (resumable at any kill), model/ (the final policy, a HF checkpoint,
+with step.json naming its step; a run resumed to more steps moves an evaluation of the old
+policy, model/eval or eval, to eval_step_<its step> beside it when it replaces the policy).
 Non-finite values in the loss, the gradients or the weights stop the run at that step with
 :class:`TrainingDiverged`; nothing non-finite is ever saved.
 
@@ -32,6 +34,7 @@ Non-finite values in the loss, the gradients or the weights stop the run at that
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import sys
@@ -77,8 +80,10 @@ from fgrpo_llm.rollout import (
 from fgrpo_llm.tasks import check_split, check_task, get_task
 from fgrpo_llm.tasks.for_model import check_base_task, model_task_kwargs
 from fgrpo_llm.tracking import (
+    STEP_RECORD,
     JsonlWriter,
     MetricsLogger,
+    model_step,
     truncate_jsonl,
     write_run_info,
 )
@@ -410,6 +415,12 @@ def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
                 f"fgrpo-llm: {out} has no checkpoint yet; starting it again from step 0",
                 file=sys.stderr,
             )
+        if start < cfg.steps and (out / "model" / "config.json").is_file():
+            print(
+                f"fgrpo-llm: {out / 'model'} holds the policy of {_step_name(out / 'model')} "
+                f"until this run finishes step {cfg.steps}",
+                file=sys.stderr,
+            )
     # the global streams (dropout, if any; Python's, which nothing draws from but a checkpoint
     # saves, so that two runs write the same bytes): the trainer is an entry point
     torch.manual_seed(cfg.seed)
@@ -596,5 +607,62 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
         run.group_log.close()
 
     run.model.eval()
-    save_model_and_tokenizer(run.model, run.tok, out / "model")
+    if run.start < cfg.steps:  # a new policy replaces model/: its evaluations are of the old one
+        _set_aside_evaluation(out)
+    save_model_and_tokenizer(
+        run.model, run.tok, out / "model", records={STEP_RECORD: {"step": cfg.steps}}
+    )
     return {"step": cfg.steps, **metrics}
+
+
+def _old_step(model_dir: Path) -> int | None:
+    """The step of the policy in ``model_dir`` (``model_step``), None when unknown or damaged."""
+    try:
+        return model_step(model_dir)
+    except ValueError:
+        return None
+
+
+def _step_name(model_dir: Path) -> str:
+    step = _old_step(model_dir)
+    return f"step {step}" if step is not None else "an earlier step"
+
+
+def _evaluated_step(ev: Path, model_dir: Path) -> tuple[bool, int | None]:
+    """Whether ``ev/eval.json`` evaluated the policy in ``model_dir`` (it names that model, or
+    lies inside it), and the step it says it evaluated (else model/'s recorded one)."""
+    try:
+        data = json.loads((ev / "eval.json").read_text())
+    except (OSError, ValueError, RecursionError):
+        return False, None
+    if not isinstance(data, dict):
+        return False, None
+    named = data.get("model")
+    ours = ev.parent == model_dir or (
+        isinstance(named, str) and Path(named).resolve() == model_dir.resolve()
+    )
+    step = data.get("step")
+    known = isinstance(step, int) and not isinstance(step, bool)
+    return ours, step if known else _old_step(model_dir)
+
+
+def _set_aside_evaluation(out: Path) -> None:
+    """Move an evaluation of the policy in ``out/model`` (``fgrpo-llm eval``'s default --out,
+    ``model/eval``, or ``out/eval``) to ``eval_step_<the step it evaluated>`` beside it, saying
+    so: the new policy is saved next, and nothing is lost or misnamed."""
+    model_dir = out / "model"
+    for ev in (model_dir / "eval", out / "eval"):
+        ours, step = _evaluated_step(ev, model_dir)
+        if not ours:
+            continue
+        stem = f"eval_step_{step}" if step is not None else "eval_earlier"
+        target, k = ev.parent / stem, 2
+        while target.exists():
+            target, k = ev.parent / f"{stem}_{k}", k + 1
+        ev.rename(target)
+        said = f"step {step}" if step is not None else "an earlier step"
+        print(
+            f"fgrpo-llm: {ev} evaluated the policy of {said}, not the one saved now; "
+            f"moved to {target}",
+            file=sys.stderr,
+        )

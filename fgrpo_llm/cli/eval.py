@@ -3,9 +3,9 @@
     fgrpo-llm eval --model runs/base --n 1024 --k 1,2,4,8,16,32,64,128,256 --out runs/base_eval
     fgrpo-llm compare runs/grpo/eval runs/fgrpo/eval --m 256 --iterations 50000
 
-``eval`` writes eval.json (with the sampling seed and the environment), passk.csv, passk.png and
-the per-sample outcome matrices (outcomes_<split>.npy) that ``compare`` needs (paper App. P and
-App. Q).
+``eval`` writes eval.json (with the policy's training step, the sampling seed and the
+environment), passk.csv, passk.png and the per-sample outcome matrices (outcomes_<split>.npy)
+that ``compare`` needs (paper App. P and App. Q).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from fgrpo_llm.environment import environment
 from fgrpo_llm.files import atomic_write_text, strict_json, writable_directory, writable_file
 from fgrpo_llm.tasks import check_split
 from fgrpo_llm.tasks.for_model import check_base_task
-from fgrpo_llm.tracking import read_run_info
+from fgrpo_llm.tracking import model_step, read_run_info
 
 
 def _eval(args) -> int:
@@ -45,6 +45,7 @@ def _eval(args) -> int:
         raise ValueError(f"every k must be <= n={args.n}, got k={max(ks)}")
     model_dir = Path(args.model)
     check_base_task(model_dir, args.task)  # before the model loads
+    args.model_step = model_step(model_dir)  # the training step of the policy (None: a base)
     model, tokenizer = load_model_and_tokenizer(model_dir, device=args.device)
     task = task_from_args(args, model_dir, tokenizer)
     splits = [s for s in args.splits.split(",") if s] if args.splits else None
@@ -103,6 +104,7 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
         **policy,
     )
     results["model"] = str(model_dir)
+    results["step"] = args.model_step
     results["seed"] = args.seed
     results["environment"] = environment(device)  # as a run's run.json and a base record it
     paths = write_eval_outputs(results, outcomes, out, label=model_dir.name)

@@ -63,6 +63,50 @@ def test_train_smoke_then_resume(tiny_checkpoint, tmp_path, capsys):
     assert _steps(out) == [1, 2, 3]
 
 
+def _eval(model, out=None):
+    argv = ["eval", "--model", str(model), "--n", "2", "--k", "1", "--max-problems", "2"]
+    return main([*argv, "--max-new-tokens", "3", *(["--out", str(out)] if out else [])])
+
+
+def test_model_records_its_step_and_a_longer_run_sets_old_evaluations_aside(
+    tiny_checkpoint, tmp_path, capsys
+):
+    """model/ says which step it holds, eval.json says which step it evaluated, and a run
+    resumed to more steps moves the evaluations of the old policy (model/eval, the run's eval/)
+    out of the way instead of leaving them beside the new one."""
+    out = tmp_path / "run"
+    argv = ["train", "--base", str(tiny_checkpoint), "--steps", "2", "--out", str(out), *SMALL]
+    assert main(argv) == 0
+    assert json.loads((out / "model" / "step.json").read_text()) == {"step": 2}
+    assert _eval(out / "model") == 0 and _eval(out / "model", out / "eval") == 0
+    assert _eval(out / "checkpoints" / "step_000001", tmp_path / "ck") == 0
+    assert _eval(tiny_checkpoint, tmp_path / "base") == 0
+    for where, step in [(out / "model" / "eval", 2), (out / "eval", 2), (tmp_path / "ck", 1)]:
+        assert json.loads((where / "eval.json").read_text())["step"] == step
+    assert json.loads((tmp_path / "base" / "eval.json").read_text())["step"] is None
+    capsys.readouterr()
+
+    assert main(["train", "--out", str(out), "--resume", "--steps", "3", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "holds the policy of step 2 until this run finishes step 3" in err
+    assert json.loads((out / "model" / "step.json").read_text()) == {"step": 3}
+    assert not (out / "model" / "eval").exists() and not (out / "eval").exists()
+    for moved in (out / "model" / "eval_step_2", out / "eval_step_2"):
+        assert json.loads((moved / "eval.json").read_text())["step"] == 2
+        assert f"moved to {moved}" in err
+    assert (tmp_path / "ck" / "eval.json").is_file()  # another checkpoint's: left alone
+
+    # resumed at the step it reached: the same policy, so its evaluation stays
+    assert _eval(out / "model") == 0
+    assert main(["train", "--out", str(out), "--resume", "--steps", "3", "--no-progress"]) == 0
+    assert json.loads((out / "model" / "eval" / "eval.json").read_text())["step"] == 3
+
+    (out / "model" / "step.json").write_text('{"step": -1}')
+    assert _eval(out / "model", tmp_path / "bad") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "step.json" in err[-1] and "step=-1" in err[-1] and "Traceback" not in "".join(err)
+
+
 def test_config_file_sets_fields_and_flags_override_it(tiny_checkpoint, tmp_path):
     cfg = tmp_path / "c.yaml"
     # `lr: 3e-4` is the string "3e-4" to PyYAML (YAML 1.1 wants a dot); it must still be read as a

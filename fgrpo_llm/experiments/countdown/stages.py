@@ -31,6 +31,7 @@ from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec
 from fgrpo_llm.experiments.runner import Task, run_tasks, write_json
 from fgrpo_llm.files import changed_settings
 from fgrpo_llm.tasks.for_model import model_task_kwargs, task_for_model
+from fgrpo_llm.tracking import model_step
 
 
 def generator_for(device, seed: int):
@@ -179,6 +180,7 @@ def evaluate_stage(model_dir: Path, out_dir: Path, cfg: DemoConfig, *, task) -> 
         **sampling.kwargs(),
     )
     results["model"] = str(model_dir)
+    results["step"] = model_step(model_dir)  # as ``fgrpo-llm eval`` records it
     results["seed"] = cfg.seed + 2  # the sampling generator's, as ``fgrpo-llm eval`` records it
     results["environment"] = environment(device)
     write_eval_outputs(results, outcomes, out_dir, label=model_dir.parent.name)
