@@ -415,12 +415,6 @@ def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
                 f"fgrpo-llm: {out} has no checkpoint yet; starting it again from step 0",
                 file=sys.stderr,
             )
-        if start < cfg.steps and (out / "model" / "config.json").is_file():
-            print(
-                f"fgrpo-llm: {out / 'model'} holds the policy of {_step_name(out / 'model')} "
-                f"until this run finishes step {cfg.steps}",
-                file=sys.stderr,
-            )
     # the global streams (dropout, if any; Python's, which nothing draws from but a checkpoint
     # saves, so that two runs write the same bytes): the trainer is an entry point
     torch.manual_seed(cfg.seed)
@@ -487,6 +481,12 @@ def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
     )
     truncate_jsonl(out / "groups.jsonl", max_step=start)
     group_log = JsonlWriter(out / "groups.jsonl")
+    if resume and start < cfg.steps and (out / "model" / "config.json").is_file():
+        print(
+            f"fgrpo-llm: {out / 'model'} holds the policy of {_step_name(out / 'model')} "
+            f"until this run finishes step {cfg.steps}",
+            file=sys.stderr,
+        )
     return _Run(
         model, tok, task, problems, probe, ref_model, params, optimizer, scheduler,
         cfg.sampling(device), generator, np_rng, data, logger, group_log, start,
