@@ -49,9 +49,12 @@ def directory_lock(directory, *, what: str = "run"):
     The operating system releases it when the process ends, however it ends (``kill -9``
     included), so a stale lock never blocks a rerun. A second process raises
     :class:`DirectoryInUse` naming the holder's pid (written into the file). The file stays
-    (removing it would race with a process that has just opened it). Where ``fcntl`` does not
-    exist (Windows) the block runs unlocked."""
+    (removing it would race with a process that has just opened it), except that a directory
+    this call created is removed again when the block fails before anything else was written
+    into it (a run refused at its first check leaves no empty run behind). Where ``fcntl`` does
+    not exist (Windows) the block runs unlocked."""
     directory = Path(directory)
+    created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
@@ -70,9 +73,24 @@ def directory_lock(directory, *, what: str = "run"):
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
+        try:
+            yield
+        except BaseException:
+            if created:
+                _remove_if_only_the_lock(directory)
+            raise
     finally:
         os.close(fd)  # releases the lock
+
+
+def _remove_if_only_the_lock(directory: Path) -> None:
+    """Remove ``directory`` if it holds nothing but ``.lock`` (while the lock is still held)."""
+    try:
+        if [entry.name for entry in directory.iterdir()] == [".lock"]:
+            (directory / ".lock").unlink()
+            directory.rmdir()
+    except OSError:
+        pass  # something appeared meanwhile, or it is gone: leave it
 
 
 def _temporary_prefix(path: Path) -> str:

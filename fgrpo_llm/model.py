@@ -223,9 +223,15 @@ def load_model_and_tokenizer(path, *, device: str | torch.device | None = None):
         raise FileNotFoundError(f"checkpoint directory not found: {path}")
     if not path.is_dir():
         raise FileNotFoundError(f"checkpoint path is not a directory: {path}")
+    tokenizer_here = any((path / name).is_file() for name in TOKENIZER_FILES)
+    if (path / "model" / "config.json").is_file() and not tokenizer_here:
+        raise FileNotFoundError(
+            f"{path} is a training run, not a checkpoint: its policy is {path / 'model'} "
+            f"(and its checkpoints are in {path / 'checkpoints'})"
+        )
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"not a Hugging Face checkpoint (no config.json) in {path}")
-    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+    if not tokenizer_here:
         raise FileNotFoundError(
             f"no tokenizer in {path} (none of {', '.join(TOKENIZER_FILES)}); save the "
             f"tokenizer next to the model (tokenizer.save_pretrained)"

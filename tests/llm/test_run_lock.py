@@ -92,3 +92,41 @@ def test_pipelines_refuse_an_output_directory_in_use(tmp_path, capsys, argv):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"pid {proc.pid}" in err[0], err
     assert sorted(p.name for p in out.iterdir()) == [".lock"]
+
+
+def test_a_directory_the_lock_made_goes_again_when_the_block_fails_at_once(tmp_path):
+    """A run refused at its first check leaves no directory holding only the lock file; one
+    that wrote something, or a directory that was there before, stays."""
+    fresh = tmp_path / "fresh"
+    with pytest.raises(ValueError, match="refused"), directory_lock(fresh):
+        raise ValueError("refused")
+    assert not fresh.exists()
+    wrote = tmp_path / "wrote"
+    with pytest.raises(ValueError), directory_lock(wrote):
+        (wrote / "metrics.jsonl").write_text("{}\n")
+        raise ValueError("later")
+    assert (wrote / "metrics.jsonl").is_file()
+    there = tmp_path / "there"
+    there.mkdir()
+    with pytest.raises(ValueError), directory_lock(there):
+        raise ValueError("refused")
+    assert there.is_dir()
+    with directory_lock(fresh):  # a block that ends well keeps its directory
+        pass
+    assert (fresh / ".lock").is_file()
+
+
+def test_a_run_directory_given_as_a_model_names_its_policy(tiny_checkpoint, tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["train", "--base", str(tiny_checkpoint), "--out", str(run), "--steps", "1",
+            "--prompts-per-step", "2", "--group-size", "2", "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    capsys.readouterr()
+    for cmd in (
+        ["eval", "--model", str(run), "--n", "2"],
+        ["train", "--base", str(run), "--out", str(tmp_path / "again"), "--steps", "1"],
+    ):
+        assert main(cmd) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"its policy is {run / 'model'}" in err[0], err
+    assert not (tmp_path / "again").exists()
