@@ -21,6 +21,12 @@ def _style(j: int) -> str:
     return _STYLES.get(j, ":")
 
 
+def _series(res, j: int) -> str:
+    """The j-th series' name: "gamma=<g>", or "MaxRL" for MaxRL's weighting."""
+    label = res.weighting_label(j)
+    return "MaxRL" if label == "maxrl" else label
+
+
 def plot_metric_vs_step(ax, res, key: str, *, gamma_index: int = 0, label: str | None = None):
     """Seed-mean ``key`` (q_pos, m_ret, entropy, tau) against step, one line per N (coloured
     from small N, light, to large N, dark)."""
@@ -42,7 +48,7 @@ def plot_metric_vs_step(ax, res, key: str, *, gamma_index: int = 0, label: str |
         )
     ax.set_xlabel("step")
     ax.set_ylabel(label or key)
-    ax.set_title(f"{label or key}, gamma={cfg.gammas[gamma_index]:g}")
+    ax.set_title(f"{label or key}, {_series(res, gamma_index)}")
     return lines
 
 
@@ -51,10 +57,10 @@ def plot_final_vs_group_size(ax, res, key: str, *, label: str | None = None):
     cfg = res.config
     N = np.asarray(cfg.group_sizes)
     artists = []
-    for j, g in enumerate(cfg.gammas):
+    for j in range(len(cfg.gammas)):
         final = res.records[key][:, j, :, -1]  # (nN, nS)
         artists += ax.plot(
-            N, final.mean(axis=1), marker="o", ms=3, ls=_style(j), label=f"gamma={g:g}"
+            N, final.mean(axis=1), marker="o", ms=3, ls=_style(j), label=_series(res, j)
         )
         artists.append(ax.fill_between(N, final.min(axis=1), final.max(axis=1), alpha=0.2))
     ax.set_xscale("log", base=2)
@@ -83,7 +89,8 @@ def plot_fig2(res, *, figsize=(11, 7)):
     fig.suptitle(
         f"categorical policy: K={cfg.actions}, |P|={cfg.correct}, "
         f"{cfg.optimizer} lr={cfg.lr:g}, "
-        f"{cfg.surrogate} surrogate, {cfg.advantage} advantage, {cfg.steps} steps, "
+        f"{cfg.surrogate} surrogate, {cfg.advantage} advantage"
+        f"{', MaxRL weighting' if cfg.weighting == 'maxrl' else ''}, {cfg.steps} steps, "
         f"{len(cfg.seeds)} seed(s)",
         fontsize=9,
     )

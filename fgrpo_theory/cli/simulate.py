@@ -177,7 +177,8 @@ def _print_summary(res) -> None:
     cfg = res.config
     q = res.records["q_pos"][..., -1].mean(axis=2)
     m = res.records["m_ret"][..., -1].mean(axis=2)
-    head = "N".rjust(7) + "".join(f"  Q_pos(g={g:g})  M_ret(g={g:g})" for g in cfg.gammas)
+    labels = [res.weighting_label(j).replace("gamma=", "g=") for j in range(len(cfg.gammas))]
+    head = "N".rjust(7) + "".join(f"  Q_pos({w})  M_ret({w})" for w in labels)
     print(head)
     for i, N in enumerate(cfg.group_sizes):
         print(

@@ -63,6 +63,13 @@ class SweepResult:
             return rec[name]
         raise AttributeError(name)
 
+    def weighting_label(self, j: int) -> str:
+        """What the j-th series of the gamma axis is: "gamma=<g>" for the focal weight, "maxrl"
+        for MaxRL's weight (one series, whose gamma the simulator ignores)."""
+        if self.config.weighting == "maxrl":
+            return "maxrl"
+        return f"gamma={self.config.gammas[j]:g}"
+
     def final_rows(self) -> list[dict]:
         """One row per (N, gamma, seed) with the final q_pos, m_ret, entropy."""
         rows = []
@@ -83,11 +90,13 @@ class SweepResult:
         return rows
 
     def csv_text(self) -> str:
-        """The CSV: one row per (N, gamma, seed): N, gamma, seed, q_pos, m_ret, entropy."""
-        lines = ["N,gamma,seed,q_pos,m_ret,entropy"]
+        """The CSV: one row per (N, gamma, seed): N, gamma, seed, q_pos, m_ret, entropy; with
+        MaxRL's weighting also a last column ``weighting`` = maxrl (gamma is then ignored)."""
+        maxrl = self.config.weighting == "maxrl"
+        lines = ["N,gamma,seed,q_pos,m_ret,entropy" + (",weighting" if maxrl else "")]
         lines += [
             f"{r['N']},{r['gamma']:g},{r['seed']},{r['q_pos']:.6g},{r['m_ret']:.6g},"
-            f"{r['entropy']:.6g}"
+            f"{r['entropy']:.6g}" + (",maxrl" if maxrl else "")
             for r in self.final_rows()
         ]
         return "\n".join(lines) + "\n"
@@ -97,7 +106,7 @@ class SweepResult:
 
     def write_jsonl(self, path) -> Path:
         """One JSON line per step t: {"step": t, "q_pos/N=2/gamma=0": seed mean, ...} for the
-        policy records (q_pos, m_ret, entropy, tau)."""
+        policy records (q_pos, m_ret, entropy, tau); "q_pos/N=2/maxrl" with MaxRL's weight."""
         cfg = self.config
         means = {k: self.records[k].mean(axis=2) for k in POLICY_RECORDS}
         lines = []
@@ -105,8 +114,8 @@ class SweepResult:
             row = {"step": t}
             for k, a in means.items():
                 for i, N in enumerate(cfg.group_sizes):
-                    for j, g in enumerate(cfg.gammas):
-                        row[f"{k}/N={N}/gamma={g:g}"] = round(float(a[i, j, t]), 7)
+                    for j in range(len(cfg.gammas)):
+                        row[f"{k}/N={N}/{self.weighting_label(j)}"] = round(float(a[i, j, t]), 7)
             lines.append(json.dumps(row))
         return _write_text(Path(path), "\n".join(lines) + "\n")
 

@@ -43,6 +43,20 @@ def test_flags_write_the_csv(tmp_path, capsys):
     assert sorted(p.name for p in path.parent.iterdir()) == ["sim.csv"]  # no partial/ left
 
 
+def test_a_maxrl_sweep_is_labelled_maxrl_not_gamma_0(tmp_path, capsys):
+    """MaxRL's weighting takes no gamma: its CSV says so in a column, its table and per-step
+    records name it instead of the ignored gamma."""
+    flags = [*TINY[: TINY.index("--gammas")], "--gammas", "0", *TINY[TINY.index("--seeds") :]]
+    out = tmp_path / "mx"
+    assert main(["simulate", *flags, "--weighting", "maxrl", "--out", str(out)]) == 0
+    rows = list(csv.DictReader((out / "fig2.csv").open()))
+    assert rows and all(r["weighting"] == "maxrl" for r in rows)
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "Q_pos(maxrl)" in head and "g=0" not in head
+    keys = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert "q_pos/N=2/maxrl" in keys and not any("gamma" in k for k in keys)
+
+
 def test_preset_with_out_writes_figure_csv_records_and_config(tmp_path):
     out = tmp_path / "fig2"
     args = [
