@@ -15,10 +15,12 @@ sum_{p in H} U_p / sum_p U_p; "hard" prompts are those with mu_p < 1/2.
 
 Pass rates measured from n samples (c correct) are uncertain: ``plan`` redraws each mu_p from
 its Jeffreys posterior Beta(c + 1/2, n - c + 1/2) ``draws`` times and reports the median of the
-prompt-averaged tail-miss rate with its 2.5% and 97.5% quantiles. (The plug-in mu_p = c / n
-would give a prompt never solved in n samples a tail-miss rate of exactly 0, though its true
-mu_p may well be positive: that estimate can fall outside its own range.) The other columns
-use the plug-in mu_p = c / n.
+prompt-averaged tail-miss rate with its 2.5% and 97.5% quantiles, and the median of the
+prompt-averaged active fraction. (The plug-in mu_p = c / n would give a prompt never solved in
+n samples a tail-miss rate of exactly 0, though its true mu_p may well be positive: that
+estimate can fall outside its own range.) A tail miss needs an active group, so in every draw
+the tail-miss rate is at most the active fraction, and so are their medians. The hard prompts
+and the shares of the update use the plug-in mu_p = c / n.
 
     >>> res = plan([0.2, 0.5, 0.9], rho=0.1, group_sizes=[2, 8, 32])
     >>> [round(r["active"], 3) for r in res["rows"]]
@@ -81,7 +83,7 @@ def plan(
     give mu = c / n and the uncertainty), rare fraction ``rho`` = tau / mu, the ``group_sizes``
     and ``weightings`` (``parse_weighting`` texts or ``Weighting``). Returns ``{"rows": [...],
     "peak_N": ..., "prompts": P, "hard_prompts": ..., ...}``; each row: N, rollouts_per_step,
-    active, tail_miss (with counts the posterior median), tail_miss_lo, tail_miss_hi (None
+    active and tail_miss (with counts, posterior medians), tail_miss_lo, tail_miss_hi (None
     without counts), hard_share per weighting label."""
     rho = float(check_probability("rho", rho))
     Ns = [int(v) for v in np.atleast_1d(check_integer("group_sizes", group_sizes, minimum=1))]
@@ -129,6 +131,7 @@ def plan(
                 float(lo),
                 float(hi),
             )
+            row["active"] = float(np.median(np.mean(p_active(post, N), axis=1)))  # over (D,)
         for w, U in zip(ws, _update_masses(mu, N, ws), strict=True):
             total = float(U.sum())
             row["hard_share"][w.label] = float(U[hard].sum() / total) if total > 0 else None

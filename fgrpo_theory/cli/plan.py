@@ -8,9 +8,10 @@
 Pass rates come from ``fgrpo-llm eval``'s outcome matrices (``--outcomes``: a directory holding
 ``outcomes_<split>.npy`` or one such file, a (prompts, n) 0/1 matrix), a CSV with columns
 ``prompt_id,n,c`` (``--counts``, any engine's evaluation), or a list (``--mu``). Per N it prints
-the rollouts per step, the expected fraction of groups with signal, the expected tail-miss rate
-over the prompts (for counts, its posterior median and 95% range from the finite n), where tail
-misses peak, and the share of the update each weighting sends to hard prompts (mu < 1/2).
+the rollouts per step, the expected fraction of groups with signal and the expected tail-miss
+rate over the prompts (for counts, posterior medians, and the tail-miss rate's 95% range from
+the finite n), where tail misses peak, and the share of the update each weighting sends to hard
+prompts (mu < 1/2).
 """
 
 from __future__ import annotations
@@ -31,9 +32,15 @@ def _from_outcomes(path: Path, split: str | None) -> tuple[np.ndarray, np.ndarra
     """(n, c) per prompt from an outcome matrix (an .npy file, or ``outcomes_<split>.npy`` in a
     directory); loaded without pickle."""
     if path.is_dir():
+        found = sorted(p.name[len("outcomes_") : -len(".npy")] for p in path.glob("outcomes_*.npy"))
+        if not found:
+            raise ValueError(
+                f"--outcomes {path} holds no outcomes_<split>.npy (fgrpo-llm eval writes them)"
+            )
         if split is None:
-            found = sorted(p.name for p in path.glob("outcomes_*.npy"))
-            raise ValueError(f"--outcomes is a directory: choose --split among {found}")
+            raise ValueError(f"--outcomes is a directory: choose --split among {', '.join(found)}")
+        if split not in found:
+            raise ValueError(f"--split {split!r}: {path} holds the splits {', '.join(found)}")
         path = path / f"outcomes_{split}.npy"
     if not path.is_file():
         raise ValueError(f"--outcomes file not found: {path}")
@@ -166,8 +173,9 @@ def register(subparsers) -> None:
         "plan",
         help="which N and which weighting, from a model's own pass rates",
         description="Per group size: rollouts per step, expected active groups, expected "
-        "tail-miss rate (Lemma 3.1) over the prompts, and each weighting's share of the "
-        "update to hard prompts.",
+        "tail-miss rate (Lemma 3.1) over the prompts (from counts: posterior medians, with the "
+        "tail-miss rate's 95% range), and each weighting's share of the update to hard "
+        "prompts.",
     )
     src = p.add_argument_group("pass rates (one of)")
     src.add_argument("--mu", help="pass rates, comma-separated")

@@ -191,3 +191,30 @@ def test_with_counts_the_point_estimate_lies_in_its_range():
     plug_in = plan(np.divide(c, n), rho=0.1, group_sizes=[32])["rows"][0]["tail_miss"]
     assert plug_in < res["rows"][2]["tail_miss_lo"]
     assert res["peak_N"] == max(res["rows"], key=lambda r: r["tail_miss"])["N"]
+
+
+def test_with_counts_the_active_fraction_bounds_the_tail_miss_rate():
+    """A tail miss needs an active group: from counts both columns are posterior medians, so
+    the tail-miss rate never exceeds the active fraction, also where every pass rate observed
+    is 0 (the plug-in active fraction would be 0 there, below a positive tail-miss rate)."""
+    n, c = [256] * 6, [0] * 6
+    res = plan(None, n=n, c=c, rho=0.5, group_sizes=[2, 8, 64, 1024])
+    for row in res["rows"]:
+        assert 0 < row["tail_miss"] <= row["active"] < 1, row
+    assert plan(np.zeros(6), rho=0.5, group_sizes=[8])["rows"][0]["active"] == 0.0
+
+
+def test_an_outcomes_directory_names_its_splits(tmp_path, capsys):
+    np.save(tmp_path / "outcomes_test.npy", np.eye(3, dtype=np.int8))
+    np.save(tmp_path / "outcomes_ood.npy", np.eye(3, dtype=np.int8))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for argv, needle in [
+        (["--outcomes", str(tmp_path)], "choose --split among ood, test"),
+        (["--outcomes", str(tmp_path), "--split", "train"], "holds the splits ood, test"),
+        (["--outcomes", str(empty), "--split", "test"], "holds no outcomes_<split>.npy"),
+    ]:
+        assert main(["plan", *argv]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0], (argv, err)
+    assert main(["plan", "--outcomes", str(tmp_path), "--split", "ood"]) == 0
