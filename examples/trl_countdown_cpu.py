@@ -44,6 +44,14 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts-per-step", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
+    from importlib.util import find_spec
+
+    missing = [name for name in ("trl", "accelerate") if find_spec(name) is None]
+    if missing:
+        ap.error(
+            f"needs {' and '.join(missing)}, not installed in this environment: run it with "
+            ".venv-trl/bin/python (make .venv-trl/.installed builds it)"
+        )
 
     import torch
     from accelerate import PartialState

@@ -4,9 +4,9 @@
   (torch only): the focal weight of arbitrary, possibly ragged, groups of a flat batch, and the
   writer of the run directory that ``fgrpo-llm validate`` reads (``run.json``, ``groups.jsonl``,
   ``metrics.jsonl``; see :mod:`fgrpo_llm.evaluation.runs`).
-- :mod:`fgrpo_llm.integrations.verl` (needs ``pip install 'fgrpo[verl]'``): the ``focal_grpo``
+- :mod:`fgrpo_llm.integrations.verl` (needs verl, ``.[llm,verl]``): the ``focal_grpo``
   advantage estimator, registered through verl's ``verl.plugins`` entry points.
-- :mod:`fgrpo_llm.integrations.trl` (needs ``pip install 'fgrpo[trl]'``): ``FocalGRPOTrainer`` and
+- :mod:`fgrpo_llm.integrations.trl` (needs TRL, ``.[llm,trl]``): ``FocalGRPOTrainer`` and
   the pass@k / Delta NLL_rare callbacks.
 
 Nothing else in ``fgrpo_llm`` imports these sub-packages. See docs/engines.md.

@@ -1,5 +1,6 @@
-"""F-GRPO on TRL: ``FocalGRPOTrainer`` and pass@k / Delta NLL_rare callbacks (``pip install
-'fgrpo[trl]'``).
+"""F-GRPO on TRL: ``FocalGRPOTrainer`` and pass@k / Delta NLL_rare callbacks (needs TRL: from
+the repository, ``pip install -c constraints/torch-cpu.txt -e ".[llm,trl]"``, or
+``make .venv-trl/.installed``).
 
     from fgrpo_llm.integrations.trl import FocalGRPOConfig, FocalGRPOTrainer, method_args
     args = FocalGRPOConfig(output_dir="runs/trl", focal_gamma=1.0, **method_args("grpo"), ...)
@@ -21,9 +22,11 @@ from fgrpo_llm.integrations.trl.version import TESTED_TRL, check_trl_version
 
 if find_spec("trl") is None:
     raise ImportError(
-        "fgrpo_llm.integrations.trl needs TRL: pip install 'fgrpo[trl]' (trl "
+        "fgrpo_llm.integrations.trl needs trl "
         + TESTED_TRL
-        + ", with the CPU torch pin: -c constraints/torch-cpu.txt)"
+        + ", not installed in this environment: from the repository, pip install -c "
+        'constraints/torch-cpu.txt -e ".[llm,trl]", or use make\'s .venv-trl '
+        "(make .venv-trl/.installed)"
     )
 
 check_trl_version()

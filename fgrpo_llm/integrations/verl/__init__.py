@@ -1,4 +1,5 @@
-"""F-GRPO on verl: the ``focal_grpo`` advantage estimator (needs ``pip install 'fgrpo[verl]'``).
+"""F-GRPO on verl: the ``focal_grpo`` advantage estimator (needs verl: from the repository,
+``pip install -c constraints/torch-cpu.txt -e ".[llm,verl]"``, or ``make .venv-verl/.installed``).
 
 verl finds it by itself: this package declares a ``verl.plugins`` entry point
 (``fgrpo_llm.integrations.verl.plugin``), which verl >= 0.9 loads in every process that imports
@@ -22,9 +23,11 @@ TESTED_VERL = ">=0.9.1,<0.10"
 
 if find_spec("verl") is None:
     raise ImportError(
-        "fgrpo_llm.integrations.verl needs verl: pip install 'fgrpo[verl]' (verl "
+        "fgrpo_llm.integrations.verl needs verl "
         + TESTED_VERL
-        + ", with the CPU torch pin: -c constraints/torch-cpu.txt)"
+        + ", not installed in this environment: from the repository, pip install -c "
+        'constraints/torch-cpu.txt -e ".[llm,verl]", or use make\'s .venv-verl '
+        "(make .venv-verl/.installed)"
     )
 
 from fgrpo_llm.integrations.verl.estimator import (  # noqa: E402
