@@ -44,9 +44,20 @@ def _eval_value(results: dict | None, role: str, k: int | str) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
+def _eval_problems(results: dict | None) -> dict | None:
+    """Problems evaluated per role (``in_domain`` / ``ood``), or None without an evaluation."""
+    if not results:
+        return None
+    out = {}
+    for entry in results["splits"].values():
+        out[entry["role"]] = out.get(entry["role"], 0) + int(entry.get("num_problems", 0))
+    return out
+
+
 def _run_row(run: RunInfo, table: dict) -> dict:
-    """Ours (fractions, in-domain / OOD pass@1 and pass@k_max, Delta NLL_rare) and the paper's
-    Table 2 row of the same name (percent -> fraction), where it exists."""
+    """Ours (fractions, in-domain / OOD pass@1 and pass@k_max, Delta NLL_rare; the problems and
+    the policy's step the evaluation had, and the run's last step) and the paper's Table 2 row of
+    the same name (percent -> fraction), where it exists."""
     kmax = max(run.eval["ks"]) if run.eval else None
     row = {
         "label": run.label,
@@ -60,6 +71,9 @@ def _run_row(run: RunInfo, table: dict) -> dict:
         "ood_pass1": _eval_value(run.eval, "ood", 1),
         "ood_passk": _eval_value(run.eval, "ood", "max"),
         "delta_nll_rare": run.delta_nll_rare,
+        "eval_problems": _eval_problems(run.eval),
+        "eval_step": run.eval.get("step") if run.eval else None,
+        "steps": run.steps,
     }
     ref = table.get(run.label) if is_base_lr(run.lr_scale) else None
     if ref:

@@ -374,3 +374,37 @@ def test_lr_control_sentences_follow_the_numbers():
     )
     control.lr_match_gamma = 0.5  # no F-GRPO run at gamma = 0.5: nothing to compare with
     assert lr_control_comparisons(rows, control_rows([control])) == []
+
+
+def test_short_runs_get_one_window_named_by_their_steps_and_the_table_says_what_was_evaluated(
+    tmp_path,
+):
+    """Runs shorter than the early window are checked over all their steps, and the window says
+    so (not "first 50 steps"); the sweep table names the problems behind each pass@k and the
+    evaluated policy's step, flagged when it is not the run's last."""
+    from fgrpo_llm.experiments.countdown.report import sweep_section
+
+    rng = np.random.default_rng(1)
+    rare = make_rare_set({"a": (0.4, 0.05)})
+    d = tmp_path / "g8"
+    d.mkdir()
+    write_run_info(d, engine="fgrpo", algo="grpo", group_size=8, gamma=0.0)
+    (d / "groups.jsonl").write_text(
+        "\n".join(json.dumps(g) for g in simulate_groups(rare, 8, 4, rng, step0=1))
+    )
+    (d / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "rare/delta_nll": 0.1}) + "\n" for s in (1, 2, 3, 4))
+    )
+    (d / "eval").mkdir()
+    entry = {"role": "in_domain", "num_problems": 20, "pass@1": 0.5, "pass@8": 0.9}
+    entry.update(problem_ids=[f"p{i}" for i in range(20)], counts=[4] * 20)
+    ood = dict(entry, role="ood", num_problems=10, problem_ids=entry["problem_ids"][:10])
+    ood["counts"] = [4] * 10
+    results = {"n": 8, "ks": [1, 8], "splits": {"test": entry, "ood": ood}, "step": 2}
+    (d / "eval" / "eval.json").write_text(json.dumps(results))
+    res = cross_check(
+        [load_run(d)], rare, tmp_path / "out", early_steps=50, paper=None, rng=rng
+    )
+    assert list(res["tail_miss"]) == ["all 4 steps (the early window is 50)"]
+    text = sweep_section(res)
+    assert "20 + 10 problems, step 2 (**not the run's last, 4**)" in text

@@ -68,7 +68,11 @@ def cross_check(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    windows = {f"first {early_steps} steps": early_steps, "all steps": None}
+    last = max((int(g["step"]) for run in runs for g in run.groups), default=0)
+    if last > early_steps:
+        windows = {f"first {early_steps} steps": early_steps, "all steps": None}
+    else:  # the early window holds every step the runs have
+        windows = {f"all {last} steps (the early window is {early_steps})": None}
     tail = {w: {} for w in windows}
     pooled = {w: [] for w in windows}
     for w, max_step in windows.items():

@@ -105,6 +105,21 @@ def tail_miss_section(result: dict) -> str:
     return "\n\n".join(parts)
 
 
+def _evaluated_on(row: dict) -> str:
+    """The problems behind a row's pass@k (in-domain + OOD) and, where the evaluation recorded
+    it, the policy's step, flagged when it is not the run's last."""
+    problems = row.get("eval_problems")
+    if not problems:
+        return "-"
+    text = " + ".join(f"{problems[role]}" for role in ("in_domain", "ood") if role in problems)
+    text += " problems"
+    step, steps = row.get("eval_step"), row.get("steps")
+    if step is not None:
+        stale = steps is not None and step != steps
+        text += f", step {step}" + (f" (**not the run's last, {steps}**)" if stale else "")
+    return text
+
+
 def sweep_section(result: dict) -> str:
     """Our sweep next to the paper's Table 2 (fractions; the paper's are converted from percent)."""
     rows = result["sweep"]
@@ -120,14 +135,17 @@ def sweep_section(result: dict) -> str:
         f"OOD pass@{kmax}",
         "Delta NLL_rare",
     ]
-    table = [[r["label"]] + [r[k] for k in keys] for r in rows]
-    text = "Ours:\n\n" + markdown_table(headers, table)
+    ours = [*headers, "evaluated on"]
+    table = [[r["label"]] + [r[k] for k in keys] + [_evaluated_on(r)] for r in rows]
+    text = "Ours:\n\n" + markdown_table(ours, table)
     controls = result.get("controls") or []
     if controls:
         text += (
             "\n\nControls at a scaled learning rate (not points of the sweep, left out of the "
             "orderings below):\n\n"
-            + markdown_table(headers, [[r["label"]] + [r[k] for k in keys] for r in controls])
+            + markdown_table(
+                ours, [[r["label"]] + [r[k] for k in keys] + [_evaluated_on(r)] for r in controls]
+            )
         )
     paper_rows = [[r["label"]] + [r["paper"][k] for k in keys] for r in rows if r.get("paper")]
     if paper_rows:
