@@ -402,9 +402,7 @@ def test_short_runs_get_one_window_named_by_their_steps_and_the_table_says_what_
     ood["counts"] = [4] * 10
     results = {"n": 8, "ks": [1, 8], "splits": {"test": entry, "ood": ood}, "step": 2}
     (d / "eval" / "eval.json").write_text(json.dumps(results))
-    res = cross_check(
-        [load_run(d)], rare, tmp_path / "out", early_steps=50, paper=None, rng=rng
-    )
+    res = cross_check([load_run(d)], rare, tmp_path / "out", early_steps=50, paper=None, rng=rng)
     assert list(res["tail_miss"]) == ["all 4 steps (the early window is 50)"]
     text = sweep_section(res)
     assert "20 + 10 problems, step 2 (**not the run's last, 4**)" in text
