@@ -6,8 +6,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Callable
+
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
+
+
+def plain_text(doc: str) -> str:
+    """A docstring as a terminal shows it: reST roles (:class:`~a.b.C` -> C, :func:`f` -> f) and
+    double back-quotes (``x`` -> x) dropped, for a subcommand's ``--help``."""
+    doc = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), doc)
+    return doc.replace("``", "")
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):

@@ -51,8 +51,8 @@ def _rare_set(args) -> int:
     with_event = sum(1 for p in rare.prompts.values() if p["rare_forms"])
     print(
         f"{len(rare)} rare-correct trajectories from {rare.meta['num_correct_pool']} correct "
-        f"rollouts ({len(problems)} prompts x {args.rollouts}); mean base NLL "
-        f"{fmt(rare.mean_base_nll)} (threshold {fmt(rare.meta['nll_threshold'])}); {with_event} "
+        f"rollouts ({len(problems)} prompts x {args.rollouts}), those with a base NLL of at "
+        f"least {fmt(rare.meta['nll_threshold'])}, mean {fmt(rare.mean_base_nll)}; {with_event} "
         f"prompts with a rare event; wrote {path}"
     )
     return 0

@@ -20,7 +20,7 @@ import argparse
 import json
 from pathlib import Path
 
-from fgrpo_common.cli import parse_key_values
+from fgrpo_common.cli import parse_key_values, plain_text
 from fgrpo_llm.config import TrainConfig, read_config_file
 from fgrpo_llm.tasks import get_task
 from fgrpo_llm.tasks.for_model import check_base_task, model_task_kwargs
@@ -28,7 +28,7 @@ from fgrpo_llm.tasks.for_model import check_base_task, model_task_kwargs
 #: flag destination -> TrainConfig field, for flags whose names differ from the field.
 _FLAGS = {
     "base": ("--base", str, "base model directory (any local Hugging Face causal-LM checkpoint)"),
-    "out": ("--out", str, "run directory (required)"),
+    "out": ("--out", str, "run directory (required, here or in the --config file)"),
     "algo": ("--algo", str, "grpo, dapo or cispo (default grpo)"),
     "gamma": ("--gamma", float, "focal exponent; 0 = the base method (default 0)"),
     "weighting": ("--weighting", str, "focal (default; with --gamma) or maxrl (MaxRL's advantage)"),
@@ -72,7 +72,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "train",
         help="RL training: GRPO / DAPO / CISPO with the focal weight",
-        description=__doc__,
+        description=plain_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     for dest, (flag, typ, text) in _FLAGS.items():

@@ -89,13 +89,14 @@ def _strict_json(rows) -> str:
 
 def _check_plot_path(text: str) -> Path:
     """--plot must name a new or existing regular file with an image suffix matplotlib writes,
-    in a directory that exists and is writable: checked before any work is done."""
+    in a writable directory (missing directories are created when the figure is saved, as for
+    every other output): checked before any work is done."""
     if not text or "\0" in text:
         raise ValueError(f"--plot must be a file path, got --plot={text!r}")
     path = Path(text)
     parent = path.parent
-    if not parent.exists():
-        raise ValueError(f"--plot directory does not exist: {parent}")
+    while not parent.exists() and parent != parent.parent:  # the nearest existing ancestor
+        parent = parent.parent
     if not parent.is_dir():
         raise ValueError(f"--plot directory is not a directory: {parent}")
     if path.is_dir():

@@ -82,7 +82,7 @@ def test_peak_and_pass_at_k(capsys):
         (["peak", "--mu", "0.3", "--tau", "0"], "--n-max"),
         (["pass-at-k", "--n", "8", "--c", "9", "--k", "1"], "--c"),
         (["pass-at-k", "--p", "0.1", "--k", "0"], "--k"),
-        (["tail-miss", "--mu", "0.3", "--rho", "0.1", "--plot", "/no/such/dir/x.png"], "--plot"),
+        (["tail-miss", "--mu", "0.3", "--rho", "0.1", "--plot", "/etc/passwd/d/x.png"], "--plot"),
     ],
 )
 def test_bad_input_one_line_exit_2(capsys, argv, word):
@@ -132,11 +132,18 @@ def test_json_is_strict_with_null_for_non_finite_values(capsys):
     assert rows[2]["N_stationary"] > 1
 
 
+def test_a_plot_in_a_missing_directory_creates_it(capsys, tmp_path):
+    path = tmp_path / "no" / "such" / "x.png"
+    code, _, err = run(capsys, "tail-miss", "--mu", "0.3", "--rho", "0.1", "--plot", str(path))
+    assert code == 0, err
+    assert path.stat().st_size > 0
+
+
 @pytest.mark.parametrize(
     "path, words",
     [
         ("{tmp}", "--plot must be a file"),
-        ("{tmp}/no/such/dir/x.png", "--plot directory does not exist"),
+        ("/etc/passwd/no/such/x.png", "--plot directory is not a directory"),
         ("{tmp}/x.unknown", "--plot must end in one of"),
         ("{tmp}/x.pgf", "--plot must end in one of"),  # (LaTeX, found missing only at the end)
         ("{tmp}/noext", "--plot must end in one of"),
