@@ -43,7 +43,10 @@ def _from_outcomes(path: Path, split: str | None) -> tuple[np.ndarray, np.ndarra
             raise ValueError(f"--split {split!r}: {path} holds the splits {', '.join(found)}")
         path = path / f"outcomes_{split}.npy"
     if not path.is_file():
-        raise ValueError(f"--outcomes file not found: {path}")
+        raise ValueError(
+            f"--outcomes not found: {path} (fgrpo-llm eval's output directory, or one "
+            "outcomes_<split>.npy in it)"
+        )
     try:
         m = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as err:
