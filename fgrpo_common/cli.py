@@ -15,14 +15,20 @@ _ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
 
 def plain_text(doc: str) -> str:
     """A docstring as a terminal shows it: reST roles (:class:`~a.b.C` -> C, :func:`f` -> f) and
-    double back-quotes (``x`` -> x) dropped, for a subcommand's ``--help``."""
+    double back-quotes (``x`` -> x) dropped, for a command's ``--help``."""
     doc = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), doc)
     return doc.replace("``", "")
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
     """An argparse parser whose usage errors are one line on stderr and exit status 2
-    (argparse's default prints the whole usage block first)."""
+    (argparse's default prints the whole usage block first), and whose description (often a
+    module's docstring) is shown as plain text (``plain_text``)."""
+
+    def __init__(self, *args, description: str | None = None, **kwargs):
+        super().__init__(
+            *args, description=None if description is None else plain_text(description), **kwargs
+        )
 
     def error(self, message: str):  # noqa: D102 - argparse API
         self.exit(2, f"{self.prog}: error: {message}\n")

@@ -482,8 +482,9 @@ def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
     truncate_jsonl(out / "groups.jsonl", max_step=start)
     group_log = JsonlWriter(out / "groups.jsonl")
     if resume and start < cfg.steps and (out / "model" / "config.json").is_file():
+        held = _step_name(_old_step(out / "model"))
         print(
-            f"fgrpo-llm: {out / 'model'} holds the policy of {_step_name(out / 'model')} "
+            f"fgrpo-llm: {out / 'model'} holds the policy of {held} "
             f"until this run finishes step {cfg.steps}",
             file=sys.stderr,
         )
@@ -623,8 +624,7 @@ def _old_step(model_dir: Path) -> int | None:
         return None
 
 
-def _step_name(model_dir: Path) -> str:
-    step = _old_step(model_dir)
+def _step_name(step: int | None) -> str:
     return f"step {step}" if step is not None else "an earlier step"
 
 
@@ -660,9 +660,8 @@ def _set_aside_evaluation(out: Path) -> None:
         while target.exists():
             target, k = ev.parent / f"{stem}_{k}", k + 1
         ev.rename(target)
-        said = f"step {step}" if step is not None else "an earlier step"
         print(
-            f"fgrpo-llm: {ev} evaluated the policy of {said}, not the one saved now; "
+            f"fgrpo-llm: {ev} evaluated the policy of {_step_name(step)}, not the one saved now; "
             f"moved to {target}",
             file=sys.stderr,
         )

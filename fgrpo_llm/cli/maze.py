@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 
-from fgrpo_common.cli import plain_text
 from fgrpo_llm.config import read_config_file
 from fgrpo_llm.experiments.maze.bases import run_maze_bases
 from fgrpo_llm.experiments.maze.config import FLAGS, make_config
@@ -80,7 +79,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "maze",
         help="the Maze single-solution experiment (Table 4)",
-        description=plain_text(__doc__),
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(

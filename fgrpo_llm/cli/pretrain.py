@@ -12,7 +12,6 @@ import argparse
 import dataclasses
 import os
 
-from fgrpo_common.cli import plain_text
 from fgrpo_llm.config import read_config_file
 from fgrpo_llm.experiments.countdown.base import PretrainConfig, pretrain
 from fgrpo_llm.files import directory_lock
@@ -22,7 +21,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "pretrain",
         help="supervised pretraining of the Countdown base model",
-        description=plain_text(__doc__),
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", required=True, help="output checkpoint directory (e.g. runs/base)")

@@ -23,7 +23,7 @@ import argparse
 import shlex
 import sys
 
-from fgrpo_common.cli import parse_list, plain_text
+from fgrpo_common.cli import parse_list
 from fgrpo_llm.experiments.countdown.config import load_demo_config
 from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
 from fgrpo_llm.files import directory_lock, writable_file
@@ -94,7 +94,7 @@ def register(subparsers) -> None:
         "study",
         help="the plan over several bases (both kernel families) and RL seeds: intervals over "
         "bases, variance components, verdicts",
-        description=plain_text(__doc__),
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", default="runs/study", help="output directory (default runs/study)")

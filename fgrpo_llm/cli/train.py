@@ -20,7 +20,7 @@ import argparse
 import json
 from pathlib import Path
 
-from fgrpo_common.cli import parse_key_values, plain_text
+from fgrpo_common.cli import parse_key_values
 from fgrpo_llm.config import TrainConfig, read_config_file
 from fgrpo_llm.tasks import get_task
 from fgrpo_llm.tasks.for_model import check_base_task, model_task_kwargs
@@ -72,7 +72,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "train",
         help="RL training: GRPO / DAPO / CISPO with the focal weight",
-        description=plain_text(__doc__),
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     for dest, (flag, typ, text) in _FLAGS.items():
