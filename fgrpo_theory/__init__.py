@@ -33,6 +33,7 @@ _EXPORTS = {
     "pass_at_k_unbiased": "fgrpo_theory.passk",
     "mean_pass_at_k": "fgrpo_theory.passk",
     "paired_subsampling_test": "fgrpo_theory.passk",
+    "null_rejection_rate": "fgrpo_theory.passk",
     "PairedSubsamplingResult": "fgrpo_theory.passk",
     "grpo_advantages": "fgrpo_theory.advantages",
     "mean_centred_advantages": "fgrpo_theory.advantages",

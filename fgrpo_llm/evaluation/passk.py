@@ -457,12 +457,15 @@ def compare_evals(
     iterations: int = 50_000,
     ks=(1, 256),
     rng: np.random.Generator,
+    finite_population: bool = True,
 ) -> dict:
     """Paired m-out-of-n subsampling test (App. Q) between two eval outputs, per split and k.
 
     ``m`` defaults to n // 4 (the paper: m = 256 of n = 1024). An m close to n makes the
     subsampled statistic nearly the full one and the test anti-conservative, so m >= n is an
-    error rather than silently clipped. Each k is tested on m-subsamples, so only the ``ks`` <= m
+    error rather than silently clipped. ``finite_population`` as in
+    :func:`fgrpo_theory.passk.paired_subsampling_test` (False: the paper's scaling, which rejects
+    a true null too often at m = n / 4). Each k is tested on m-subsamples, so only the ``ks`` <= m
     are tested (the others are left out of the report); none <= m is an error.
 
     Both outputs must hold the same problems (same ids, same order) and the same n. Returns
@@ -494,7 +497,13 @@ def compare_evals(
             if k > m_eff:
                 continue
             result = paired_subsampling_test(
-                a.astype(bool), b.astype(bool), m=m_eff, iterations=int(iterations), rng=rng, k=k
+                a.astype(bool),
+                b.astype(bool),
+                m=m_eff,
+                iterations=int(iterations),
+                rng=rng,
+                k=k,
+                finite_population=finite_population,
             )
             report[split][f"pass@{k}"] = _as_dict(result)
             report[split][f"pass@{k}"].update({"m": m_eff, "n": n})

@@ -218,6 +218,21 @@ def test_compare_refuses_ks_that_all_exceed_m_and_leaves_out_only_those_that_do(
     assert list(json.loads(capsys.readouterr().out)["test"]) == ["pass@1"]
 
 
+def test_compare_scales_by_the_finite_population_factor_unless_told_not_to(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    a = _fake_eval(tmp_path, "a", (rng.random((3, 40)) < 0.5).astype(np.int8))
+    b = _fake_eval(tmp_path, "b", (rng.random((3, 40)) < 0.6).astype(np.int8))
+    reports = {}
+    for flag in ("--finite-population", "--no-finite-population"):
+        argv = ["compare", str(a), str(b), "--k", "1", "--iterations", "2000", flag]
+        assert main(argv) == 0
+        reports[flag] = json.loads(capsys.readouterr().out)["test"]["pass@1"]
+    kept, dropped = reports["--finite-population"], reports["--no-finite-population"]
+    assert kept["finite_population"] is True and dropped["finite_population"] is False
+    assert kept["statistic"] == dropped["statistic"]  # the same D, the same subsamples
+    assert kept["p_value"] > dropped["p_value"]  # a wider null law: a larger p-value
+
+
 def test_eval_and_compare_cli(tiny_checkpoint, tmp_path, capsys):
     from fgrpo_llm.environment import environment
 

@@ -469,6 +469,29 @@ def _passk_cases() -> list[Case]:
         n = kw["correct_a"].shape[1]
         return {**kw, "m": n}, ("m",)
 
+    @st.composite
+    def size_valid(draw):
+        n = draw(st.integers(3, 16))
+        k = draw(st.integers(1, n - 2))
+        return {
+            "n": n,
+            "m": draw(st.integers(k, n - 1)),
+            "k": k,
+            "problems": draw(st.integers(1, 3)),
+            "tests": draw(st.integers(1, 3)),
+            "iterations": draw(st.integers(1, 5)),
+            "alpha": draw(prob),
+            "finite_population": draw(st.booleans()),
+            "rng": np.random.default_rng(draw(st.integers(0, 2**32 - 1))),
+        }
+
+    def size_check(kw, out):
+        rate, low, high = out
+        return first_error(
+            in_unit(rate, "rate"),
+            None if 0 <= low <= rate <= high <= 1 else f"interval ({low}, {high}) around {rate}",
+        )
+
     return [
         Case(
             "pass_at_k_exact",
@@ -508,6 +531,22 @@ def _passk_cases() -> list[Case]:
             },
             paired_check,
             violate=paired_violate,
+        ),
+        Case(
+            "null_rejection_rate",
+            lambda kw: pk.null_rejection_rate(**kw),
+            size_valid(),
+            {
+                "n": hostile_int,
+                "m": hostile_int,
+                "k": hostile_int,
+                "problems": hostile_int,
+                "tests": hostile_int,
+                "iterations": hostile_int,
+                "alpha": hostile_prob,
+                "rng": hostile_rng,
+            },
+            size_check,
         ),
     ]
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from fgrpo_theory.passk import (
     mean_pass_at_k,
+    null_rejection_rate,
     paired_subsampling_test,
     pass_at_k_exact,
     pass_at_k_unbiased,
@@ -86,6 +87,58 @@ def test_subsampling_test_is_reproducible_and_antisymmetric():
     assert r3.p_value == pytest.approx(r1.p_value, abs=0.1)  # same test, other random draws
     same = paired_subsampling_test(A, A, m=16, iterations=200, rng=np.random.default_rng(5), k=2)
     assert same.statistic == 0.0 and same.p_value == 1.0
+
+
+def test_subsampling_p_value_is_the_share_of_scaled_subsample_differences():
+    # A re-derivation of the test for pass@1: each problem that is not constant takes one
+    # multivariate-hypergeometric draw of its (A and B, A only, B only, neither) cells, in problem
+    # order, so the same generator gives the same subsamples here.
+    n, m, iterations = 64, 16, 4000
+    rng = np.random.default_rng(2)
+    p = rng.random(20)
+    A, B = _outcomes(rng, p, n), _outcomes(rng, np.clip(p + 0.02, 0, 1), n)
+    D = (A.mean() - B.mean()).item()
+    subsamples = np.random.default_rng(7)
+    D_star = np.zeros(iterations)
+    for a, b in zip(A, B, strict=True):
+        cells = [(a & b).sum(), (a & ~b).sum(), (~a & b).sum(), (~a & ~b).sum()]
+        draw = subsamples.multivariate_hypergeometric(cells, m, size=iterations)
+        D_star += (draw[:, 1] - draw[:, 2]) / m
+    D_star /= len(A)
+    seen = set()
+    for finite_population, f in ((True, np.sqrt((n - 1) / (n - m))), (False, 1.0)):
+        out = paired_subsampling_test(
+            A,
+            B,
+            m=m,
+            iterations=iterations,
+            rng=np.random.default_rng(7),
+            finite_population=finite_population,
+        )
+        assert out.statistic == pytest.approx(D, abs=1e-15)
+        extreme = np.sqrt(m) * f * np.abs(D_star - D) >= np.sqrt(n) * abs(D) - 1e-12
+        assert out.p_value == pytest.approx((1 + extreme.sum()) / (1 + iterations), abs=1e-12)
+        assert out.finite_population is finite_population
+        seen.add(out.p_value)
+    assert len(seen) == 2  # the factor changes the p-value here
+
+
+def test_subsampling_test_holds_its_level_at_a_quarter_of_the_samples():
+    # Under H0 the rejections of 600 tests are Binomial(600, size). With the finite-population
+    # factor the size is about 0.05 (a 99.9% binomial range [0.027, 0.079]); the paper's scaling
+    # alone rejects more often (0.078 over 1,000 tests with another seed; here > 0.07 has a
+    # false-alarm chance of about 3% should its size be 0.078).
+    def size(finite_population):
+        rng = np.random.default_rng(11)
+        rate, low, high = null_rejection_rate(
+            n=128, m=32, tests=600, iterations=200, finite_population=finite_population, rng=rng
+        )
+        assert low < rate < high
+        return rate
+
+    corrected, literal = size(True), size(False)
+    assert 0.027 <= corrected <= 0.079
+    assert literal > corrected and literal > 0.07
 
 
 @pytest.mark.parametrize(
@@ -361,11 +414,18 @@ def test_subsampling_law_matches_exact_enumeration():
         np.mean(pass_at_k_unbiased(n, A.sum(1), k)) - np.mean(pass_at_k_unbiased(n, B.sum(1), k))
     )
     assert law.mean() == pytest.approx(D, abs=1e-12)  # the subsample estimator is unbiased too
-    p_exact = np.mean(np.sqrt(m) * np.abs(law - D) >= np.sqrt(n) * abs(D) - 1e-12)
+    f = np.sqrt((n - 1) / (n - m))  # the finite-population factor
+    p_exact = np.mean(np.sqrt(m) * f * np.abs(law - D) >= np.sqrt(n) * abs(D) - 1e-12)
+    p_literal = np.mean(np.sqrt(m) * np.abs(law - D) >= np.sqrt(n) * abs(D) - 1e-12)
+    assert p_literal < p_exact - 0.1  # the factor matters here
     iterations = 40_000
     res = paired_subsampling_test(
         A, B, m=m, iterations=iterations, rng=np.random.default_rng(7), k=k
     )
+    literal = paired_subsampling_test(
+        A, B, m=m, iterations=iterations, rng=np.random.default_rng(7), k=k, finite_population=False
+    )
+    assert abs(literal.p_value - p_literal) < 5 * np.sqrt(p_literal * (1 - p_literal) / iterations)
     assert res.statistic == pytest.approx(D, abs=1e-15)
     assert (res.k, res.n, res.m, res.iterations, res.num_problems) == (k, n, m, iterations, 4)
     assert res.pass_at_k_a == pytest.approx(np.mean(pass_at_k_unbiased(n, A.sum(1), k)))
@@ -428,3 +488,24 @@ def test_a_problem_mixed_in_one_method_only_is_resampled(a_row, b_row):
     A, B = np.array([a_row]), np.array([b_row])
     res = paired_subsampling_test(A, B, m=4, iterations=200, rng=np.random.default_rng(0), k=1)
     assert res.subsample_std > 0.05
+
+
+def test_the_size_example_prints_both_scalings_and_refuses_bad_input():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "subsampling_test_size.py"
+    small = ["--n", "32", "--m", "8", "--k", "1,2", "--tests", "20", "--iterations", "20"]
+    done = subprocess.run([sys.executable, script, *small], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    rows = done.stdout.strip().splitlines()[2:]
+    assert [row.split()[0] for row in rows] == ["1", "2"] and all(
+        row.count("[") == 2 for row in rows
+    )
+    bad = subprocess.run(
+        [sys.executable, script, *small, "--m", "32"], capture_output=True, text=True
+    )
+    assert (
+        bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "m=32" in bad.stderr
+    )
