@@ -11,11 +11,19 @@ import importlib
 import inspect
 from collections.abc import Callable
 
-from fgrpo_llm.tasks.base import Problem, Task, check_split, check_task, solution_form
+from fgrpo_llm.tasks.base import (
+    Problem,
+    Task,
+    chat_messages,
+    check_split,
+    check_task,
+    solution_form,
+)
 
 __all__ = [
     "Problem",
     "Task",
+    "chat_messages",
     "check_split",
     "check_task",
     "solution_form",

@@ -56,6 +56,16 @@ class Task(Protocol):
         ...
 
 
+def chat_messages(problem: Problem) -> list[dict]:
+    """The problem as chat messages, for engines that apply the model's chat template
+    themselves (verl, TRL's conversational datasets): a system message when the task keeps one
+    (``meta["system_prompt"]``, boxed math), then the user message (``meta["problem"]``, the
+    raw problem, when the task keeps it; else the prompt text)."""
+    system = problem.meta.get("system_prompt")
+    user = {"role": "user", "content": problem.meta.get("problem", problem.prompt)}
+    return ([{"role": "system", "content": system}] if system is not None else []) + [user]
+
+
 def check_split(task, split: str) -> str:
     """``split`` if ``task`` has it, else a ValueError listing the splits."""
     if split not in task.splits:

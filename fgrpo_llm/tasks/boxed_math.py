@@ -441,7 +441,7 @@ def load_boxed_problems(
                 prompt=prompt,
                 answer=answer,
                 split=split,
-                meta={"problem": problem},
+                meta={"problem": problem, "system_prompt": system_prompt},
             )
         )
     stats.kept = len(out)

@@ -567,3 +567,25 @@ def test_maxrl_weighting_multiplies_trls_advantage(tmp_path):
     expected = (w * grpo_advantages(R, eps=1e-4))[0]
     torch.testing.assert_close(out["advantages"], expected, rtol=1e-5, atol=1e-6)
     assert json.loads((tmp_path / "out" / "run.json").read_text())["weighting"] == "maxrl"
+
+
+def test_a_chat_dataset_keeps_the_system_prompt(tmp_path):
+    """``task_dataset(chat=True)``: boxed math's system prompt and problem as messages, so the
+    prompt TRL renders is the one pass@k and the rare set sample (not the problem alone)."""
+    from fgrpo_llm.integrations.trl import task_dataset
+    from fgrpo_llm.tasks import chat_messages
+    from fgrpo_llm.tasks.boxed_math import SYSTEM_PROMPT, BoxedMathTask
+
+    (tmp_path / "train.jsonl").write_text('{"problem": "What is 1+1?", "answer": "2"}\n')
+    task = BoxedMathTask(path=tmp_path / "train.jsonl")
+    chat = task_dataset(task, "train", chat=True)
+    p = task.problems("train")[0]
+    assert (
+        chat["prompt"][0]
+        == chat_messages(p)
+        == [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": "What is 1+1?"},
+        ]
+    )
+    assert task_dataset(task, "train")["prompt"][0] == p.prompt  # text: exactly ours

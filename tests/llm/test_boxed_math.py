@@ -116,6 +116,19 @@ def test_preparation_prepends_system_prompt_and_drops_long_prompts(llm_data_dir)
     ]
 
 
+def test_chat_messages_carry_the_task_system_prompt(llm_data_dir):
+    from fgrpo_llm.tasks import chat_messages, get_task
+
+    p = _task(llm_data_dir, system_prompt="Answer in a box.").problems("train")[0]
+    assert chat_messages(p) == [
+        {"role": "system", "content": "Answer in a box."},
+        {"role": "user", "content": "What is 1+1?"},
+    ]
+    assert p.prompt == "Answer in a box.\n\nWhat is 1+1?\n\n"
+    countdown = get_task("countdown").problems("test")[0]  # no system prompt: the prompt text
+    assert chat_messages(countdown) == [{"role": "user", "content": countdown.prompt}]
+
+
 def test_reward_matches_last_boxed_answer(llm_data_dir):
     task = _task(llm_data_dir)
     half = task.problems("train")[1]  # answer \frac{1}{2}

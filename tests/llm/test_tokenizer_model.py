@@ -234,6 +234,7 @@ def test_engine_style_checkpoint_with_bpe_and_chat_template(tmp_path, llm_data_d
 
     from fgrpo_llm.evaluation.passk import evaluate_model
     from fgrpo_llm.evaluation.rare import build_rare_set
+    from fgrpo_llm.tasks import chat_messages
     from fgrpo_llm.tasks.boxed_math import SYSTEM_PROMPT, BoxedMathTask
 
     tok = _bpe_chat_tokenizer()
@@ -261,6 +262,12 @@ def test_engine_style_checkpoint_with_bpe_and_chat_template(tmp_path, llm_data_d
     assert p.prompt.startswith("<|im_start|>system\n" + SYSTEM_PROMPT) and p.prompt.endswith(
         "<|im_start|>assistant\n"
     )
+    # the chat messages an engine gets (verl's rows, TRL's conversational dataset) are the
+    # prompt our trainer and evaluations feed the model, once the engine applies the template
+    messages = chat_messages(p)
+    assert [m["role"] for m in messages] == ["system", "user"]
+    rendered = tok2.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert rendered == p.prompt
     results, outcomes = evaluate_model(
         loaded,
         tok2,

@@ -41,6 +41,7 @@ from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
 from fgrpo_llm.integrations.records import RunRecorder, row_forms, text_prompt_id
 from fgrpo_llm.integrations.trl.callbacks import trl_sampling
 from fgrpo_llm.integrations.trl.version import TESTED_TRL, check_trl_version
+from fgrpo_llm.tasks import chat_messages
 
 __all__ = [
     "FocalGRPOConfig",
@@ -232,16 +233,16 @@ def local_focal_weights(
 
 
 def task_dataset(task, split: str, *, chat: bool = False):
-    """A ``datasets.Dataset`` of a task split: ``prompt`` (text, or one user message when ``chat``),
+    """A ``datasets.Dataset`` of a task split: ``prompt`` (the text our trainer and evaluations
+    feed the model, or with ``chat`` the chat messages, :func:`fgrpo_llm.tasks.chat_messages`:
+    boxed math's system prompt and problem, for TRL to apply the model's chat template),
     ``prompt_id`` (our stable id) and ``answer`` (as text, for
     :func:`fgrpo_llm.tasks.boxed_math.trl_reward`)."""
     from datasets import Dataset
 
     rows = {"prompt": [], "prompt_id": [], "answer": []}
     for p in task.problems(split):
-        rows["prompt"].append(
-            [{"role": "user", "content": p.meta.get("problem", p.prompt)}] if chat else p.prompt
-        )
+        rows["prompt"].append(chat_messages(p) if chat else p.prompt)
         rows["prompt_id"].append(p.id)
         rows["answer"].append(str(p.answer))
     return Dataset.from_dict(rows)

@@ -11,18 +11,9 @@ carry the ids of the rare-correct set (``fgrpo_llm.integrations.records.records_
 
 from __future__ import annotations
 
-from fgrpo_llm.tasks.boxed_math import SYSTEM_PROMPT
+from fgrpo_llm.tasks import chat_messages
 
 __all__ = ["verl_rows", "write_parquet", "prompt_index"]
-
-
-def _messages(problem) -> list[dict]:
-    if "problem" in problem.meta:  # boxed math: the raw problem, the chat template comes from verl
-        return [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": problem.meta["problem"]},
-        ]
-    return [{"role": "user", "content": problem.prompt}]
 
 
 def verl_rows(task, split: str, *, data_source: str | None = None) -> list[dict]:
@@ -30,7 +21,7 @@ def verl_rows(task, split: str, *, data_source: str | None = None) -> list[dict]
     return [
         {
             "data_source": data_source or task.name,
-            "prompt": _messages(p),
+            "prompt": chat_messages(p),
             "reward_model": {"style": "rule", "ground_truth": str(p.answer)},
             "extra_info": {"prompt_id": p.id, "split": split, "index": i},
         }
@@ -49,7 +40,9 @@ def prompt_index(task, split: str, tokenizer) -> dict[str, str]:
     """decoded prompt text (as in verl's rollout dump) -> our problem id."""
     out = {}
     for p in task.problems(split):
-        ids = tokenizer.apply_chat_template(_messages(p), add_generation_prompt=True, tokenize=True)
+        ids = tokenizer.apply_chat_template(
+            chat_messages(p), add_generation_prompt=True, tokenize=True
+        )
         if isinstance(ids, dict) or hasattr(ids, "input_ids"):
             ids = ids["input_ids"]
         out[tokenizer.decode(ids, skip_special_tokens=True)] = p.id
