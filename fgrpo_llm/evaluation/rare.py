@@ -206,6 +206,8 @@ def build_rare_set(
                 "form_counts": {str(k): v for k, v in forms.items()},
             }
 
+    # scored in the model's own precision (no autocast), as Delta NLL_rare later scores the
+    # trained policy: a base NLL from bf16 autocast would start Delta NLL_rare off zero
     nll = (
         length_normalised_nll(
             model,
@@ -213,7 +215,6 @@ def build_rare_set(
             [p[2] for p in pool],
             pad_token_id=pad_id,
             batch_size=64,
-            autocast_dtype=autocast_dtype,
         )
         if pool
         else np.zeros(0)

@@ -100,6 +100,27 @@ def test_stored_nll_is_the_length_normalised_nll_of_each_sequence(rare_setup):
         assert ids[-1] == tok.eos_token_id or len(ids) - plen == 4  # EOS kept, or the token limit
 
 
+def test_a_set_sampled_under_autocast_keeps_base_nll_at_full_precision(
+    tiny_model, char_tokenizer, countdown_task
+):
+    # sampling may run under bf16 autocast (a GPU's default); the stored base NLL must be the
+    # one Delta NLL_rare scores the policy with, so that the base itself gives exactly 0
+    task = FirstCharTask(countdown_task.problems("train")[:2])
+    rare = build_rare_set(
+        tiny_model,
+        char_tokenizer,
+        task,
+        task.problems("train"),
+        num_rollouts=20,
+        top_fraction=0.5,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(0),
+        autocast_dtype=torch.bfloat16,
+    )
+    assert len(rare) > 0
+    assert delta_nll_rare(tiny_model, rare) == 0.0
+
+
 def test_delta_nll_is_zero_at_the_base_and_moves_with_the_weights(rare_setup):
     model, tok, task, rare = rare_setup
     assert delta_nll_rare(model, rare) == pytest.approx(0.0, abs=1e-6)
