@@ -37,7 +37,9 @@ def target_reward(completions, target, **kwargs):
     return [float(t) for t in target]
 
 
-def _trainer(tmp_path, *, algo="grpo", gamma=1.0, G=4, reward_funcs=None, **overrides):
+def _trainer(
+    tmp_path, *, algo="grpo", gamma=1.0, G=4, reward_funcs=None, eval_dataset=None, **overrides
+):
     model = build_tiny_model(
         TOK, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=64, seed=0
     )
@@ -66,6 +68,7 @@ def _trainer(tmp_path, *, algo="grpo", gamma=1.0, G=4, reward_funcs=None, **over
         reward_funcs=reward_funcs or [target_reward],
         args=args,
         train_dataset=ds,
+        eval_dataset=eval_dataset,
         processing_class=TOK,
     )
     trainer.current_gradient_accumulation_steps = 1  # set by Trainer's loop; _compute_loss reads it
@@ -589,3 +592,53 @@ def test_a_chat_dataset_keeps_the_system_prompt(tmp_path):
         ]
     )
     assert task_dataset(task, "train")["prompt"][0] == p.prompt  # text: exactly ours
+
+
+def test_callbacks_measure_once_per_step_and_can_pick_the_best_model(tmp_path):
+    """Evaluations on two datasets at one step: pass@k and Delta NLL_rare are measured once (and
+    logged once), and their values join the evaluation's metrics, so ``metric_for_best_model``
+    can name them (transformers raised a KeyError before)."""
+    import numpy as np
+
+    from fgrpo_llm.evaluation.rare import RareSet
+    from fgrpo_llm.integrations.trl import DeltaNLLRareCallback, PassAtKCallback
+    from fgrpo_llm.tasks.countdown import CountdownTask
+
+    ds = Dataset.from_dict(
+        {"prompt": ["1 2=3:"] * 4, "prompt_id": [f"p{i}" for i in range(4)], "target": [1] * 4}
+    )
+    trainer = _trainer(
+        tmp_path,
+        eval_dataset={"a": ds, "b": ds},
+        max_steps=2,
+        eval_strategy="steps",
+        eval_steps=1,
+        save_strategy="steps",
+        save_steps=1,
+        load_best_model_at_end=True,
+        metric_for_best_model="pass@2/test",
+        per_device_eval_batch_size=4,
+    )
+    passk = PassAtKCallback(CountdownTask(seed=0, num_test=2, num_ood=1), TOK, n=2).attach(trainer)
+    ids = TOK("1 2=3:")["input_ids"] + TOK("3")["input_ids"]
+    rare = RareSet(["p0"], [ids], [len(ids) - 1], ["3"], [None], np.zeros(1), {})
+    nll = DeltaNLLRareCallback(rare, every_steps=1).attach(trainer)
+    trainer.train()
+    assert [h["step"] for h in passk.history] == [1, 2]
+    assert [h["step"] for h in nll.history] == [1, 2]
+    logged = [h for h in trainer.state.log_history if "eval_pass@2/test" in h]
+    assert [h["step"] for h in logged] == [1, 2]
+    assert trainer.state.best_metric == max(h["eval_pass@2/test"] for h in passk.history)
+
+
+def test_the_rare_callback_warns_under_mixed_precision(tmp_path):
+    import numpy as np
+
+    from fgrpo_llm.evaluation.rare import RareSet
+    from fgrpo_llm.integrations.trl import DeltaNLLRareCallback
+
+    trainer = _trainer(tmp_path)
+    trainer.args.bf16 = True  # (a CPU run cannot be built with it; the callback reads the flag)
+    rare = RareSet(["p0"], [[1, 2, 3]], [2], ["3"], [None], np.zeros(1), {})
+    with pytest.warns(RuntimeWarning, match="bf16"):
+        DeltaNLLRareCallback(rare).attach(trainer)

@@ -51,6 +51,8 @@ def _check_backend(trainer) -> None:
 class _FgrpoCallback(TrainerCallback):
     trainer = None
     """Set by :meth:`attach` (the trainer logs the metrics and writes its run records)."""
+    _last: tuple[int, dict] | None = None
+    """(step, metrics) of the last measurement: one per step, however many hooks ask."""
 
     def attach(self, trainer):
         """Register with ``trainer``: needed with more than one process, and for the metrics to
@@ -103,6 +105,31 @@ class _FgrpoCallback(TrainerCallback):
         from accelerate.utils import gather_object
 
         return list(gather_object(list(items)))
+
+    def _measure(self, state, model) -> dict:
+        """The metrics at ``state.global_step``, measured and logged once per step: a second
+        evaluation at the same step (one per dataset of a dict ``eval_dataset``, or an
+        evaluation on a step the callback already measured) reuses them."""
+        step = int(state.global_step)
+        if self._last is not None and self._last[0] == step:
+            return self._last[1]
+        metrics = self.evaluate(model, step)
+        if metrics:
+            self._emit(state, metrics)
+        self._last = (step, metrics)
+        return metrics
+
+    def on_evaluate(self, args, state, control, model=None, metrics=None, **kwargs):
+        """Measure, and add the values to the evaluation's ``metrics`` under ``eval_`` names,
+        so ``metric_for_best_model`` (``load_best_model_at_end``) can name them (e.g.
+        ``pass@64/test`` or ``rare/delta_nll`` with ``greater_is_better=False``)."""
+        if model is None:
+            return
+        measured = self._measure(state, model)
+        if metrics is not None:
+            metrics.update(
+                {k if k.startswith("eval_") else f"eval_{k}": v for k, v in measured.items()}
+            )
 
     def _emit(self, state, metrics: dict) -> None:
         if self.trainer is None:
@@ -219,10 +246,6 @@ class PassAtKCallback(_FgrpoCallback):
         self.history.append({"step": step, **metrics})
         return metrics
 
-    def on_evaluate(self, args, state, control, model=None, **kwargs):
-        if model is not None:
-            self._emit(state, self.evaluate(model, int(state.global_step)))
-
 
 class DeltaNLLRareCallback(_FgrpoCallback):
     """Delta NLL_rare of a rare-correct set (``fgrpo_llm.evaluation.rare.load_rare_set``). An empty
@@ -280,15 +303,20 @@ class DeltaNLLRareCallback(_FgrpoCallback):
         self.history.append({"step": step, **metrics})
         return metrics
 
-    def _run(self, state, model) -> None:
-        metrics = self.evaluate(model, int(state.global_step))
-        if metrics:
-            self._emit(state, metrics)
-
-    def on_evaluate(self, args, state, control, model=None, **kwargs):
-        if model is not None:
-            self._run(state, model)
+    def attach(self, trainer):
+        args = trainer.args
+        if getattr(args, "bf16", False) or getattr(args, "fp16", False):
+            warnings.warn(
+                "DeltaNLLRareCallback: the trainer runs in mixed precision "
+                f"({'bf16' if args.bf16 else 'fp16'}), so the policy is scored under autocast "
+                "while the set's base NLL was scored in full precision: an unchanged model reads "
+                "a small offset (about 1e-5 to 1e-3), not 0; train with bf16=False and fp16=False "
+                "for exact values",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return super().attach(trainer)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if self.every_steps and state.global_step % self.every_steps == 0 and model is not None:
-            self._run(state, model)
+            self._measure(state, model)
