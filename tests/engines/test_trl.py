@@ -317,7 +317,7 @@ def test_x_comes_from_the_verifier_column_alone(tmp_path, choice):
     trainer = _trainer(
         tmp_path, reward_funcs=[format_reward, target_reward], focal_correct_reward=choice
     )
-    assert trainer.focal_column == 1
+    assert trainer.focal_columns == (1,)
     trainer.model.train()
     rows = [{**r, "target": 0} for r in _rows([0] * 4)]
     trainer._generate_and_score_completions(rows)
@@ -325,6 +325,73 @@ def test_x_comes_from_the_verifier_column_alone(tmp_path, choice):
     run = load_run(tmp_path / "out")
     assert [g["num_correct"] for g in run.groups] == [0]
     assert trainer._metrics["train"]["focal/weight_mean"] == [1.0]
+
+
+def math_reward(completions, task, target, **kwargs):
+    """A verifier of the 'math' rows (the dataset's ``target``); None for the others."""
+    return [float(t) if k == "math" else None for k, t in zip(task, target, strict=True)]
+
+
+def code_reward(completions, task, target, **kwargs):
+    """A verifier of the 'code' rows; None for the others."""
+    return [float(t) if k == "code" else None for k, t in zip(task, target, strict=True)]
+
+
+def test_several_verifiers_each_score_their_own_rows(tmp_path):
+    """A multi-task dataset: with both verifiers named, each group's X counts its task's
+    verifier (3 of 4 in both); with one named, the other task's group counts X = 0, g = 1,
+    and a warning says so."""
+    import numpy as np
+
+    from fgrpo_llm.evaluation.runs import load_run
+
+    targets = [1, 1, 1, 0]
+    rows = [
+        {**r, "task": "math" if i < 4 else "code"}
+        for i, r in enumerate(_rows(targets) + _rows(targets, start=4))
+    ]
+    both = _trainer(
+        tmp_path / "both",
+        reward_funcs=[math_reward, code_reward],
+        focal_correct_reward="math_reward,code_reward",
+        per_device_train_batch_size=8,
+    )
+    assert both.focal_columns == (0, 1)
+    both.model.train()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        both._generate_and_score_completions(rows)
+    both.recorder.close()
+    assert [g["num_correct"] for g in load_run(tmp_path / "both" / "out").groups] == [3, 3]
+    assert both._metrics["train"]["focal/weight_mean"] == [pytest.approx(0.25)]
+
+    one = _trainer(
+        tmp_path / "one",
+        reward_funcs=[math_reward, code_reward],
+        focal_correct_reward="math_reward",
+        per_device_train_batch_size=8,
+    )
+    one.model.train()
+    with pytest.warns(RuntimeWarning, match=r"1 group\(s\) .* no score .*'math_reward'"):
+        one._generate_and_score_completions(rows)
+    one.recorder.close()
+    assert [g["num_correct"] for g in load_run(tmp_path / "one" / "out").groups] == [3, 0]
+    assert one._metrics["train"]["focal/weight_mean"] == [pytest.approx(np.mean([0.25, 1.0]))]
+
+
+def test_the_verifiers_are_named_once_each():
+    from fgrpo_llm.integrations.trl.trainer import correct_reward_columns
+
+    names = ["math", "code", "format"]
+    assert correct_reward_columns("math, code", names) == (0, 1)
+    assert correct_reward_columns(["code", 2], names) == (1, 2)
+    assert correct_reward_columns("1", names) == (1,)
+    with pytest.raises(ValueError, match="twice"):
+        correct_reward_columns("math,0", names)
+    with pytest.raises(ValueError, match="at least one"):
+        correct_reward_columns([], names)
+    with pytest.raises(ValueError, match="'maths' is not"):
+        correct_reward_columns("maths,code", names)
 
 
 def test_a_resumed_run_records_each_step_once(tmp_path):

@@ -92,7 +92,9 @@ class FocalGRPOConfig(GRPOConfig):
         metadata={
             "help": "The reward function that decides correctness (its name, as in TRL's "
             "rewards/<name> metrics, or its index in reward_funcs, e.g. '1'); required with "
-            "several."
+            "several. Several verifiers that each score their own rows and return None for the "
+            "others (a multi-task dataset): their names separated by commas, e.g. 'math,code'; "
+            "a row is correct when one of them says so."
         },
     )
     focal_weighting: str = field(
@@ -190,18 +192,59 @@ def correct_reward_index(choice, names: list[str]) -> int:
     return hits[0]
 
 
+def correct_reward_columns(choice, names: list[str]) -> tuple[int, ...]:
+    """The columns of the verifiers: one (:func:`correct_reward_index`), or several given as
+    ``"math,code"`` or a list (a multi-task dataset whose verifiers each score their own rows)."""
+    if isinstance(choice, str) and "," in choice and choice not in names:
+        choice = [c.strip() for c in choice.split(",")]
+    if not isinstance(choice, (list, tuple)):
+        return (correct_reward_index(choice, names),)
+    if not choice:
+        raise ValueError("focal_correct_reward must name at least one reward function, got []")
+    columns = tuple(correct_reward_index(c, names) for c in choice)
+    if len(set(columns)) != len(columns):
+        raise ValueError(f"focal_correct_reward names a reward function twice: {choice!r}")
+    return columns
+
+
+def verifier_scores(rewards_per_func: torch.Tensor, columns) -> torch.Tensor:
+    """(R,) the verifiers' score of each row of the (R, F) reward matrix: the largest of the
+    ``columns`` that scored it (a verifier returns None, NaN here, for rows not its own); NaN
+    when none did."""
+    columns = (columns,) if isinstance(columns, int) else tuple(columns)
+    rpf = rewards_per_func.float()  # (R, F)
+    score = rpf[:, columns[0]]  # (R,)
+    for c in columns[1:]:
+        score = torch.fmax(score, rpf[:, c])  # NaN-aware: fmax(x, NaN) = x
+    return score
+
+
+def unscored_groups(rewards_per_func: torch.Tensor, columns, num_generations: int) -> int:
+    """The number of groups that no verifier scored while another reward function did: X = 0
+    and g = 1 for them, most likely a verifier left out of ``focal_correct_reward``."""
+    columns = (columns,) if isinstance(columns, int) else tuple(columns)
+    rpf = rewards_per_func.float()  # (R, F)
+    groups = rpf.shape[0] // num_generations
+    verified = (~torch.isnan(verifier_scores(rpf, columns))).reshape(groups, -1).any(dim=1)  # (G,)
+    others = [c for c in range(rpf.shape[1]) if c not in columns]
+    if not others:
+        return 0
+    scored = (~torch.isnan(rpf[:, others])).reshape(groups, -1).any(dim=1)  # (G,)
+    return int((~verified & scored).sum())
+
+
 def gathered_focal_weights(
     rewards_per_func: torch.Tensor,
     *,
     num_generations: int,
     settings: FocalSettings,
-    column: int = 0,
+    column=0,
 ):
     """The per-row focal weight ``(g, X, N)``, each (R,), of TRL's gathered (R, F) reward matrix.
 
     Rows ``k * num_generations .. (k+1) * num_generations - 1`` are group k; a row is correct
-    when its reward in ``column`` (the verifier's) is >= ``settings.threshold``; an unscored row
-    (NaN) counts as wrong.
+    when its verifier's reward (``column``, or the one of several columns that scored it,
+    :func:`verifier_scores`) is >= ``settings.threshold``; an unscored row (NaN) counts as wrong.
     """
     rpf = rewards_per_func.float()  # (R, F)
     if rpf.shape[0] % num_generations:
@@ -209,7 +252,7 @@ def gathered_focal_weights(
             f"{rpf.shape[0]} gathered rows are not whole groups of "
             f"num_generations={num_generations}"
         )
-    score = rpf[:, column]  # (R,)
+    score = verifier_scores(rpf, column)  # (R,)
     group = torch.arange(rpf.shape[0], device=rpf.device) // num_generations  # (R,)
     return group_focal_weights(score, group.tolist(), settings)
 
@@ -221,7 +264,7 @@ def local_focal_weights(
     process_index: int,
     local_size: int,
     settings: FocalSettings,
-    column: int = 0,
+    column=0,
 ):
     """This process's slice (rows ``process_index * local_size .. + local_size``) of
     :func:`gathered_focal_weights`: the weight comes from the rewards of *all* processes."""
@@ -263,9 +306,10 @@ class FocalGRPOTrainer(GRPOTrainer):
                 f"FocalGRPOTrainer needs args=FocalGRPOConfig(...), got {type(self.args).__name__}"
             )
         self.focal = self.args.focal_settings()
-        self.focal_column = correct_reward_index(
+        self.focal_columns = correct_reward_columns(
             self.args.focal_correct_reward, list(self.reward_func_names)
         )
+        self._warned_unscored = False
         self.task = task
         self._problems = {}
         if task is not None:
@@ -333,8 +377,9 @@ class FocalGRPOTrainer(GRPOTrainer):
             rewards_per_func,
             num_generations=num_generations,
             settings=self.focal,
-            column=self.focal_column,
+            column=self.focal_columns,
         )  # (R,) every process's rows
+        self._warn_unscored(rewards_per_func, num_generations)
         start = self.accelerator.process_index * len(local_inputs)
         g = g_all[start : start + len(local_inputs)]  # (B,) the rows TRL kept for this process
         adv = output["advantages"]
@@ -346,6 +391,23 @@ class FocalGRPOTrainer(GRPOTrainer):
         if mode == "train":
             self._record_groups(rewards_per_func, local_inputs, completions, num_generations)
         return output
+
+    def _warn_unscored(self, rewards_per_func, num_generations: int) -> None:
+        """Once per trainer: groups that no verifier scored while another reward function did."""
+        if self._warned_unscored:
+            return
+        missed = unscored_groups(rewards_per_func, self.focal_columns, num_generations)
+        if missed:
+            self._warned_unscored = True
+            names = [self.reward_func_names[c] for c in self.focal_columns]
+            warnings.warn(
+                f"FocalGRPOTrainer: {missed} group(s) of this batch have no score from the "
+                f"verifier(s) {names} (focal_correct_reward) while another reward function scored "
+                "them, so they count X = 0 and g = 1; with one verifier per task, name them all, "
+                "e.g. focal_correct_reward='math,code'",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def _log_weighted_advantages(self, g_all: torch.Tensor) -> None:
         """TRL logged this batch's advantages (every process's rows, in order, the completions
@@ -370,7 +432,9 @@ class FocalGRPOTrainer(GRPOTrainer):
                 for i, x in zip(ids, local_inputs, strict=True)
             ]
         start = self.accelerator.process_index * len(local_inputs)
-        score = rewards_per_func[start : start + len(local_inputs), self.focal_column].float()
+        score = verifier_scores(
+            rewards_per_func[start : start + len(local_inputs)], self.focal_columns
+        )
         correct = (score >= self.focal.threshold).tolist()  # (B,), NaN is wrong
         texts = [
             c if isinstance(c, str) else (c[-1].get("content", "") if c else "")
