@@ -56,14 +56,15 @@ print('\n'.join(method_overrides('$ALGO', gamma=float('$GAMMA'), group_size=int(
     trainer.rollout_data_dir="$OUT/rollouts" \
     trainer.default_local_dir="$OUT/checkpoints" \
     trainer.n_gpus_per_node=8 trainer.nnodes=1 trainer.logger='[console]' \
-    trainer.project_name=fgrpo trainer.experiment_name="$(basename "$OUT")"
+    trainer.project_name=fgrpo trainer.experiment_name="$(basename "$OUT")" \
+    hydra.run.dir="$OUT/hydra"   # the run's composed config: $OUT/hydra/.hydra/config.yaml
 
 # 4. our records from verl's rollout dump, for `fgrpo-llm validate` (prompt ids matched to the task's)
 "$PY" - "$DATA" "$OUT" "$MODEL" "$ALGO" "$GAMMA" "$N" <<'PYEOF'
 import sys
 from transformers import AutoTokenizer
 from fgrpo_llm.tasks.boxed_math import BoxedMathTask
-from fgrpo_llm.integrations.records import records_from_verl_dump
+from fgrpo_llm.integrations.records import records_from_verl_dump, verl_sampling
 from fgrpo_llm.integrations.verl.data import prompt_index
 data, out, model, algo, gamma, n = sys.argv[1:]
 tok = AutoTokenizer.from_pretrained(model, local_files_only=True)
@@ -71,6 +72,7 @@ task = BoxedMathTask(path=f"{data}/train.jsonl", tokenizer=tok)
 index = prompt_index(task, "train", tok)
 problems = {p.id: p for p in task.problems("train")}
 records_from_verl_dump(f"{out}/rollouts", f"{out}/run", algo=algo, group_size=int(n), gamma=float(gamma),
-                       prompt_id_of=lambda row: index.get(row["input"]), task=task, problems=problems)
+                       prompt_id_of=lambda row: index.get(row["input"]), task=task, problems=problems,
+                       sampling=verl_sampling(f"{out}/hydra/.hydra/config.yaml"))  # for eval --run
 PYEOF
-echo "records for fgrpo-llm validate: $OUT/run"
+echo "records for fgrpo-llm validate and eval --run: $OUT/run"

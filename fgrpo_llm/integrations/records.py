@@ -283,7 +283,9 @@ def records_from_verl_dump(
     A row is correct when its ``score`` >= ``settings.threshold``
     (:class:`fgrpo_llm.integrations.focal.FocalSettings`, default 0/1 rewards). The prompt id is the
     row's ``prompt_id`` field when present, else ``prompt_id_of(row)`` (e.g. a map of the decoded
-    prompt text to the task's problem id: ``verl.data.prompt_index``), else :func:`text_prompt_id`.
+    prompt text to the task's problem id: ``verl.data.prompt_index``; a row it does not know is a
+    ValueError, since its records would match no problem of the rare set), else
+    :func:`text_prompt_id`.
     verl dumps only the groups it trained on, so every record has ``trained: true``.
     """
     from fgrpo_llm.integrations.focal import FocalSettings  # lazy: torch
@@ -298,12 +300,15 @@ def records_from_verl_dump(
     by_step: dict[int, list[dict]] = {}
     for row in rows:
         by_step.setdefault(int(row["step"]), []).append(row)
+    unknown = []  # rows whose prompt prompt_id_of does not know
     for step, step_rows in sorted(by_step.items()):
         ids = []
         for row in step_rows:
             pid = row.get("prompt_id")
             if pid is None and prompt_id_of is not None:
                 pid = prompt_id_of(row)
+                if pid is None:
+                    unknown.append(row)
             ids.append(str(pid) if pid is not None else text_prompt_id(row["input"]))
         batches.append(
             dict(
@@ -315,6 +320,13 @@ def records_from_verl_dump(
                     (_verl_group_key(r), pid) for r, pid in zip(step_rows, ids, strict=True)
                 ],
             )
+        )
+    if unknown:  # their records would name no problem of the rare set: refuse, not guess
+        raise ValueError(
+            f"prompt_id_of knows the prompt of {len(rows) - len(unknown)} of {len(rows)} rows of "
+            f"{dump_dir}; the first unknown one: {unknown[0]['input'][:200]!r}. Was the index "
+            "built from the run's split, with the chat template verl applied "
+            "(verl.data.prompt_index's template_kwargs: data.apply_chat_template_kwargs, tools)?"
         )
     rec = RunRecorder(
         run_dir,

@@ -100,6 +100,19 @@ def test_verl_dump_without_uids_groups_by_prompt_text(tmp_path):
     ]
     with pytest.raises(ValueError, match="rollout_data_dir"):
         records_from_verl_dump(tmp_path, tmp_path / "r2", algo="grpo", group_size=2, gamma=0.0)
+    # a prompt the index does not know would get a record no rare set names: refused, and
+    # nothing is written
+    index = {"Q0": "train-0"}  # Q1 unknown (Q2 carries its own id)
+    with pytest.raises(ValueError, match=r"knows the prompt of 1 of 3 rows .*'Q1'"):
+        records_from_verl_dump(
+            dump,
+            tmp_path / "r3",
+            algo="grpo",
+            group_size=2,
+            gamma=0.0,
+            prompt_id_of=lambda row: index.get(row["input"]),
+        )
+    assert not (tmp_path / "r3").exists()
 
 
 @pytest.mark.parametrize("engine", ["verl", "trl"])

@@ -354,6 +354,63 @@ def test_overrides_reject_bad_values():
             method_overrides("grpo", gamma=1.0, group_size=8, reward_wrong=wrong)
 
 
+OVERLONG = [
+    "reward.reward_manager.name=dapo",
+    "+reward.reward_kwargs.overlong_buffer_cfg.enable=True",
+    "+reward.reward_kwargs.overlong_buffer_cfg.len=512",
+    "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0",
+]
+
+
+@pytest.mark.parametrize(
+    "algo, extra, needle",
+    [
+        ("grpo", ["+algorithm.focal_gama=1.0"], "algorithm.focal_gama is not a focal_grpo"),
+        ("grpo", ["algorithm.focal_gamma=abc"], "algorithm.focal_gamma must be a number"),
+        ("grpo", ["+actor_rollout_ref.actor.focal_gamma=1.0"], "actor.focal_gamma is not read"),
+        ("grpo", ["algorithm.adv_estimator=grpo"], "algorithm.focal_gamma is set but"),
+        ("dapo", ["trainer.use_v1=False"], "legacy trainer ignores the group filter"),
+        ("dapo", OVERLONG, "can take a correct answer's score down to 0"),
+    ],
+)
+def test_the_startup_check_refuses_what_the_run_would_get_wrong(algo, extra, needle):
+    from fgrpo_llm.integrations.verl.startup import check_run_config
+
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        check_run_config(_compose(method_overrides(algo, gamma=1.0, group_size=8) + extra))
+
+
+def test_the_startup_check_passes_the_methods_and_a_separable_overlong_penalty(capsys):
+    from fgrpo_llm.integrations.verl.startup import FocalCheck, check_run_config
+
+    for algo in ("grpo", "dapo", "cispo"):
+        cfg = _compose(method_overrides(algo, gamma=0.5, group_size=8) + table5_overrides())
+        assert check_run_config(cfg).gamma == 0.5
+    # +-1 rewards, penalty up to 0.5: correct scores in [0.5, 1], wrong ones in [-1.5, -1]
+    separable = [o.replace("penalty_factor=1.0", "penalty_factor=0.5") for o in OVERLONG]
+    cfg = _compose(method_overrides("dapo", gamma=1.0, group_size=8, reward_wrong=-1.0) + separable)
+    assert check_run_config(cfg).threshold == 0.0
+    assert check_run_config(_compose(["algorithm.adv_estimator=grpo"])) is None  # not ours
+    FocalCheck().on_job_start(config=cfg)
+    assert "focal_grpo checked: weighting focal, gamma 1" in capsys.readouterr().err
+
+
+def test_a_launch_with_a_misspelt_setting_stops_before_verl_starts():
+    """verl's own entry point with the overrides: Hydra runs the check before verl's main, and
+    the launch ends at once with one line naming the key and exit status 2."""
+    overrides = method_overrides("grpo", gamma=1.0, group_size=8) + ["+algorithm.focal_gama=1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_ppo", *overrides],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = [x for x in done.stderr.splitlines() if x.startswith("fgrpo:")]
+    assert len(lines) == 1 and "algorithm.focal_gama" in lines[0], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+
+
 RAY_SCRIPT = textwrap.dedent("""
     import json, sys
     import ray

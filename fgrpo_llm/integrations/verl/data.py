@@ -36,12 +36,14 @@ def write_parquet(rows: list[dict], path) -> None:
     pd.DataFrame(rows).to_parquet(path)
 
 
-def prompt_index(task, split: str, tokenizer) -> dict[str, str]:
-    """decoded prompt text (as in verl's rollout dump) -> our problem id."""
+def prompt_index(task, split: str, tokenizer, **template_kwargs) -> dict[str, str]:
+    """decoded prompt text (as in verl's rollout dump) -> our problem id. ``template_kwargs``
+    go to ``apply_chat_template`` as verl passes them: the run's
+    ``data.apply_chat_template_kwargs`` (e.g. ``enable_thinking=False``) and ``tools``."""
     out = {}
     for p in task.problems(split):
         ids = tokenizer.apply_chat_template(
-            chat_messages(p), add_generation_prompt=True, tokenize=True
+            chat_messages(p), add_generation_prompt=True, tokenize=True, **template_kwargs
         )
         if isinstance(ids, dict) or hasattr(ids, "input_ids"):
             ids = ids["input_ids"]

@@ -8,7 +8,9 @@ prints them. The method-defining part (:func:`method_overrides`) matches this pa
 metric ``reward`` is the sequence's summed reward, i.e. the verifier's score; verl's replay
 buffer bounds the resampling with its own ``max_inflight_gen_batches``, default 1);
 CISPO with verl's ``cispo`` loss mode and bounds (1.0, 5.0), so the detached importance weight is
-clamped to [0, 6]. gamma = 0 gives the base methods exactly.
+clamped to [0, 6]. gamma = 0 gives the base methods exactly. Every list installs the startup
+check of the focal settings (:data:`CHECK_OVERRIDE`); DAPO's asks for verl's v1 trainer, the
+one that applies the group filter.
 
 One convention differs and is kept as verl's: the vanilla loss's dual clip (``clip_ratio_c``,
 3.0) caps the loss of a token with A < 0 at -3 A once its ratio exceeds 3; ours has none. Set
@@ -21,7 +23,13 @@ from fgrpo_llm.integrations.focal import FocalSettings
 
 ALGOS = ("grpo", "dapo", "cispo")
 
-__all__ = ["ALGOS", "method_overrides", "table5_overrides"]
+#: The Hydra override that checks the run's focal settings before it starts
+#: (:class:`fgrpo_llm.integrations.verl.startup.FocalCheck`).
+CHECK_OVERRIDE = (
+    "+hydra.callbacks.fgrpo_check._target_=fgrpo_llm.integrations.verl.startup.FocalCheck"
+)
+
+__all__ = ["ALGOS", "CHECK_OVERRIDE", "method_overrides", "table5_overrides"]
 
 
 def method_overrides(
@@ -38,6 +46,7 @@ def method_overrides(
         raise ValueError(f"group_size must be an integer >= 2, got group_size={group_size!r}")
     out = [
         "algorithm.adv_estimator=focal_grpo",
+        CHECK_OVERRIDE,
         f"+algorithm.focal_gamma={float(gamma)}",
         "algorithm.norm_adv_by_std_in_grpo=True",
         "algorithm.use_kl_in_reward=False",
@@ -60,6 +69,7 @@ def method_overrides(
             "actor_rollout_ref.actor.clip_ratio_high=0.28",
             "algorithm.filter_groups.enable=True",
             "algorithm.filter_groups.metric=reward",
+            "trainer.use_v1=True",  # the legacy trainer ignores the group filter
         ]
     else:
         out += [

@@ -1,0 +1,125 @@
+"""The F-GRPO settings of a verl run, checked when it starts: a Hydra callback.
+
+The estimator reads ``algorithm.focal_*`` only when verl first computes advantages, after the
+model is loaded and the first batch is sampled; some mistakes it never sees (a ``focal_*`` key
+under another section, or with another estimator, leaves the run plain GRPO). This callback
+checks the composed config before verl's ``main`` runs:
+
+    +hydra.callbacks.fgrpo_check._target_=fgrpo_llm.integrations.verl.startup.FocalCheck
+
+(``overrides.CHECK_OVERRIDE``, which ``overrides.method_overrides`` adds). A problem stops the
+launch with one line on stderr and exit status 2; Hydra turns an exception raised in a callback
+into a warning, so the callback exits itself. What it refuses, each with the key to change:
+
+- ``focal_grpo`` not in verl's estimator registry (the plug-in did not load);
+- a ``focal_*`` key outside ``algorithm``, or in it while ``algorithm.adv_estimator`` is not
+  ``focal_grpo`` (the setting would be ignored);
+- the focal settings the estimator would refuse (:func:`estimator.focal_settings`);
+- verl's group filter (F-DAPO's dynamic sampling) on the legacy trainer, which ignores it
+  (only ``trainer.use_v1=True`` filters);
+- DAPO's overlong penalty (``reward.reward_manager.name=dapo`` with
+  ``reward.reward_kwargs.overlong_buffer_cfg.enable``) when it can carry a correct answer's score
+  below the correctness threshold: the estimator sees the shaped score, so X would be wrong.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from fgrpo_llm.integrations.focal import FocalSettings
+from fgrpo_llm.integrations.verl.estimator import ESTIMATOR_NAME, SETTING_KEYS, focal_settings
+
+__all__ = ["FocalCheck", "check_run_config"]
+
+
+def _focal_keys(node, path: str = ""):
+    """Every ``focal_*`` key under ``node`` (a DictConfig), as dotted paths."""
+    if isinstance(node, DictConfig):
+        for key in node.keys():
+            where = f"{path}.{key}" if path else str(key)
+            if str(key).startswith("focal_"):
+                yield where
+            value = node._get_node(key)
+            if isinstance(value, DictConfig):
+                yield from _focal_keys(value, where)
+
+
+def _select(config, key: str, default=None):
+    return OmegaConf.select(config, key, default=default, throw_on_missing=False)
+
+
+def check_run_config(config) -> FocalSettings | None:
+    """A ValueError naming the key for each problem above; the focal settings of a
+    ``focal_grpo`` run, None for a run of another estimator."""
+    if not isinstance(config, DictConfig):
+        config = OmegaConf.create(config)
+    from verl.trainer.ppo import core_algos
+
+    estimator = _select(config, "algorithm.adv_estimator")
+    if ESTIMATOR_NAME not in core_algos.ADV_ESTIMATOR_REGISTRY and estimator == ESTIMATOR_NAME:
+        raise ValueError(
+            f"algorithm.adv_estimator={ESTIMATOR_NAME} but verl has no such estimator: the "
+            "fgrpo plug-in did not load in this environment (python -m "
+            "fgrpo_llm.integrations.verl.plugin says why)"
+        )
+    stray = [k for k in _focal_keys(config) if not k.startswith(("algorithm.", "hydra."))]
+    if stray:
+        raise ValueError(
+            f"{stray[0]} is not read by focal_grpo: its settings live under algorithm "
+            f"({', '.join('algorithm.' + k for k in SETTING_KEYS)})"
+        )
+    algorithm = _select(config, "algorithm")
+    if estimator != ESTIMATOR_NAME:
+        given = list(_focal_keys(algorithm, "algorithm")) if algorithm is not None else []
+        if given:
+            raise ValueError(
+                f"{given[0]} is set but algorithm.adv_estimator={estimator}: it would be ignored "
+                f"and the run plain {estimator}; set algorithm.adv_estimator={ESTIMATOR_NAME}"
+            )
+        return None
+    settings = focal_settings(algorithm)
+    if _select(config, "algorithm.filter_groups.enable", False) and not _select(
+        config, "trainer.use_v1", True
+    ):
+        raise ValueError(
+            "algorithm.filter_groups.enable=True with trainer.use_v1=False: verl's legacy "
+            "trainer ignores the group filter, so F-DAPO would run without dynamic sampling; "
+            "set trainer.use_v1=True"
+        )
+    overlong = _select(config, "reward.reward_kwargs.overlong_buffer_cfg")
+    manager = _select(config, "reward.reward_manager.name")
+    if manager == "dapo" and overlong is not None and _select(overlong, "enable", False):
+        penalty = float(_select(overlong, "penalty_factor", 1.0))
+        lowest_correct = settings.reward_correct - penalty
+        if not settings.reward_wrong < settings.threshold <= lowest_correct:
+            raise ValueError(
+                "reward.reward_kwargs.overlong_buffer_cfg.enable=True: DAPO's overlong penalty "
+                f"(up to {penalty:g}) can take a correct answer's score down to "
+                f"{lowest_correct:g}, below the correctness threshold {settings.threshold:g}, "
+                "and focal_grpo counts X from that shaped score; lower penalty_factor or set "
+                "algorithm.focal_correct_threshold in "
+                f"({settings.reward_wrong:g}, {lowest_correct:g}]"
+            )
+    return settings
+
+
+class FocalCheck(Callback):
+    """Hydra callback: :func:`check_run_config` on the composed config before the job runs;
+    a problem is one stderr line and exit status 2."""
+
+    def on_job_start(self, config: DictConfig, **kwargs) -> None:
+        try:
+            settings = check_run_config(config)
+        except ValueError as err:
+            print(f"fgrpo: {err}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None
+        if settings is not None:
+            print(
+                f"fgrpo: {ESTIMATOR_NAME} checked: weighting {settings.weighting}, gamma "
+                f"{settings.gamma:g}, correct when score >= {settings.threshold:g}",
+                file=sys.stderr,
+                flush=True,
+            )
