@@ -20,6 +20,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 from fgrpo_common.files import TEMPORARY_MARK, atomic_write_text
@@ -218,24 +219,33 @@ def remove_stale_temporaries(directory) -> list[Path]:
     return removed
 
 
-def read_jsonl(path, *, what: str = "JSON lines file") -> list[dict]:
+def read_jsonl(path, *, what: str = "JSON lines file", partial_tail: bool = False) -> list[dict]:
     """One dict per non-empty line of ``path``.
 
     FileNotFoundError for a missing file; ValueError naming the file and line for a line that is
-    not a JSON object (including one nested too deeply to parse).
+    not a JSON object (including one nested too deeply to parse). With ``partial_tail``, a last
+    line that is not JSON and has no newline (a writer still at work, or one that stopped
+    mid-line) is left out with a warning instead.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{what} not found: {path}")
     rows = []
     with open(path, encoding="utf-8", errors="replace") as fh:
-        for i, line in enumerate(fh, 1):
-            line = line.strip()
+        for i, raw in enumerate(fh, 1):
+            line = raw.strip()
             if not line:
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as err:
+                if partial_tail and not raw.endswith("\n"):  # only the last line can lack one
+                    warnings.warn(
+                        f"{path}:{i} is an incomplete last line (its writer was still at work, "
+                        "or stopped mid-line): left out",
+                        stacklevel=2,
+                    )
+                    break
                 raise ValueError(f"{path}:{i} is not JSON ({err.msg})") from None
             except RecursionError:
                 raise ValueError(f"{path}:{i} is nested too deeply to read") from None

@@ -213,23 +213,36 @@ class RunRecorder:
 
 
 # ----------------------------------------------------------------------------- verl
-def read_verl_dump(dump_dir) -> list[dict]:
+def read_verl_dump(dump_dir, *, max_step: int | None = None) -> list[dict]:
     """Every line of verl's rollout dump (``trainer.rollout_data_dir``: one ``{step}.jsonl`` per
-    step with ``input, output, gts, score, step`` and, on verl's v1 trainer, ``uid``), by step."""
+    step with ``input, output, gts, score, step`` and, on verl's v1 trainer, ``uid``), by step.
+
+    ``max_step``: only the files of steps <= it. A run resumed from a checkpoint rewrites the
+    step files after it as it goes, so until it has passed the step where it stopped, the later
+    files are still the abandoned attempt's: read up to the step the resumed run has reached.
+    The last file's last line, when a writer left it incomplete, is left out with a warning."""
     dump_dir = Path(dump_dir)
     if not dump_dir.is_dir():
         raise FileNotFoundError(f"verl rollout dump directory not found: {dump_dir}")
+    if max_step is not None and (
+        isinstance(max_step, bool) or not isinstance(max_step, int) or max_step < 0
+    ):
+        raise ValueError(f"max_step must be an integer >= 0 or None, got max_step={max_step!r}")
     files = sorted(
         (p for p in dump_dir.glob("*.jsonl") if p.stem.isdigit()), key=lambda p: int(p.stem)
     )
+    if max_step is not None:
+        files = [p for p in files if int(p.stem) <= max_step]
     if not files:
         raise ValueError(
-            f"no <step>.jsonl file in {dump_dir}: was the run started with "
-            "trainer.rollout_data_dir?"
+            f"no <step>.jsonl file in {dump_dir}"
+            + (f" up to step {max_step}" if max_step is not None else "")
+            + ": was the run started with trainer.rollout_data_dir?"
         )
     rows = []
     for path in files:
-        for i, row in enumerate(read_jsonl(path, what="verl rollout dump"), 1):
+        lines = read_jsonl(path, what="verl rollout dump", partial_tail=path == files[-1])
+        for i, row in enumerate(lines, 1):
             missing = [k for k in ("input", "output", "score") if k not in row]
             if missing:
                 raise ValueError(f"{path}:{i} lacks {missing}; not a verl rollout dump line")
@@ -273,11 +286,13 @@ def records_from_verl_dump(
     task=None,
     problems: dict | None = None,
     sampling=None,
+    max_step: int | None = None,
 ) -> Path:
     """Convert verl's rollout dump into ``run_dir`` (``run.json`` with engine "verl" and
     ``groups.jsonl``). ``sampling``: verl's rollout settings
     (:func:`verl_sampling` of the run's config), kept in run.json so
-    that ``fgrpo-llm eval --run`` samples the run's checkpoint as verl sampled it.
+    that ``fgrpo-llm eval --run`` samples the run's checkpoint as verl sampled it. ``max_step``:
+    the steps read (:func:`read_verl_dump`; after a resume, the step the resumed run has reached).
 
     Rows of one step with the same prompt uid (or, without one, the same prompt text) form a group.
     A row is correct when its ``score`` >= ``settings.threshold``
@@ -295,7 +310,7 @@ def records_from_verl_dump(
             f"gamma={gamma} and settings.gamma={settings.gamma} differ; give the run's gamma once"
         )
     settings = settings or FocalSettings(gamma=gamma)
-    rows = read_verl_dump(dump_dir)  # every row checked before anything is written
+    rows = read_verl_dump(dump_dir, max_step=max_step)  # every row checked before writing
     batches = []
     by_step: dict[int, list[dict]] = {}
     for row in rows:

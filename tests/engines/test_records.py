@@ -148,3 +148,38 @@ def test_a_maxrl_run_is_labelled_maxrl(tmp_path):
     rec.log_batch(step=1, prompt_ids=["p"] * 4, completions=["a"] * 4, correct=[1, 0, 0, 0])
     rec.close()
     assert load_run(tmp_path / "r").label == "MaxRL N=4"
+
+
+def test_a_verl_dump_cut_mid_line_or_past_a_resume(tmp_path):
+    """The last file's incomplete last line (a run still writing, or killed) is left out with a
+    warning; one anywhere else is an error; ``max_step`` leaves out the files a resumed run has
+    not rewritten yet."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+
+    def line(step, score):
+        return json.dumps({"input": "Q", "output": "a", "score": score, "step": step}) + "\n"
+
+    (dump / "1.jsonl").write_text(line(1, 1.0) + line(1, 0.0))
+    (dump / "2.jsonl").write_text(line(2, 1.0) + line(2, 1.0))
+    (dump / "3.jsonl").write_text(line(3, 0.0) + line(3, 0.0)[:20])  # killed mid-line
+    with pytest.warns(UserWarning, match=r"3.jsonl:2 is an incomplete last line"):
+        records_from_verl_dump(dump, tmp_path / "run", algo="grpo", group_size=2, gamma=0.0)
+    assert [(g["step"], g["N"]) for g in load_run(tmp_path / "run").groups] == [
+        (1, 2),
+        (2, 2),
+        (3, 1),
+    ]
+    records_from_verl_dump(dump, tmp_path / "run", algo="grpo", group_size=2, gamma=0.0, max_step=2)
+    assert [g["step"] for g in load_run(tmp_path / "run").groups] == [1, 2]
+    (dump / "2.jsonl").write_text(line(2, 1.0)[:20] + "\n" + line(2, 1.0))  # not the last file
+    with pytest.raises(ValueError, match=r"2.jsonl:1 is not JSON"):
+        records_from_verl_dump(dump, tmp_path / "run", algo="grpo", group_size=2, gamma=0.0)
+    with pytest.raises(ValueError, match="max_step must be an integer"):
+        records_from_verl_dump(
+            dump, tmp_path / "run", algo="grpo", group_size=2, gamma=0.0, max_step=-1
+        )
+    with pytest.raises(ValueError, match="up to step 0"):
+        records_from_verl_dump(
+            dump, tmp_path / "run", algo="grpo", group_size=2, gamma=0.0, max_step=0
+        )
