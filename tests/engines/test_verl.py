@@ -395,6 +395,23 @@ def test_the_startup_check_passes_the_methods_and_a_separable_overlong_penalty(c
     assert "focal_grpo checked: weighting focal, gamma 1" in capsys.readouterr().err
 
 
+def test_the_plugin_command_checks_a_runs_overrides():
+    """``python -m fgrpo_llm.integrations.verl.plugin OVERRIDES``: the registration, then the
+    focal settings of verl's config composed with the overrides (a dry run before a launch)."""
+
+    def plugin(*args):
+        cmd = [sys.executable, "-m", "fgrpo_llm.integrations.verl.plugin", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+    good = plugin(*method_overrides("dapo", gamma=0.5, group_size=8))
+    assert good.returncode == 0 and "focal_grpo checked: weighting focal, gamma 0.5" in good.stderr
+    bad = plugin("algorithm.adv_estimator=focal_grpo", "+algorithm.focal_gama=1")
+    assert bad.returncode == 2 and "algorithm.focal_gama is not a focal_grpo setting" in bad.stderr
+    broken = plugin("algorithm.nosuch=1")
+    assert broken.returncode == 2 and "do not compose" in broken.stderr
+    assert "Traceback" not in good.stderr + bad.stderr + broken.stderr
+
+
 def test_a_launch_with_a_misspelt_setting_stops_before_verl_starts():
     """verl's own entry point with the overrides: Hydra runs the check before verl's main, and
     the launch ends at once with one line naming the key and exit status 2."""

@@ -26,3 +26,18 @@ def test_the_trl_example_without_trl_is_one_line():
     err = out.stderr.strip().splitlines()
     assert "Traceback" not in out.stderr and ".venv-trl/bin/python" in err[-1], err
     assert not (ROOT / "unused").exists()
+
+
+def test_the_verl_plugin_check_without_verl_is_one_line():
+    if find_spec("verl") is not None:
+        pytest.skip("verl is installed here")
+    out = subprocess.run(
+        [sys.executable, "-m", "fgrpo_llm.integrations.verl.plugin"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and ".venv-verl" in err[0], err

@@ -6,6 +6,10 @@ estimator", so a failure here is printed to stderr and logged as an error before
 
     # checks, in a fresh interpreter, that verl finds it
     python -m fgrpo_llm.integrations.verl.plugin
+    # ... and, before a launch, the focal settings of a run's overrides (verl's ppo_trainer
+    # config composed with them; --config-name NAME for another of verl's configs)
+    python -m fgrpo_llm.integrations.verl.plugin algorithm.adv_estimator=focal_grpo \
+        +algorithm.focal_gamma=1.0 ...
 """
 
 from __future__ import annotations
@@ -40,19 +44,49 @@ def setup_hook() -> None:
     _register()
 
 
-def check() -> int:
+def check(overrides=(), config_name: str = "ppo_trainer") -> int:
     """0 when a fresh ``import verl`` has ``focal_grpo`` registered without importing fgrpo
-    first."""
-    import verl  # noqa: F401  (loads the entry points)
+    first, 1 when it has not; with ``overrides``, 2 when the focal settings of verl's
+    ``config_name`` composed with them are refused
+    (:func:`fgrpo_llm.integrations.verl.startup.check_run_config`, one line naming the key)."""
+    import verl  # (loads the entry points)
     from verl.trainer.ppo import core_algos
 
     ok = "focal_grpo" in core_algos.ADV_ESTIMATOR_REGISTRY
     where = "found through verl's entry points" if ok else "NOT registered"
     print(f"verl {verl.__version__}: focal_grpo {where}", file=sys.stderr)
-    return 0 if ok else 1
+    if not ok or not overrides:
+        return 0 if ok else 1
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from fgrpo_llm.integrations.verl.startup import FocalCheck
+
+    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
+    try:
+        with initialize_config_dir(config_dir=config_dir, version_base=None):
+            config = compose(config_name=config_name, overrides=list(overrides))
+    except (HydraException, OmegaConfBaseException) as err:
+        print(f"fgrpo: the overrides do not compose: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    try:
+        FocalCheck().on_job_start(config=config)
+    except SystemExit as stop:
+        return int(stop.code or 0)
+    return 0
+
+
+def _main(argv: list[str]) -> int:
+    config_name = "ppo_trainer"
+    if argv[:1] == ["--config-name"] and len(argv) > 1:
+        config_name, argv = argv[1], argv[2:]
+    return check(argv, config_name=config_name)
 
 
 if __name__ == "__main__":
-    sys.exit(check())
+    sys.exit(_main(sys.argv[1:]))
 else:
     _register()
