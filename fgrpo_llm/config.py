@@ -140,8 +140,8 @@ class TrainConfig:
     device: str | None = None
     """"cpu", "cuda", "cuda:1", or None/"auto" (CUDA when available)."""
     dtype: str | None = None
-    """Autocast dtype: None/"auto" (bf16 on CUDA, float32 on CPU), "float32", "bfloat16",
-    "float16"."""
+    """Autocast dtype: None/"auto" (bf16 on CUDA, float32 on CPU), "float32", "bfloat16" (not
+    "float16": its small gradients need a loss scaler, which this trainer does not use)."""
     tensorboard: bool = False
     """Also write the metrics to TensorBoard (OUT/tensorboard) when it is installed."""
     progress: bool = True
@@ -156,6 +156,7 @@ class TrainConfig:
             fail("group_size", "at least 2 with the Bessel std (adv_std='bessel')")
         if self.num_mini_batches > self.prompts_per_step:
             fail("num_mini_batches", f"at most prompts_per_step={self.prompts_per_step}")
+        check_training_dtype(self.dtype)
         if self.weighting == "maxrl" and self.gamma != 0:
             fail("gamma", "0 with weighting='maxrl' (MaxRL has no exponent)")
         # Resolve the algorithm-dependent defaults so the saved config states what ran.
@@ -218,6 +219,17 @@ class TrainConfig:
         """Build from a mapping; unknown keys are an error naming them (typos never pass
         silently)."""
         return dataclass_from_dict(cls, data, what="config")
+
+
+def check_training_dtype(dtype) -> None:
+    """A ValueError for float16 training: without a loss scaler (this package's loops use none)
+    float16 flushes a token-mean loss's small gradients to zero; bfloat16 keeps float32's range."""
+    if dtype in ("float16", "fp16"):
+        raise ValueError(
+            f"dtype must be 'auto', 'float32' or 'bfloat16' for training, got dtype={dtype!r}: "
+            "float16 flushes the token-mean loss's small gradients to zero without a loss scaler, "
+            "which these training loops do not use"
+        )
 
 
 _POSITIVE, _COUNT = Integer(minimum=1), Integer(minimum=0)

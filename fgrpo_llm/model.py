@@ -118,6 +118,25 @@ def resolve_autocast_dtype(device: torch.device, dtype: str | None = None) -> to
     return _DTYPES[dtype]
 
 
+def disable_dropout(model) -> str:
+    """Switch every dropout of ``model`` off (``nn.Dropout`` modules, and the float ``*dropout*``
+    attributes that attention modules pass to the attention kernel, e.g. Qwen2's
+    ``attention_dropout``); the saved config keeps its values. Returns what was on, e.g.
+    ``"attention_dropout=0.1 x4"``, or "" when nothing was."""
+    changed: dict[str, int] = {}
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout) and module.p > 0:
+            key = f"{type(module).__name__}(p={module.p:g})"
+            changed[key] = changed.get(key, 0) + 1
+            module.p = 0.0
+        for name, value in list(vars(module).items()):
+            if "dropout" in name and isinstance(value, float) and value > 0:
+                key = f"{name}={value:g}"
+                changed[key] = changed.get(key, 0) + 1
+                setattr(module, name, 0.0)
+    return ", ".join(f"{k} x{n}" if n > 1 else k for k, n in changed.items())
+
+
 def autocast(device: torch.device, dtype: torch.dtype | None):
     """A mixed-precision context for ``device``; a no-op when ``dtype`` is None."""
     if dtype is None:

@@ -12,7 +12,8 @@ completions, mu_hat = X / N, and
 
 the one change F-GRPO makes (gamma = 0 is GRPO exactly). Then ``num_mini_batches`` AdamW steps per
 PPO epoch on the chosen loss (``fgrpo_llm.losses``), with the ratio r = pi_theta / pi_old of both
-policies taken at the sampling temperature (r = 1 on the first mini-batch of the first epoch) and
+policies taken at the sampling temperature (r = 1 on the first mini-batch of the first epoch: the
+policy has no dropout, and under autocast pi_old comes from the loss's own forward pass) and
 the loss a token mean over all completion tokens of the mini-batch (DAPO's token-level loss), also
 when gradients are accumulated over micro-batches. DAPO's dynamic sampling drops groups with
 X = 0 or X = N and samples more prompts, for at most ``max_sampling_rounds`` extra rounds, to
@@ -64,6 +65,7 @@ from fgrpo_llm.losses import policy_loss
 from fgrpo_llm.model import (
     MAX_WEIGHT,
     autocast,
+    disable_dropout,
     load_model_and_tokenizer,
     resolve_autocast_dtype,
     resolve_device,
@@ -190,6 +192,29 @@ def _check_policy(model, probe: torch.Tensor, amp, where: str) -> None:
         )
 
 
+def _old_logprobs(model, batch: RolloutBatch, cfg, amp) -> torch.Tensor:
+    """(M, L) log pi_old of the sampled tokens, as the loss's forward pass computes log pi_theta.
+
+    In float32 these are the sampler's (its step-by-step decode gives the full forward pass's
+    values to rounding, so r = 1 on the first mini-batch). Under autocast (bf16, a GPU's
+    default) the two passes round differently, by several percent in r, so pi_old is computed
+    again here by the loss's own full forward pass, without gradients (as verl does)."""
+    if amp is None:
+        return batch.old_logprobs
+    out = torch.zeros_like(batch.old_logprobs)  # (M, L)
+    with torch.no_grad():
+        for micro in torch.arange(len(batch.sequences)).split(cfg.micro_batch_size or len(out)):
+            logp = token_logprobs(  # (m, L)
+                model,
+                batch.sequences[micro],
+                batch.attention_mask[micro],
+                autocast_dtype=amp,
+                temperature=cfg.temperature,
+            )
+            out[micro] = torch.where(batch.completion_mask[micro], logp.float(), 0.0)
+    return out
+
+
 def _optimize(step: int, run: _Run, batch: RolloutBatch, A_rows, B: int, cfg, amp) -> _OptimStats:
     """PPO epochs x mini-batches of AdamW steps on the token-mean loss of ``cfg.algo``.
 
@@ -199,6 +224,7 @@ def _optimize(step: int, run: _Run, batch: RolloutBatch, A_rows, B: int, cfg, am
     model, ref_model, optimizer, params = run.model, run.ref_model, run.optimizer, run.params
     generator = run.generator
     N, stats = cfg.group_size, _OptimStats()
+    old_logprobs = _old_logprobs(model, batch, cfg, amp)  # (M, L)
     for _epoch in range(cfg.ppo_epochs):
         order = torch.randperm(B, generator=generator, device=generator.device).cpu()
         for mb in order.tensor_split(min(cfg.num_mini_batches, B)):
@@ -227,7 +253,7 @@ def _optimize(step: int, run: _Run, batch: RolloutBatch, A_rows, B: int, cfg, am
                 loss, m = policy_loss(
                     cfg.algo,
                     logp,
-                    batch.old_logprobs[micro],
+                    old_logprobs[micro],
                     A_rows[micro],
                     cmask,
                     entropy=H,
@@ -424,6 +450,11 @@ def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
         if point is not None
         else load_model_and_tokenizer(cfg.base, device=device)
     )
+    # no dropout in the policy: the loss's log-probs must be those of the policy that sampled
+    # (r = 1 on the first mini-batch); the built-in model has none, a downloaded base may
+    dropped = disable_dropout(model)
+    if dropped:
+        print(f"fgrpo-llm: dropout switched off in the policy ({dropped})", file=sys.stderr)
     task = task if task is not None else get_task(cfg.task, model_tokenizer=tok, **cfg.task_kwargs)
     check_task(task)
     problems = task.problems(check_split(task, cfg.split))

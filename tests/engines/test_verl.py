@@ -412,15 +412,18 @@ def test_the_plugin_command_checks_a_runs_overrides():
     assert "Traceback" not in good.stderr + bad.stderr + broken.stderr
 
 
-def test_a_launch_with_a_misspelt_setting_stops_before_verl_starts():
+def test_a_launch_with_a_misspelt_setting_stops_before_verl_starts(tmp_path):
     """verl's own entry point with the overrides: Hydra runs the check before verl's main, and
-    the launch ends at once with one line naming the key and exit status 2."""
+    the launch ends at once with one line naming the key and exit status 2. (Hydra writes its
+    run directory, ``outputs/...``, under the working directory: here tmp_path.)"""
     overrides = method_overrides("grpo", gamma=1.0, group_size=8) + ["+algorithm.focal_gama=1"]
     done = subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_ppo", *overrides],
         capture_output=True,
         text=True,
         timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     assert done.returncode == 2, done.stderr[-2000:]
     lines = [x for x in done.stderr.splitlines() if x.startswith("fgrpo:")]

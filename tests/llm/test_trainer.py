@@ -211,6 +211,42 @@ def test_first_update_is_on_policy_with_ratio_one(base_dir, tmp_path, temperatur
     assert line["clip/low_frac"] == 0 and line["clip/high_frac"] == 0 and line["optim/updates"] == 1
 
 
+def test_first_update_is_on_policy_under_bf16_autocast(base_dir, tmp_path):
+    """Under bf16 autocast (a GPU's default; here on the CPU) the sampler's step-by-step decode
+    and the loss's full forward pass round differently (r up to ~1.04 on this base); pi_old is
+    then taken from the loss's own pass, so r = 1 again on the first mini-batch."""
+    line = _lines(_run(base_dir, tmp_path / "a", steps=1, dtype="bfloat16") / "metrics.jsonl")[0]
+    assert line["policy/ratio_max"] == pytest.approx(1.0, abs=1e-6)
+    assert line["policy/ratio_mean"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_base_with_dropout_trains_without_it(base_dir, tmp_path, capsys):
+    """Dropout in the policy would make the loss's log-probs another policy's than the
+    sampler's (r != 1 on policy): the trainer switches it off and says so; the saved config
+    keeps the base's value."""
+    from fgrpo_llm.model import save_model_and_tokenizer
+
+    model, tok = load_model_and_tokenizer(base_dir, device="cpu")
+    model.config.attention_dropout = 0.1
+    for layer in model.model.layers:
+        layer.self_attn.attention_dropout = 0.1
+    save_model_and_tokenizer(model, tok, tmp_path / "dropout_base")
+    run = _run(tmp_path / "dropout_base", tmp_path / "a", steps=1)
+    assert "dropout switched off in the policy (attention_dropout=0.1 x" in capsys.readouterr().err
+    line = _lines(run / "metrics.jsonl")[0]
+    assert line["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4)
+    assert load_model_and_tokenizer(run / "model", device="cpu")[0].config.attention_dropout == 0.1
+
+
+def test_float16_training_is_refused(base_dir, tmp_path):
+    from fgrpo_llm.experiments.countdown.base import PretrainConfig
+
+    with pytest.raises(ValueError, match="dtype must be 'auto', 'float32' or 'bfloat16'"):
+        _cfg(base_dir, tmp_path / "a", dtype="float16")
+    with pytest.raises(ValueError, match="dtype must be 'auto', 'float32' or 'bfloat16'"):
+        PretrainConfig(dtype="fp16")
+
+
 def test_mini_batches_and_epochs_set_the_number_of_updates_and_go_off_policy(base_dir, tmp_path):
     line = _lines(
         _run(base_dir, tmp_path / "a", steps=1, num_mini_batches=2, ppo_epochs=2) / "metrics.jsonl"

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from fgrpo_common.fields import SEED, Choice, Integer, Real, Text, check_fields, dataclass_from_dict
+from fgrpo_llm.config import check_training_dtype
 from fgrpo_llm.environment import write_environment
 from fgrpo_llm.files import check_not_working_directory
 from fgrpo_llm.model import (
@@ -114,7 +115,8 @@ class PretrainConfig:
     device: str = "auto"
     """"auto" (CUDA if available, else CPU), "cpu" or "cuda"."""
     dtype: str = "auto"
-    """Autocast dtype: "auto" (bf16 on CUDA, float32 on CPU), "float32", "bfloat16", "float16"."""
+    """Autocast dtype: "auto" (bf16 on CUDA, float32 on CPU), "float32", "bfloat16" (not
+    "float16": no loss scaler, ``fgrpo_llm.config.check_training_dtype``)."""
 
     def __post_init__(self):
         check_fields(self, PRETRAIN_RULES)  # every field's type and range (fgrpo_common.fields)
@@ -123,6 +125,7 @@ class PretrainConfig:
                 f"eval_prompts must be <= num_test, got {self.eval_prompts} > {self.num_test}"
             )
         resolve_autocast_dtype(torch.device("cpu"), self.dtype)  # validates the name
+        check_training_dtype(self.dtype)
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
             raise ValueError(
                 f"device must be 'auto', 'cpu' or 'cuda[:i]', got device={self.device!r}"
