@@ -89,6 +89,23 @@ def test_the_false_alarm_rate_is_the_stated_one():
     assert 0.035 <= fails / 2000 <= 0.065
 
 
+def test_the_false_alarm_rate_is_shared_among_the_comparisons():
+    """m comparisons (8 cells x 2 quantities): each at alpha / m (Bonferroni), so the family
+    fails about alpha of the time, not m alpha."""
+    rng = np.random.default_rng(8)
+
+    def family():
+        def draw():
+            return {k: rng.normal(0.3, 0.05, (4, 2, 16, 1)) for k in ("q_pos", "m_ret")}
+
+        return compare(draw(), draw(), (2, 4, 8, 16), (0.0, 1.0), alpha=0.2)
+
+    fails = sum(not family().ok for _ in range(400))
+    # Binomial(400, <= 0.2): at most ~0.2 (Bonferroni is a bound; independent cells give 0.18);
+    # alpha per comparison would fail 1 - 0.8^16 = 97% of the families
+    assert 0.10 <= fails / 400 <= 0.25
+
+
 def test_compare_rejects_bad_shapes_and_alpha():
     a = {"q_pos": np.zeros((2, 1, 4, 3)), "m_ret": np.zeros((2, 1, 4, 3))}
     with pytest.raises(ValueError, match="alpha"):
@@ -115,20 +132,31 @@ def test_each_engine_is_deterministic(engine):
 def test_what_does_not_depend_on_the_draws_agrees_exactly():
     """The initial state (step 0's records) is the same in the numpy engines, and the compiled
     engine's tabulated Adam scalars are lazy Adam's, step for step."""
-    from fgrpo_theory.sim.sparse import _LazyAdam
-
     cfg = replace(CFG, group_sizes=(16,), seeds=(0,), steps=250)
     first = {e: run_sweep(cfg, engine=e, progress=False).records for e in ("sparse", "compiled")}
     for key in ("q_pos", "m_ret", "entropy", "tau"):
         np.testing.assert_array_equal(first["compiled"][key][..., 0], first["sparse"][key][..., 0])
+    # the compiled engine's table replayed as lazy Adam on made-up gradients (some steps 0, as
+    # for an undrawn action) is textbook bias-corrected Adam, every column of it
     A = compiled._adam_schedule(cfg)
-    adam = _LazyAdam(cfg)
     b1, b2 = cfg.adam_betas
+    G = (
+        np.random.default_rng(0).normal(size=(cfg.steps, 3))
+        * (np.arange(cfg.steps) % 3 > 0)[:, None]
+    )
+    m_t, w_t, lazy = np.zeros(3), np.zeros(3), np.zeros(3)
+    m, v, plain = np.zeros(3), np.zeros(3), np.zeros(3)
     for t in range(cfg.steps):
+        c1, c2, alpha, epsk, rebase, fm, fw = A[t]
+        m_t += c1 * G[t]
+        w_t = np.sqrt(w_t**2 + c2 * G[t] ** 2)
+        lazy += alpha * m_t / (w_t + epsk)
+        if rebase:
+            m_t, w_t = m_t * fm, w_t * fw
         k = t + 1
-        assert A[t, 0] == (1.0 - b1) * b1 ** -(k - adam.k0)
-        if A[t, 4] == 1.0:
-            adam.k0 = k
+        m, v = b1 * m + (1 - b1) * G[t], b2 * v + (1 - b2) * G[t] ** 2
+        plain += cfg.lr * (m / (1 - b1**k)) / (np.sqrt(v / (1 - b2**k)) + cfg.adam_eps)
+        np.testing.assert_allclose(lazy, plain, rtol=1e-10, atol=1e-12)
     assert A[:, 4].sum() == 2  # rebased at steps 100 and 200
 
 

@@ -256,9 +256,30 @@ def test_initial_records_match_the_paper_layout():
     assert rec["tau"][0, 0] == pytest.approx(np.exp(3.0) / Z, rel=1e-12)
     assert rec["m_ret"][0, 0] == 1.0
     big = PRESETS["paper-fig2"]
-    Zb = np.exp(5.0) + 9_999 * np.exp(3.0) + 118_000
-    assert (np.exp(5.0) + 9_999 * np.exp(3.0)) / Zb == pytest.approx(0.630, abs=5e-4)  # Sec. 5.1
     assert big.logits0()[[0, 1, 9_999, 10_000]].tolist() == [5.0, 3.0, 3.0, 0.0]
+    first = simulate_batch(replace(big, group_sizes=(2,), seeds=(0,), steps=1), 2, [(0.0, 0)])
+    assert first["q_pos"][0, 0] == pytest.approx(0.630, abs=5e-4)  # Sec. 5.1, App. J
+
+
+def test_the_paper_fig2_preset_is_app_j():
+    """The setting of App. J, field by field: 128,000 actions, 10,000 correct, logits 5 / 3 / 0,
+    rewards +1 / -1, Adam (0.9, 0.999, 1e-8) at lr 1e-2 on the ratio surrogate with centred
+    rewards, 1000 steps, N = 2 ... 2^17, gamma 0 and 1, seeds 0-3."""
+    big = PRESETS["paper-fig2"]
+    assert (big.actions, big.correct, big.rare) == (128_000, 10_000, 1)
+    assert (big.anchor_logit, big.correct_logit, big.incorrect_logit) == (5.0, 3.0, 0.0)
+    assert big.initial_logits is None
+    assert (big.reward_correct, big.reward_wrong) == (1.0, -1.0)
+    assert (big.optimizer, big.lr, big.adam_betas, big.adam_eps) == (
+        "adam",
+        1e-2,
+        (0.9, 0.999),
+        1e-8,
+    )
+    assert (big.surrogate, big.advantage, big.weighting) == ("ratio", "centered", "focal")
+    assert big.steps == 1000 and big.seeds == (0, 1, 2, 3) and big.gammas == (0.0, 1.0)
+    assert big.group_sizes == tuple(2**i for i in range(1, 18))
+    assert len(big.group_sizes) * len(big.gammas) * len(big.seeds) == 136  # the sweep's runs
 
 
 def test_tail_miss_frequency_matches_lemma_3_1_on_a_frozen_policy():
