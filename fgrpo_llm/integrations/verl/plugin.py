@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
+
+from fgrpo_llm.integrations.verl.startup import FocalCheck
 
 REGISTRATION_ERROR: BaseException | None = None
 
@@ -57,13 +60,9 @@ def check(overrides=(), config_name: str = "ppo_trainer") -> int:
     print(f"verl {verl.__version__}: focal_grpo {where}", file=sys.stderr)
     if not ok or not overrides:
         return 0 if ok else 1
-    from pathlib import Path
-
-    from hydra import compose, initialize_config_dir
+    from hydra import compose, initialize_config_dir  # lazy: a dry run's alone
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
-
-    from fgrpo_llm.integrations.verl.startup import FocalCheck
 
     config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
     try:
