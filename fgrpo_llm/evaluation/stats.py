@@ -43,6 +43,8 @@ __all__ = [
     "verdict_above",
     "verdict_below",
     "verdict_not_below",
+    "widen",
+    "combined_verdict",
     "combine_verdicts",
     "format_interval",
     "wilson_interval",
@@ -164,17 +166,51 @@ def verdict_below(iv: Interval, threshold: float = 0.0) -> str:
     return verdict_above(flipped, -threshold)
 
 
-def verdict_not_below(iv: Interval, threshold: float = 0.0) -> str:
-    """Claim "no drop below ``threshold`` beyond the interval": contradicted only if
-    hi < threshold."""
-    if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
+def verdict_not_below(iv: Interval, margin: float) -> str:
+    """Claim "no drop of more than ``margin``" (non-inferiority): holds if lo > -margin,
+    contradicted if hi < -margin, else not resolved. An interval that merely contains 0 does
+    not make it hold: absence of a resolved drop is not evidence of no drop."""
+    return verdict_above(iv, -margin)
+
+
+def widen(iv: Interval, confidence: float) -> Interval:
+    """The t interval of the same values at another ``confidence`` (mean, sd and n kept; df =
+    n - 1); one value stays undefined."""
+    from scipy.stats import t as student_t
+
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got confidence={confidence!r}")
+    if iv.n < 2 or not math.isfinite(iv.sd):
+        return Interval(iv.mean, math.nan, math.nan, iv.n, iv.sd, confidence)
+    half = float(student_t.ppf(0.5 + confidence / 2, iv.n - 1)) * iv.sd / math.sqrt(iv.n)
+    return Interval(iv.mean, iv.mean - half, iv.mean + half, iv.n, iv.sd, confidence)
+
+
+def combined_verdict(parts) -> str:
+    """A claim over several parts (splits, cells, rows), each a ``(judge, interval)`` pair
+    (``judge``: :func:`verdict_above`, ...; a missing interval is None): holds if every part
+    holds in its own interval (every part must, so no correction is needed); contradicted if
+    at least one part is contradicted in its interval widened to the Bonferroni level for m
+    parts (confidence 1 - (1 - c) / m), so that m parts do not give m chances of a false
+    "contradicted"; not resolved otherwise, and when there is no part."""
+    parts = list(parts)
+    if not parts:
         return NOT_RESOLVED
-    return CONTRADICTED if iv.hi < threshold else HOLDS
+    if all(iv is not None and judge(iv) == HOLDS for judge, iv in parts):
+        return HOLDS
+    for judge, iv in parts:
+        if iv is None:
+            continue
+        level = 1.0 - (1.0 - iv.confidence) / len(parts)
+        if judge(widen(iv, level)) == CONTRADICTED:
+            return CONTRADICTED
+    return NOT_RESOLVED
 
 
 def combine_verdicts(verdicts) -> str:
-    """A claim over several parts (splits, cells): holds if it holds in every part, contradicted
-    if it is contradicted in at least one, not resolved otherwise (and when there is no part)."""
+    """Verdicts already reached, one per part: holds if every part holds, contradicted if at
+    least one is (no correction for the number of parts: :func:`combined_verdict` makes one
+    when the intervals are at hand), not resolved otherwise (and when there is no part)."""
     verdicts = list(verdicts)
     if verdicts and all(v == HOLDS for v in verdicts):
         return HOLDS

@@ -15,12 +15,14 @@ from fgrpo_llm.evaluation.stats import (
     HOLDS,
     NOT_RESOLVED,
     Interval,
+    combined_verdict,
     format_interval,
     paired_difference,
     t_interval,
     verdict_above,
     verdict_below,
     verdict_not_below,
+    widen,
 )
 
 
@@ -89,7 +91,11 @@ def test_verdicts():
         CONTRADICTED,
         NOT_RESOLVED,
     )
-    assert verdict_not_below(across) == HOLDS and verdict_not_below(down) == CONTRADICTED
+    # non-inferiority: an interval that merely contains 0 is not enough, one above -margin is
+    assert verdict_not_below(across, 0.02) == NOT_RESOLVED
+    assert (
+        verdict_not_below(across, 0.06) == HOLDS and verdict_not_below(down, 0.02) == CONTRADICTED
+    )
     assert verdict_above(up, 0.2) == CONTRADICTED and verdict_below(up, 0.2) == HOLDS
     assert format_interval(down, signed=True) == "-0.100 [-0.150, -0.050]"
 
@@ -110,3 +116,39 @@ def test_the_wilson_interval_is_scipys():
     lo, hi = wilson_interval(k, n)
     assert lo.shape == (len(cases),) and all(lo <= k / n) and all(k / n <= hi)
     assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_a_claim_over_parts_holds_in_each_and_is_contradicted_at_the_bonferroni_level():
+    """Holds only when every part holds (95% each); contradicted only when a part is contradicted
+    in its interval widened to 1 - 0.05 / m: one part just below 0 at 95% among four is not a
+    contradiction (4 chances of a false one at 2.5% each), one far below is."""
+    from scipy.stats import t as student_t
+
+    def part(mean, n=4, sd=0.02):
+        half = float(student_t.ppf(0.975, n - 1)) * sd / n**0.5
+        return Interval(mean, mean - half, mean + half, n, sd)
+
+    up, just_below, far_below = part(0.05), part(-0.035), part(-0.2)
+    assert widen(just_below, 0.9875).lo < just_below.lo and widen(just_below, 0.95) == just_below
+    assert verdict_above(just_below) == CONTRADICTED  # alone, at 95%
+    assert combined_verdict([(verdict_above, up), (verdict_above, up)]) == HOLDS
+    parts = [(verdict_above, just_below)] + [(verdict_above, part(0.0))] * 3
+    assert combined_verdict(parts) == NOT_RESOLVED
+    assert combined_verdict([(verdict_above, just_below)]) == CONTRADICTED  # m = 1: no widening
+    assert combined_verdict([(verdict_above, far_below)] + parts[1:]) == CONTRADICTED
+    assert combined_verdict([(verdict_above, up), (verdict_above, None)]) == NOT_RESOLVED
+    assert combined_verdict([]) == NOT_RESOLVED
+    # the family's false-alarm rate: 4 null parts, 8,000 families, at most 2.5% contradicted
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8_000, 4, 4))  # (families, parts, bases)
+    m, sd = x.mean(axis=2), x.std(axis=2, ddof=1)
+    q = float(student_t.ppf(0.975, 3))
+    false = sum(
+        combined_verdict(
+            (verdict_above, Interval(a, a - q * b / 2, a + q * b / 2, 4, b))
+            for a, b in zip(mi, si, strict=True)
+        )
+        == CONTRADICTED
+        for mi, si in zip(m, sd, strict=True)
+    )
+    assert false / 8_000 <= 0.03  # unadjusted: 1 - 0.975^4 = 9.6%

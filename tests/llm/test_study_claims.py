@@ -60,7 +60,9 @@ def test_the_verdicts_follow_their_rules():
     assert claims[4]["verdict"] == CONTRADICTED
     assert claims[5]["verdict"] == HOLDS
     assert claims[6]["verdict"] == HOLDS
-    assert claims[7]["verdict"] == NOT_RESOLVED  # 1 of 6 runs disagrees: not more than half
+    # F-GRPO's early tail misses 0.3 above the prediction, resolved even at the Bonferroni
+    # level for the 6 runs: it does not agree (the others, within 0.02, would)
+    assert claims[7]["verdict"] == CONTRADICTED
 
 
 def test_the_opposite_numbers_reverse_the_verdicts():
@@ -86,6 +88,28 @@ def test_the_opposite_numbers_reverse_the_verdicts():
     assert claims[5]["verdict"] == NOT_RESOLVED  # F-GRPO has no resolved gain to compare
     assert claims[6]["verdict"] == CONTRADICTED  # 0.05 below GRPO N = 32 in-domain
     assert claims[7]["verdict"] == CONTRADICTED  # every run 0.3 above the prediction
+
+
+def test_the_tail_miss_claim_is_equivalence_on_runs_with_three_bases_or_more():
+    """Claim 7 holds when every run with >= 3 bases has observed - predicted within 0.02; a run
+    on 2 bases is shown but not judged, however far off; a run 0.02 off (its interval across
+    the margin) leaves it not resolved, one 0.05 off (wholly outside) contradicts it."""
+    cfg = DemoConfig()
+    numbers = _numbers(cfg, BASE, {"grpo_n8": {"tail_miss_obs": 0.505}})
+    for n in (2, 4, 16, 32):  # the sweep on two bases, far off the prediction
+        numbers[f"grpo_n{n}"] = {
+            u: {**v, "tail_miss_obs": 0.9}
+            for u, v in numbers[f"grpo_n{n}"].items()
+            if u in ((0, 0), (1, 0))
+        }
+    claim = {c["claim"]: c for c in judge_claims(numbers, cfg)}[7]
+    assert claim["verdict"] == HOLDS, claim["evidence"]
+    assert claim["evidence"].count("not judged") == 4
+    spread = dict(zip(UNITS, 4 * NOISE, strict=True))  # sd ~0.007 across the units
+    for shift, verdict in ((0.02, NOT_RESOLVED), (0.03, CONTRADICTED)):  # 0.02, then 0.05 off
+        for u in numbers["fgrpo_n8"]:
+            numbers["fgrpo_n8"][u]["tail_miss_obs"] += shift + spread[u]
+        assert {c["claim"]: c for c in judge_claims(numbers, cfg)}[7]["verdict"] == verdict
 
 
 def test_partial_numbers_leave_claims_unresolved_without_failing():

@@ -39,7 +39,7 @@ from fgrpo_llm.evaluation.stats import (
     NOT_RESOLVED,
     Interval,
     base_level_interval,
-    combine_verdicts,
+    combined_verdict,
     format_interval,
     t_interval,
     verdict_above,
@@ -57,13 +57,24 @@ __all__ = [
     "paired",
     "ratio",
     "MATCH_MARGIN",
+    "TAIL_MISS_MARGIN",
+    "MIN_BASES",
     "METRICS",
     "NOT_RUN",
 ]
 
 
-#: How close F-GRPO at N = 8 must come to GRPO at N = 32 at the largest k to "match" it (claim 6).
+#: How close F-GRPO at N = 8 must come to GRPO at N = 32 at the largest k to "match" it (claim 6),
+#: and how much pass@1 F-GRPO may lose and still "keep" it (claims 4 and 9): non-inferiority.
 MATCH_MARGIN = 0.02
+
+#: How close the observed early tail-miss frequency must come to Lemma 3.1's to "agree" with it
+#: (claim 7: equivalence, the interval of observed - predicted within +-TAIL_MISS_MARGIN).
+TAIL_MISS_MARGIN = 0.02
+
+#: The fewest bases a per-run row of claim 7 needs to be judged (with 2, the t interval has one
+#: degree of freedom and spans almost anything).
+MIN_BASES = 3
 
 #: Per-run metrics of the study tables (fractions; Delta NLL_rare in nats per token).
 METRICS = {
@@ -213,7 +224,7 @@ def _lower_nll(s: StudyNumbers) -> tuple[str, str]:
 def _paired_metrics(s: StudyNumbers, metrics, judge) -> tuple[str, str]:
     """F-GRPO - GRPO on each metric, ``judge`` per interval, the verdicts combined (claims 3, 4)."""
     d = {m: s.paired(s.fgrpo, s.grpo, m) for m in metrics}
-    verdict = combine_verdicts([judge(iv) if iv else NOT_RESOLVED for iv in d.values()])
+    verdict = combined_verdict((judge, iv) for iv in d.values())
     return verdict, (
         f"over {_bases(d[metrics[0]])}: paired difference F-GRPO - GRPO: "
         + "; ".join(f"{METRICS[m]}: {_iv(iv, True)}" for m, iv in d.items())
@@ -228,7 +239,9 @@ def _passk_kept(s: StudyNumbers) -> tuple[str, str]:
 
 def _pass1_kept(s: StudyNumbers) -> tuple[str, str]:
     """Claim 4."""
-    return _paired_metrics(s, ("id_pass1", "ood_pass1"), verdict_not_below)
+    return _paired_metrics(
+        s, ("id_pass1", "ood_pass1"), lambda iv: verdict_not_below(iv, MATCH_MARGIN)
+    )
 
 
 def _control(s: StudyNumbers) -> tuple[str, str]:
@@ -281,8 +294,8 @@ def _matches_larger_group(s: StudyNumbers) -> tuple[str, str]:
         m: s.paired(s.fgrpo, f"grpo_n{big}", m) if big > N else None
         for m in ("id_passk", "ood_passk")
     }
-    v = [verdict_above(iv, -MATCH_MARGIN) if iv else NOT_RESOLVED for iv in d.values()]
-    return combine_verdicts(v) if f"grpo_n{big}" in s.numbers else NOT_RUN, (
+    v = combined_verdict((lambda iv: verdict_above(iv, -MATCH_MARGIN), iv) for iv in d.values())
+    return v if f"grpo_n{big}" in s.numbers else NOT_RUN, (
         f"over {_bases(d['id_passk'])}: paired difference F-GRPO N={N} - GRPO N={big}: "
         + "; ".join(f"{METRICS[m]}: {_iv(iv, True)}" for m, iv in d.items())
         + "."
@@ -290,24 +303,34 @@ def _matches_larger_group(s: StudyNumbers) -> tuple[str, str]:
 
 
 def _tail_miss(s: StudyNumbers) -> tuple[str, str]:
-    """Claim 7: per run, observed - predicted early tail-miss frequency."""
-    rows, disagree = [], 0
+    """Claim 7: per run, observed - predicted early tail-miss frequency (equivalence within
+    TAIL_MISS_MARGIN, judged on the runs with at least MIN_BASES bases)."""
+    rows, judged = [], []
     for name in [f"grpo_n{n}" for n in s.sweep] + [s.fgrpo]:
         d = s.paired(name, name, "tail_miss_obs", "tail_miss_pred")
         if d is None:
             continue
-        disagree += d.excludes(0.0)
+        if d.n >= MIN_BASES:
+            judged.append(d)
         label = next(iter(s.numbers[name].values()))["label"]
         rows.append(
-            f"{label} ({_bases(d)}): observed {_iv(s.interval(name, 'tail_miss_obs'))}, "
-            f"predicted {_iv(s.interval(name, 'tail_miss_pred'))}, difference "
-            f"{_iv(d, True)}"
+            f"{label} ({_bases(d)}{'' if d.n >= MIN_BASES else ', not judged'}): observed "
+            f"{_iv(s.interval(name, 'tail_miss_obs'))}, predicted "
+            f"{_iv(s.interval(name, 'tail_miss_pred'))}, difference {_iv(d, True)}"
         )
     if not rows:
         return NOT_RESOLVED, "no training group hit a prompt with a rare event."
-    verdict = (
-        HOLDS if disagree == 0 else (CONTRADICTED if disagree > len(rows) / 2 else NOT_RESOLVED)
-    )
+
+    def agrees(iv: Interval) -> str:  # within the margin: holds; wholly outside: contradicted
+        if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
+            return NOT_RESOLVED
+        if -TAIL_MISS_MARGIN < iv.lo and iv.hi < TAIL_MISS_MARGIN:
+            return HOLDS
+        if iv.lo > TAIL_MISS_MARGIN or iv.hi < -TAIL_MISS_MARGIN:
+            return CONTRADICTED
+        return NOT_RESOLVED
+
+    verdict = combined_verdict((agrees, d) for d in judged)
     return verdict, f"first {s.cfg.early_steps} steps: " + "; ".join(rows) + "."
 
 
@@ -322,7 +345,7 @@ def _beats_regularisers(s: StudyNumbers) -> tuple[str, str]:
         for (b, m), iv in d.items()
     )
     return (
-        combine_verdicts(verdict_above(iv) if iv else NOT_RESOLVED for iv in d.values()),
+        combined_verdict((verdict_above, iv) for iv in d.values()),
         f"over {min(iv.n for iv in d.values() if iv is not None)} bases or more: {shown}.",
     )
 
@@ -334,7 +357,7 @@ def _gamma_range(s: StudyNumbers) -> tuple[str, str]:
     name = {x: s.fgrpo if x == float(cfg.gamma) else f"fgrpo_n{N}_g{x:g}" for x in gammas}
     good = [x for x in gammas if 0.5 <= x <= 1.0]
     big = [x for x in gammas if x > 1.0]
-    rows, verdicts, drops = [], [], []
+    rows, parts, drops = [], [], []
     for x in gammas:
         dn = s.paired(name[x], g, "delta_nll_rare")
         dp = s.paired(name[x], g, "id_pass1")
@@ -343,17 +366,18 @@ def _gamma_range(s: StudyNumbers) -> tuple[str, str]:
             f"in-domain pass@1 {_iv(dp, True)}"
         )
         if x in good:
-            verdicts.append(verdict_below(dn) if dn else NOT_RESOLVED)
-            verdicts.append(verdict_not_below(dp) if dp else NOT_RESOLVED)
+            parts.append((verdict_below, dn))
+            parts.append((lambda iv: verdict_not_below(iv, MATCH_MARGIN), dp))
         elif x in big:
             drops.append(verdict_below(dp) if dp else NOT_RESOLVED)
+    good_range = combined_verdict(parts)
     if not any(name[x] in s.numbers for x in gammas if x != float(cfg.gamma)):
         verdict = NOT_RUN
     elif not big or not good or not all(name[x] in s.numbers for x in gammas):
         verdict = NOT_RESOLVED
-    elif CONTRADICTED in verdicts:
+    elif good_range == CONTRADICTED:
         verdict = CONTRADICTED
-    elif all(v == HOLDS for v in verdicts) and all(v == HOLDS for v in drops):
+    elif good_range == HOLDS and all(v == HOLDS for v in drops):
         verdict = HOLDS
     else:
         verdict = NOT_RESOLVED
@@ -427,15 +451,17 @@ CLAIMS = (
         "F-GRPO at N = {N} has pass@k at the largest k at least that of GRPO at N = {N}, "
         "in-domain and OOD",
         "Holds if both paired 95% intervals lie above 0 (F-GRPO higher in-domain and OOD), "
-        "contradicted if either lies below 0, else not resolved (no difference this many "
-        "bases can resolve).",
+        "contradicted if either lies below 0 at the Bonferroni level for the 2 parts (97.5% "
+        "intervals), else not resolved (no difference this many bases can resolve).",
         _passk_kept,
     ),
     Claim(
         4,
-        "F-GRPO at N = {N} keeps pass@1 (no drop beyond the interval)",
-        "Contradicted if a paired 95% interval lies entirely below 0 (a resolved drop, "
-        "in-domain or OOD), else holds.",
+        "F-GRPO at N = {N} keeps pass@1 (loses at most {margin:g})",
+        "Non-inferiority: holds if both paired 95% intervals (in-domain, OOD) lie above "
+        "-{margin:g}, contradicted if either lies below -{margin:g} at the Bonferroni level "
+        "for the 2 parts, else not resolved (an interval that merely contains 0 is not "
+        "enough).",
         _pass1_kept,
     ),
     Claim(
@@ -451,16 +477,19 @@ CLAIMS = (
         6,
         "F-GRPO at N = {N} matches GRPO at N = {big} at the largest k with {N}/{big} of the "
         "rollouts",
-        "Holds if both paired 95% intervals lie above -{margin} (within {margin:g} or better), "
-        "contradicted if either lies below -{margin}, else not resolved.",
+        "Holds if both paired 95% intervals lie above -{margin:g} (within {margin:g} or "
+        "better), contradicted if either lies below -{margin:g} at the Bonferroni level for "
+        "the 2 parts, else not resolved.",
         _matches_larger_group,
     ),
     Claim(
         7,
         "early in training the observed tail-miss frequency agrees with Lemma 3.1",
-        "Per run, the paired 95% interval over bases of observed - predicted frequency: holds "
-        "if it contains 0 for every run, contradicted if it excludes 0 for more than half of "
-        "them, else not resolved.",
+        "Equivalence: per run with at least {min_bases} bases, the paired 95% interval over "
+        "bases of observed - predicted frequency. Holds if it lies within +-{tail_margin:g} "
+        "for every such run, contradicted if it lies wholly outside +-{tail_margin:g} for one "
+        "of them at the Bonferroni level for their number, else not resolved (an interval "
+        "that merely contains 0 is not agreement).",
         _tail_miss,
     ),
     Claim(
@@ -469,17 +498,18 @@ CLAIMS = (
         "penalty ({kl_coef:g}) on in-domain pass@1 and OOD pass@k_max (paper Section 5.6, "
         "Table 3)",
         "Holds if all four paired 95% intervals lie above 0, contradicted if one lies below "
-        "0, else not resolved.",
+        "0 at the Bonferroni level for the 4 parts (98.75% intervals), else not resolved.",
         _beats_regularisers,
     ),
     Claim(
         9,
         "gamma in [0.5, 1] is the good range: there F-GRPO lowers Delta NLL_rare against GRPO "
         "and keeps pass@1, while a larger gamma loses pass@1 (paper Table 6)",
-        "Holds if every gamma in [0.5, 1] lowers Delta NLL_rare and has no resolved pass@1 "
-        "drop against GRPO, and every gamma > 1 has a resolved pass@1 drop (paired 95% "
-        "intervals); contradicted if a gamma in [0.5, 1] raises Delta NLL_rare or drops "
-        "pass@1 (resolved); else not resolved.",
+        "Holds if every gamma in [0.5, 1] lowers Delta NLL_rare and keeps pass@1 (loses at "
+        "most {margin:g}: the interval above -{margin:g}) against GRPO, and every gamma > 1 has "
+        "a resolved pass@1 drop (paired 95% intervals); contradicted if a gamma in [0.5, 1] "
+        "raises Delta NLL_rare or drops pass@1 by more than {margin:g} (at the Bonferroni "
+        "level for those parts); else not resolved.",
         _gamma_range,
     ),
     Claim(
@@ -508,6 +538,8 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
         "lr_scale": float(lr_multiplier(cfg.gamma)),
         "big": max(study.sweep),
         "margin": MATCH_MARGIN,
+        "tail_margin": TAIL_MISS_MARGIN,
+        "min_bases": MIN_BASES,
         "entropy_coef": cfg.entropy_coef,
         "kl_coef": cfg.kl_coef,
     }
