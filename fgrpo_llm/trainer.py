@@ -203,7 +203,8 @@ def _old_logprobs(model, batch: RolloutBatch, cfg, amp) -> torch.Tensor:
         return batch.old_logprobs
     out = torch.zeros_like(batch.old_logprobs)  # (M, L)
     with torch.no_grad():
-        for micro in torch.arange(len(batch.sequences)).split(cfg.micro_batch_size or len(out)):
+        rows = torch.arange(len(out), device=out.device)
+        for micro in rows.split(cfg.micro_batch_size or len(out)):
             logp = token_logprobs(  # (m, L)
                 model,
                 batch.sequences[micro],
