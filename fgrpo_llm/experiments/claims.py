@@ -21,12 +21,31 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fgrpo_llm.evaluation.stats import NOT_RESOLVED, Interval, verdict_above, verdict_below
+from fgrpo_llm.evaluation.stats import (
+    CONTRADICTED,
+    HOLDS,
+    NOT_RESOLVED,
+    Interval,
+    verdict_above,
+    verdict_below,
+)
 
-__all__ = ["NOT_RUN", "Claim", "claim", "directional_verdict", "family_verdict"]
+__all__ = [
+    "NOT_RUN",
+    "REPRODUCED_SHARE",
+    "Claim",
+    "claim",
+    "control_verdict",
+    "directional_verdict",
+    "family_verdict",
+]
 
 #: The verdict of a claim whose runs the design did not train (no sweep, no extended plan).
 NOT_RUN = "not run"
+
+#: The lr-matched control reproduces a gain of F-GRPO over GRPO when it comes within this share
+#: of the gain of F-GRPO (Countdown claim 5, Maze claim (d)): equivalence within half the gain.
+REPRODUCED_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -66,6 +85,34 @@ def directional_verdict(iv: Interval | None, direction: str) -> str:
     if iv is None:
         return NOT_RESOLVED
     return verdict_above(iv, 0.0) if direction == "above" else verdict_below(iv, 0.0)
+
+
+def control_verdict(gains) -> str:
+    """Does the lr-matched control fail to reproduce F-GRPO's gains (paper Table 3)?
+
+    ``gains``: one ``(direction, gain, fc, cg)`` per gain of F-GRPO over GRPO, ``gain`` the
+    F-GRPO - GRPO interval (resolved in ``direction``, "above" or "below"), ``fc`` F-GRPO -
+    control and ``cg`` control - GRPO (None when missing). A gain is *kept* when F-GRPO beats
+    the control (``fc`` resolved in ``direction``); *reproduced* when the control beats GRPO
+    (``cg`` resolved in ``direction``) and comes within :data:`REPRODUCED_SHARE` of the gain of
+    F-GRPO (``fc`` within +-share x |gain|) or beats it (``fc`` resolved the other way). An
+    ``fc`` that merely contains 0 reproduces nothing. Holds if every gain is kept, contradicted
+    if every gain is reproduced, not resolved otherwise (and without a gain)."""
+    gains = list(gains)
+    kept = reproduced = 0
+    for direction, gain, fc, cg in gains:
+        f_side = directional_verdict(fc, direction)
+        if f_side == HOLDS:
+            kept += 1
+        elif directional_verdict(cg, direction) == HOLDS and fc is not None:
+            margin = REPRODUCED_SHARE * abs(gain.mean)
+            close = -margin < fc.lo and fc.hi < margin
+            reproduced += close or f_side == CONTRADICTED
+    if gains and kept == len(gains):
+        return HOLDS
+    if gains and reproduced == len(gains):
+        return CONTRADICTED
+    return NOT_RESOLVED
 
 
 def family_verdict(rows: list[dict], resolved: list[str]) -> str:

@@ -112,6 +112,34 @@ def test_the_tail_miss_claim_is_equivalence_on_runs_with_three_bases_or_more():
         assert {c["claim"]: c for c in judge_claims(numbers, cfg)}[7]["verdict"] == verdict
 
 
+def test_a_control_reproduces_a_gain_only_when_it_comes_close():
+    """Claim 5: a control that beats GRPO but stays far from F-GRPO (F-GRPO - control an
+    interval around -0.16 that merely contains 0, against a gain of -0.22) reproduces nothing;
+    one within half the gain does (contradicted)."""
+    cfg = DemoConfig()
+    spread = {0: 0.1, 1: -0.1, 2: 0.1, 3: -0.1}  # F-GRPO's bases scatter (sd 0.115)
+
+    def claim5(control_nll, scatter=True):
+        per_run = {
+            "fgrpo_n8": {"delta_nll_rare": 0.08},
+            "grpo_n8": {"delta_nll_rare": 0.30},
+            "grpo_n8_lrmatched": {"delta_nll_rare": control_nll},
+        }
+        numbers = _numbers(cfg, BASE, per_run)
+        for u in UNITS:
+            if scatter:
+                numbers["fgrpo_n8"][u]["delta_nll_rare"] += spread[u[0]]
+            else:  # the control scatters a little (sd 0.035) around its mean
+                numbers["grpo_n8_lrmatched"][u]["delta_nll_rare"] += 0.3 * spread[u[0]]
+        return {c["claim"]: c for c in judge_claims(numbers, cfg)}[5]
+
+    far = claim5(0.24)  # 0.06 below GRPO: about a quarter of F-GRPO's gain
+    assert far["verdict"] == NOT_RESOLVED, far["evidence"]
+    assert claim5(0.12)["verdict"] == NOT_RESOLVED  # F-GRPO's scatter: no closer than 0.11
+    close = claim5(0.12, scatter=False)  # 0.04 off, its interval within +-0.11
+    assert close["verdict"] == CONTRADICTED, close["evidence"]
+
+
 def test_partial_numbers_leave_claims_unresolved_without_failing():
     """F-GRPO beats GRPO, but the control was trained on no unit of theirs (a partial study): claim
     5 is not resolved; claim 1 compares the sweep on the units every N has, not on more units

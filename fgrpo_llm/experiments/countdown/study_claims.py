@@ -46,7 +46,13 @@ from fgrpo_llm.evaluation.stats import (
     verdict_below,
     verdict_not_below,
 )
-from fgrpo_llm.experiments.claims import NOT_RUN, Claim
+from fgrpo_llm.experiments.claims import (
+    NOT_RUN,
+    REPRODUCED_SHARE,
+    Claim,
+    control_verdict,
+    directional_verdict,
+)
 
 __all__ = [
     "CLAIMS",
@@ -248,16 +254,16 @@ def _control(s: StudyNumbers) -> tuple[str, str]:
     """Claim 5: over the metrics where F-GRPO beats GRPO, does the control beat GRPO too?"""
     f, g, c = s.fgrpo, s.grpo, f"grpo_n{s.N}_lrmatched"
     gains = []
-    for m, better in (
-        ("delta_nll_rare", verdict_below),
-        ("id_passk", verdict_above),
-        ("ood_passk", verdict_above),
-        ("id_pass1", verdict_above),
-        ("ood_pass1", verdict_above),
+    for m, direction in (
+        ("delta_nll_rare", "below"),
+        ("id_passk", "above"),
+        ("ood_passk", "above"),
+        ("id_pass1", "above"),
+        ("ood_pass1", "above"),
     ):
         d = s.paired(f, g, m)
-        if d is not None and better(d) == HOLDS:
-            gains.append((m, better))
+        if directional_verdict(d, direction) == HOLDS:
+            gains.append((m, direction, d))
     if c not in s.numbers:
         return NOT_RESOLVED, "the control run is missing."
     if not gains:
@@ -265,22 +271,17 @@ def _control(s: StudyNumbers) -> tuple[str, str]:
             "F-GRPO has no resolved gain over GRPO here, so there is nothing for the control to "
             "reproduce."
         )
-    parts, kept, reproduced, bases = [], 0, 0, []
-    for m, better in gains:
+    parts, judged, bases = [], [], []
+    for m, direction, d in gains:
         fc = s.paired(f, c, m)  # F-GRPO - control
         cg = s.paired(c, g, m)  # control - GRPO
-        f_wins = fc is not None and better(fc) == HOLDS  # F-GRPO still better than the control
-        kept += f_wins
-        reproduced += not f_wins and cg is not None and better(cg) == HOLDS
+        judged.append((direction, d, fc, cg))
         bases += [iv.n for iv in (fc, cg) if iv is not None]
         parts.append(
-            f"{METRICS[m]}: F-GRPO - control {_iv(fc, True)}, control - GRPO {_iv(cg, True)}"
+            f"{METRICS[m]}: F-GRPO - control {_iv(fc, True)}, control - GRPO {_iv(cg, True)} "
+            f"(gain {_iv(d, True)})"
         )
-    verdict = (
-        HOLDS
-        if kept == len(gains)
-        else (CONTRADICTED if reproduced == len(gains) else NOT_RESOLVED)
-    )
+    verdict = control_verdict(judged)
     return verdict, (
         f"over {min(bases, default=0)} bases or more, for each resolved gain of F-GRPO over "
         "GRPO: " + "; ".join(parts) + "."
@@ -468,9 +469,11 @@ CLAIMS = (
         5,
         "the learning-rate-matched control (GRPO at lr x m_{gamma:g} = {lr_scale:.3f}) does not "
         "reproduce F-GRPO's gains (paper Table 3)",
-        "Over the metrics where F-GRPO beats GRPO in a paired 95% interval: holds if F-GRPO "
-        "also beats the control on every one; contradicted if on every one the control beats "
-        "GRPO and F-GRPO does not beat the control; else not resolved.",
+        "Over the metrics where F-GRPO beats GRPO in a paired 95% interval (its gain): holds if "
+        "F-GRPO also beats the control on every one; contradicted if on every one the control "
+        "beats GRPO and comes within {share:g} of the gain of F-GRPO (F-GRPO - control within "
+        "+-{share:g} x gain) or beats it; else not resolved (an F-GRPO - control interval that "
+        "merely contains 0 reproduces nothing).",
         _control,
     ),
     Claim(
@@ -538,6 +541,7 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
         "lr_scale": float(lr_multiplier(cfg.gamma)),
         "big": max(study.sweep),
         "margin": MATCH_MARGIN,
+        "share": REPRODUCED_SHARE,
         "tail_margin": TAIL_MISS_MARGIN,
         "min_bases": MIN_BASES,
         "entropy_coef": cfg.entropy_coef,

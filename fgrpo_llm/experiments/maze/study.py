@@ -38,13 +38,14 @@ import numpy as np
 from fgrpo_llm.evaluation.stats import (
     CONTRADICTED,
     HOLDS,
+    NOT_RESOLVED,
     Interval,
     base_level_interval,
     combine_verdicts,
     format_interval,
     t_interval,
 )
-from fgrpo_llm.experiments.claims import Claim, directional_verdict
+from fgrpo_llm.experiments.claims import Claim, control_verdict, directional_verdict
 from fgrpo_llm.experiments.maze.config import (
     PAPER_TABLE,
     MazeConfig,
@@ -162,6 +163,11 @@ class Cells:
     def verdict(self, a: str, b: str, N: int, metric: str) -> str:
         return self.by[(a, b, N, metric)]["verdict"]
 
+    def interval(self, a: str, b: str, N: int, metric: str) -> Interval | None:
+        """The paired difference a - b of a cell (None when missing)."""
+        row = self.by.get((a, b, N, metric))
+        return Interval(**row["difference"]) if row and row["difference"] else None
+
 
 def _gain_over_grpo(key: str):
     """The judge of claim (a), (b) or (c): F-GRPO - GRPO on the claim's metric in every cell
@@ -183,7 +189,9 @@ def _gain_over_grpo(key: str):
 
 
 def _control_judge(s: Cells) -> tuple[str, dict]:
-    """Claim (d): F-GRPO - control in every cell where (a)-(c) found a gain over GRPO."""
+    """Claim (d): in every cell where (a)-(c) found a gain of F-GRPO over GRPO, does the control
+    reproduce it (:func:`fgrpo_llm.experiments.claims.control_verdict`)? Every gamma must
+    agree for the claim to hold or be contradicted."""
     grpo, per_gamma = method_name(0.0), {}
     for gamma in s.cfg.lr_matched_gammas:
         fgrpo, control = method_name(gamma), method_name(0.0, gamma)
@@ -193,17 +201,25 @@ def _control_judge(s: Cells) -> tuple[str, dict]:
             for m in map(s.metric, "abc")
             if s.verdict(fgrpo, grpo, N, m) == HOLDS
         ]
+        judged = [
+            (
+                s.by[(fgrpo, grpo, N, m)]["direction"],
+                s.interval(fgrpo, grpo, N, m),
+                s.interval(fgrpo, control, N, m),
+                s.interval(control, grpo, N, m),
+            )
+            for N, m in gains
+        ]
         cell = {f"N={N} {m}": s.verdict(fgrpo, control, N, m) for N, m in gains}
         per_gamma[f"{gamma:g}"] = {
-            "verdict": combine_verdicts(cell.values()),
+            "verdict": control_verdict(judged),
             "cells": cell,
             "gains": len(gains),
         }
     metric = "the metrics of (a)-(c) where F-GRPO's gain over GRPO holds"
-    return combine_verdicts(v["verdict"] for v in per_gamma.values()), {
-        "metric": metric,
-        "per_gamma": per_gamma,
-    }
+    verdicts = [v["verdict"] for v in per_gamma.values()]
+    verdict = verdicts[0] if verdicts and len(set(verdicts)) == 1 else NOT_RESOLVED
+    return verdict, {"metric": metric, "per_gamma": per_gamma}
 
 
 _EVERY_CELL = (
@@ -234,9 +250,10 @@ CLAIMS = (
         "the lr-matched control (GRPO at lr x m_gamma) does not reproduce F-GRPO's gains",
         "Looks at the cells where (a)-(c) found a gain of F-GRPO over GRPO and compares F-GRPO "
         "with the lr-matched control at the same gamma and N: holds when F-GRPO beats the "
-        "control (paired interval on F-GRPO's side) in every such cell, is contradicted when the "
-        "control beats F-GRPO in at least one, and is not resolved otherwise, including when "
-        "F-GRPO has no established gain to reproduce.",
+        "control (paired interval on F-GRPO's side) in every such cell; is contradicted when in "
+        "every such cell the control beats GRPO and comes within half the gain of F-GRPO "
+        "(F-GRPO - control within +-0.5 x gain) or beats it; is not resolved otherwise, "
+        "including when F-GRPO has no established gain to reproduce. Every gamma must agree.",
         _control_judge,
     ),
 )
