@@ -48,7 +48,8 @@ def tail_miss_records(
     default) uses them whenever the rare set has them.
 
     Returns arrays ``step, N, active, hit, tail_miss`` (observed) and ``p_active, p_tail_miss``
-    (predicted at the prompt's base (mu, tau)), plus ``prompt_id`` (object array).
+    (predicted at the prompt's base (mu, tau)), plus ``mu, tau, num_rollouts`` (the rollouts the
+    estimates came from), ``prompt_id`` (object array) and ``exact`` (whether (mu, tau) are).
     """
     exact = rare_set.has_exact if exact is None else exact
     rows = []
@@ -65,8 +66,19 @@ def tail_miss_records(
         hit = any(f is not None and str(f) in rare for f in g.get("forms") or [])
         active = 0 < X < N
         mu, tau = (info["mu_exact"], info["tau_exact"]) if exact else (info["mu"], info["tau"])
+        M = int(info.get("num_rollouts") or 0)
         rows.append(
-            (step, N, active, hit, active and not hit, float(mu), float(tau), str(g["prompt_id"]))
+            (
+                step,
+                N,
+                active,
+                hit,
+                active and not hit,
+                float(mu),
+                float(tau),
+                M,
+                str(g["prompt_id"]),
+            )
         )
     if not rows:
         empty = np.zeros(0)
@@ -80,9 +92,11 @@ def tail_miss_records(
             "p_tail_miss": empty,
             "mu": empty,
             "tau": empty,
+            "num_rollouts": empty.astype(int),
+            "exact": empty.astype(bool),
             "prompt_id": np.zeros(0, dtype=object),
         }
-    step, N, active, hit, miss, mu, tau, pid = map(np.array, zip(*rows, strict=True))
+    step, N, active, hit, miss, mu, tau, M, pid = map(np.array, zip(*rows, strict=True))
     return {
         "step": step.astype(int),
         "N": N.astype(int),
@@ -91,16 +105,56 @@ def tail_miss_records(
         "tail_miss": miss.astype(bool),
         "mu": mu,
         "tau": tau,
+        "num_rollouts": M.astype(int),
+        "exact": np.full(len(rows), bool(exact)),
         "p_active": np.asarray(p_active(mu, N), dtype=np.float64),
         "p_tail_miss": np.asarray(p_tail_miss(mu, tau, N), dtype=np.float64),
         "prompt_id": pid.astype(object),
     }
 
 
-def summarise_tail_miss(records: dict[str, np.ndarray]) -> list[dict]:
+def _exact(records, sel) -> bool:
+    """Whether the predictions of the groups ``sel`` use exact (mu, tau) (records without the
+    flag: yes, no estimation error is known)."""
+    flag = records.get("exact")
+    return True if flag is None else bool(np.asarray(flag)[sel].all())
+
+
+def _estimation_sd(records, sel, N: int, *, bootstrap: int, seed: int) -> float:
+    """The sd of the mean prediction over the groups ``sel`` that comes from estimating each
+    prompt's (mu, tau) from its M base rollouts: a parametric bootstrap (each prompt's M
+    rollouts re-drawn multinomially over E, C minus E and not-C, as ``predicted_curve``). 0 for
+    exact (mu, tau), or records without the rollout counts."""
+    M_all = records.get("num_rollouts")
+    if _exact(records, sel) or M_all is None or bootstrap < 1:
+        return 0.0
+    pids, first, inv = np.unique(records["prompt_id"][sel], return_index=True, return_inverse=True)
+    mu, tau = records["mu"][sel][first], records["tau"][sel][first]  # (P,)
+    M = M_all[sel][first].astype(np.int64)  # (P,)
+    if (M < 1).any():
+        return 0.0
+    probs = np.stack([tau, mu - tau, 1 - mu], axis=1).clip(0, 1)  # (P, 3)
+    probs = probs / probs.sum(axis=1, keepdims=True)
+    rng = np.random.default_rng(seed)
+    means = np.empty(bootstrap)
+    for b in range(bootstrap):
+        counts = rng.multinomial(M, probs)  # (P, 3)
+        tau_b, mu_b = counts[:, 0] / M, (counts[:, 0] + counts[:, 1]) / M  # (P,)
+        means[b] = float(np.mean(p_tail_miss(mu_b[inv], tau_b[inv], N)))
+    return float(means.std(ddof=1)) if bootstrap > 1 else 0.0
+
+
+def summarise_tail_miss(
+    records: dict[str, np.ndarray], *, bootstrap: int = 200, seed: int = 0
+) -> list[dict]:
     """One row per N: observed tail-miss / active frequencies (Wilson 95% CI) against the mean
     Lemma 3.1 prediction, with the 95% range of the observed frequency if the prediction is right
-    (a sum of independent Bernoulli(p_i): mean sum p_i, variance sum p_i (1 - p_i))."""
+    (a sum of independent Bernoulli(p_i): mean sum p_i, variance sum p_i (1 - p_i); with sampled
+    (mu, tau), plus the variance of the prediction from estimating them, by a seeded parametric
+    bootstrap of ``bootstrap`` draws, ``prediction_sd``). ``agrees``: the prediction lies in the
+    observation's interval, or the observation in that range. With sampled (mu, tau) the check
+    is approximate still: a prompt enters the rare set only when E(x) was sampled, which biases
+    its tau upwards; the exact (mu, tau) of ``fgrpo_llm.evaluation.exact`` avoid both."""
     out = []
     for N in sorted(set(records["N"].tolist())):
         sel = records["N"] == N
@@ -109,7 +163,10 @@ def summarise_tail_miss(records: dict[str, np.ndarray]) -> list[dict]:
         act = int(records["active"][sel].sum())
         p = records["p_tail_miss"][sel]
         pred = float(p.mean())
+        pred_sd = _estimation_sd(records, sel, int(N), bootstrap=bootstrap, seed=seed)
         sd = math.sqrt(float((p * (1 - p)).sum())) / G
+        if pred_sd > 0:
+            sd = math.hypot(sd, pred_sd)
         lo, hi = wilson_interval(miss, G)
         out.append(
             {
@@ -123,6 +180,8 @@ def summarise_tail_miss(records: dict[str, np.ndarray]) -> list[dict]:
                 "predicted_hi": min(1.0, pred + Z95 * sd),
                 "observed_active": act / G,
                 "predicted_active": float(records["p_active"][sel].mean()),
+                "prediction_sd": pred_sd,
+                "exact": _exact(records, sel),
                 "agrees": bool(lo <= pred <= hi or pred - Z95 * sd <= miss / G <= pred + Z95 * sd),
             }
         )

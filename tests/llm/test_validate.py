@@ -124,6 +124,33 @@ def test_summary_flags_a_wrong_prediction():
     assert not row["agrees"] and row["observed"] < row["predicted"]
 
 
+def test_sampled_mu_tau_widen_the_range_by_their_estimation_error():
+    """(mu, tau) sampled from M base rollouts: the range adds the sd of the mean prediction
+    over a parametric bootstrap of the M rollouts (larger for smaller M), seeded, so the same
+    records give the same row; exact (mu, tau) add nothing."""
+    import dataclasses
+
+    rng = np.random.default_rng(3)
+    rare = make_rare_set({"a": (0.3, 0.03), "b": (0.6, 0.12), "c": (0.8, 0.04)})
+    groups = simulate_groups(rare, 8, 300, rng)
+    few = dataclasses.replace(
+        rare, prompts={k: {**v, "num_rollouts": 50} for k, v in rare.prompts.items()}
+    )
+    (big,), (small,) = (summarise_tail_miss(tail_miss_records(groups, r)) for r in (rare, few))
+    assert 0 < big["prediction_sd"] < small["prediction_sd"] and not small["exact"]
+    assert small["predicted_hi"] - small["predicted_lo"] > big["predicted_hi"] - big["predicted_lo"]
+    assert summarise_tail_miss(tail_miss_records(groups, few)) == [small]  # seeded
+    exact = dataclasses.replace(
+        rare,
+        prompts={
+            k: {**v, "mu_exact": v["mu"], "tau_exact": v["tau"]} for k, v in rare.prompts.items()
+        },
+    )
+    (row,) = summarise_tail_miss(tail_miss_records(groups, exact))
+    assert row["prediction_sd"] == 0.0 and row["exact"]
+    assert summarise_tail_miss(tail_miss_records(groups, few), bootstrap=0)[0]["prediction_sd"] == 0
+
+
 def test_wilson_interval():
     lo, hi = wilson_interval(5, 10)
     assert lo < 0.5 < hi and 0 <= lo and hi <= 1
