@@ -234,3 +234,14 @@ def test_claims_without_their_runs_are_not_run():
     assert claims[1]["verdict"] == NOT_RUN and "--sweep-bases" in claims[1]["evidence"]
     assert claims[6]["verdict"] == NOT_RUN
     assert claims[2]["verdict"] != NOT_RUN
+
+
+def test_a_ratio_that_leaves_a_base_out_says_so():
+    """Claim 2's ratio F-GRPO / GRPO needs both values positive: a base where F-GRPO's Delta
+    NLL_rare is negative leaves the ratio, and the evidence names the ratio's own base count."""
+    cfg = DemoConfig()
+    numbers = _numbers(cfg, BASE, {"fgrpo_n8": {"delta_nll_rare": 0.15}})
+    for u in ((3, 0),):  # base 3's only unit
+        numbers["fgrpo_n8"][u]["delta_nll_rare"] = -0.05
+    evidence = {c["claim"]: c for c in judge_claims(numbers, cfg)}[2]["evidence"]
+    assert "over 4 bases: paired difference" in evidence and "(over 3 bases)" in evidence

@@ -120,8 +120,9 @@ def paired(numbers, a, b, metric, metric_b=None) -> Interval | None:
 
 
 def ratio(numbers, a, b, metric) -> Interval | None:
-    """Run a over run b per (base, seed) unit (both positive), averaged over bases: a scale-free
-    view of an effect whose size moves with the base."""
+    """Run a over run b per (base, seed) unit (both positive; a unit where either is not is
+    left out, and the evidence then names the ratio's own base count), averaged over bases: a
+    scale-free view of an effect whose size moves with the base."""
     va, vb = unit_values(numbers, a, metric), unit_values(numbers, b, metric)
     r = {u: va[u] / vb[u] for u in va.keys() & vb.keys() if va[u] > 0 and vb[u] > 0}
     return base_level_interval(r) if r else None
@@ -129,6 +130,12 @@ def ratio(numbers, a, b, metric) -> Interval | None:
 
 def _bases(iv: Interval | None) -> str:
     return "no base" if iv is None else f"{iv.n} base{'s' if iv.n != 1 else ''}"
+
+
+def _own_bases(iv: Interval | None, of: Interval | None) -> str:
+    """`` (over K bases)`` when ``iv`` rests on other bases than ``of`` (a ratio that left units
+    out), else ""."""
+    return "" if iv is None or of is None or iv.n == of.n else f" (over {_bases(iv)})"
 
 
 # ----------------------------------------------------------------------------- claims
@@ -222,7 +229,7 @@ def _lower_nll(s: StudyNumbers) -> tuple[str, str]:
     r = ratio(s.numbers, f, g, "delta_nll_rare")
     return verdict_below(d) if d else NOT_RESOLVED, (
         f"over {_bases(d)}: paired difference F-GRPO - GRPO {_iv(d, True)}, ratio "
-        f"F-GRPO / GRPO {_iv(r)} (F-GRPO {_iv(s.interval(f, 'delta_nll_rare'))}, "
+        f"F-GRPO / GRPO {_iv(r)}{_own_bases(r, d)} (F-GRPO {_iv(s.interval(f, 'delta_nll_rare'))}, "
         f"GRPO {_iv(s.interval(g, 'delta_nll_rare'))})."
     )
 
