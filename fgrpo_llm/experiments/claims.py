@@ -96,8 +96,9 @@ def control_verdict(gains) -> str:
     the control (``fc`` resolved in ``direction``); *reproduced* when the control beats GRPO
     (``cg`` resolved in ``direction``) and comes within :data:`REPRODUCED_SHARE` of the gain of
     F-GRPO (``fc`` within +-share x |gain|) or beats it (``fc`` resolved the other way). An
-    ``fc`` that merely contains 0 reproduces nothing. Holds if every gain is kept, contradicted
-    if every gain is reproduced, not resolved otherwise (and without a gain)."""
+    ``fc`` that merely contains 0, wider than that, reproduces nothing. Holds if every gain is
+    kept, contradicted if every gain is reproduced, not resolved otherwise (and without a
+    gain)."""
     gains = list(gains)
     kept = reproduced = 0
     for direction, gain, fc, cg in gains:
