@@ -160,6 +160,8 @@ def test_partial_numbers_leave_claims_unresolved_without_failing():
     assert claims[2]["verdict"] == HOLDS
     assert claims[5]["verdict"] == NOT_RESOLVED
     assert "peak at N = 8" in claims[1]["evidence"] and "2 bases" in claims[1]["evidence"]
+    # a clear interior peak, but on 2 bases (1 degree of freedom): no verdict; likewise claim 6
+    assert claims[1]["verdict"] == NOT_RESOLVED and claims[6]["verdict"] == NOT_RESOLVED
 
 
 def test_a_bases_kernel_family_is_kept(tmp_path):

@@ -78,8 +78,8 @@ MATCH_MARGIN = 0.02
 #: (claim 7: equivalence, the interval of observed - predicted within +-TAIL_MISS_MARGIN).
 TAIL_MISS_MARGIN = 0.02
 
-#: The fewest bases a per-run row of claim 7 needs to be judged (with 2, the t interval has one
-#: degree of freedom and spans almost anything).
+#: The fewest bases a verdict rests on (claims 1 and 6, and each run of claim 7): with 2, the t
+#: interval has one degree of freedom, and two close values make it narrow by chance.
 MIN_BASES = 3
 
 #: Per-run metrics of the study tables (fractions; Delta NLL_rare in nats per token).
@@ -198,6 +198,7 @@ def _nonmonotone(s: StudyNumbers) -> tuple[str, str]:
                 "a GRPO run of the sweep is missing on every base that has the others.",
             )
         return NOT_RUN, "no base trained the group-size sweep (`--sweep-bases`)."
+    few = min(iv.n for iv in means.values())
     peak = max(sweep, key=lambda n: means[n].mean)
     diffs = {
         n: paired(swept, f"grpo_n{peak}", f"grpo_n{n}", "delta_nll_rare")
@@ -205,7 +206,9 @@ def _nonmonotone(s: StudyNumbers) -> tuple[str, str]:
         if n != peak
     }
     ends = (sweep[0], sweep[-1])
-    if peak not in ends:
+    if few < MIN_BASES:  # a t interval over 2 bases has 1 degree of freedom: no verdict
+        verdict = NOT_RESOLVED
+    elif peak not in ends:
         verdict = HOLDS if all(verdict_above(diffs[n]) == HOLDS for n in ends) else NOT_RESOLVED
     else:
         verdict = (
@@ -303,6 +306,8 @@ def _matches_larger_group(s: StudyNumbers) -> tuple[str, str]:
         for m in ("id_passk", "ood_passk")
     }
     v = combined_verdict((lambda iv: verdict_above(iv, -MATCH_MARGIN), iv) for iv in d.values())
+    if any(iv is not None and iv.n < MIN_BASES for iv in d.values()):
+        v = NOT_RESOLVED  # a t interval over 2 bases has 1 degree of freedom: no verdict
     return v if f"grpo_n{big}" in s.numbers else NOT_RUN, (
         f"over {_bases(d['id_passk'])}: paired difference F-GRPO N={N} - GRPO N={big}: "
         + "; ".join(f"{METRICS[m]}: {_iv(iv, True)}" for m, iv in d.items())
@@ -443,7 +448,7 @@ CLAIMS = (
         "N* = the N with the largest mean over bases. Holds if N* is neither the smallest nor the "
         "largest N and Delta NLL_rare(N*) exceeds both ends' in paired 95% intervals; "
         "contradicted if N* is an end and exceeds every other N's in paired intervals (monotone "
-        "towards that end); else not resolved.",
+        "towards that end); else, and on fewer than {min_bases} bases, not resolved.",
         _nonmonotone,
     ),
     Claim(
@@ -489,7 +494,7 @@ CLAIMS = (
         "rollouts",
         "Holds if both paired 95% intervals lie above -{margin:g} (within {margin:g} or "
         "better), contradicted if either lies below -{margin:g} at the Bonferroni level for "
-        "the 2 parts, else not resolved.",
+        "the 2 parts, else, and on fewer than {min_bases} bases, not resolved.",
         _matches_larger_group,
     ),
     Claim(
