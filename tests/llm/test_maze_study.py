@@ -107,6 +107,21 @@ def test_one_n_against_fgrpo_contradicts_the_every_n_claim():
     assert claims["a"]["verdict"] == NOT_RESOLVED  # equal dips: a zero-width interval at 0
 
 
+def test_a_cell_just_against_fgrpo_at_95_percent_does_not_contradict_two_cells():
+    """The N = 8 cell -3 [-5.5, -0.5] is contradicted alone, but the claim has 2 cells: at the
+    Bonferroni level (97.5%) it reads [-6.6, +0.6], so the claim is not resolved."""
+
+    def value(method, N, s):
+        p1 = 0.4 + NOISE[s]
+        if method == FGRPO:
+            p1 += (0.05 if N == 4 else -0.04) + 0.01 * s
+        return p1, 0.7, 0.1
+
+    report = study(CFG, _results(CFG, value))
+    assert _cell(report, FGRPO, GRPO, 8, "pass@1")["verdict"] == CONTRADICTED
+    assert report["claims"]["b"]["verdict"] == NOT_RESOLVED
+
+
 def test_control_that_matches_or_beats_fgrpo_reproduces_its_gains():
     """Claim (d) is contradicted when the control beats F-GRPO or comes within half its gain
     (and beats GRPO) in every gain cell; an F-GRPO - control interval that merely contains 0

@@ -42,6 +42,7 @@ from fgrpo_llm.evaluation.stats import (
     Interval,
     base_level_interval,
     combine_verdicts,
+    combined_verdict,
     format_interval,
     t_interval,
 )
@@ -163,6 +164,11 @@ class Cells:
     def verdict(self, a: str, b: str, N: int, metric: str) -> str:
         return self.by[(a, b, N, metric)]["verdict"]
 
+    def part(self, a: str, b: str, N: int, metric: str) -> tuple:
+        """The cell as a ``(judge, interval)`` part of a claim (``combined_verdict``)."""
+        direction = self.by[(a, b, N, metric)]["direction"]
+        return (lambda iv: directional_verdict(iv, direction)), self.interval(a, b, N, metric)
+
     def interval(self, a: str, b: str, N: int, metric: str) -> Interval | None:
         """The paired difference a - b of a cell (None when missing)."""
         row = self.by.get((a, b, N, metric))
@@ -175,15 +181,17 @@ def _gain_over_grpo(key: str):
 
     def judge(s: Cells) -> tuple[str, dict]:
         metric, grpo = s.metric(key), method_name(0.0)
-        per_gamma = {}
+        per_gamma, parts = {}, []
         for gamma in [g for g in s.cfg.gammas if g > 0]:
-            cell = {N: s.verdict(method_name(gamma), grpo, N, metric) for N in s.cfg.group_sizes}
+            fgrpo = method_name(gamma)
+            cell = {N: s.verdict(fgrpo, grpo, N, metric) for N in s.cfg.group_sizes}
+            mine = [s.part(fgrpo, grpo, N, metric) for N in s.cfg.group_sizes]
+            parts += mine
             per_gamma[f"{gamma:g}"] = {
-                "verdict": combine_verdicts(cell.values()),
+                "verdict": combined_verdict(mine),
                 "cells": {str(N): v for N, v in cell.items()},
             }
-        verdict = combine_verdicts(v["verdict"] for v in per_gamma.values())
-        return verdict, {"metric": metric, "per_gamma": per_gamma}
+        return combined_verdict(parts), {"metric": metric, "per_gamma": per_gamma}
 
     return judge
 
@@ -223,9 +231,10 @@ def _control_judge(s: Cells) -> tuple[str, dict]:
 
 
 _EVERY_CELL = (
-    "Holds when every cell (every N, every F-GRPO gamma) holds, is contradicted when at least "
-    "one cell is contradicted, and is otherwise not resolved at this scale. Each cell is its own "
-    "95% interval: no correction for the number of cells."
+    "Holds when every cell (every N, every F-GRPO gamma) holds in its 95% interval, is "
+    "contradicted when at least one cell is contradicted at the Bonferroni level for the number "
+    "of cells (so that many cells do not multiply the chance of a false 'contradicted'), and is "
+    "otherwise not resolved at this scale."
 )
 
 #: The paper's Maze claims (Section 5.2, Table 4): statement, rule, judge.
