@@ -43,6 +43,7 @@ __all__ = [
     "verdict_above",
     "verdict_below",
     "verdict_not_below",
+    "verdict_within",
     "widen",
     "combined_verdict",
     "combine_verdicts",
@@ -171,6 +172,19 @@ def verdict_not_below(iv: Interval, margin: float) -> str:
     contradicted if hi < -margin, else not resolved. An interval that merely contains 0 does
     not make it hold: absence of a resolved drop is not evidence of no drop."""
     return verdict_above(iv, -margin)
+
+
+def verdict_within(iv: Interval, margin: float) -> str:
+    """Claim "the quantity is 0 within +-``margin``" (equivalence): holds if the interval lies
+    inside (-margin, margin), contradicted if it lies wholly outside it (lo > margin or
+    hi < -margin), else not resolved. An interval that merely contains 0 is not agreement."""
+    if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
+        return NOT_RESOLVED
+    if -margin < iv.lo and iv.hi < margin:
+        return HOLDS
+    if iv.lo > margin or iv.hi < -margin:
+        return CONTRADICTED
+    return NOT_RESOLVED
 
 
 def widen(iv: Interval, confidence: float) -> Interval:

@@ -133,15 +133,18 @@ def _estimation_sd(records, sel, N: int, *, bootstrap: int, seed: int) -> float:
     M = M_all[sel][first].astype(np.int64)  # (P,)
     if (M < 1).any():
         return 0.0
+    mu_b, tau_b = _resampled_mu_tau(mu, tau, M, bootstrap, np.random.default_rng(seed))  # (B, P)
+    means = np.mean(p_tail_miss(mu_b[:, inv], tau_b[:, inv], N), axis=1)  # (B,)
+    return float(means.std(ddof=1)) if bootstrap > 1 else 0.0
+
+
+def _resampled_mu_tau(mu, tau, M, draws: int, rng: np.random.Generator):
+    """``draws`` parametric bootstrap copies of the sampled (mu, tau) of P prompts, each (draws,
+    P): each prompt's M rollouts re-drawn multinomially over E, C minus E and not-C."""
     probs = np.stack([tau, mu - tau, 1 - mu], axis=1).clip(0, 1)  # (P, 3)
     probs = probs / probs.sum(axis=1, keepdims=True)
-    rng = np.random.default_rng(seed)
-    means = np.empty(bootstrap)
-    for b in range(bootstrap):
-        counts = rng.multinomial(M, probs)  # (P, 3)
-        tau_b, mu_b = counts[:, 0] / M, (counts[:, 0] + counts[:, 1]) / M  # (P,)
-        means[b] = float(np.mean(p_tail_miss(mu_b[inv], tau_b[inv], N)))
-    return float(means.std(ddof=1)) if bootstrap > 1 else 0.0
+    counts = rng.multinomial(M, probs, size=(draws, len(M)))  # (draws, P, 3)
+    return (counts[..., 0] + counts[..., 1]) / M, counts[..., 0] / M
 
 
 def summarise_tail_miss(
@@ -235,16 +238,9 @@ def predicted_curve(
     mean = curve(mu, tau)
     if rare_set.has_exact:
         return {"N": Ns, "mean": mean, "lo": mean.copy(), "hi": mean.copy()}
-    draws = []
-    probs = np.stack([tau, mu - tau, 1 - mu], axis=1).clip(0, 1)  # (P, 3)
-    probs = probs / probs.sum(axis=1, keepdims=True)
-    for _ in range(int(bootstrap)):
-        # (P, 3)
-        counts = np.array([rng.multinomial(m, pr) for m, pr in zip(M, probs, strict=True)])
-        tau_b = counts[:, 0] / M
-        mu_b = (counts[:, 0] + counts[:, 1]) / M
-        draws.append(curve(mu_b, tau_b))
-    draws = np.array(draws) if draws else mean[None, :]
+    mu_b, tau_b = _resampled_mu_tau(mu, tau, M, int(bootstrap), rng)  # (B, P)
+    draws = np.array([curve(m, t) for m, t in zip(mu_b, tau_b, strict=True)])  # (B, len(Ns))
+    draws = draws if len(draws) else mean[None, :]
     return {
         "N": Ns,
         "mean": mean,

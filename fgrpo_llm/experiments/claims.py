@@ -28,6 +28,7 @@ from fgrpo_llm.evaluation.stats import (
     Interval,
     verdict_above,
     verdict_below,
+    verdict_within,
 )
 
 __all__ = [
@@ -106,8 +107,7 @@ def control_verdict(gains) -> str:
         if f_side == HOLDS:
             kept += 1
         elif directional_verdict(cg, direction) == HOLDS and fc is not None:
-            margin = REPRODUCED_SHARE * abs(gain.mean)
-            close = -margin < fc.lo and fc.hi < margin
+            close = verdict_within(fc, REPRODUCED_SHARE * abs(gain.mean)) == HOLDS
             reproduced += close or f_side == CONTRADICTED
     if gains and kept == len(gains):
         return HOLDS

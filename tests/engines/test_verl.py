@@ -25,8 +25,6 @@ from fgrpo_llm.advantages import focal_weight, grpo_advantages  # noqa: E402
 from fgrpo_llm.integrations.verl import register  # noqa: E402
 from fgrpo_llm.integrations.verl.overrides import method_overrides, table5_overrides  # noqa: E402
 
-VERL_CONFIG_DIR = str(Path(verl.__file__).parent / "trainer" / "config")
-
 
 def _batch(scores, uids, T=5, seed=0):
     """A DataProto as verl's trainer holds it after scoring: outcome reward on the last response
@@ -223,12 +221,9 @@ def test_registration_failure_is_loud(monkeypatch, capsys):
 
 
 def _compose(overrides):
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    from fgrpo_llm.integrations.verl.startup import compose_config
 
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=VERL_CONFIG_DIR, version_base=None):
-        return compose(config_name="ppo_trainer", overrides=overrides)
+    return compose_config(overrides)
 
 
 #: The per-GPU sizes of the example launch script (8 GPUs of one node).

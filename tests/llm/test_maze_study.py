@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from fgrpo_llm.evaluation.stats import CONTRADICTED, HOLDS, NOT_RESOLVED
+from fgrpo_llm.evaluation.stats import CONTRADICTED, HOLDS, NOT_RESOLVED, combine_verdicts
 from fgrpo_llm.experiments.maze.config import make_config, method_name, methods, plan
-from fgrpo_llm.experiments.maze.study import combine_verdicts, study
+from fgrpo_llm.experiments.maze.study import study
 
 K = 8
 CFG = make_config(

@@ -47,18 +47,31 @@ class FirstCharTask:
         return completion[:2] if self.is_correct(problem, completion) else None
 
 
-@pytest.fixture
-def rare_setup(tiny_model, char_tokenizer, countdown_task):
-    task = FirstCharTask(countdown_task.problems("train")[:4])
+def _first_char_rare_set(model, tokenizer, countdown_task, prompts: int, **kwargs):
+    """The FirstCharTask of the first ``prompts`` Countdown training problems and its rare set
+    (4 new tokens, seed 0; ``kwargs``: the rest of ``build_rare_set``'s settings)."""
+    task = FirstCharTask(countdown_task.problems("train")[:prompts])
     rare = build_rare_set(
-        tiny_model,
-        char_tokenizer,
+        model,
+        tokenizer,
         task,
         task.problems("train"),
-        num_rollouts=40,
-        top_fraction=0.1,
         max_new_tokens=4,
         generator=torch.Generator().manual_seed(0),
+        **kwargs,
+    )
+    return task, rare
+
+
+@pytest.fixture
+def rare_setup(tiny_model, char_tokenizer, countdown_task):
+    task, rare = _first_char_rare_set(
+        tiny_model,
+        char_tokenizer,
+        countdown_task,
+        4,
+        num_rollouts=40,
+        top_fraction=0.1,
         batch_size=64,
     )
     return tiny_model, char_tokenizer, task, rare
@@ -105,16 +118,13 @@ def test_a_set_sampled_under_autocast_keeps_base_nll_at_full_precision(
 ):
     # sampling may run under bf16 autocast (a GPU's default); the stored base NLL must be the
     # one Delta NLL_rare scores the policy with, so that the base itself gives exactly 0
-    task = FirstCharTask(countdown_task.problems("train")[:2])
-    rare = build_rare_set(
+    _, rare = _first_char_rare_set(
         tiny_model,
         char_tokenizer,
-        task,
-        task.problems("train"),
+        countdown_task,
+        2,
         num_rollouts=20,
         top_fraction=0.5,
-        max_new_tokens=4,
-        generator=torch.Generator().manual_seed(0),
         autocast_dtype=torch.bfloat16,
     )
     assert len(rare) > 0

@@ -45,6 +45,7 @@ from fgrpo_llm.evaluation.stats import (
     verdict_above,
     verdict_below,
     verdict_not_below,
+    verdict_within,
 )
 from fgrpo_llm.experiments.claims import (
     NOT_RUN,
@@ -333,17 +334,7 @@ def _tail_miss(s: StudyNumbers) -> tuple[str, str]:
         )
     if not rows:
         return NOT_RESOLVED, "no training group hit a prompt with a rare event."
-
-    def agrees(iv: Interval) -> str:  # within the margin: holds; wholly outside: contradicted
-        if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
-            return NOT_RESOLVED
-        if -TAIL_MISS_MARGIN < iv.lo and iv.hi < TAIL_MISS_MARGIN:
-            return HOLDS
-        if iv.lo > TAIL_MISS_MARGIN or iv.hi < -TAIL_MISS_MARGIN:
-            return CONTRADICTED
-        return NOT_RESOLVED
-
-    verdict = combined_verdict((agrees, d) for d in judged)
+    verdict = combined_verdict((lambda iv: verdict_within(iv, TAIL_MISS_MARGIN), d) for d in judged)
     return verdict, f"first {s.cfg.early_steps} steps: " + "; ".join(rows) + "."
 
 

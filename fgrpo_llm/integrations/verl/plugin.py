@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 
-from fgrpo_llm.integrations.verl.startup import FocalCheck
+from fgrpo_llm.integrations.verl.startup import FocalCheck, compose_config
 
 REGISTRATION_ERROR: BaseException | None = None
 
@@ -60,14 +59,11 @@ def check(overrides=(), config_name: str = "ppo_trainer") -> int:
     print(f"verl {verl.__version__}: focal_grpo {where}", file=sys.stderr)
     if not ok or not overrides:
         return 0 if ok else 1
-    from hydra import compose, initialize_config_dir  # lazy: a dry run's alone
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
     try:
-        with initialize_config_dir(config_dir=config_dir, version_base=None):
-            config = compose(config_name=config_name, overrides=list(overrides))
+        config = compose_config(overrides, config_name)
     except (HydraException, OmegaConfBaseException) as err:
         print(f"fgrpo: the overrides do not compose: {' '.join(str(err).split())}", file=sys.stderr)
         return 2

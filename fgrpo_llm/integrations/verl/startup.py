@@ -25,14 +25,28 @@ into a warning, so the callback exits itself. What it refuses, each with the key
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from fgrpo_llm.integrations.focal import FocalSettings
 from fgrpo_llm.integrations.verl.estimator import ESTIMATOR_NAME, SETTING_KEYS, focal_settings
 
-__all__ = ["FocalCheck", "check_run_config"]
+__all__ = ["FocalCheck", "check_run_config", "compose_config"]
+
+
+def compose_config(overrides=(), config_name: str = "ppo_trainer") -> DictConfig:
+    """verl's own ``config_name`` (``verl/trainer/config``) composed with Hydra ``overrides``,
+    as its entry point would compose it (no job is run)."""
+    import verl  # (loaded already: verl imports this plug-in inside its own import)
+
+    GlobalHydra.instance().clear()
+    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return compose(config_name=config_name, overrides=list(overrides))
 
 
 def _focal_keys(node, path: str = ""):
