@@ -20,7 +20,10 @@ decomposition of :func:`variance_components`.
 A claim gets one of three verdicts from an interval (:func:`verdict_above` and friends):
 ``holds`` when the whole interval supports it, ``contradicted`` when the whole interval
 contradicts it, ``not resolved`` otherwise (the interval straddles the boundary: this many seeds
-cannot tell at this scale).
+cannot tell at this scale). An interval that says nothing about the spread is not resolved either:
+one value (undefined), or values that all tie (sd ~ 0, a zero-width interval: a discrete metric
+such as pass@k over a few problems can tie across a few seeds, and a t interval of width 0 is not
+a 95% interval of anything).
 
     iv = paired_difference(fgrpo_delta_nll, grpo_delta_nll)      # arrays over seeds
     verdict_below(iv, 0.0)                                        # "holds" if F-GRPO is lower
@@ -40,6 +43,7 @@ __all__ = [
     "HOLDS",
     "CONTRADICTED",
     "NOT_RESOLVED",
+    "informative",
     "verdict_above",
     "verdict_below",
     "verdict_not_below",
@@ -122,7 +126,8 @@ def t_interval(values, *, confidence: float = 0.95) -> Interval:
     """Mean and Student-t interval over seeds: x_bar -/+ t_{(1+c)/2, S-1} sd / sqrt(S).
 
     One value gives its mean with an undefined interval (lo = hi = nan): one seed cannot say how far
-    to trust it. Equal values give a zero-width interval.
+    to trust it. Equal values give a zero-width interval, which no verdict accepts
+    (:func:`informative`).
     """
     from scipy.stats import t as student_t
 
@@ -148,10 +153,24 @@ def paired_difference(a, b, *, confidence: float = 0.95) -> Interval:
     return t_interval(a - b, confidence=confidence)
 
 
+#: An sd at most this (times max(1, |mean|)) is a tie: equal values, or values equal up to the
+#: rounding of the differences that made them.
+TIE_SD = 1e-12
+
+
+def informative(iv: Interval) -> bool:
+    """Whether the interval can carry a verdict: finite bounds and a spread measured above 0.
+    One seed (undefined) cannot, nor can seeds that all gave the same value (sd <= ``TIE_SD``
+    x max(1, |mean|)): tied values do not show that the spread is 0, only that the metric is
+    discrete (pass@k over a few problems moves in steps)."""
+    finite = math.isfinite(iv.lo) and math.isfinite(iv.hi) and math.isfinite(iv.sd)
+    return finite and iv.sd > TIE_SD * max(1.0, abs(iv.mean))
+
+
 def verdict_above(iv: Interval, threshold: float = 0.0) -> str:
     """Claim "the quantity is above ``threshold``": holds if lo > threshold, contradicted if
-    hi < threshold."""
-    if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
+    hi < threshold; not resolved otherwise and when the interval is not :func:`informative`."""
+    if not informative(iv):
         return NOT_RESOLVED
     if iv.lo > threshold:
         return HOLDS
@@ -177,8 +196,9 @@ def verdict_not_below(iv: Interval, margin: float) -> str:
 def verdict_within(iv: Interval, margin: float) -> str:
     """Claim "the quantity is 0 within +-``margin``" (equivalence): holds if the interval lies
     inside (-margin, margin), contradicted if it lies wholly outside it (lo > margin or
-    hi < -margin), else not resolved. An interval that merely contains 0 is not agreement."""
-    if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
+    hi < -margin), else not resolved (also when the interval is not :func:`informative`). An
+    interval that merely contains 0 is not agreement."""
+    if not informative(iv):
         return NOT_RESOLVED
     if -margin < iv.lo and iv.hi < margin:
         return HOLDS

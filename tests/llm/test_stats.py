@@ -17,11 +17,13 @@ from fgrpo_llm.evaluation.stats import (
     Interval,
     combined_verdict,
     format_interval,
+    informative,
     paired_difference,
     t_interval,
     verdict_above,
     verdict_below,
     verdict_not_below,
+    verdict_within,
     widen,
 )
 
@@ -98,6 +100,24 @@ def test_verdicts():
     )
     assert verdict_above(up, 0.2) == CONTRADICTED and verdict_below(up, 0.2) == HOLDS
     assert format_interval(down, signed=True) == "-0.100 [-0.150, -0.050]"
+
+
+def test_tied_seeds_carry_no_verdict():
+    """Three seeds that gave the same difference (a discrete metric: 4 of 64 mazes each time)
+    have sd 0 and a zero-width t interval, which is not a 95% interval of anything: no verdict
+    rests on it, nor on values tied up to the rounding of the differences that made them. A
+    spread of 1e-4 is a spread."""
+    tied = paired_difference([68.75, 70.3125, 65.625], [62.5, 64.0625, 59.375])  # +6.25 each
+    assert tied.sd == 0 and tied.lo == tied.hi == 6.25
+    rounded = paired_difference([0.45, 0.46, 0.47], [0.1, 0.11, 0.12])  # 0.35 up to rounding
+    assert 0 < rounded.sd < 1e-15
+    for iv in (tied, rounded):
+        assert not informative(iv)
+        assert verdict_above(iv) == verdict_below(iv) == NOT_RESOLVED
+        assert verdict_not_below(iv, 0.02) == verdict_within(iv, 1e3) == NOT_RESOLVED
+        assert combined_verdict([(verdict_above, iv)]) == NOT_RESOLVED
+    real = paired_difference([0.4001, 0.4, 0.4002], [0.1, 0.1, 0.1])
+    assert informative(real) and verdict_above(real) == HOLDS
 
 
 def test_the_wilson_interval_is_scipys():

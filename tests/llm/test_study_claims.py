@@ -8,15 +8,23 @@ from fgrpo_llm.experiments.countdown.config import DemoConfig, run_specs
 from fgrpo_llm.experiments.countdown.study_claims import NOT_RUN, judge_claims
 
 UNITS = [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1), (3, 0)]  # 4 bases, 1 or 2 RL seeds each
-NOISE = np.array([-0.003, 0.001, 0.002, 0.0, -0.001, 0.001])  # paired differences: a tiny spread
+NOISE = np.array([-0.003, 0.001, 0.002, 0.0, -0.001, 0.001])  # a per-unit shift
+
+
+def _noise(j: int, metric: str = "") -> np.ndarray:
+    """Run j's per-unit shift of ``metric``: NOISE scaled by 1 + j / 20 + k / 40 (k: the
+    metric's place in BASE), so that a paired difference of two runs, or of two metrics of a
+    run, keeps a tiny spread (sd ~1e-4): tied units would carry no verdict."""
+    k = list(BASE).index(metric) if metric in BASE else 0
+    return NOISE * (1 + j / 20 + k / 40)
 
 
 def _numbers(cfg: DemoConfig, base: dict, per_run: dict) -> dict:
     numbers = {}
-    for spec in run_specs(cfg):
+    for j, spec in enumerate(run_specs(cfg)):
         vals = {**base, **per_run.get(spec.name, {})}
         numbers[spec.name] = {
-            u: {**{m: v + NOISE[i] for m, v in vals.items()}, "label": spec.name}
+            u: {**{m: v + _noise(j, m)[i] for m, v in vals.items()}, "label": spec.name}
             for i, u in enumerate(UNITS)
         }
     return numbers
@@ -88,6 +96,28 @@ def test_the_opposite_numbers_reverse_the_verdicts():
     assert claims[5]["verdict"] == NOT_RESOLVED  # F-GRPO has no resolved gain to compare
     assert claims[6]["verdict"] == CONTRADICTED  # 0.05 below GRPO N = 32 in-domain
     assert claims[7]["verdict"] == CONTRADICTED  # every run 0.3 above the prediction
+
+
+def test_the_peak_is_tested_at_the_bonferroni_level_for_its_candidates():
+    """Claim 1 picks N* as the largest mean, then tests it on the same numbers, so its
+    differences are judged at 1 - 0.05 / 3 (three interior N). N = 8 above N = 32 by 0.10 with
+    a base sd of 0.05 (4 bases: t = 4.0) is resolved at 95% (t_{0.975,3} = 3.18) but not at
+    98.3% (t = 4.86): not resolved; by 0.15 (t = 6.0) it holds."""
+    cfg = DemoConfig()
+    shift = {0: -0.0433, 1: 0.0433, 2: -0.0433, 3: 0.0433}  # per base: sd 0.05
+    for gap, verdict in ((0.10, NOT_RESOLVED), (0.15, HOLDS)):
+        per_run = {
+            "grpo_n2": {"delta_nll_rare": 0.10},
+            "grpo_n4": {"delta_nll_rare": 0.20},
+            "grpo_n16": {"delta_nll_rare": 0.25},
+            "grpo_n32": {"delta_nll_rare": 0.30},
+        }
+        numbers = _numbers(cfg, BASE, per_run)
+        for u in numbers["grpo_n8"]:
+            numbers["grpo_n8"][u]["delta_nll_rare"] = 0.30 + gap + shift[u[0]]
+        claim = {c["claim"]: c for c in judge_claims(numbers, cfg)}[1]
+        assert claim["verdict"] == verdict, claim["evidence"]
+        assert "judged at 98.33%: the peak is one of 3 candidates" in claim["evidence"]
 
 
 def test_the_tail_miss_claim_is_equivalence_on_runs_with_three_bases_or_more():
@@ -190,10 +220,10 @@ def test_the_extended_claims_follow_their_rules():
         "maxrl_n8": {"delta_nll_rare": 0.30},
     }
     numbers = _numbers(cfg, BASE, per_run)
-    for spec in extended_specs(cfg):
+    for j, spec in enumerate(extended_specs(cfg), start=len(numbers)):
         vals = {**BASE, **per_run.get(spec.name, {})}
         numbers[spec.name] = {
-            u: {**{m: v + NOISE[i] for m, v in vals.items()}, "label": spec.name}
+            u: {**{m: v + _noise(j, m)[i] for m, v in vals.items()}, "label": spec.name}
             for i, u in enumerate(UNITS)
         }
 
@@ -219,7 +249,7 @@ def test_the_extended_claims_follow_their_rules():
     assert "does not separate them" in tied[10]["evidence"]
     # gamma 0.5 raising Delta NLL_rare above GRPO's contradicts claim 9
     for i, u in enumerate(UNITS):
-        numbers["fgrpo_n8_g0.5"][u]["delta_nll_rare"] = 0.6 + NOISE[i]
+        numbers["fgrpo_n8_g0.5"][u]["delta_nll_rare"] = 0.6 + _noise(3, "delta_nll_rare")[i]
     assert {c["claim"]: c for c in judge_claims(numbers, cfg)}[9]["verdict"] == CONTRADICTED
     # without the extended runs: not resolved, saying so
     core = {k: v for k, v in numbers.items() if k in {s.name for s in run_specs(cfg)}}

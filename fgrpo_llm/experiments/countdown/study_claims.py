@@ -46,6 +46,7 @@ from fgrpo_llm.evaluation.stats import (
     verdict_below,
     verdict_not_below,
     verdict_within,
+    widen,
 )
 from fgrpo_llm.experiments.claims import (
     NOT_RUN,
@@ -207,21 +208,25 @@ def _nonmonotone(s: StudyNumbers) -> tuple[str, str]:
         if n != peak
     }
     ends = (sweep[0], sweep[-1])
+    # The peak is chosen on the same numbers it is then tested on: among c candidates (the
+    # interior N for "holds", the two ends for "contradicted") its differences are judged at the
+    # Bonferroni level 1 - 0.05 / c, so picking the largest mean does not inflate the error.
+    candidates = len(sweep) - 2 if peak not in ends else 2
+    level = 1.0 - (1.0 - 0.95) / candidates
+    beats = {n: verdict_above(widen(d, level)) == HOLDS for n, d in diffs.items()}
     if few < MIN_BASES:  # a t interval over 2 bases has 1 degree of freedom: no verdict
         verdict = NOT_RESOLVED
     elif peak not in ends:
-        verdict = HOLDS if all(verdict_above(diffs[n]) == HOLDS for n in ends) else NOT_RESOLVED
+        verdict = HOLDS if all(beats[n] for n in ends) else NOT_RESOLVED
     else:
-        verdict = (
-            CONTRADICTED if all(verdict_above(d) == HOLDS for d in diffs.values()) else NOT_RESOLVED
-        )
+        verdict = CONTRADICTED if all(beats.values()) else NOT_RESOLVED
     shown = ", ".join(f"N={n}: {_iv(means[n])}" for n in sweep)
     evidence = (
         f"Delta NLL_rare of GRPO, mean [95% CI] over bases "
         f"({_bases(min(means.values(), key=lambda iv: iv.n))}): {shown}; peak at N = "
         f"{peak} (paper: N = 8); paired differences peak - N: "
         + ", ".join(f"N={n}: {_iv(d, True)}" for n, d in diffs.items())
-        + "."
+        + f" (judged at {100 * level:.4g}%: the peak is one of {candidates} candidates)."
     )
     return verdict, evidence
 
@@ -437,9 +442,11 @@ CLAIMS = (
         1,
         "Delta NLL_rare is non-monotone in N, with its peak at an intermediate N (paper: N = 8)",
         "N* = the N with the largest mean over bases. Holds if N* is neither the smallest nor the "
-        "largest N and Delta NLL_rare(N*) exceeds both ends' in paired 95% intervals; "
-        "contradicted if N* is an end and exceeds every other N's in paired intervals (monotone "
-        "towards that end); else, and on fewer than {min_bases} bases, not resolved.",
+        "largest N and Delta NLL_rare(N*) exceeds both ends' in paired intervals at the "
+        "Bonferroni level for the number of interior N (N* is picked on the same numbers); "
+        "contradicted if N* is an end and exceeds every other N's in paired intervals at the "
+        "Bonferroni level for the two ends (monotone towards that end); else, and on fewer than "
+        "{min_bases} bases, not resolved.",
         _nonmonotone,
     ),
     Claim(

@@ -43,6 +43,7 @@ from fgrpo_llm.evaluation.stats import (
     base_level_interval,
     combined_verdict,
     format_interval,
+    informative,
     t_interval,
 )
 from fgrpo_llm.experiments.claims import Claim, control_verdict, directional_verdict
@@ -447,8 +448,9 @@ def _fi(iv: dict | None, *, signed: bool = False) -> str:
 
 
 def _tied(iv: dict | None) -> bool:
-    """Every seed gave the same value (S >= 2): the t interval has zero width."""
-    return iv is not None and iv["n"] >= 2 and iv["sd"] == 0
+    """Every seed gave the same value (S >= 2; up to rounding): the t interval has zero width
+    and carries no verdict (``stats.informative``)."""
+    return iv is not None and iv["n"] >= 2 and not informative(Interval(**iv))
 
 
 def _rule_text(cfg: MazeConfig, bases: int = 1) -> list[str]:
@@ -476,7 +478,8 @@ def _rule_text(cfg: MazeConfig, bases: int = 1) -> list[str]:
         "",
         "- A cell (one gamma, one N) holds when the whole interval of the paired difference lies "
         "on F-GRPO's side of 0 (dip: below 0; pass@1, pass@K: above 0), is contradicted when the "
-        "whole interval lies on the other side, and is not resolved when it contains 0.",
+        "whole interval lies on the other side, and is not resolved when it contains 0 or has "
+        "zero width (tied seeds: a tie does not show that the spread is 0).",
     ] + [f"- ({c.key}) {c.rule}" for c in CLAIMS]
 
 
@@ -547,8 +550,8 @@ def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
             "",
             f"\\* zero width: every seed gave the same value. pass@{K} moves in steps "
             f"of 100/{cfg.num_test} = {100 / cfg.num_test:.1f} points (one held-out maze), "
-            f"so {S} seeds can tie exactly; a verdict resting on such an interval is weak "
-            "evidence (more seeds would show the spread).",
+            f"so {S} seeds can tie exactly. Such an interval carries no verdict (not "
+            "resolved): a tie does not show that the spread is 0 (more seeds would show it).",
         ]
     lines += ["", "## Verdicts on the paper's Maze claims (Table 4)", ""]
     for c, claim in report["claims"].items():
