@@ -51,7 +51,8 @@ def softmax(z) -> np.ndarray:
         raise ValueError(f"z must not contain +inf, got z[{int(np.argmax(np.isposinf(z)))}]=inf")
     if np.isneginf(z).all():
         raise ValueError("z must have at least one finite logit, got every z = -inf")
-    e = np.exp(z - z.max())
+    with np.errstate(over="ignore"):  # -inf - max or a span beyond float64: exp gives 0
+        e = np.exp(z - z.max())
     return e / e.sum()
 
 
@@ -112,7 +113,8 @@ class GroupStats:
     Q_pos: float
     """sum of p over all correct actions"""
     Q_neg: float
-    """1 - Q_pos"""
+    """sum of p over all incorrect actions (1 - Q_pos, summed directly: no cancellation near
+    Q_pos = 1)"""
     P_pos: float
     """sum of p over the distinct sampled correct actions (set A)"""
     P_neg: float
@@ -131,6 +133,10 @@ class GroupStats:
     """sum of p over the unsampled correct actions = Q_pos - P_pos"""
     S_R: float
     """batch baseline R_c P_pos + R_w P_neg"""
+    R_c: float = 1.0
+    """the reward of a correct action that S_R was built with"""
+    R_w: float = -1.0
+    """the reward of an incorrect action that S_R was built with"""
 
 
 def group_stats(p, correct, actions, *, R_c: float = 1.0, R_w: float = -1.0) -> GroupStats:
@@ -145,12 +151,12 @@ def group_stats(p, correct, actions, *, R_c: float = 1.0, R_w: float = -1.0) -> 
     U_pos, U_neg = ~sampled & correct, ~sampled & ~correct
     P_pos, P_neg = p[A].sum(), p[B].sum()
     U_pos2, U_neg2 = p2[U_pos].sum(), p2[U_neg].sum()
-    Q_pos = p[correct].sum()
+    Q_pos, Q_neg = p[correct].sum(), p[~correct].sum()
     return GroupStats(
         N=int(actions.size),
         X=int(correct[actions].sum()),
         Q_pos=float(Q_pos),
-        Q_neg=float(1.0 - Q_pos),
+        Q_neg=float(Q_neg),
         P_pos=float(P_pos),
         P_neg=float(P_neg),
         A_2=float(p2[A].sum()),
@@ -160,6 +166,8 @@ def group_stats(p, correct, actions, *, R_c: float = 1.0, R_w: float = -1.0) -> 
         U_2=float(U_pos2 + U_neg2),
         Q_u_pos=float(p[U_pos].sum()),
         S_R=float(R_c * P_pos + R_w * P_neg),
+        R_c=R_c,
+        R_w=R_w,
     )
 
 
@@ -186,14 +194,29 @@ def logit_update(
     return g * (eta / stats.N) * p * (R_i - stats.S_R)
 
 
+def _stats_rewards(s: GroupStats, R_c, R_w) -> tuple[float, float]:
+    """The rewards ``s`` was built with (its S_R depends on them); ``R_c`` / ``R_w``, when
+    given, must be the same."""
+    given = _check_rewards(s.R_c if R_c is None else R_c, s.R_w if R_w is None else R_w)
+    for name, value, built in zip(("R_c", "R_w"), given, (s.R_c, s.R_w), strict=True):
+        if value != built:
+            raise ValueError(
+                f"{name}={value!r} differs from the {name}={built!r} that s was built with "
+                f"(group_stats(..., {name}=...)): S_R depends on it"
+            )
+    return given
+
+
 def predicted_delta_q_pos(
-    s: GroupStats, *, eta: float, R_c: float = 1.0, R_w: float = -1.0
+    s: GroupStats, *, eta: float, R_c: float | None = None, R_w: float | None = None
 ) -> float:
     """Eq. 17, first order in eta:
     Delta Q_pos = (eta/N) [ (R_c - S_R) Q_neg A_2 + (S_R - R_w) Q_pos B_2
                             + S_R (Q_pos U_neg,2 - Q_neg U_pos,2) ].
-    With focal weighting pass eta * g."""
-    s, eta, (R_c, R_w) = _check_stats(s), _check_eta(eta), _check_rewards(R_c, R_w)
+    With focal weighting pass eta * g. The rewards are those ``s`` was built with
+    (:func:`group_stats`); ``R_c`` / ``R_w``, when given, must equal them."""
+    s, eta = _check_stats(s), _check_eta(eta)
+    R_c, R_w = _stats_rewards(s, R_c, R_w)
     S_R = s.S_R
     return (eta / s.N) * (
         (R_c - S_R) * s.Q_neg * s.A_2
@@ -203,13 +226,15 @@ def predicted_delta_q_pos(
 
 
 def predicted_delta_q_u_pos(
-    s: GroupStats, *, eta: float, R_c: float = 1.0, R_w: float = -1.0
+    s: GroupStats, *, eta: float, R_c: float | None = None, R_w: float | None = None
 ) -> float:
     """Proposition 3.2, first order in eta:
     Delta Q_u,pos = (eta/N) [ -S_R U_pos,2
                               - Q_u,pos ( (R_c - S_R) A_2 + (R_w - S_R) B_2 - S_R U_2 ) ].
-    With S_R > 0 the first term drains unsampled-correct mass even while Q_pos grows."""
-    s, eta, (R_c, R_w) = _check_stats(s), _check_eta(eta), _check_rewards(R_c, R_w)
+    With S_R > 0 the first term drains unsampled-correct mass even while Q_pos grows. The
+    rewards are those ``s`` was built with; ``R_c`` / ``R_w``, when given, must equal them."""
+    s, eta = _check_stats(s), _check_eta(eta)
+    R_c, R_w = _stats_rewards(s, R_c, R_w)
     S_R = s.S_R
     return (eta / s.N) * (
         -S_R * s.U_pos2 - s.Q_u_pos * ((R_c - S_R) * s.A_2 + (R_w - S_R) * s.B_2 - S_R * s.U_2)

@@ -105,14 +105,23 @@ def value_at_group_size_one() -> sp.Expr:
 
 
 def limit_large_group() -> sp.Expr:
-    """lim_{N -> oo} P(B_{E,N}) = 0 for 0 < tau < mu < 1.
+    """lim_{N -> oo} P(B_{E,N}) = 0 for 0 < tau < mu < 1, taken on :func:`p_tail_miss_expr`.
 
-    Each base lies in (0, 1), so it is exp(-alpha) with alpha > 0; sympy takes the limit of
-    exp(-N alpha_1) - exp(-N alpha_2) - exp(-N alpha_3).
+    Each of its terms is +-b^N with a base b in {1 - tau, mu - tau, 1 - mu}, which lies in
+    (0, 1) for 0 < tau < mu < 1, so b = exp(-alpha) with alpha > 0; sympy takes the limit of the
+    sum of +-exp(-N alpha) (a term free of N is kept as it is).
     """
-    alphas = sp.symbols("alpha_1:4", positive=True)
-    expr = sp.exp(-N * alphas[0]) - sp.exp(-N * alphas[1]) - sp.exp(-N * alphas[2])
-    return sp.limit(expr, N, sp.oo)
+    total = sp.Integer(0)
+    for i, term in enumerate(sp.Add.make_args(p_tail_miss_expr())):
+        coeff, power = term.as_independent(N, as_Add=False)
+        base, expo = power.as_base_exp()
+        if expo != N:  # not of the form c b^N: kept whole (its limit is sympy's to take)
+            total += term
+            continue
+        if base not in (1 - tau, mu - tau, 1 - mu):  # the bases known to lie in (0, 1)
+            raise ValueError(f"the term {term} of P has a base not known to lie in (0, 1)")
+        total += coeff * sp.exp(-N * sp.Symbol(f"alpha_{i + 1}", positive=True))
+    return sp.limit(total, N, sp.oo)
 
 
 def dP_dN_expr() -> sp.Expr:

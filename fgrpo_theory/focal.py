@@ -62,9 +62,9 @@ def focal_advantage_magnitudes(mu, gamma):
     mu = check_probability("mu", mu, open_low=True, open_high=True)
     gamma = check_nonnegative("gamma", gamma)
     mu, gamma = broadcast(mu=mu, gamma=gamma)
-    one_minus = 1.0 - mu
-    pos = np.power(one_minus, gamma + 0.5) / np.sqrt(mu)
-    neg = np.power(one_minus, gamma - 0.5) * np.sqrt(mu)
+    log_1m = np.log1p(-mu)  # log(1 - mu) without rounding 1 - mu (mu tiny, gamma huge)
+    pos = np.exp((gamma + 0.5) * log_1m) / np.sqrt(mu)
+    neg = np.exp((gamma - 0.5) * log_1m) * np.sqrt(mu)
     return _out(pos), _out(neg)
 
 

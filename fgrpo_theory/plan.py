@@ -91,6 +91,7 @@ def plan(
         raise ValueError(f"group_sizes must be 1 ... {MAX_GROUP}, got {Ns}")
     prompts_per_step = int(check_integer("prompts_per_step", prompts_per_step, minimum=1))
     draws = int(check_integer("draws", draws, minimum=1))
+    seed = int(check_integer("seed", seed, minimum=0))
     if c is not None:
         n_arr = np.atleast_1d(check_integer("n", n, minimum=1))
         c_arr = np.atleast_1d(check_integer("c", c, minimum=0))

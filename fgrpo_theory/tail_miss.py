@@ -316,6 +316,16 @@ def peak_group_size(mu, tau, n_max=None):
     """
     mu, tau = _check_mu_tau(mu, tau)
     if n_max is not None:
+        big = [
+            v
+            for v in np.ravel(np.asarray(n_max, dtype=object))
+            if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v > 2**53
+        ]
+        if big:  # before float64 rounds it to 2^53
+            raise ValueError(
+                f"n_max must be at most 2^53 (larger integers are not exact in float64), "
+                f"got n_max={big[0]}"
+            )
         n_max = check_group_size("n_max", n_max)
         fractional = n_max != np.floor(n_max)
         if fractional.any():
@@ -330,7 +340,7 @@ def peak_group_size(mu, tau, n_max=None):
     beyond = np.nan_to_num(np.minimum(n_c, cap), nan=1.0) > 2.0**53  # integers exact up to 2^53
     if beyond.any():
         mu_b, tau_b = broadcast(mu=mu, tau=tau)
-        fix = "pass n_max" if n_max is None else "pass an n_max below 2^53"
+        fix = "pass n_max" if n_max is None else "pass an n_max of at most 2^53"
         raise ValueError(
             f"the peak group size for mu={_first(mu_b, beyond)}, "
             f"tau={_first(tau_b, beyond)} is beyond 2^53; {fix}"

@@ -47,6 +47,10 @@ class Weighting:
         if isinstance(self.gamma, bool) or not isinstance(self.gamma, numbers.Real):
             raise TypeError(f"gamma must be a real number, got gamma={self.gamma!r}")
         check_nonnegative("gamma", self.gamma)
+        if self.kind != "focal" and self.gamma != 0:
+            raise ValueError(
+                f"gamma is focal's exponent; {self.kind!r} takes none, got gamma={self.gamma!r}"
+            )
         object.__setattr__(self, "gamma", float(self.gamma))
 
     def __call__(self, mu_hat):
@@ -99,8 +103,10 @@ def none() -> Weighting:
 
 def parse_weighting(text: str) -> Weighting:
     """ "none" | "grpo", "maxrl", or "focal:GAMMA" (also "focal" for gamma = 1); a ValueError
-    naming the text otherwise."""
-    t = str(text).strip().lower()
+    naming the text otherwise (a TypeError for anything but a string)."""
+    if not isinstance(text, str):
+        raise TypeError(f"a weighting is a string such as 'focal:1', got {text!r}")
+    t = text.strip().lower()
     if t in ("none", "grpo"):
         return none()
     if t == "maxrl":

@@ -213,11 +213,12 @@ def run_tail_miss(args) -> int:
             for i, n in enumerate(N):
                 cells = [str(int(n)), f"{p_a[mu][i]:.6f}"] + [f"{pb[i]:.6f}" for _, pb in group]
                 print("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
+        cap = min(int(N.max()), 2**53)  # the largest N that float64 holds exactly
         for mu, tau, rho in curves:
-            n_star, p_star = peak_group_size(mu, tau, n_max=int(N.max()))
+            n_star, p_star = peak_group_size(mu, tau, n_max=cap)
             print(
                 f"peak {_label(mu, tau, rho)}: N*={int(n_star)} P(B)={float(p_star):.6f}"
-                f" (over N <= {int(N.max())})"
+                f" (over N <= {cap})"
             )
     return 0
 
@@ -292,7 +293,11 @@ def run_peak(args) -> int:
         rho = "" if r["rho"] is None else f"{r['rho']:g}"
         print(
             f"{r['mu']:>8g}  {r['tau']:>10.4g}  {rho:>6}  {r['N_star']:>8d}  {r['P_star']:>10.6f}  "
-            f"{r['N_stationary']:>10.3f}"
+            + (
+                f"{r['N_stationary']:>10.3f}"
+                if r["N_stationary"] < 1e7
+                else f"{r['N_stationary']:>10.4g}"
+            )
         )
     return 0
 

@@ -3,6 +3,8 @@ Proposition 3.2, Lemma H.1 / Corollary H.2."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -249,6 +251,9 @@ def test_softmax_of_infinite_logits():
         softmax(np.array([0.0, np.nan]))
     with pytest.raises(ValueError, match="z must be a 1-D logit vector"):
         softmax(np.zeros((2, 2)))
+    with warnings.catch_warnings():  # a span beyond float64 underflows to 0, without a warning
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(softmax(np.array([1.7e308, -1.7e308])), [1.0, 0.0])
 
 
 @pytest.mark.parametrize(
@@ -276,6 +281,37 @@ def test_eta_and_rewards_are_checked_everywhere(kw, message):
     ):
         with pytest.raises(error, match=message):
             call()
+
+
+def test_eq17_keeps_its_digits_when_the_prompt_is_nearly_solved():
+    """Q_neg = 1 - Q_pos cancels when Q_pos is within rounding of 1 (Q_neg = 7.9e-19 here read
+    0, and Eq. 17 lost every digit); summed over the incorrect actions it is exact. Reference:
+    Eq. 17 in 50-digit mpmath."""
+    import mpmath as mp
+
+    mp.mp.dps = 50
+    z = np.array([1.0, 0.0, 0.5, -40.0])
+    correct = np.array([True, True, True, False])
+    actions = [0, 0, 1]
+    s = group_stats(softmax(z), correct, actions)
+    e = [mp.e ** mp.mpf(v) for v in z]
+    p = [v / sum(e) for v in e]
+    q_pos, q_neg = p[0] + p[1] + p[2], p[3]
+    a2, u_pos2, u_neg2, s_r = p[0] ** 2 + p[1] ** 2, p[2] ** 2, p[3] ** 2, p[0] + p[1]
+    ref = (1 - s_r) * q_neg * a2 + s_r * (q_pos * u_neg2 - q_neg * u_pos2)  # B = {}, eta / N = 1/3
+    assert s.Q_neg == pytest.approx(float(q_neg), rel=1e-13)
+    assert predicted_delta_q_pos(s, eta=3.0) == pytest.approx(float(ref), rel=1e-12)
+
+
+def test_the_rewards_are_those_the_stats_were_built_with():
+    """S_R = R_c P_pos + R_w P_neg was computed in group_stats: other rewards passed to Eq. 17 /
+    Prop. 3.2 would mix two reward schemes, so they are refused; the same ones are accepted."""
+    p, correct = softmax(np.array([0.0, 1.0, -1.0, 0.5])), np.array([True, False, True, False])
+    s = group_stats(p, correct, [0, 1, 1], R_c=1.0, R_w=0.0)
+    for predict in (predicted_delta_q_pos, predicted_delta_q_u_pos):
+        with pytest.raises(ValueError, match=r"R_w=-1.0 differs from the R_w=0.0 that s was built"):
+            predict(s, eta=1.0, R_w=-1.0)
+        assert predict(s, eta=1.0, R_c=1.0, R_w=0.0) == predict(s, eta=1.0)
 
 
 def test_wrong_types_for_the_policy_arguments():

@@ -24,7 +24,20 @@ def test_lemma_equals_trinomial_brute_force():
 def test_limits():
     assert d.value_at_group_size_one() == 0
     assert d.limit_large_group() == 0
+    point = {d.mu: sp.Rational(3, 10), d.tau: sp.Rational(1, 100)}
+    assert sp.limit(d.p_tail_miss_expr().subs(point), d.N, sp.oo) == 0
     assert sp.simplify(d.p_active_expr() - (1 - d.mu**d.N - (1 - d.mu) ** d.N)) == 0
+
+
+def test_the_large_group_limit_is_taken_on_the_lemma(monkeypatch):
+    """limit_large_group reads p_tail_miss_expr: a wrong P gives a wrong limit, or an error
+    when a base is not one known to lie in (0, 1)."""
+    lemma = d.p_tail_miss_expr
+    monkeypatch.setattr(d, "p_tail_miss_expr", lambda: lemma() + 1)
+    assert d.limit_large_group() == 1
+    monkeypatch.setattr(d, "p_tail_miss_expr", lambda: lemma() + (1 + d.tau) ** d.N)
+    with pytest.raises(ValueError, match=r"not known to lie in \(0, 1\)"):
+        d.limit_large_group()
 
 
 _P = d.lambdify(d.p_tail_miss_expr())

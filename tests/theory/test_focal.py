@@ -45,6 +45,20 @@ def test_magnitudes_match_population_zscore_of_an_exact_group():
         assert neg == pytest.approx(-g * A[-1], rel=1e-14)
 
 
+def test_magnitudes_stay_exact_at_tiny_mu_and_huge_gamma():
+    """(1 - mu)^(gamma +- 1/2) with 1 - mu rounded loses every digit when gamma mu ~ 1 and mu is
+    below the rounding of 1 (mpmath: pos = 3.6788e9 at mu = 1e-20, gamma = 1e20; rounding gave
+    1e10)."""
+    import mpmath as mp
+
+    mp.mp.dps = 50
+    for mu, gamma in ((1e-20, 1e20), (1e-17, 1e16), (1e-10, 1e10), (0.3, 2.0)):
+        pos, neg = focal_advantage_magnitudes(mu, gamma)
+        m, g = mp.mpf(mu), mp.mpf(gamma)
+        assert pos == pytest.approx(float((1 - m) ** (g + 0.5) / mp.sqrt(m)), rel=1e-12)
+        assert neg == pytest.approx(float((1 - m) ** (g - 0.5) * mp.sqrt(m)), rel=1e-12)
+
+
 def test_lr_multiplier_paper_values_and_definition():
     assert lr_multiplier(0.0) == pytest.approx(1.0, rel=1e-14)
     assert lr_multiplier(0.5) == pytest.approx(0.679, abs=5e-4)

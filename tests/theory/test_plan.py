@@ -13,7 +13,7 @@ import pytest
 from fgrpo_theory.cli import main
 from fgrpo_theory.focal import focal_advantage_magnitudes, focal_weight
 from fgrpo_theory.plan import plan, update_mass
-from fgrpo_theory.weighting import focal, maxrl, none, parse_weighting
+from fgrpo_theory.weighting import Weighting, focal, maxrl, none, parse_weighting
 
 MU = np.linspace(0.0, 1.0, 101)
 
@@ -48,6 +48,15 @@ def test_parse_weighting_and_its_errors():
     for bad in ("focal:-1", "focal:x", "ppo", ""):
         with pytest.raises(ValueError, match="weighting|focal"):
             parse_weighting(bad)
+    # None is not "none" (GRPO); an exponent on a weighting that takes none is refused
+    with pytest.raises(TypeError, match="a weighting is a string .* got None"):
+        parse_weighting(None)
+    with pytest.raises(TypeError, match="got None"):
+        plan([0.3], rho=0.1, group_sizes=[4], weightings=[None])
+    with pytest.raises(ValueError, match="'maxrl' takes none, got gamma=5.0"):
+        Weighting("maxrl", 5.0)
+    with pytest.raises(ValueError, match="seed must be an integer >= 0, got seed=-1"):
+        plan([0.3], rho=0.1, group_sizes=[4], seed=-1)
 
 
 def test_the_calculator_matches_a_monte_carlo_of_groups():
