@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from fgrpo_llm.model import autocast
+from fgrpo_llm.tasks.base import encode_prompt
 
 __all__ = [
     "RolloutBatch",
@@ -126,7 +127,7 @@ def _encode_prompts(
     tokenizer, prompts: list[str], pad_id: int
 ) -> tuple[torch.LongTensor, torch.BoolTensor]:
     """Tokenize and left-pad: (B, P) ids and (B, P) mask."""
-    ids = [tokenizer(p)["input_ids"] for p in prompts]
+    ids = [encode_prompt(tokenizer, p) for p in prompts]
     if any(len(x) == 0 for x in ids):
         raise ValueError("every prompt must encode to at least one token, got an empty prompt")
     P = max(len(x) for x in ids)

@@ -43,11 +43,15 @@ def _rare_set(args) -> int:
         progress=True,
         autocast_dtype=resolve_autocast_dtype(device),
     )
-    rare.meta.update({"base": str(args.base), "split": args.split, "seed": args.seed})
+    rare.meta.update(
+        {"base": str(args.base), "split": args.split, "seed": args.seed,
+         "batch_size": args.batch_size}
+    )  # fmt: skip
+    path = save_rare_set(rare, args.out)  # the sampling's result, kept whatever follows
 
     # exact base (mu, tau) where enumerable
-    record_exact_mu_tau(model, tokenizer, task, problems, rare)
-    path = save_rare_set(rare, args.out)
+    if record_exact_mu_tau(model, tokenizer, task, problems, rare) is not None:
+        path = save_rare_set(rare, args.out)
     with_event = sum(1 for p in rare.prompts.values() if p["rare_forms"])
     print(
         f"{len(rare)} rare-correct trajectories from {rare.meta['num_correct_pool']} correct "

@@ -6,7 +6,10 @@ Lemma 3.1 of the paper (Section 3) predicts the tail-miss probability of a group
 
 from the prompt's success probability mu(x) = pi(correct | x) and the mass tau_E(x) = pi(E(x) | x)
 of its rare event E(x). The rare-correct set (App. M.2, ``fgrpo_llm.evaluation.rare``) estimates
-both from M base rollouts and picks E(x) from the same rollouts, which biases tau low. A task
+both from M base rollouts and picks E(x) from the same rollouts, which biases tau: low where E(x)
+is the least frequent sampled correct form ("designated": the smallest of several counts), high
+where E(x) comes from the rare-correct set (a form enters only when it was sampled, so its
+sampled tau is at least 1/M). A task
 whose correct completions form a finite list that the verifier accepts in one spelling only
 (Countdown: ``CountdownTask.solutions(problem)``) lets us compute them instead:
 
@@ -16,9 +19,10 @@ whose correct completions form a finite list that the verifier accepts in one sp
 with Y(x) = ``task.solutions(problem)``, form = ``tasks.base.solution_form`` (the rule the rare set
 and the training logs use) and log pi(y | x) the log-probability that the sampler
 (``fgrpo_llm.rollout.sample_completions``) returns y. With c = c_0 .. c_{n-1} the tokens of y
-(``tokenizer(y, add_special_tokens=False)``), the prompt tokens ``tokenizer(prompt)["input_ids"]``
-in front, T = ``max_new_tokens``, and pi = softmax(filter(logits / temperature)) (the sampling
-policy; ``filter`` = top-k / top-p, off by default):
+(``tokenizer(y, add_special_tokens=False)``), the prompt tokens in front (as the sampler encodes
+them, ``fgrpo_llm.tasks.base.encode_prompt``), T = ``max_new_tokens``, and
+pi = softmax(filter(logits / temperature)) (the sampling policy; ``filter`` = top-k / top-p, off
+by default):
 
     log pi(y | x) = sum_{t<n} log pi(c_t | x, c_<t) + log pi(EOS | x, c)   if n + 1 <= T
                   = sum_{t<n} log pi(c_t | x, c_<t)                         if n = T (the sampler
@@ -66,7 +70,7 @@ import torch
 
 from fgrpo_common.checks import check_integer, check_probability, check_real_scalar
 from fgrpo_llm.evaluation.sampling_error import sampling_error_summary
-from fgrpo_llm.tasks.base import solution_form
+from fgrpo_llm.tasks.base import encode_prompt, solution_form
 
 __all__ = [
     "ExactMass",
@@ -296,7 +300,7 @@ def completion_logprobs(
     """
     T, temp, p, k, b = _check_settings(max_new_tokens, temperature, top_p, top_k, batch_size)
     eos = tokenizer.eos_token_id
-    prompt_ids = list(tokenizer(prompt)["input_ids"])
+    prompt_ids = encode_prompt(tokenizer, prompt)
     if not prompt_ids:
         raise ValueError(f"the prompt must encode to at least one token, got prompt={prompt!r}")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos or 0)
@@ -421,7 +425,7 @@ def exact_mu_tau(
                 f"events[{problem.id!r}] holds {missing[0]!r}, the form of none of the task's "
                 f"solutions for that problem"
             )
-        prompt_ids = list(tokenizer(problem.prompt)["input_ids"])
+        prompt_ids = encode_prompt(tokenizer, problem.prompt)
         if not prompt_ids:
             raise ValueError(f"the prompt of problem {problem.id!r} encodes to no token")
         tokens = []

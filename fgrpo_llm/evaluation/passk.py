@@ -282,7 +282,9 @@ def evaluate_model(
     """pass@k per split. Returns ``(results, outcomes)``.
 
     ``results = {"n": n, "ks": [...], "splits": {split: {"role", "num_problems", "problem_ids",
-    "counts", "pass@1", ...}}}``; ``outcomes[split]`` is the (P, n) 0/1 matrix.
+    "counts", "pass@1", ...}}}``; ``outcomes[split]`` is the (P, n) 0/1 matrix. One ``generator``
+    draws every chunk in turn, so the samples depend on the seed, ``batch_size`` and the problems
+    (``max_problems``): all three are recorded (``batch_size``; ``num_problems`` per split).
     """
     n = int(check_integer("n", n, minimum=1))
     if max_problems is not None:
@@ -303,6 +305,7 @@ def evaluate_model(
         "top_p": float(top_p),
         "top_k": int(top_k),
         "max_new_tokens": int(max_new_tokens),
+        "batch_size": batch_size,
         "splits": {},
     }
     outcomes = {}

@@ -2,9 +2,11 @@
 from the exact values (``fgrpo_llm.evaluation.exact``).
 
 The rare-correct set (App. M.2, ``fgrpo_llm.evaluation.rare``) estimates mu and tau from M base
-rollouts and picks the rare event E(x) from the same rollouts, which biases tau low; the summary
-measures that bias and how often the exact value lies in the sampled proportion's 95% Wilson
-interval.
+rollouts and picks the rare event E(x) from the same rollouts, which biases tau: low for a
+"designated" E(x) (the least frequent sampled correct form, the smallest of several counts), high
+for an E(x) from the rare-correct set (a form enters only when it was sampled: tau >= 1/M). The
+summary measures the bias both ways (``tau_below_frac``, ``tau_above_frac``) and how often the
+exact value lies in the sampled proportion's 95% Wilson interval.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ def sampling_error_summary(
 
     mu: mean and max of |mu_sampled - mu_exact|, mean of mu_sampled - mu_exact. tau, over the
     prompts with a rare event (``has_event``): mean of tau_sampled - tau_exact, of |...|, mean and
-    median of tau_sampled / tau_exact (prompts with tau_exact > 0), and ``tau_below_frac``, the
-    share of prompts whose sampled tau is strictly below the exact one (the selection bias: E(x) was
-    chosen on the samples that measure it). With ``num_rollouts`` (M per prompt), also the share of
-    prompts whose exact value lies in the 95% Wilson interval of the sampled proportion (about 0.95
-    for an unbiased estimate). Undefined entries (no prompt to average over) are None.
+    median of tau_sampled / tau_exact (prompts with tau_exact > 0), and ``tau_below_frac`` /
+    ``tau_above_frac``, the shares of prompts whose sampled tau is strictly below / above the
+    exact one (the selection bias: E(x) was chosen on the samples that measure it, low for a
+    designated E(x), high for one from the rare-correct set). With ``num_rollouts`` (M per
+    prompt), also the share of prompts whose exact value lies in the 95% Wilson interval of the
+    sampled proportion (about 0.95 for an unbiased estimate). Undefined entries (no prompt to
+    average over) are None.
     """
     mu_s = check_probability("mu_sampled", mu_sampled).astype(np.float64).ravel()
     mu_e = check_probability("mu_exact", mu_exact).astype(np.float64).ravel()

@@ -156,8 +156,9 @@ def summarise_tail_miss(
     (mu, tau), plus the variance of the prediction from estimating them, by a seeded parametric
     bootstrap of ``bootstrap`` draws, ``prediction_sd``). ``agrees``: the prediction lies in the
     observation's interval, or the observation in that range. With sampled (mu, tau) the check
-    is approximate still: a prompt enters the rare set only when E(x) was sampled, which biases
-    its tau upwards; the exact (mu, tau) of ``fgrpo_llm.evaluation.exact`` avoid both."""
+    is approximate still: E(x) was chosen on the samples that measure it (a rare-set form only
+    when it was sampled, which biases its tau upwards; a designated one as the least frequent
+    form, downwards); the exact (mu, tau) of ``fgrpo_llm.evaluation.exact`` avoid both."""
     out = []
     for N in sorted(set(records["N"].tolist())):
         sel = records["N"] == N

@@ -102,3 +102,13 @@ def solution_form(task, problem: Problem, completion: str) -> str | None:
         return None
     fn = getattr(task, "solution_form", None)
     return completion.strip() if fn is None else fn(problem, completion)
+
+
+def encode_prompt(tokenizer, text: str) -> list[int]:
+    """The token ids of a prompt as the model reads it: the tokenizer's own special tokens added
+    (a BOS where it prepends one), except that a text that already starts with the BOS token (a
+    chat template that writes it, as Llama 3's does) does not get a second one."""
+    bos = getattr(tokenizer, "bos_token", None)
+    if bos and text.startswith(bos):
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return list(tokenizer(text)["input_ids"])

@@ -41,7 +41,7 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fgrpo_llm.tasks.base import Problem, check_split
+from fgrpo_llm.tasks.base import Problem, check_split, encode_prompt
 
 SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
 MAX_PROMPT_TOKENS = 1024
@@ -427,11 +427,7 @@ def load_boxed_problems(
             stats.too_long += 1
             continue
         prompt = format_prompt(problem, tokenizer, system_prompt)
-        length = (
-            len(tokenizer(prompt, add_special_tokens=False).input_ids)
-            if tokenizer is not None
-            else len(prompt)
-        )
+        length = len(encode_prompt(tokenizer, prompt)) if tokenizer is not None else len(prompt)
         if length > max_prompt_tokens:
             stats.too_long += 1
             continue
@@ -456,6 +452,9 @@ class BoxedMathTask:
     """Boxed-answer math from local JSONL files ("train" and, when given, "test")."""
 
     name = "boxed_math"
+    #: The completion limit when none is given (``--max-new-tokens``): room for a short worked
+    #: solution and its boxed answer. Reasoning models need more; give your budget.
+    max_new_tokens = 1024
 
     def __init__(
         self,

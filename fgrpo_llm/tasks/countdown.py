@@ -89,6 +89,9 @@ class CountdownTask:
 
     name = "countdown"
     splits = ("train", "test", "ood")
+    #: The completion limit when none is given: an expression of up to 5 numbers (and EOS) in
+    #: characters.
+    max_new_tokens = 32
 
     def __init__(
         self,

@@ -27,7 +27,9 @@ MAX_CHARS = 256
 MAX_DIGITS = 18
 _MAX_DEPTH = 64
 
-_TOKEN = re.compile(r"\s*(?:(\d+)|([-+*/()]))")
+#: A number is ASCII digits only: \d would also take "４" or "٤" (Unicode digits), other spellings
+#: of the same answer.
+_TOKEN = re.compile(r"\s*(?:([0-9]+)|([-+*/()]))")
 
 
 class ExprError(ValueError):
@@ -122,7 +124,7 @@ class _Parser:
         if depth > _MAX_DEPTH:
             raise ExprError(f"expression nested deeper than {_MAX_DEPTH} in {self.text!r}")
         token = self.take()
-        if token.isdigit():
+        if token.isascii() and token.isdigit():
             self.numbers.append(int(token))
             return Fraction(int(token))
         if token == "(":

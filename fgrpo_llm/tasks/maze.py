@@ -220,6 +220,12 @@ class MazeTask:
         self.num_train, self.num_test, self.seed = int(num_train), int(num_test), int(seed)
         self._cache: dict[str, list[Problem]] = {}
 
+    @property
+    def max_new_tokens(self) -> int:
+        """The completion limit when none is given: a simple path has at most cells^2 - 1 moves,
+        then END, then EOS (cells = (grid_size - 1) / 2)."""
+        return ((self.grid_size - 1) // 2) ** 2 + 1
+
     def problems(self, split: str) -> list[Problem]:
         """The split's problems; generated once, deterministic in ``seed``."""
         if split not in self.splits:

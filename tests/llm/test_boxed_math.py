@@ -107,9 +107,10 @@ def test_preparation_prepends_system_prompt_and_drops_long_prompts(llm_data_dir)
     for p in task.problems("train") + task.problems("test"):
         assert p.prompt.startswith(SYSTEM_PROMPT) and p.meta["problem"] in p.prompt
     assert task.stats["test"].too_long == 1 and len(task.problems("test")) == 2
-    # with a tokenizer the limit counts its tokens: a tighter limit drops more
+    # with a tokenizer the limit counts its tokens as the model reads them (its BOS included): a
+    # tighter limit drops more
     tok = build_char_tokenizer(PRINTABLE_ALPHABET)
-    short = _task(llm_data_dir, tokenizer=tok, max_prompt_tokens=len(SYSTEM_PROMPT) + 4 + 15)
+    short = _task(llm_data_dir, tokenizer=tok, max_prompt_tokens=1 + len(SYSTEM_PROMPT) + 4 + 15)
     assert [p.meta["problem"] for p in short.problems("train")] == [
         "What is 1+1?",
         "What is 10*100?",

@@ -156,13 +156,24 @@ def test_division_by_zero_and_non_string_never_raise():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.text(alphabet="0123456789+-*/() =:x", max_size=40))
+@given(st.text(alphabet="0123456789+-*/() =:x３５７٣٥٧", max_size=40))  # with Unicode digits
 def test_verifier_never_raises_and_accepts_only_true_solutions(completion):
     task = CountdownTask(num_test=0, num_ood=0)
     reward = task.reward(P, completion)
     assert reward in (0.0, 1.0)
     if reward == 1.0:
         assert completion in enumerate_solutions((3, 5, 7), 22)
+
+
+def test_unicode_digits_are_not_numbers():
+    """Fullwidth or Arabic-Indic digits spell the same numbers another way: not the canonical
+    ASCII answer, so not correct (else they would be extra solution forms)."""
+    task = CountdownTask(num_test=0, num_ood=0)
+    assert task.reward(P, "3*5+7") == 1.0
+    for other in ("３*５+７", "٣*٥+٧", "3*5+７"):
+        assert task.reward(P, other) == 0.0
+        with pytest.raises(ExprError):
+            parse_expression(other)
 
 
 # -- enumeration ----------------------------------------------------------------------------

@@ -457,6 +457,20 @@ def test_lower_bound_mode_for_a_tokenizer_with_several_spellings(countdown_task,
 # -- the rare set ----------------------------------------------------------------------------------
 
 
+def test_the_pipeline_skips_exact_for_a_tokenizer_with_several_spellings(
+    countdown_task, problems, capsys
+):
+    """``fgrpo-llm rare-set`` and the demo call ``record_exact_mu_tau`` after all the sampling: a
+    subword vocabulary ("3*" is one token) gives no exact sums, so it says why and keeps the
+    sampled estimates instead of failing (the CLI saved nothing, before)."""
+    from fgrpo_llm.experiments.countdown.stages import record_exact_mu_tau
+
+    tok = build_word_tokenizer(list("0123456789+-*=:") + ["3*"])
+    assert record_exact_mu_tau(None, tok, countdown_task, problems, None) is None
+    err = capsys.readouterr().err
+    assert "exact (mu, tau) not computed, the sampled estimates stand" in err and "3*" in err
+
+
 def test_exact_rare_set_records_and_summarises(
     tmp_path, trained, char_tokenizer, countdown_task, problems
 ):

@@ -167,6 +167,20 @@ def test_bad_arguments_raise_value_error(kwargs):
         MazeTask(**kwargs)
 
 
+def test_the_task_gives_room_for_its_longest_path():
+    """Without --max-new-tokens, eval / rare-set / train take the task's limit: a simple path
+    of a 17x17 grid (8x8 cells) has up to 63 moves, then END and EOS; a flat 32 would make
+    every longer maze unsolvable."""
+    from fgrpo_llm.cli.common import max_new_tokens_for
+
+    task = MazeTask(grid_size=17, num_train=1, num_test=1)
+    assert task.max_new_tokens == 65 == max_new_tokens_for(task, None)
+    mazes = MazeTask(grid_size=17, num_train=1, num_test=200).problems("test")
+    longest = max(p.meta["path_length"] for p in mazes)  # moves
+    assert 32 < longest + 2 <= task.max_new_tokens  # + END + EOS
+    assert max_new_tokens_for(task, 7) == 7
+
+
 def test_too_many_mazes_for_a_tiny_grid_raises():
     # 2x2 cells: 4 spanning trees x 12 (start, goal) pairs = 48 distinct mazes at most
     with pytest.raises(ValueError, match="distinct"):

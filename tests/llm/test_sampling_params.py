@@ -62,6 +62,7 @@ def test_a_runs_evaluation_samples_the_policy_it_trained(tiny_checkpoint, tmp_pa
     assert main(argv) == 0
     saved = json.loads((out / "eval.json").read_text())
     assert (saved["temperature"], saved["top_k"], saved["max_new_tokens"]) == (0.7, 5, 4)
+    assert saved["batch_size"] == 1024  # the samples depend on it: recorded, with the seed
     assert main(argv + ["--max-new-tokens", "3"]) == 0  # the flag sets the length
     saved = json.loads((out / "eval.json").read_text())
     assert (saved["temperature"], saved["max_new_tokens"]) == (0.7, 3)

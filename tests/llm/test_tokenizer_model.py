@@ -79,6 +79,25 @@ def test_word_tokenizer_rejects_bad_words(bad):
         build_word_tokenizer(bad)
 
 
+def test_a_chat_template_that_writes_bos_gets_one_bos():
+    """A template that writes the BOS token itself (Llama 3's) into a tokenizer that also
+    prepends one: the sampler, the exact scorer and boxed math's length filter read one BOS,
+    not two; a prompt without it still gets the tokenizer's."""
+    from fgrpo_llm.rollout import _encode_prompts
+    from fgrpo_llm.tasks.base import encode_prompt
+    from fgrpo_llm.tasks.boxed_math import format_prompt
+
+    tok = build_char_tokenizer(PRINTABLE_ALPHABET)
+    tok.chat_template = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    text = format_prompt("1+1?", tok, system_prompt="S")
+    assert text.startswith(tok.bos_token)
+    ids = encode_prompt(tok, text)
+    assert ids[0] == tok.bos_token_id and ids[1] != tok.bos_token_id
+    assert tok.decode(ids, skip_special_tokens=True) == "S1+1?"
+    assert _encode_prompts(tok, [text], tok.pad_token_id)[0][0].tolist() == ids
+    assert encode_prompt(tok, "1+1?") == tok("1+1?")["input_ids"]  # BOS prepended once
+
+
 def test_default_model_is_about_one_million_parameters(char_tokenizer):
     model = build_tiny_model(char_tokenizer)
     assert type(model).__name__ == "Qwen2ForCausalLM"

@@ -139,11 +139,26 @@ def rare_set_stage(out: Path, cfg: DemoConfig):
 def record_exact_mu_tau(model, tokenizer, task, problems, rare) -> dict | None:
     """Exact base (mu, tau) of every rare-set prompt, recorded in ``rare`` (``mu_exact``,
     ``tau_exact``, and ``rare.meta["exact"]``: how far the sampled estimates were off), when the
-    task can list its correct answers (Countdown); None otherwise. The tail-miss check then predicts
-    with them."""
-    from fgrpo_llm.evaluation.exact import exact_rare_set, supports_exact  # lazy: torch
+    task can list its correct answers (Countdown) and every answer has one spelling in the
+    tokenizer's vocabulary (a character tokenizer: ``exact.check_character_vocabulary``); None
+    otherwise, saying why on stderr (a subword tokenizer spells an answer many ways, so the sum
+    over canonical spellings is not mu). The tail-miss check then predicts with them, or with the
+    sampled estimates."""
+    import sys
+
+    # lazy: torch
+    from fgrpo_llm.evaluation.exact import (
+        check_character_vocabulary,
+        exact_rare_set,
+        supports_exact,
+    )
 
     if not supports_exact(task):
+        return None
+    try:
+        check_character_vocabulary(tokenizer)
+    except ValueError as err:
+        print(f"exact (mu, tau) not computed, the sampled estimates stand: {err}", file=sys.stderr)
         return None
     return exact_rare_set(model, tokenizer, task, problems, rare, record=True).summary
 
