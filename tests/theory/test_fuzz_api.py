@@ -796,8 +796,8 @@ def _categorical_cases() -> list[Case]:
     def with_stats(fn):
         def call(kw):
             s = kw["s"]
-            if isinstance(s, _Build):  # (p, correct, actions): build the GroupStats here
-                s = ca.group_stats(*s.args)
+            if isinstance(s, _Build):  # (p, correct, actions): the GroupStats of these rewards
+                s = ca.group_stats(*s.args, R_c=kw["R_c"], R_w=kw["R_w"])
             return fn(s, eta=kw["eta"], R_c=kw["R_c"], R_w=kw["R_w"])
 
         return call
