@@ -49,9 +49,11 @@ def build_command_parser(
 
 
 #: What every command turns into one stderr line and exit status 2: bad values (ValueError),
-#: wrong types (TypeError) and every file-system error (OSError: PermissionError,
-#: IsADirectoryError, NotADirectoryError, FileNotFoundError, a full disk, ...).
-CLI_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, OSError)
+#: wrong types (TypeError), every file-system error (OSError: PermissionError,
+#: IsADirectoryError, NotADirectoryError, FileNotFoundError, a full disk, ...) and a request
+#: for more memory than there is (MemoryError: a file whose header claims a huge array, a huge
+#: --iterations).
+CLI_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, OSError, MemoryError)
 
 
 def error_line(err: BaseException) -> str:

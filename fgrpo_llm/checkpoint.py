@@ -47,6 +47,10 @@ _NAME = re.compile(r"^step_(\d+)$")
 STATE_TENSORS = "trainer_state.safetensors"
 STATE_JSON = "trainer_state.json"
 MANIFEST = "manifest.json"
+#: The run's settings a checkpoint was made with (those a resume may not change).
+SETTINGS_JSON = "run_settings.json"
+#: What a checkpoint's manifest must list (with the model's weights, whose file name varies).
+REQUIRED_FILES = (STATE_JSON, STATE_TENSORS, "config.json")
 
 
 class CorruptCheckpoint(ValueError):
@@ -198,8 +202,11 @@ def save_checkpoint(
     rng: dict,
     data_state: dict,
     keep: int = 0,
+    settings: dict | None = None,
 ) -> Path:
     """Write ``run_dir/checkpoints/step_<step>`` atomically; keep the ``keep`` newest (0 = all).
+    ``settings`` (the run's, as JSON) are saved with it (``run_settings.json``), so that a resume
+    can tell a checkpoint of another run.
 
     Non-finite weights are refused (``fgrpo_llm.model.check_finite_parameters``): a diverged policy
     is never checkpointed.
@@ -222,6 +229,8 @@ def save_checkpoint(
                 "data": data_state,
             },
         )
+        if settings is not None:
+            (tmp / SETTINGS_JSON).write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n")
         _write_manifest(tmp)
     if keep > 0:
         for _, old in list_checkpoints(run_dir)[:-keep]:
@@ -238,6 +247,13 @@ def verify_checkpoint(checkpoint_dir) -> None:
         raise CorruptCheckpoint(
             f"{directory}: unreadable {MANIFEST} ({type(err).__name__})"
         ) from None
+    if not isinstance(manifest, dict) or not all(
+        isinstance(name, str) and isinstance(entry, dict) for name, entry in manifest.items()
+    ):
+        raise CorruptCheckpoint(f"{directory}: {MANIFEST} does not map file names to entries")
+    missing = [name for name in REQUIRED_FILES if name not in manifest]
+    if missing:
+        raise CorruptCheckpoint(f"{directory}: {MANIFEST} does not list {missing[0]}")
     for name, entry in manifest.items():
         path = directory / name
         if not path.is_file():
@@ -254,6 +270,7 @@ def verify_checkpoint(checkpoint_dir) -> None:
 def load_trainer_state(checkpoint_dir) -> dict:
     """The trainer state of a checkpoint (optimizer, scheduler, step, rng, data), read without
     pickle."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     directory = Path(checkpoint_dir)
@@ -267,7 +284,7 @@ def load_trainer_state(checkpoint_dir) -> dict:
     try:
         tensors = load_file(str(directory / STATE_TENSORS))
         state = _decode(json.loads((directory / STATE_JSON).read_text()), tensors)
-    except (OSError, ValueError, KeyError, RecursionError) as err:
+    except (OSError, ValueError, KeyError, RecursionError, SafetensorError) as err:
         raise CorruptCheckpoint(
             f"{directory}: unreadable trainer state ({type(err).__name__}: {err})"
         ) from None

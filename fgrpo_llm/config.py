@@ -286,27 +286,65 @@ RULES = {
 }
 
 
+def _unique_pairs(pairs) -> dict:
+    """A JSON object's pairs as a dict; a key given twice is an error (not: the last one wins)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _yaml_unique(text: str):
+    """yaml.safe_load, refusing a mapping that names a key twice (PyYAML keeps the last)."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        loader.flatten_mapping(node)
+        keys = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in keys:
+                raise ValueError(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")
+            keys.add(key)
+        return loader.construct_mapping(node, deep)
+
+    UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: no Python objects
+
+
 def read_config_file(path) -> dict:
-    """The mapping in a YAML (.yaml/.yml) or JSON file; FileNotFoundError / ValueError naming the
-    file."""
+    """The mapping in a YAML (.yaml/.yml) or JSON file, keys with "-" read as "_";
+    FileNotFoundError / ValueError naming the file (also for text that is not UTF-8 and for a
+    key given twice, in either spelling)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
-    text = path.read_text()
     try:
+        text = path.read_text(encoding="utf-8")
         if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
+            data = _yaml_unique(text)
         else:
-            data = json.loads(text)
-    except Exception as err:  # yaml.YAMLError, json.JSONDecodeError
+            data = json.loads(text, object_pairs_hook=_unique_pairs)
+    except Exception as err:  # yaml.YAMLError, json.JSONDecodeError, UnicodeDecodeError, ...
         raise ValueError(f"cannot parse config file {path}: {str(err).splitlines()[0]}") from err
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ValueError(f"config file {path} must hold a mapping, got {type(data).__name__}")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
+    out, spelled = {}, {}
+    for key, value in data.items():
+        name = str(key).replace("-", "_")
+        if name in out:
+            raise ValueError(
+                f"config file {path} sets {name} twice (as {spelled[name]!r} and {key!r})"
+            )
+        out[name], spelled[name] = value, key
+    return out
 
 
 def load_config(path=None, **overrides) -> TrainConfig:

@@ -203,10 +203,19 @@ def writable_file(path, *, what: str = "output file") -> Path:
 
 def remove_stale_temporaries(directory) -> list[Path]:
     """Delete the ``.NAME.tmp-*`` leftovers of :func:`atomic_directory` / :func:`atomic_write_text`
-    that a killed process left in ``directory``; returns what was removed."""
+    that a killed process left in ``directory``; returns what was removed.
+
+    A process killed between :func:`atomic_directory`'s two renames left ``NAME`` missing and its
+    previous contents in ``.NAME.tmp-*/old``: those are put back as ``NAME`` first (the new
+    version may not be complete), so nothing is lost."""
     directory = Path(directory)
     if not directory.is_dir():
         return []
+    for child in list(directory.iterdir()):
+        if child.name.startswith(".") and TEMPORARY_MARK in child.name and (child / "old").is_dir():
+            target = directory / child.name[1:].rsplit(TEMPORARY_MARK, 1)[0]
+            if not target.exists():
+                os.replace(child / "old", target)
     removed = []
     for child in directory.iterdir():
         if not (child.name.startswith(".") and TEMPORARY_MARK in child.name):

@@ -99,6 +99,8 @@ def resolve_device(device: str | torch.device | None = None) -> torch.device:
         raise ValueError(
             f"device must be 'cpu', 'cuda', 'cuda:<i>' or 'auto', got {device!r}"
         ) from err
+    if resolved.type not in ("cpu", "cuda"):  # mps, xpu, meta, ...: not supported here
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:<i>' or 'auto', got {device!r}")
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} requested but CUDA is not available")
     return resolved
@@ -289,8 +291,9 @@ def save_model_and_tokenizer(
     (``files.atomic_directory``: a crash never leaves a half-written checkpoint at ``path``).
     Whatever else an existing ``path`` holds (run logs, an evaluation, a user's files) is kept;
     the model's own files (weights, config, tokenizer) are replaced, except those named in
-    ``keep``, which are carried over too. ``records`` ({file name: JSON object}) are written
-    with the weights, in the same atomic step (what the weights are: the training step).
+    ``keep``, which are carried over too. ``records`` ({file name: JSON object, or text written
+    as it is}) are written with the weights, in the same atomic step (what the weights are: the
+    training step, the settings and the log that made them).
     Non-finite weights are refused (a ValueError naming the first such parameter) so that no
     diverged model is ever saved.
     """
@@ -303,7 +306,12 @@ def save_model_and_tokenizer(
             model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         for name, record in (records or {}).items():
-            (tmp / name).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+            text = (
+                record
+                if isinstance(record, str)
+                else json.dumps(record, indent=1, sort_keys=True) + "\n"
+            )
+            (tmp / name).write_text(text)
 
 
 #: The largest weight magnitude a healthy model holds: beyond it, a float32 dot product of two

@@ -56,7 +56,13 @@ from fgrpo_llm.advantages import (
     maxrl_weight,
     success_rate,
 )
-from fgrpo_llm.checkpoint import capture_rng, restore_rng, resume_point, save_checkpoint
+from fgrpo_llm.checkpoint import (
+    SETTINGS_JSON,
+    capture_rng,
+    restore_rng,
+    resume_point,
+    save_checkpoint,
+)
 from fgrpo_llm.config import TrainConfig, save_config
 from fgrpo_llm.environment import environment
 from fgrpo_llm.files import changed_settings, directory_lock, remove_stale_temporaries
@@ -352,9 +358,16 @@ def _step_metrics(
     }
 
 
-def _check_resume(cfg: TrainConfig, out: Path, start: int) -> None:
-    """A resumed run keeps every setting of the stopped one except :data:`RESUMABLE_FIELDS`, and
-    cannot be told to stop before the step it already reached."""
+def _fixed_settings(cfg: TrainConfig) -> dict:
+    """The settings a resume may not change (all but :data:`RESUMABLE_FIELDS`), as JSON."""
+    return {k: v for k, v in cfg.to_dict().items() if k not in RESUMABLE_FIELDS}
+
+
+def _check_resume(cfg: TrainConfig, out: Path, start: int, checkpoint: Path | None) -> None:
+    """A resumed run keeps every setting of the stopped one except :data:`RESUMABLE_FIELDS` (as
+    its config.json and the checkpoint it resumes from both say: a checkpoint copied from another
+    run, or a config.json edited since, is refused), and cannot be told to stop before the step
+    it already reached."""
     diff = changed_settings(
         out / "config.json", cfg.to_dict(), free=RESUMABLE_FIELDS, hint=" (--resume reads it)"
     )
@@ -362,6 +375,14 @@ def _check_resume(cfg: TrainConfig, out: Path, start: int) -> None:
         raise ValueError(
             f"--resume: settings differ from the stopped run in {out}: "
             + ", ".join(f"{k}={old!r} -> {new!r}" for k, (old, new) in diff.items())
+        )
+    made = {} if checkpoint is None else changed_settings(
+        checkpoint / SETTINGS_JSON, _fixed_settings(cfg), hint=" (--resume reads it)"
+    )  # fmt: skip
+    if made:
+        raise ValueError(
+            f"--resume: the checkpoint {checkpoint} was made with other settings than the run's "
+            "config.json: " + ", ".join(f"{k}={old!r} -> {new!r}" for k, (old, new) in made.items())
         )
     if cfg.steps < start:
         raise ValueError(
@@ -436,7 +457,7 @@ def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
     point = resume_point(out, device=device) if resume else None
     start = int(point[3]["step"]) if point is not None else 0
     if resume:
-        _check_resume(cfg, out, start)
+        _check_resume(cfg, out, start, None if point is None else Path(point[0]))
         if point is None and (out / "metrics.jsonl").exists():
             print(
                 f"fgrpo-llm: {out} has no checkpoint yet; starting it again from step 0",
@@ -585,6 +606,7 @@ def _checkpoint(run: _Run, cfg, out: Path, step: int) -> None:
             rng=capture_rng(run.generator, run.np_rng),
             data_state=run.data.state(),
             keep=cfg.keep_checkpoints,
+            settings=_fixed_settings(cfg),
         )
 
 

@@ -133,6 +133,8 @@ def run(args) -> int:
 
     resolve_device(cfg.device)  # a bad device fails before any file is written
 
+    if args.bases is not None and not args.bases:  # --bases "": not "no --bases"
+        raise ValueError("--bases must name at least one base, e.g. --bases 0,1,2,3; got none")
     if args.families and not args.bases:
         raise ValueError("--families needs --bases (one kernel family per base)")
     if args.bases and args.seed is not None:

@@ -122,8 +122,10 @@ def register(subparsers) -> None:
 
 def resolve_config(args):
     """The TrainConfig of this command line (defaults < --config / saved config < flags)."""
-    if not args.out:
-        raise ValueError("--out is required (the run directory)")
+    file_values = read_config_file(args.config) if args.config else {}
+    out = args.out or file_values.get("out")
+    if not out:
+        raise ValueError("--out is required (the run directory), or set out in --config")
     flags = {
         dest: getattr(args, dest)
         for dest in [*_FLAGS, "dynamic_sampling", "tensorboard", "progress"]
@@ -131,13 +133,12 @@ def resolve_config(args):
     }
     flags.update(parse_key_values(args.set_fields, "--set"))
     task_args = parse_key_values(args.task_arg, "--task-arg")
-    file_values = read_config_file(args.config) if args.config else {}
     if args.resume:
         # the stopped run's settings, then the file and the flags: fields a resumed run may change
         # (RESUMABLE_FIELDS) take effect, any other difference is refused by the trainer, naming it
-        saved = Path(args.out) / "config.json"
+        saved = Path(str(out)) / "config.json"
         if not saved.is_file():
-            raise FileNotFoundError(f"--resume: no run to resume in {args.out} (missing {saved})")
+            raise FileNotFoundError(f"--resume: no run to resume in {out} (missing {saved})")
         data = read_config_file(saved)
     else:
         data = {}
@@ -158,6 +159,8 @@ def _task_defaults(data: dict) -> dict:
     """For the built-in Countdown base: the task settings it was pretrained with; the task's token
     limit. A base made for another task than ``--task`` is refused first."""
     task = data.get("task", "countdown")
+    if not isinstance(data["base"], str) or not data["base"]:
+        raise ValueError(f"base must be a directory path, got base={data['base']!r}")
     check_base_task(data["base"], task)
     if not data.get("task_kwargs"):
         data["task_kwargs"] = model_task_kwargs(data["base"], task)

@@ -56,6 +56,10 @@ def hostile(tmp_path_factory, tiny_checkpoint):
     )
     (d / "run" / "groups.jsonl").write_text(DEEP[:100_000] + DEEP[-100_000:] + "\n")
     (d / "rare.json").write_text("[]")
+    (d / "dup.yaml").write_text(f"base: {tiny_checkpoint}\nsteps: 1\nsteps: 2\n")
+    (d / "dup2.yaml").write_text(f"base: {tiny_checkpoint}\ngroup-size: 4\ngroup_size: 8\n")
+    (d / "latin1.yaml").write_bytes(b"base: caf\xe9\n")
+    (d / "intbase.yaml").write_text("base: 5\n")
     return {"D": str(d), "B": str(tiny_checkpoint)}
 
 
@@ -81,6 +85,13 @@ CASES = [
     "train --base {D}/notok --out {D}/t",
     "train --base {D}/afile --out {D}/t",
     "train --base {B} --out {D}/t --set task_kwargs={{a:1}}",
+    "train --base {B} --out {D}/t --device meta",
+    "train --out {D}/t --config {D}/dup.yaml",
+    "train --out {D}/t --config {D}/dup2.yaml",
+    "train --out {D}/t --config {D}/latin1.yaml",
+    "train --out {D}/t --config {D}/intbase.yaml",
+    "eval --model {B} --n 2 --out {D}/e --device mps",
+    "demo --out {D}/dm --device meta",
     "eval --model {D}/missing",
     "eval --model {D}/afile",
     "eval --model {B} --n 0",
@@ -99,6 +110,7 @@ CASES = [
     "compare {D}/ev2 {D}/ev2 --m 0",
     "compare {D}/ev2 {D}/ev2 --iterations 0",
     "compare {D}/ev2 {D}/ev2 --k abc",
+    "compare {D}/ev2 {D}/ev2 --m 1 --iterations 1000000000000000",
     "rare-set --base {B} --out {D}/r.json --prompts 0",
     "rare-set --base {B} --out {D}/r.json --rollouts 0",
     "rare-set --base {B} --out {D}/r.json --top 2",
@@ -117,6 +129,7 @@ CASES = [
     "maze --out {D}/afile",
     "maze --out {D}/m --config {D}/list.json",
     "maze --out {D}/m --gammas x,y",
+    "maze --out {D}/m --bases=",
     "demo --out {D}/afile",
     "demo --out {D}/d --config {D}/list.json",
     "demo --out {D}/d --workers 0",
@@ -134,3 +147,32 @@ def test_hostile_input_is_one_line_and_exit_2(hostile, case, capsys):
     assert rc == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "Traceback" not in err[0] and err[0].startswith("fgrpo-llm"), err
+
+
+def test_config_file_errors_name_the_file_and_the_field(hostile, tmp_path, capsys):
+    """A key given twice (in either spelling), text that is not UTF-8 and a base that is not a
+    path are named; out may come from the config file, as --help says."""
+    d = hostile["D"]
+    cases = {
+        "dup.yaml": "duplicate key 'steps' (line 3)",
+        "dup2.yaml": "sets group_size twice (as 'group-size' and 'group_size')",
+        "latin1.yaml": "latin1.yaml: 'utf-8' codec can't decode",
+        "intbase.yaml": "base must be a directory path, got base=5",
+    }
+    for name, message in cases.items():
+        assert main(["train", "--out", str(tmp_path / "t"), "--config", f"{d}/{name}"]) == 2
+        assert message in capsys.readouterr().err
+    cfg = tmp_path / "with_out.yaml"
+    cfg.write_text(f"out: {tmp_path / 'from_file'}\nbase: {d}/afile\n")
+    assert main(["train", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "--out is required" not in err and "afile" in err
+
+
+def test_validate_refuses_a_run_without_its_group_log(hostile, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"engine": "fgrpo", "algo": "grpo", "group_size": 4}))
+    argv = ["validate", "--rare-set", f"{hostile['D']}/rare.json", "--run", str(run)]
+    assert main([*argv, "--out", str(tmp_path / "v")]) == 2
+    assert "has no groups.jsonl (the tail-miss check needs it)" in capsys.readouterr().err

@@ -57,3 +57,30 @@ def test_changed_settings_names_what_differs_from_the_saved_file(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ValueError, match="is not readable JSON"):
         changed_settings(path, now)
+
+
+def test_a_kill_between_the_two_renames_loses_nothing(tmp_path, monkeypatch):
+    """Interrupted right after the old directory was moved aside (before the new one took its
+    place), NAME is missing and its contents sit in a temporary: the next clean-up (a resumed
+    run's) puts them back instead of deleting them with the leftovers."""
+    import fgrpo_llm.files as files
+
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "eval.json").write_text("{}")
+    real, calls = os.replace, []
+
+    def replace(src, dst):
+        calls.append((src, dst))
+        real(src, dst)
+        if len(calls) == 1:  # the old directory is aside: the kill
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt), atomic_directory(target) as tmp:
+        (tmp / "weights").write_text("new")
+    monkeypatch.setattr(files.os, "replace", real)
+    assert not target.exists()
+    files.remove_stale_temporaries(tmp_path)
+    assert (target / "eval.json").read_text() == "{}"
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]  # the leftovers are gone

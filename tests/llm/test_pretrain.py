@@ -169,6 +169,32 @@ def test_pretrain_smoke_run_lowers_loss_and_writes_a_loadable_checkpoint(tmp_pat
     assert model.config.hidden_size == 32 and tok("1 2=3:").input_ids[0] == tok.bos_token_id
 
 
+def test_an_existing_base_survives_a_refused_or_failed_pretraining(tmp_path, monkeypatch):
+    """OUT holding a base of other settings (runs may point to it) is refused before anything is
+    written; a pretraining with the same settings that fails at the end (the disk full as the
+    weights are written) leaves the base's settings and log as they were: both are written with
+    the weights."""
+    import dataclasses
+
+    import fgrpo_llm.experiments.countdown.base as base_module
+
+    cfg = PretrainConfig(max_steps=2, **{**TINY, "eval_prompts": 0})
+    base = tmp_path / "base"
+    pretrain(cfg, base, progress=False)
+    before = {p.name: p.read_bytes() for p in base.iterdir() if p.is_file()}
+    with pytest.raises(ValueError, match=r"holds a base model made with other settings: seed=0"):
+        pretrain(dataclasses.replace(cfg, seed=7), base, progress=False)
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(base_module, "save_model_and_tokenizer", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        pretrain(cfg, base, progress=False)
+    after = {p.name: p.read_bytes() for p in base.iterdir() if p.is_file() and p.name[0] != "."}
+    assert after == before
+
+
 def test_pretrain_is_deterministic_for_a_step_budget(tmp_path):
     cfg = PretrainConfig(max_steps=3, **{**TINY, "eval_prompts": 0})
     a = pretrain(cfg, tmp_path / "a", progress=False)

@@ -168,6 +168,31 @@ def test_resume_refuses_changed_settings_and_fresh_run_refuses_old_dir(base_dir,
         train(_cfg(base_dir, out, steps=2), task=ToyTask())
 
 
+def test_resume_refuses_a_checkpoint_of_other_settings(base_dir, tmp_path):
+    """A checkpoint carries the settings it was made with: one copied in from another run (gamma
+    1), or a config.json edited since (gamma 1 written over gamma 0), is refused by a resume,
+    naming the checkpoint and the setting; the run's own checkpoint resumes."""
+    import json
+    import shutil
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    train(_cfg(base_dir, a, steps=2), task=ToyTask())
+    train(_cfg(base_dir, b, steps=2, gamma=1.0), task=ToyTask())
+    foreign = a / "checkpoints" / "step_000003"
+    shutil.copytree(b / "checkpoints" / "step_000002", foreign)
+    with pytest.raises(
+        ValueError, match=r"the checkpoint .*step_000003 was made with other .*gamma"
+    ):
+        train(_cfg(base_dir, a, steps=4), task=ToyTask(), resume=True)
+    shutil.rmtree(foreign)
+    saved = json.loads((a / "config.json").read_text())
+    (a / "config.json").write_text(json.dumps({**saved, "gamma": 1.0}))
+    with pytest.raises(ValueError, match=r"step_000002 was made with other settings.*gamma=0.0"):
+        train(_cfg(base_dir, a, steps=4, gamma=1.0), task=ToyTask(), resume=True)
+    (a / "config.json").write_text(json.dumps(saved))
+    train(_cfg(base_dir, a, steps=3), task=ToyTask(), resume=True)
+
+
 def test_prompt_stream_is_a_deterministic_sequence_of_permutations():
     a = PromptStream(5, seed=3)
     first = a.take(5)

@@ -302,6 +302,23 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_previous_one(
     _same_run(straight, out)
 
 
+def test_a_manifest_of_the_wrong_shape_is_a_damaged_checkpoint(tmp_path):
+    """A manifest that is not a map of file entries, or that leaves out the trainer state (then
+    a truncated state would verify), marks its checkpoint damaged (resume falls back to the
+    previous one) instead of raising AttributeError or SafetensorError."""
+    from fgrpo_llm.checkpoint import MANIFEST, load_trainer_state, verify_checkpoint
+
+    ckpt = tmp_path
+    for files in ([], {"config.json": 5}, {}, {"config.json": {}, "trainer_state.json": {}}):
+        (ckpt / MANIFEST).write_text(json.dumps({"files": files}))
+        with pytest.raises(CorruptCheckpoint, match=MANIFEST):
+            verify_checkpoint(ckpt)
+    (ckpt / "trainer_state.json").write_text("{}")
+    (ckpt / "trainer_state.safetensors").write_bytes(b"\x08\x00\x00")  # truncated
+    with pytest.raises(CorruptCheckpoint, match="unreadable trainer state"):
+        load_trainer_state(ckpt)
+
+
 def test_every_checkpoint_damaged_is_one_clear_error(tiny_checkpoint, tmp_path, capsys):
     out = tmp_path / "r"
     train(_cfg(tiny_checkpoint, out, steps=4), task=ToyTask())

@@ -39,7 +39,7 @@ import torch
 from fgrpo_common.fields import SEED, Choice, Integer, Real, Text, check_fields, dataclass_from_dict
 from fgrpo_llm.config import check_training_dtype
 from fgrpo_llm.environment import write_environment
-from fgrpo_llm.files import check_not_working_directory
+from fgrpo_llm.files import changed_settings, check_not_working_directory
 from fgrpo_llm.model import (
     build_tiny_model,
     count_parameters,
@@ -323,15 +323,27 @@ def estimate_pass_at_1(
 def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
     """Train the base model described by ``cfg`` and save it to directory ``out``.
 
-    Returns a summary dict (steps, seconds, final loss, evaluation metrics).
+    Returns a summary dict (steps, seconds, final loss, evaluation metrics). An ``out`` that
+    holds a base made with other settings is refused (runs may point to it); the settings and
+    the metrics are written with the weights, in one atomic step, so a failed or killed run
+    leaves an existing base as it was.
     """
     check_not_working_directory(out, "out")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG_NAME).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
-    metrics_path = out / METRICS_NAME
-    metrics_path.write_text("")
+    settings = json.loads(json.dumps(dataclasses.asdict(cfg)))  # as the saved file reads
+    diff = changed_settings(
+        out / CONFIG_NAME, settings, free=("device",), hint="; use another --out"
+    )
+    if diff:
+        shown = ", ".join(f"{k}={old!r} (now {new!r})" for k, (old, new) in diff.items())
+        raise ValueError(
+            f"{out} holds a base model made with other settings: {shown}; use another --out (or "
+            "delete it)"
+        )
     device = resolve_device(cfg.device)
+    out.mkdir(parents=True, exist_ok=True)
+    metrics_path = out / f".{METRICS_NAME}.partial"  # moved in with the weights at the end
+    metrics_path.write_text("")
     amp_dtype = resolve_autocast_dtype(device, cfg.dtype)
 
     task = CountdownTask(seed=cfg.task_seed, num_test=cfg.num_test, num_ood=cfg.num_ood)
@@ -411,6 +423,8 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
         ).items():
             summary[f"eval/test/{name}"] = value
     log(summary)
-    save_model_and_tokenizer(model.cpu(), tokenizer, out)  # (its config and metrics stay)
+    records = {CONFIG_NAME: settings, METRICS_NAME: metrics_path.read_text()}
+    save_model_and_tokenizer(model.cpu(), tokenizer, out, records=records)
+    metrics_path.unlink()
     write_environment(out, device)  # what made it, as a study's bases record
     return summary
