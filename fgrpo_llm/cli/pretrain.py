@@ -14,7 +14,7 @@ import os
 
 from fgrpo_llm.config import read_config_file
 from fgrpo_llm.experiments.countdown.base import PretrainConfig, pretrain
-from fgrpo_llm.files import directory_lock
+from fgrpo_llm.files import check_not_working_directory, directory_lock
 
 
 def register(subparsers) -> None:
@@ -46,6 +46,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out must be a directory, but {args.out} is a file")
+    check_not_working_directory(args.out, "--out")  # before its lock file is made there
     values = read_config_file(args.config) if args.config else {}
     cfg = PretrainConfig.from_dict(values)
     overrides = {
