@@ -85,9 +85,9 @@ def run_command(
 ) -> int:
     """Parse ``argv`` and run the chosen subcommand.
 
-    ``CLI_ERRORS`` (ValueError, TypeError, OSError) and any extra types in ``errors`` become one
-    line on stderr, ``PROG COMMAND: error: ...``, and exit status 2, never a traceback;
-    KeyboardInterrupt becomes ``PROG: interrupted`` and exit status 130.
+    ``CLI_ERRORS`` (ValueError, TypeError, OSError, MemoryError) and any extra types in
+    ``errors`` become one line on stderr, ``PROG COMMAND: error: ...``, and exit status 2,
+    never a traceback; KeyboardInterrupt becomes ``PROG: interrupted`` and exit status 130.
     """
     args = parser.parse_args(argv)
     try:

@@ -304,9 +304,10 @@ def _yaml_unique(text: str):
         pass
 
     def mapping(loader, node, deep=False):
-        loader.flatten_mapping(node)
-        keys = set()
+        keys = set()  # the mapping's own keys: a merge (<<) may be overridden, as YAML says
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = loader.construct_object(key_node, deep=deep)
             if key in keys:
                 raise ValueError(f"duplicate key {key!r} (line {key_node.start_mark.line + 1})")

@@ -103,7 +103,9 @@ cells = [
         "GRPO vs F-GRPO gap is comparable. The kept outputs below come from the run of "
         "`docs/results_maze.md` under the verdict rules of its time: its pass@1 claim (b) read "
         "contradicted, cell by cell at 95%; under today's rule (a cell contradicts a claim of m "
-        "cells only at the Bonferroni level) it is not resolved, as rerunning prints."
+        "cells only at the Bonferroni level) it is not resolved; and its two cells whose three "
+        "seeds tied (zero-width intervals, marked *) read holds then and carry no verdict now. "
+        "Rerunning prints today's verdicts."
     ),
     new_code_cell(
         "print((out / 'report.md').read_text())\n"

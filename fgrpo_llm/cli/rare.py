@@ -43,10 +43,7 @@ def _rare_set(args) -> int:
         progress=True,
         autocast_dtype=resolve_autocast_dtype(device),
     )
-    rare.meta.update(
-        {"base": str(args.base), "split": args.split, "seed": args.seed,
-         "batch_size": args.batch_size}
-    )  # fmt: skip
+    rare.meta.update({"base": str(args.base), "split": args.split, "seed": args.seed})
     path = save_rare_set(rare, args.out)  # the sampling's result, kept whatever follows
 
     # exact base (mu, tau) where enumerable

@@ -40,10 +40,13 @@ def _validate(args) -> int:
         raise ValueError(f"--early-steps must be >= 1, got --early-steps={args.early_steps}")
     writable_directory(args.out, what="--out")
     labels = args.label or [None] * len(args.run)
-    for r in args.run:  # the tail-miss check reads every group: a run without its log has none
-        if Path(r).is_dir() and not (Path(r) / "groups.jsonl").is_file():
-            raise FileNotFoundError(f"--run {r} has no groups.jsonl (the tail-miss check needs it)")
     runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels, strict=True)]
+    for r, run in zip(args.run, runs, strict=True):  # the tail-miss check reads every group
+        if not run.groups:
+            raise ValueError(
+                f"--run {r} has no training groups (groups.jsonl missing or empty): the "
+                "tail-miss check needs them"
+            )
     for line in environment_differences({r.label: r.environment for r in runs}):
         print(
             f"fgrpo-llm validate: warning: the runs compared come from different environments "

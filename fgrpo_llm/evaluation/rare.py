@@ -234,6 +234,7 @@ def build_rare_set(
         "top_p": float(top_p),
         "top_k": int(top_k),
         "max_new_tokens": int(max_new_tokens),
+        "batch_size": batch_size,  # one generator draws the chunks in turn: samples depend on it
         "task": getattr(task, "name", None),
         "pool_mean_nll": float(nll.mean()) if len(pool) else None,
     }

@@ -5,8 +5,9 @@ kernel family's effect.
 
 A claim is a statement of the paper with a verdict decided from 95% intervals
 (``fgrpo_llm.evaluation.stats``): **holds** when the interval lies on the claimed side of 0,
-**contradicted** when it lies on the other side, **not resolved** when it contains 0, and
-**not run** when the design did not train the runs the claim needs. Each study lists its claims
+**contradicted** when it lies on the other side, **not resolved** when it contains 0 or has zero
+width (tied seeds, ``stats.informative``), and **not run** when the design did not train the runs
+the claim needs. Each study lists its claims
 as data, in order:
 
     CLAIMS = (Claim(2, "F-GRPO at N = {N} has a lower Delta NLL_rare than GRPO", RULE, judge_2),

@@ -162,6 +162,11 @@ def test_config_file_errors_name_the_file_and_the_field(hostile, tmp_path, capsy
     for name, message in cases.items():
         assert main(["train", "--out", str(tmp_path / "t"), "--config", f"{d}/{name}"]) == 2
         assert message in capsys.readouterr().err
+    from fgrpo_llm.config import read_config_file
+
+    merged = tmp_path / "merge.yaml"  # a merge (<<) overridden by the mapping's own key (YAML)
+    merged.write_text("task_kwargs:\n  <<: {grid_size: 9, num_test: 8}\n  grid_size: 11\n")
+    assert read_config_file(merged) == {"task_kwargs": {"grid_size": 11, "num_test": 8}}
     cfg = tmp_path / "with_out.yaml"
     cfg.write_text(f"out: {tmp_path / 'from_file'}\nbase: {d}/afile\n")
     assert main(["train", "--config", str(cfg)]) == 2
@@ -172,7 +177,11 @@ def test_config_file_errors_name_the_file_and_the_field(hostile, tmp_path, capsy
 def test_validate_refuses_a_run_without_its_group_log(hostile, tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "run.json").write_text(json.dumps({"engine": "fgrpo", "algo": "grpo", "group_size": 4}))
+    info = {"engine": "fgrpo", "algo": "grpo", "group_size": 4, "gamma": 0}
+    (run / "run.json").write_text(json.dumps(info))
     argv = ["validate", "--rare-set", f"{hostile['D']}/rare.json", "--run", str(run)]
     assert main([*argv, "--out", str(tmp_path / "v")]) == 2
-    assert "has no groups.jsonl (the tail-miss check needs it)" in capsys.readouterr().err
+    assert "has no training groups (groups.jsonl missing or empty)" in capsys.readouterr().err
+    (run / "groups.jsonl").write_text("")
+    assert main([*argv, "--out", str(tmp_path / "v")]) == 2
+    assert "has no training groups" in capsys.readouterr().err

@@ -277,3 +277,23 @@ def test_a_ratio_that_leaves_a_base_out_says_so():
         numbers["fgrpo_n8"][u]["delta_nll_rare"] = -0.05
     evidence = {c["claim"]: c for c in judge_claims(numbers, cfg)}[2]["evidence"]
     assert "over 4 bases: paired difference" in evidence and "(over 3 bases)" in evidence
+
+
+def test_a_kernel_family_difference_from_tied_bases_is_not_resolved():
+    """Welch's interval of two families whose bases all tie has zero width: no verdict rests on
+    it (the family rows, as the claims); a real spread resolves."""
+    from fgrpo_llm.experiments.countdown.study_report import family_rows
+
+    cfg = DemoConfig()
+    numbers = _numbers(cfg, BASE, {})
+    bases = {b: {"family": "other" if b % 2 else "default"} for b in range(4)}
+    for u in numbers["grpo_n8"]:
+        numbers["grpo_n8"][u]["delta_nll_rare"] = 0.4 if u[0] % 2 else 0.3
+    rows = {r["what"]: r for r in family_rows(numbers, cfg, bases)}
+    tied = rows["Delta NLL_rare, grpo_n8"]
+    assert abs(tied["difference"]["hi"] - tied["difference"]["lo"]) < 1e-12
+    assert tied["resolved"] is False
+    for u in numbers["grpo_n8"]:  # the same gap with a spread between bases: resolved
+        numbers["grpo_n8"][u]["delta_nll_rare"] += 0.002 * u[0]
+    rows = {r["what"]: r for r in family_rows(numbers, cfg, bases)}
+    assert rows["Delta NLL_rare, grpo_n8"]["resolved"] is True

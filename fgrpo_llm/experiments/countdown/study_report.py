@@ -16,6 +16,7 @@ from fgrpo_llm.evaluation.stats import (
     Interval,
     by_base,
     format_interval,
+    informative,
     variance_components,
     welch_difference,
 )
@@ -122,7 +123,7 @@ def family_rows(numbers: dict, cfg, bases: dict) -> list[dict]:
                 "other": float(np.mean(groups["other"])),
                 "difference": d.to_dict(),
                 "bases": [len(groups["default"]), len(groups["other"])],
-                "resolved": d.excludes(0.0),
+                "resolved": informative(d) and d.excludes(0.0),
             }
         )
     return rows

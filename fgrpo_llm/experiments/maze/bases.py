@@ -32,6 +32,7 @@ from fgrpo_llm.evaluation.stats import (
     Interval,
     by_base,
     format_interval,
+    informative,
     variance_components,
     welch_difference,
 )
@@ -227,7 +228,7 @@ def _family_rows(cfg: MazeConfig, results: dict, fams: dict) -> list[dict]:
                         "what": f"{method_name(gamma)} - GRPO N={N}",
                         "metric": metric,
                         "difference": iv.to_dict(),
-                        "resolved": iv.excludes(0.0),
+                        "resolved": informative(iv) and iv.excludes(0.0),
                         "bases": [len(groups["default"]), len(groups["other"])],
                     }
                 )
