@@ -311,6 +311,8 @@ def test_the_rewards_are_those_the_stats_were_built_with():
     for predict in (predicted_delta_q_pos, predicted_delta_q_u_pos):
         with pytest.raises(ValueError, match=r"R_w=-1.0 differs from the R_w=0.0 that s was built"):
             predict(s, eta=1.0, R_w=-1.0)
+        with pytest.raises(ValueError, match=r"R_c=2.0 differs from the R_c=1.0 that s was built"):
+            predict(s, eta=1.0, R_c=2.0)
         assert predict(s, eta=1.0, R_c=1.0, R_w=0.0) == predict(s, eta=1.0)
 
 

@@ -123,6 +123,80 @@ def test_subsampling_p_value_is_the_share_of_scaled_subsample_differences():
     assert len(seen) == 2  # the factor changes the p-value here
 
 
+def test_the_finite_population_factor_is_sqrt_n_minus_1_over_n_minus_m():
+    """Many problems (500) make the subsample law fine enough that the factors sqrt((n-1)/(n-m)),
+    sqrt((n-2)/(n-m)) and sqrt(n/(n-m)) mark different draws extreme (checked here); the test's
+    p-value is the first's, draw for draw (the re-derivation above, at n = 8, m = 4)."""
+    n, m, iterations = 8, 4, 2000
+    rng = np.random.default_rng(2)
+    p = rng.random(500)
+    A, B = _outcomes(rng, p, n), _outcomes(rng, p, n)
+    D = (A.mean() - B.mean()).item()
+    subsamples = np.random.default_rng(7)
+    D_star = np.zeros(iterations)
+    for a, b in zip(A, B, strict=True):
+        cells = [(a & b).sum(), (a & ~b).sum(), (~a & b).sum(), (~a & ~b).sum()]
+        draw = subsamples.multivariate_hypergeometric(cells, m, size=iterations)
+        D_star += (draw[:, 1] - draw[:, 2]) / m
+    D_star /= len(A)
+
+    def p_value(top):
+        f = np.sqrt((n - top) / (n - m))
+        extreme = np.sqrt(m) * f * np.abs(D_star - D) >= np.sqrt(n) * abs(D) - 1e-12
+        return (1 + extreme.sum()) / (1 + iterations)
+
+    assert len({p_value(1), p_value(2), p_value(0)}) == 3  # the data tell the factors apart
+    out = paired_subsampling_test(A, B, m=m, iterations=iterations, rng=np.random.default_rng(7))
+    assert out.p_value == pytest.approx(p_value(1), abs=1e-12)
+
+
+def test_the_null_rejection_rate_re_derived():
+    """null_rejection_rate is the share of `tests` paired tests on Bernoulli(p_x) outcomes of
+    both methods that reject at alpha, drawn in this order from one generator, with the Wilson
+    95% interval; its defaults are the documented ones; with 19 subsamples the smallest p-value
+    is 1/20 = alpha, so a test at alpha = 0.05 never rejects (p < alpha, strictly)."""
+    n, m, tests, iterations, problems = 6, 3, 40, 30, 4
+    got = null_rejection_rate(
+        n=n, m=m, problems=problems, tests=tests, iterations=iterations, alpha=0.3,
+        rng=np.random.default_rng(5),
+    )  # fmt: skip
+    rng, rejected = np.random.default_rng(5), 0
+    for _ in range(tests):
+        p = rng.random((problems, 1))
+        A, B = rng.random((problems, n)) < p, rng.random((problems, n)) < p
+        rejected += paired_subsampling_test(A, B, m=m, iterations=iterations, rng=rng).p_value < 0.3
+    z, rate = 1.959963984540054, rejected / tests  # Wilson's interval by its formula
+    centre = (rate + z * z / (2 * tests)) / (1 + z * z / tests)
+    half = z * np.sqrt(rate * (1 - rate) / tests + z * z / (4 * tests**2)) / (1 + z * z / tests)
+    assert 0 < rejected < tests
+    assert got == pytest.approx((rate, centre - half, centre + half), abs=1e-12)
+    documented = dict(k=1, problems=20, tests=1000, iterations=400, alpha=0.05)
+    default_call = null_rejection_rate(n=4, m=2, rng=np.random.default_rng(1))  # ~1 s
+    assert 0 < default_call[0] < 1
+    assert default_call == null_rejection_rate(
+        n=4, m=2, rng=np.random.default_rng(1), **documented, finite_population=True
+    )
+    never = null_rejection_rate(n=6, m=3, tests=30, iterations=19, rng=np.random.default_rng(0))
+    assert never[0] == 0.0
+    smallest = null_rejection_rate(n=2, m=1, tests=2, iterations=5, rng=np.random.default_rng(0))
+    assert 0.0 <= smallest[0] <= 1.0  # n = 2 is allowed
+    with pytest.raises(TypeError, match="finite_population must be True or False, got 'yes'"):
+        paired_subsampling_test(
+            np.ones((2, 8)), np.ones((2, 8)), m=4, iterations=1, rng=np.random.default_rng(0),
+            finite_population="yes",
+        )  # fmt: skip
+    for bad, message in (
+        (dict(n=1), "n must be an integer >= 2"),
+        (dict(n=[6, 7]), "n must be a single"),
+        (dict(problems=0), "problems must be an integer >= 1"),
+        (dict(problems=[2, 3]), "problems must be a single"),
+        (dict(tests=0), "tests must be an integer >= 1"),
+        (dict(tests=[2, 3]), "tests must be a single"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            null_rejection_rate(**{"n": 6, "m": 3, "rng": np.random.default_rng(0), **bad})
+
+
 def test_subsampling_test_holds_its_level_at_a_quarter_of_the_samples():
     # Under H0 the rejections of 600 tests are Binomial(600, size). With the finite-population
     # factor the size is about 0.05 (a 99.9% binomial range [0.027, 0.079]); the paper's scaling

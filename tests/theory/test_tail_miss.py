@@ -261,6 +261,8 @@ def test_stationary_point_far_beyond_the_old_bracket_is_the_true_root():
     ):
         peak_group_size(0.3, 0.0, n_max=1e300)
     assert peak_group_size(0.3, 0.0, n_max=2**53)[0] == 2**53  # still an exact integer
+    with pytest.raises(ValueError, match=r"is beyond 2\^53; pass an n_max of at most 2\^53$"):
+        peak_group_size(0.3, 0.0, n_max=2.0**53 + 2)  # a float just above 2^53 (exact in float64)
     for big in (2**53 + 1, 2**53 + 2, np.array([4, 2**53 + 1])):  # 2^53 + 1 would round to 2^53
         with pytest.raises(
             ValueError,
