@@ -89,22 +89,31 @@ def test_subsampling_test_is_reproducible_and_antisymmetric():
     assert same.statistic == 0.0 and same.p_value == 1.0
 
 
+def _subsample_differences(A, B, m, iterations, seed=7):
+    """D*_m for pass@1, re-derived: each problem that is not constant in both methods takes one
+    multivariate-hypergeometric draw of its (A and B, A only, B only, neither) cells, in problem
+    order, from one generator seeded as the test's, so the subsamples are the test's; a constant
+    one (a single non-empty cell) adds its own difference, the same in every subsample."""
+    subsamples = np.random.default_rng(seed)
+    D_star = np.zeros(iterations)  # (I,)
+    for a, b in zip(A, B, strict=True):
+        cells = [(a & b).sum(), (a & ~b).sum(), (~a & b).sum(), (~a & ~b).sum()]
+        if np.count_nonzero(cells) == 1:
+            D_star += (cells[1] - cells[2]) / len(a)
+            continue
+        draw = subsamples.multivariate_hypergeometric(cells, m, size=iterations)  # (I, 4)
+        D_star += (draw[:, 1] - draw[:, 2]) / m
+    return D_star / len(A)
+
+
 def test_subsampling_p_value_is_the_share_of_scaled_subsample_differences():
-    # A re-derivation of the test for pass@1: each problem that is not constant takes one
-    # multivariate-hypergeometric draw of its (A and B, A only, B only, neither) cells, in problem
-    # order, so the same generator gives the same subsamples here.
+    # A re-derivation of the test for pass@1 (_subsample_differences)
     n, m, iterations = 64, 16, 4000
     rng = np.random.default_rng(2)
     p = rng.random(20)
     A, B = _outcomes(rng, p, n), _outcomes(rng, np.clip(p + 0.02, 0, 1), n)
     D = (A.mean() - B.mean()).item()
-    subsamples = np.random.default_rng(7)
-    D_star = np.zeros(iterations)
-    for a, b in zip(A, B, strict=True):
-        cells = [(a & b).sum(), (a & ~b).sum(), (~a & b).sum(), (~a & ~b).sum()]
-        draw = subsamples.multivariate_hypergeometric(cells, m, size=iterations)
-        D_star += (draw[:, 1] - draw[:, 2]) / m
-    D_star /= len(A)
+    D_star = _subsample_differences(A, B, m, iterations)
     seen = set()
     for finite_population, f in ((True, np.sqrt((n - 1) / (n - m))), (False, 1.0)):
         out = paired_subsampling_test(
@@ -132,13 +141,7 @@ def test_the_finite_population_factor_is_sqrt_n_minus_1_over_n_minus_m():
     p = rng.random(500)
     A, B = _outcomes(rng, p, n), _outcomes(rng, p, n)
     D = (A.mean() - B.mean()).item()
-    subsamples = np.random.default_rng(7)
-    D_star = np.zeros(iterations)
-    for a, b in zip(A, B, strict=True):
-        cells = [(a & b).sum(), (a & ~b).sum(), (~a & b).sum(), (~a & ~b).sum()]
-        draw = subsamples.multivariate_hypergeometric(cells, m, size=iterations)
-        D_star += (draw[:, 1] - draw[:, 2]) / m
-    D_star /= len(A)
+    D_star = _subsample_differences(A, B, m, iterations)
 
     def p_value(top):
         f = np.sqrt((n - top) / (n - m))
