@@ -182,7 +182,7 @@ def test_the_plan_gives_the_same_numbers_with_one_worker_and_with_two(tmp_path, 
                 )
                 for x in (text_a, text_b)
             )
-        elif rel.name in ("config.json", "base_summary.json"):
+        elif rel.name in ("config.json", "base_summary.json", "run_settings.json"):
             text_a, text_b = (_untimed_json(x, a, b) for x in (text_a, text_b))
         elif rel.name == "run.json":  # a worker process runs torch on one thread
             text_a, text_b = (_without_threads(x) for x in (text_a, text_b))

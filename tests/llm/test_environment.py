@@ -86,6 +86,7 @@ def test_validate_warns_when_runs_come_from_different_environments(tmp_path, cap
     assert main(["validate", "--rare-set", str(rare), *runs, "--out", str(tmp_path / "v")]) == 0
     err = capsys.readouterr().err
     assert "warning: the runs compared come from different environments" in err
+    assert "has no training groups (groups.jsonl missing or empty)" in err  # said, not refused
     assert "torch_cpu_capability" in err
     report = (tmp_path / "v" / "report.md").read_text()
     assert "## Environments" in report and "AVX2-elsewhere" in report
