@@ -285,6 +285,17 @@ def changed_settings(path, settings: dict, *, free=(), hint: str = "") -> dict:
     }
 
 
+def refuse_other_settings(path, settings: dict, *, free=(), what: str, advice: str) -> None:
+    """A ValueError ``{what} made with other settings: key=saved (now new), ...; {advice}`` when
+    the settings saved in ``path`` differ from ``settings`` outside ``free``
+    (:func:`changed_settings`): what was made with them must not be reused, nor overwritten,
+    under new ones."""
+    diff = changed_settings(path, settings, free=free, hint="; use another --out")
+    if diff:
+        shown = ", ".join(f"{k}={old!r} (now {new!r})" for k, (old, new) in diff.items())
+        raise ValueError(f"{what} made with other settings: {shown}; {advice}")
+
+
 def finite_or_none(value):
     """``value`` with every non-finite float (NaN, inf), at any depth of dicts / lists / tuples,
     replaced by None; numpy and torch scalars become Python numbers."""

@@ -368,22 +368,24 @@ def _check_resume(cfg: TrainConfig, out: Path, start: int, checkpoint: Path | No
     its config.json and the checkpoint it resumes from both say: a checkpoint copied from another
     run, or a config.json edited since, is refused), and cannot be told to stop before the step
     it already reached."""
-    diff = changed_settings(
-        out / "config.json", cfg.to_dict(), free=RESUMABLE_FIELDS, hint=" (--resume reads it)"
-    )
-    if diff:
-        raise ValueError(
-            f"--resume: settings differ from the stopped run in {out}: "
-            + ", ".join(f"{k}={old!r} -> {new!r}" for k, (old, new) in diff.items())
+    saved = [(out / "config.json", f"settings differ from the stopped run in {out}")]
+    if checkpoint is not None:
+        saved.append(
+            (
+                checkpoint / SETTINGS_JSON,
+                f"the checkpoint {checkpoint} was made with other settings than the run's "
+                "config.json",
+            )
         )
-    made = {} if checkpoint is None else changed_settings(
-        checkpoint / SETTINGS_JSON, _fixed_settings(cfg), hint=" (--resume reads it)"
-    )  # fmt: skip
-    if made:
-        raise ValueError(
-            f"--resume: the checkpoint {checkpoint} was made with other settings than the run's "
-            "config.json: " + ", ".join(f"{k}={old!r} -> {new!r}" for k, (old, new) in made.items())
+    for path, what in saved:
+        diff = changed_settings(
+            path, cfg.to_dict(), free=RESUMABLE_FIELDS, hint=" (--resume reads it)"
         )
+        if diff:
+            raise ValueError(
+                f"--resume: {what}: "
+                + ", ".join(f"{k}={old!r} -> {new!r}" for k, (old, new) in diff.items())
+            )
     if cfg.steps < start:
         raise ValueError(
             f"--resume: the run in {out} already reached step {start}; steps must be >= {start}, "

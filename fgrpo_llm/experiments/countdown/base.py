@@ -39,7 +39,7 @@ import torch
 from fgrpo_common.fields import SEED, Choice, Integer, Real, Text, check_fields, dataclass_from_dict
 from fgrpo_llm.config import check_training_dtype
 from fgrpo_llm.environment import write_environment
-from fgrpo_llm.files import changed_settings, check_not_working_directory
+from fgrpo_llm.files import check_not_working_directory, refuse_other_settings
 from fgrpo_llm.model import (
     build_tiny_model,
     count_parameters,
@@ -331,15 +331,13 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
     check_not_working_directory(out, "out")
     out = Path(out)
     settings = json.loads(json.dumps(dataclasses.asdict(cfg)))  # as the saved file reads
-    diff = changed_settings(
-        out / CONFIG_NAME, settings, free=("device",), hint="; use another --out"
+    refuse_other_settings(
+        out / CONFIG_NAME,
+        settings,
+        free=("device",),
+        what=f"{out} holds a base model",
+        advice="use another --out (or delete it)",
     )
-    if diff:
-        shown = ", ".join(f"{k}={old!r} (now {new!r})" for k, (old, new) in diff.items())
-        raise ValueError(
-            f"{out} holds a base model made with other settings: {shown}; use another --out (or "
-            "delete it)"
-        )
     device = resolve_device(cfg.device)
     out.mkdir(parents=True, exist_ok=True)
     metrics_path = out / f".{METRICS_NAME}.partial"  # moved in with the weights at the end

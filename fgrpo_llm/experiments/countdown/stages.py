@@ -29,7 +29,7 @@ from fgrpo_llm.config import TrainConfig, run_sampling
 from fgrpo_llm.environment import environment
 from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec
 from fgrpo_llm.experiments.runner import Task, run_tasks, write_json
-from fgrpo_llm.files import changed_settings
+from fgrpo_llm.files import refuse_other_settings
 from fgrpo_llm.tasks.for_model import model_task_kwargs, task_for_model
 from fgrpo_llm.tracking import model_step
 
@@ -38,19 +38,6 @@ def generator_for(device, seed: int):
     import torch
 
     return torch.Generator(device=device).manual_seed(seed)
-
-
-def _refuse_other_settings(path: Path, want: dict, free, what: str) -> None:
-    """A ValueError when the finished stage whose settings ``path`` holds was made with other
-    settings than ``want`` (outside ``free``): reusing it would report the new plan over the old
-    results."""
-    diff = changed_settings(path, want, free=free, hint="; use another --out")
-    if diff:
-        shown = ", ".join(f"{k}={old!r} (now {new!r})" for k, (old, new) in diff.items())
-        raise ValueError(
-            f"{what} in {path.parent} was made with other settings: {shown}; use another --out "
-            "or the same settings"
-        )
 
 
 def _pretrain_config(cfg: DemoConfig):
@@ -75,7 +62,13 @@ def check_base(out: Path, cfg: DemoConfig) -> None:
 
     if (out / "base" / CONFIG_NAME).is_file():
         want = dataclasses.asdict(_pretrain_config(cfg))
-        _refuse_other_settings(out / "base" / CONFIG_NAME, want, ("device",), "the base model")
+        refuse_other_settings(
+            out / "base" / CONFIG_NAME,
+            want,
+            free=("device",),
+            what=f"the base model in {out / 'base'} was",
+            advice="use another --out or the same settings",
+        )
 
 
 def check_plan(out: Path, cfg: DemoConfig, specs) -> None:
@@ -277,13 +270,14 @@ def run_done(out: Path, spec: RunSpec, cfg: DemoConfig | None = None) -> bool:
 
     run = out / spec.path
     if cfg is not None and run_finished(run):
-        _refuse_other_settings(
+        refuse_other_settings(
             run / "config.json",
             train_config_for(out, cfg, spec).to_dict(),
             # (where the output went and how it was watched; not the steps: a run of fewer
             # steps is not the plan's)
-            ("base", *(f for f in RESUMABLE_FIELDS if f != "steps")),
-            f"the run {spec.path}",
+            free=("base", *(f for f in RESUMABLE_FIELDS if f != "steps")),
+            what=f"the run {spec.path} in {run} was",
+            advice="use another --out or the same settings",
         )
     return run_finished(run) and (run / "eval" / "eval.json").is_file()
 
