@@ -299,8 +299,8 @@ def resume_point(run_dir, *, device=None):
     """The newest checkpoint that verifies and loads: ``(directory, model, tokenizer, state)``, or
     None when the run has no checkpoint at all.
 
-    A damaged checkpoint is reported on stderr and skipped for the previous one; when every
-    checkpoint is damaged, a :class:`CorruptCheckpoint` says so.
+    A damaged checkpoint is skipped for the previous one, and reported on stderr when an earlier
+    one loads; when every checkpoint is damaged, one :class:`CorruptCheckpoint` names them all.
     """
     from fgrpo_llm.model import load_model_and_tokenizer  # lazy: transformers
 
@@ -312,11 +312,10 @@ def resume_point(run_dir, *, device=None):
             state = load_trainer_state(directory)
             model, tokenizer = load_model_and_tokenizer(directory, device=device)
         except (CorruptCheckpoint, ValueError, FileNotFoundError) as err:
-            problems.append(str(err))
-            print(
-                f"fgrpo-llm: skipping damaged checkpoint {directory.name}: {err}", file=sys.stderr
-            )
+            problems.append(f"{directory.name}: {err}")
             continue
+        for problem in problems:
+            print(f"fgrpo-llm: skipping damaged checkpoint {problem}", file=sys.stderr)
         if problems:
             print(
                 f"fgrpo-llm: resuming from the previous complete checkpoint, {directory.name}",

@@ -120,15 +120,16 @@ class Groups:
         ]
         return concat_rollouts(parts, pad_id=pad_id)
 
-    def records(self, step: int, problems, N: int, g: torch.Tensor):
+    def records(self, step: int, problems, N: int, g: torch.Tensor, *, weighting: str = "focal"):
         """One groups.jsonl record per sampled group; a trained one carries the weight g it was
-        trained with (g: (B_k,), in the order of the trained groups)."""
+        trained with (g: (B_k,), in the order of the trained groups), under ``focal_weight`` or
+        ``maxrl_weight`` as ``weighting`` says."""
         weights = g.tolist()
         t = 0  # trained groups so far: the index into g
         for n_round, (r, k) in enumerate(zip(self.rounds, self.keep, strict=True)):
             for b, i in enumerate(r.idx):
                 trained = bool(k[b])
-                extra = {"focal_weight": weights[t]} if trained else {}
+                extra = {f"{weighting}_weight": weights[t]} if trained else {}
                 t += trained
                 forms = [r.forms[b * N + j] for j in range(N) if r.correct[b, j]]
                 yield group_record(

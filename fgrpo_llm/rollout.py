@@ -179,6 +179,11 @@ def _generate_chunk(
             try:
                 token = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (M,)
             except RuntimeError as err:  # inf / NaN / negative probabilities
+                if bool(torch.isfinite(logits).all()):  # finite logits: 1 / temperature overflowed
+                    raise ValueError(
+                        f"cannot sample at temperature={temperature}: logits / temperature "
+                        "overflow float32 (use temperature 0 for greedy decoding)"
+                    ) from err
                 raise ValueError(
                     "cannot sample: the model's next-token probabilities are not finite (its "
                     f"weights overflow, or diverged): {str(err).splitlines()[0]}"

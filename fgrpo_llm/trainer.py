@@ -655,7 +655,7 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
                 groups, N=N, g=g, active=active, opt=opt, lr=lr_now,
                 eval_metrics=eval_metrics, clock=clock,
             )  # fmt: skip
-            for record in groups.records(step, run.problems, N, g):
+            for record in groups.records(step, run.problems, N, g, weighting=cfg.weighting):
                 run.group_log.write(record)
             run.logger.log(step, metrics)
             _checkpoint(run, cfg, out, step)

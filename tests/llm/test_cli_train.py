@@ -189,11 +189,12 @@ def test_maxrl_weighting_trains_and_is_labelled(tiny_checkpoint, tmp_path, capsy
     run = load_run(out)
     assert run.label == "MaxRL N=2"
     assert json.loads((out / "run.json").read_text())["weighting"] == "maxrl"
-    for g in run.groups:
-        if g.get("trained") and "focal_weight" in g:
-            m = g["num_correct"] / g["N"]
-            want = math.sqrt((1 - m) / m) if m > 0 else 0.0
-            assert g["focal_weight"] == pytest.approx(want, rel=1e-6)
+    trained = [g for g in run.groups if g.get("trained")]
+    assert trained and all("focal_weight" not in g for g in run.groups)  # not a focal weight
+    for g in trained:
+        m = g["num_correct"] / g["N"]
+        want = math.sqrt((1 - m) / m) if m > 0 else 0.0
+        assert g["maxrl_weight"] == pytest.approx(want, rel=1e-6)
     capsys.readouterr()
     bad = [*argv[:4], str(tmp_path / "x"), *argv[5:], "--gamma", "1"]
     assert main(bad) == 2

@@ -250,6 +250,12 @@ def test_bad_arguments_raise_value_error(model, tok, bad):
         _sample(model, tok, **bad)
 
 
+def test_a_tiny_temperature_is_named_not_the_weights(model, tok):
+    # logits / 1e-45 overflow float32 although the weights are fine: the error names the temperature
+    with pytest.raises(ValueError, match=r"temperature=1e-45.*overflow"):
+        _sample(model, tok, temperature=1e-45)
+
+
 def test_concat_rollouts_relayouts_batches_with_different_prompt_lengths(model, tok):
     from fgrpo_llm.rollout import concat_rollouts
 

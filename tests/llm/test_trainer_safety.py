@@ -326,8 +326,11 @@ def test_every_checkpoint_damaged_is_one_clear_error(tiny_checkpoint, tmp_path, 
         (ckpt / "trainer_state.json").write_text("{}")
     with pytest.raises(CorruptCheckpoint, match="every checkpoint"):
         train(_cfg(tiny_checkpoint, out, steps=6), task=ToyTask(), resume=True)
+    capsys.readouterr()
     assert main(["train", "--out", str(out), "--resume", "--steps", "6", "--no-progress"]) == 2
-    assert "every checkpoint" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "every checkpoint" in err[0]  # one line, naming both checkpoints
+    assert "step_000002" in err[0] and "step_000004" in err[0]
 
 
 class _Payload:
