@@ -309,3 +309,25 @@ def test_the_sft_loop_logs_where_asked_and_stops_before_a_non_finite_step(char_t
     # no weight moved (the NaN one compared as 0)
     for a, b in zip(model.parameters(), before, strict=True):
         assert torch.equal(torch.nan_to_num(a.detach()), torch.nan_to_num(b))
+
+
+def test_the_sft_loss_is_the_completion_tokens_mean_nll_by_hand(char_tokenizer):
+    """completion_loss(pad_sft_rows(...)) = -(1/|O|) sum over completion tokens o_t of
+    log pi(o_t | <t), written out per row: rows of different lengths and prompt lengths,
+    right padding and the prompt left out."""
+    import torch
+
+    from fgrpo_llm.model import build_tiny_model
+    from fgrpo_llm.sft import completion_loss, pad_sft_rows
+
+    model = build_tiny_model(char_tokenizer, hidden_size=16, num_layers=1, num_heads=2, seed=0)
+    rows = [(char_tokenizer("1 2=3:3")["input_ids"], 5), (char_tokenizer("4=:4+0")["input_ids"], 3)]
+    batch = pad_sft_rows(rows, char_tokenizer.pad_token_id)
+    terms = []
+    with torch.no_grad():
+        for ids, P in rows:
+            logq = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), -1)
+            terms += [-logq[t - 1, ids[t]] for t in range(P, len(ids))]
+        loss = completion_loss(model, *batch)
+    assert len(rows[0][0]) != len(rows[1][0])  # one row is padded
+    assert float(loss) == pytest.approx(float(torch.stack(terms).mean()), rel=1e-5)

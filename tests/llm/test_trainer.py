@@ -284,11 +284,22 @@ def test_micro_batches_accumulate_to_the_whole_mini_batch_gradient(base_dir, tmp
     """Gradient accumulation: micro-batches of 3 rows (cutting across groups and ragged in tokens)
     give the token-mean gradient of the whole mini-batch: same pre-clip grad norm, loss and updated
     weights."""
+    import fgrpo_llm.trainer as trainer
+
     kw = dict(steps=1, kl_coef=0.05, entropy_coef=0.01, lr=1e-3)
-    whole, micro = (
-        _run(base_dir, tmp_path / "w", **kw),
-        _run(base_dir, tmp_path / "m", micro_batch_size=3, **kw),
-    )
+    rows = []
+    scored = trainer.token_logprobs_and_entropy
+
+    def counting(model, sequences, *args, **kwargs):
+        if torch.is_grad_enabled():  # the loss's forward passes
+            rows.append(len(sequences))
+        return scored(model, sequences, *args, **kwargs)
+
+    whole = _run(base_dir, tmp_path / "w", **kw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(trainer, "token_logprobs_and_entropy", counting)
+        micro = _run(base_dir, tmp_path / "m", micro_batch_size=3, **kw)
+    assert rows == [3, 3, 3, 3, 3, 1]  # 16 rows (4 groups of 4) in passes of at most 3
     a, b = _lines(whole / "metrics.jsonl")[0], _lines(micro / "metrics.jsonl")[0]
     assert a["optim/grad_norm"] > 0
     for key in ("optim/grad_norm", "loss/total", "loss/policy", "policy/kl_ref", "policy/entropy"):
@@ -344,14 +355,21 @@ class _AlwaysRight(ToyTask):
         return True
 
 
-@pytest.mark.parametrize("algo", ["grpo", "cispo"])
+@pytest.mark.parametrize("algo", ["grpo", "cispo", "dapo"])
 def test_groups_with_equal_rewards_leave_the_weights_unchanged(base_dir, tmp_path, algo):
     """Every group all-correct: A = 0 for every rollout, so (no KL, no entropy bonus, no weight
-    decay) the gradient is exactly zero and the policy does not move."""
+    decay) the gradient is exactly zero and the policy does not move. DAPO's dynamic sampling
+    drops every group (after its refill rounds): the step trains nothing and takes no optimizer
+    step."""
     out = tmp_path / algo
     train(_cfg(base_dir, out, algo=algo, steps=2, weight_decay=0.0), task=_AlwaysRight())
     line = _lines(out / "metrics.jsonl")[-1]
-    assert line["groups/all_correct_frac"] == 1.0 and line["optim/grad_norm"] == 0.0
+    assert line["groups/all_correct_frac"] == 1.0
+    if algo == "dapo":
+        assert line["groups/trained"] == 0 and line["optim/updates"] == 0
+        assert line["sampling/rounds"] > 1  # it tried to refill
+    else:
+        assert line["optim/grad_norm"] == 0.0 and line["optim/updates"] == 1
     trained, base = (
         load_model_and_tokenizer(out / "model")[0],
         load_model_and_tokenizer(base_dir)[0],
