@@ -66,6 +66,23 @@ def error_line(err: BaseException) -> str:
     return " ".join(text.split())  # one line, whatever the message held
 
 
+def flag_hints(parser: argparse.ArgumentParser, command: str, text: str) -> str:
+    """``text`` with the flag of every setting it names as ``name=value`` appended, where the
+    text does not name that flag itself: a library error names its field (``max_steps=0``), the
+    user typed a flag (``--steps 0``): ``... got max_steps=0 (max_steps is --steps)``."""
+    sub = next(
+        (a.choices.get(command) for a in parser._actions if isinstance(a.choices, dict)), None
+    )
+    hints = []
+    for action in getattr(sub, "_actions", []):
+        flags = [o for o in action.option_strings if o.startswith("--")]
+        if not flags or any(flag in text for flag in flags):
+            continue
+        if re.search(rf"(?<![\w.-]){re.escape(action.dest)}=", text):
+            hints.append(f"{action.dest} is {flags[0]}")
+    return f"{text} ({'; '.join(hints)})" if hints else text
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
     import os
@@ -96,7 +113,8 @@ def run_command(
         _silence_stdout()
         return 141  # 128 + SIGPIPE, what a shell pipeline expects
     except CLI_ERRORS + tuple(errors) as err:
-        print(f"{parser.prog} {args.command}: error: {error_line(err)}", file=sys.stderr)
+        text = flag_hints(parser, args.command, error_line(err))
+        print(f"{parser.prog} {args.command}: error: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{parser.prog}: {interrupted}", file=sys.stderr)

@@ -355,6 +355,23 @@ def load_config(path=None, **overrides) -> TrainConfig:
     return TrainConfig.from_dict(data)
 
 
+def refuse_a_model_directory(out) -> None:
+    """A ValueError when ``out`` holds a model (its config.json is a model's: it names a
+    ``model_type``), not a training run: a run's directory is its own, and a model's config.json
+    is not a run's settings."""
+    from pathlib import Path
+
+    try:
+        data = json.loads((Path(out) / "config.json").read_text())
+    except (OSError, ValueError, RecursionError, UnicodeDecodeError):
+        return  # no config.json, or one that the run's own checks name
+    if isinstance(data, dict) and "model_type" in data:
+        raise ValueError(
+            f"{out} holds a model (its config.json is a model's), not a training run; "
+            "give the run a directory of its own (--out)"
+        )
+
+
 def save_config(cfg: TrainConfig, path) -> None:
     """Write the resolved config as JSON (atomically); ``load_config`` reads it back unchanged."""
     atomic_write_text(path, json.dumps(cfg.to_dict(), indent=2, sort_keys=True) + "\n")

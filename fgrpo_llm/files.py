@@ -264,11 +264,15 @@ def read_jsonl(path, *, what: str = "JSON lines file", partial_tail: bool = Fals
     return rows
 
 
-def changed_settings(path, settings: dict, *, free=(), hint: str = "") -> dict:
+def changed_settings(
+    path, settings: dict, *, free=(), hint: str = "", section: str | None = None, since=()
+) -> dict:
     """The settings that differ from the ones saved in the JSON object file ``path`` (a run's or
-    an experiment's ``config.json``): ``{key: (saved, new)}`` for every key of ``settings`` outside
-    ``free``; empty when no file was saved. A ValueError, ending in ``hint``, names a file that is
-    not a JSON object. The one check a resumed run and a reused output directory both make."""
+    an experiment's ``config.json``; with ``section``, the object under that key, as a rare set's
+    ``meta``): ``{key: (saved, new)}`` for every key of ``settings`` outside ``free``; empty when
+    no file was saved. A key of ``since`` (recorded only by later versions) that the file lacks is
+    not a difference. A ValueError, ending in ``hint``, names a file that is not a JSON object.
+    The one check a resumed run and a reused output directory both make."""
     path = Path(path)
     if not path.is_file():
         return {}
@@ -276,21 +280,28 @@ def changed_settings(path, settings: dict, *, free=(), hint: str = "") -> dict:
         saved = json.loads(path.read_text())
     except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
         raise ValueError(f"{path} is not readable JSON{hint}") from None
+    if section is not None and isinstance(saved, dict):
+        saved = saved.get(section, {})
     if not isinstance(saved, dict):
-        raise ValueError(f"{path} must hold a JSON object{hint}")
+        where = f"{path}'s {section!r}" if section is not None else str(path)
+        raise ValueError(f"{where} must hold a JSON object{hint}")
     return {
         k: (saved.get(k), v)
         for k, v in sorted(settings.items())
-        if k not in free and saved.get(k) != v
+        if k not in free and saved.get(k) != v and (k in saved or k not in since)
     }
 
 
-def refuse_other_settings(path, settings: dict, *, free=(), what: str, advice: str) -> None:
+def refuse_other_settings(
+    path, settings: dict, *, free=(), what: str, advice: str, section=None, since=()
+) -> None:
     """A ValueError ``{what} made with other settings: key=saved (now new), ...; {advice}`` when
     the settings saved in ``path`` differ from ``settings`` outside ``free``
-    (:func:`changed_settings`): what was made with them must not be reused, nor overwritten,
-    under new ones."""
-    diff = changed_settings(path, settings, free=free, hint="; use another --out")
+    (:func:`changed_settings`, with its ``section`` and ``since``): what was made with them must
+    not be reused, nor overwritten, under new ones."""
+    diff = changed_settings(
+        path, settings, free=free, hint="; use another --out", section=section, since=since
+    )
     if diff:
         shown = ", ".join(f"{k}={old!r} (now {new!r})" for k, (old, new) in diff.items())
         raise ValueError(f"{what} made with other settings: {shown}; {advice}")

@@ -63,7 +63,7 @@ from fgrpo_llm.checkpoint import (
     resume_point,
     save_checkpoint,
 )
-from fgrpo_llm.config import TrainConfig, save_config
+from fgrpo_llm.config import TrainConfig, refuse_a_model_directory, save_config
 from fgrpo_llm.environment import environment
 from fgrpo_llm.files import changed_settings, directory_lock, remove_stale_temporaries
 from fgrpo_llm.groups import Groups, first_active, rows_of, sample_round
@@ -450,6 +450,7 @@ class _Run:
 def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
     """Refuse to overwrite a run, find the checkpoint to resume from, load the policy, the task and
     the optimizer (restored on resume), write config.json and run.json, open the logs."""
+    refuse_a_model_directory(out)
     if not resume and ((out / "metrics.jsonl").exists() or (out / "config.json").exists()):
         raise ValueError(
             f"{out} already holds a run; pass --resume to continue it or choose another --out"

@@ -56,7 +56,10 @@ def register(subparsers) -> None:
         help="YAML/JSON file of DemoConfig fields (e.g. configs/gpu_full.yaml)",
     )
     p.add_argument(
-        "--workers", type=int, default=None, help="training runs in parallel processes (default 2)"
+        "--workers",
+        type=int,
+        default=None,
+        help="training runs in parallel processes (default 2; 1 with --fast)",
     )
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument(

@@ -136,7 +136,10 @@ def register(subparsers) -> None:
     p.add_argument("--fast", action="store_true", help="tiny budgets (the test suite's smoke run)")
     p.add_argument("--config", default=None, help="YAML/JSON file of plan (DemoConfig) fields")
     p.add_argument(
-        "--workers", type=int, default=None, help="training runs in parallel processes (default 2)"
+        "--workers",
+        type=int,
+        default=None,
+        help="training runs in parallel processes (default 2; 1 with --fast)",
     )
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument(

@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 from fgrpo_common.cli import parse_key_values
-from fgrpo_llm.config import TrainConfig, read_config_file
+from fgrpo_llm.config import TrainConfig, read_config_file, refuse_a_model_directory
 from fgrpo_llm.tasks import get_task
 from fgrpo_llm.tasks.for_model import check_base_task, model_task_kwargs
 
@@ -108,7 +108,10 @@ def register(subparsers) -> None:
         help="rare-correct set file (fgrpo-llm rare-set): log Delta NLL_rare at --eval-every",
     )
     p.add_argument(
-        "--tensorboard", action="store_true", default=None, help="also log to OUT/tensorboard"
+        "--tensorboard",
+        action="store_true",
+        default=None,
+        help="also log to OUT/tensorboard (needs the tensorboard package: fgrpo[tensorboard])",
     )
     p.add_argument(
         "--no-progress",
@@ -137,6 +140,7 @@ def resolve_config(args):
         # the stopped run's settings, then the file and the flags: fields a resumed run may change
         # (RESUMABLE_FIELDS) take effect, any other difference is refused by the trainer, naming it
         saved = Path(str(out)) / "config.json"
+        refuse_a_model_directory(out)
         if not saved.is_file():
             raise FileNotFoundError(f"--resume: no run to resume in {out} (missing {saved})")
         data = read_config_file(saved)
@@ -186,6 +190,14 @@ def run(args) -> int:
     from fgrpo_llm.trainer import train  # lazy: torch, transformers
 
     cfg = resolve_config(args)
+    if cfg.tensorboard:  # asked for on the command line: refused up front, not a warning later
+        try:
+            import torch.utils.tensorboard  # noqa: F401
+        except ImportError:
+            raise ValueError(
+                "--tensorboard needs the tensorboard package, which is not installed: "
+                "pip install 'tensorboard>=2.14' (or the fgrpo[tensorboard] extra)"
+            ) from None
     evaluators = []
     if args.rare_set:
         from fgrpo_llm.evaluation.rare import load_rare_set, make_rare_evaluator  # lazy: torch

@@ -284,7 +284,8 @@ def evaluate_model(
     ``results = {"n": n, "ks": [...], "splits": {split: {"role", "num_problems", "problem_ids",
     "counts", "pass@1", ...}}}``; ``outcomes[split]`` is the (P, n) 0/1 matrix. One ``generator``
     draws every chunk in turn, so the samples depend on the seed, ``batch_size`` and the problems
-    (``max_problems``): all three are recorded (``batch_size``; ``num_problems`` per split).
+    (``max_problems``): all three are recorded (``batch_size``, ``max_problems``; and
+    ``num_problems`` per split).
     """
     n = int(check_integer("n", n, minimum=1))
     if max_problems is not None:
@@ -306,6 +307,7 @@ def evaluate_model(
         "top_k": int(top_k),
         "max_new_tokens": int(max_new_tokens),
         "batch_size": batch_size,
+        "max_problems": max_problems,
         "splits": {},
     }
     outcomes = {}

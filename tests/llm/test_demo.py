@@ -92,6 +92,17 @@ def test_fast_demo_end_to_end_and_resume(fast_demo, capsys):
     assert main(["demo", "--out", str(out), "--fast", "--config", str(changed)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "other settings: lr=" in err[0] and "(now 0.05)" in err[0], err
+    # so are another evaluation and another rare set (they were reused silently once)
+    fast = json.loads(plan)
+    for text, said in (
+        (f"eval_n: {2 * fast['eval_n']}", "base_eval was made with other settings: n="),
+        (f"rare_rollouts: {fast['rare_rollouts'] + 1}", "rare_set.json was made with other"),
+        (f"batch_size: {fast['batch_size'] + 1}", "other settings: batch_size="),
+    ):
+        changed.write_text(text + "\n")
+        assert main(["demo", "--out", str(out), "--fast", "--config", str(changed)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
     assert (out / "demo_config.json").read_text() == plan
     assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
 
@@ -253,3 +264,12 @@ def test_the_demo_quotes_the_seed_spread_the_study_measured(tmp_path):
     bad.write_text(json.dumps({"sd": {}, "between_base_sd": 3}))
     assert load_seed_spread(bad) is None
     assert load_seed_spread(tmp_path / "missing.json") is None
+
+
+def test_the_cpu_config_file_is_what_make_demo_runs():
+    """configs/demo_cpu.yaml says it is `make demo`'s plan written out: read on the study's
+    defaults (no demo plan applied), it gives the demo's plan field for field."""
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "configs" / "demo_cpu.yaml"
+    assert load_demo_config(path) == load_demo_config(for_demo=True)

@@ -180,3 +180,48 @@ def test_an_output_file_that_is_a_directory_is_refused_before_any_work(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is a directory; give a file path" in err[0], err
+
+
+def test_pretrain_and_train_refuse_each_others_directories(tiny_checkpoint, tmp_path, capsys):
+    """pretrain saves a base by replacing its whole --out, so a directory holding anything but a
+    base (a run) is refused before any work; train refuses a model's directory as its --out
+    (fresh or --resume) instead of reading the model's config.json as a run's settings."""
+    import shutil
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"algo": "grpo"}\n')
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    before = _files(run)
+    assert main(["pretrain", "--out", str(run), "--steps", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds no base model" in err[0] and "config.json" in err[0], err
+    assert _files(run) == before  # (and an OS lock file, .lock, which stays by design)
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_checkpoint, model)
+    before = _files(model)
+    for extra in ([], ["--resume"]):
+        argv = ["train", "--base", str(tiny_checkpoint), "--out", str(model), "--steps", "1"]
+        assert main([*argv, "--no-progress", *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "holds a model" in err[0] and "not a training run" in err[0], err
+    assert _files(model) == before
+
+
+def _files(directory):
+    return {p.name: p.read_bytes() for p in directory.iterdir() if not p.name.startswith(".")}
+
+
+def test_tensorboard_asked_for_without_the_package_is_refused_up_front(
+    tiny_checkpoint, tmp_path, capsys, monkeypatch
+):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import raises ImportError
+    out = tmp_path / "run"
+    argv = ["train", "--base", str(tiny_checkpoint), "--out", str(out), "--steps", "1"]
+    assert main([*argv, "--tensorboard", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--tensorboard needs the tensorboard package" in err[0], err
+    assert not out.exists()

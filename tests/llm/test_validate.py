@@ -6,6 +6,7 @@ of the sweep, set between F-GRPO and GRPO), and the validate CLI with and withou
 from __future__ import annotations
 
 import json
+import shutil
 
 import matplotlib
 import numpy as np
@@ -433,3 +434,10 @@ def test_short_runs_get_one_window_named_by_their_steps_and_the_table_says_what_
     assert list(res["tail_miss"]) == ["all 4 steps (the early window is 50)"]
     text = sweep_section(res)
     assert "20 + 10 problems, step 2 (**not the run's last, 4**)" in text
+    assert "in-domain pass@8" in text
+
+    # runs without evaluations: the pass@k columns say k_max, not pass@None
+    shutil.rmtree(d / "eval")
+    res = cross_check([load_run(d)], rare, tmp_path / "out2", early_steps=50, paper=None, rng=rng)
+    text = sweep_section(res)
+    assert "pass@None" not in text and "in-domain pass@k_max" in text

@@ -275,3 +275,32 @@ def test_integer_flags_are_read_exactly(capsys):
     """2**53 + 1 is not rounded to 2**53 on its way through a float."""
     code, out, _ = run(capsys, "tail-miss", "--mu", "0.3", "--rho", "0.1", "--n", str(2**53 + 1))
     assert code == 0 and str(2**53 + 1) in out.split()
+
+
+def test_an_error_naming_a_field_names_its_flag_too(capsys):
+    """A library error names its field (max_steps=0); the user typed a flag (--steps 0): the
+    line adds which flag sets it, unless the message names the flag already."""
+    from fgrpo_common.cli import OneLineArgumentParser, run_command
+
+    parser = OneLineArgumentParser(prog="prog")
+    cmd = parser.add_subparsers(dest="command", required=True).add_parser("cmd")
+    cmd.add_argument("--steps", dest="max_steps", type=int)
+    cmd.add_argument("--rho", type=float)
+    cmd.add_argument("--n", type=int)
+    cmd.add_argument("--message")
+
+    def fail(args):
+        raise ValueError(args.message)
+
+    cmd.set_defaults(func=fail)
+    cases = {
+        "max_steps must be >= 1, got max_steps=0": " (max_steps is --steps)",
+        "rho must lie in [0, 1], got rho=2.0": " (rho is --rho)",
+        "--rho must lie in [0, 1], got --rho=2": "",  # names its flag already
+        "tau=0.5 exceeds mu=0.3": "",  # no flag of those names
+        "every k must lie in [1, n=4], got ks=[8]": " (n is --n)",
+        "max_steps=0 and rho=2": " (max_steps is --steps; rho is --rho)",
+    }
+    for message, hint in cases.items():
+        assert run_command(parser, ["cmd", "--message", message]) == 2
+        assert capsys.readouterr().err == f"prog cmd: error: {message}{hint}\n"

@@ -324,12 +324,22 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
     """Train the base model described by ``cfg`` and save it to directory ``out``.
 
     Returns a summary dict (steps, seconds, final loss, evaluation metrics). An ``out`` that
-    holds a base made with other settings is refused (runs may point to it); the settings and
+    holds a base made with other settings is refused (runs may point to it), as is one that holds
+    anything but a base (a run: saving replaces the whole directory); the settings and
     the metrics are written with the weights, in one atomic step, so a failed or killed run
     leaves an existing base as it was.
     """
     check_not_working_directory(out, "out")
     out = Path(out)
+    others = (
+        sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) if out.is_dir() else []
+    )
+    if others and not (out / CONFIG_NAME).is_file():  # saving replaces the whole directory
+        raise ValueError(
+            f"{out} is not empty and holds no base model (no {CONFIG_NAME}; it holds "
+            f"{', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): pretraining into it "
+            "would replace it; use another --out"
+        )
     settings = json.loads(json.dumps(dataclasses.asdict(cfg)))  # as the saved file reads
     refuse_other_settings(
         out / CONFIG_NAME,

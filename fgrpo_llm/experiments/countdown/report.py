@@ -135,7 +135,7 @@ def sweep_section(result: dict) -> str:
     rows = result["sweep"]
     if not rows:
         return "_No training runs._"
-    kmax = next((r["kmax"] for r in rows if r["kmax"]), None)
+    kmax = next((r["kmax"] for r in rows if r["kmax"]), "k_max")  # k_max: no run evaluated
     keys = ["id_pass1", "id_passk", "ood_pass1", "ood_passk", "delta_nll_rare"]
     headers = [
         "run",
@@ -195,7 +195,7 @@ def lr_control_section(result: dict) -> str:
     ]
     for c in comps:
         kmax = next(
-            (r["kmax"] for r in (c["focal"], c["grpo"], c["control"]) if r.get("kmax")), None
+            (r["kmax"] for r in (c["focal"], c["grpo"], c["control"]) if r.get("kmax")), "k_max"
         )
         table = [
             [

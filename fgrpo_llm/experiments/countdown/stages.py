@@ -33,6 +33,9 @@ from fgrpo_llm.files import refuse_other_settings
 from fgrpo_llm.tasks.for_model import model_task_kwargs, task_for_model
 from fgrpo_llm.tracking import model_step
 
+#: What a refusal of other saved settings advises.
+_ADVICE = "use another --out or the same settings"
+
 
 def generator_for(device, seed: int):
     import torch
@@ -67,17 +70,60 @@ def check_base(out: Path, cfg: DemoConfig) -> None:
             want,
             free=("device",),
             what=f"the base model in {out / 'base'} was",
-            advice="use another --out or the same settings",
+            advice=_ADVICE,
         )
 
 
 def check_plan(out: Path, cfg: DemoConfig, specs) -> None:
-    """A ValueError when what OUT already holds of the plan (its base, its finished runs) was
-    made with other settings: checked before anything is written, so that a rerun with a
-    changed plan neither reuses the old results nor records the new plan over them."""
+    """A ValueError when what OUT already holds of the plan (its base, rare set, evaluations,
+    finished runs) was made with other settings: checked before anything is written, so that a
+    rerun with a changed plan neither reuses the old results nor records the new plan over them."""
     check_base(out, cfg)
+    check_rare_set(out, cfg)
+    check_evaluation(out / "base_eval", cfg, base=True)
     for spec in specs:
         run_done(out, spec, cfg)
+        check_evaluation(out / spec.path / "eval", cfg, base=False)
+
+
+def check_rare_set(out: Path, cfg: DemoConfig) -> None:
+    """A ValueError when OUT/rare_set.json was built with other settings than the plan's."""
+    want = {
+        "max_prompts": cfg.rare_prompts,
+        "num_rollouts": cfg.rare_rollouts,
+        "top_fraction": cfg.rare_top_fraction,
+        "max_new_tokens": cfg.max_new_tokens,
+        "batch_size": cfg.batch_size,
+        "seed": cfg.seed + 1,
+    }
+    refuse_other_settings(
+        out / "rare_set.json",
+        want,
+        what=f"the rare set {out / 'rare_set.json'} was",
+        advice=_ADVICE,
+        section="meta",
+        since=("max_prompts", "batch_size"),
+    )
+
+
+def check_evaluation(out_dir: Path, cfg: DemoConfig, *, base: bool) -> None:
+    """A ValueError when ``out_dir``/eval.json was sampled with other settings than the plan's
+    (a base's completion length is the plan's; a run's is its own, checked with its config)."""
+    want = {
+        "n": cfg.eval_n,
+        "max_problems": cfg.eval_max_problems,
+        "batch_size": cfg.batch_size,
+        "seed": cfg.seed + 2,
+    }
+    if base:
+        want["max_new_tokens"] = cfg.max_new_tokens
+    refuse_other_settings(
+        out_dir / "eval.json",
+        want,
+        what=f"the evaluation in {out_dir} was",
+        advice=_ADVICE,
+        since=("max_problems",),
+    )
 
 
 def pretrain_base(out: Path, cfg: DemoConfig) -> dict:
@@ -103,6 +149,7 @@ def rare_set_stage(out: Path, cfg: DemoConfig):
 
     path = out / "rare_set.json"
     if path.is_file():
+        check_rare_set(out, cfg)
         return load_rare_set(path)
     # lazy: torch, transformers
     from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
@@ -123,7 +170,14 @@ def rare_set_stage(out: Path, cfg: DemoConfig):
         progress=True,
         autocast_dtype=resolve_autocast_dtype(device),
     )
-    rare.meta.update({"base": str(out / "base"), "split": "train", "seed": cfg.seed + 1})
+    rare.meta.update(
+        {
+            "base": str(out / "base"),
+            "split": "train",
+            "seed": cfg.seed + 1,
+            "max_prompts": cfg.rare_prompts,
+        }
+    )
     record_exact_mu_tau(model, tok, task, task.problems("train")[: cfg.rare_prompts], rare)
     save_rare_set(rare, path)
     return rare
@@ -169,6 +223,7 @@ def evaluate_stage(model_dir: Path, out_dir: Path, cfg: DemoConfig, *, task) -> 
     from fgrpo_llm.rollout import SamplingParams  # lazy: torch, transformers
 
     if (out_dir / "eval.json").is_file():
+        check_evaluation(out_dir, cfg, base=run_sampling(model_dir) is None)
         return load_eval(out_dir)[0]
     model, tok = load_model_and_tokenizer(model_dir, device=cfg.device)
     device = next(model.parameters()).device
@@ -277,7 +332,7 @@ def run_done(out: Path, spec: RunSpec, cfg: DemoConfig | None = None) -> bool:
             # steps is not the plan's)
             free=("base", *(f for f in RESUMABLE_FIELDS if f != "steps")),
             what=f"the run {spec.path} in {run} was",
-            advice="use another --out or the same settings",
+            advice=_ADVICE,
         )
     return run_finished(run) and (run / "eval" / "eval.json").is_file()
 
