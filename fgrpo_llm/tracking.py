@@ -166,6 +166,8 @@ def write_run_info(
     environment: dict | None = None,
     weighting: str = "focal",
     sampling: dict | None = None,
+    entropy_coef: float = 0.0,
+    kl_coef: float = 0.0,
 ) -> Path:
     """Write ``run_dir/run.json`` (atomically) after checking every field. ``environment``
     (``fgrpo_llm.environment.environment``): what the run ran on, when known. ``sampling``: how
@@ -181,6 +183,9 @@ def write_run_info(
     }
     if weighting != "focal":  # (absent: the focal weight, as every earlier run)
         info["weighting"] = weighting
+    for key, coef in (("entropy_coef", entropy_coef), ("kl_coef", kl_coef)):
+        if coef:  # (absent: none)
+            info[key] = float(coef)
     if environment is not None:
         info["environment"] = environment
     if sampling is not None:
@@ -206,7 +211,7 @@ def _check_run_info(info, path: Path) -> dict:
     N = info["group_size"]
     if isinstance(N, bool) or not isinstance(N, int) or N < 1:
         raise ValueError(f"{path}: group_size must be an integer >= 1, got group_size={N!r}")
-    for key in ("gamma", "lr_scale"):
+    for key in ("gamma", "lr_scale", "entropy_coef", "kl_coef"):
         v = info.get(key, 1.0)
         if not is_finite_number(v) or v < 0:
             raise ValueError(f"{path}: {key} must be a finite number >= 0, got {key}={v!r}")

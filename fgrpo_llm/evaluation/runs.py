@@ -62,20 +62,43 @@ class RunInfo:
     """Which trainer wrote the run."""
     environment: dict | None = None
     """What the run ran on (``fgrpo_llm.environment``), when recorded."""
+    weighting: str = "focal"
+    """The advantage weighting: "focal" (GRPO at gamma = 0, F-GRPO above) or "maxrl"."""
+    entropy_coef: float = 0.0
+    """The entropy bonus's coefficient (0: none), when recorded."""
+    kl_coef: float = 0.0
+    """The KL penalty's coefficient (0: none), when recorded."""
+
+    @property
+    def sweep_point(self) -> bool:
+        """A point of the group-size sweep: GRPO or F-GRPO at its configured lr, with no entropy
+        bonus or KL penalty (the controls and regularised baselines are compared apart)."""
+        plain = self.weighting == "focal" and not self.entropy_coef and not self.kl_coef
+        return plain and is_base_lr(self.lr_scale)
 
 
 def run_label(
-    algo: str, N: int | None, gamma: float, lr_scale: float = 1.0, weighting: str = "focal"
+    algo: str,
+    N: int | None,
+    gamma: float,
+    lr_scale: float = 1.0,
+    weighting: str = "focal",
+    *,
+    entropy_coef: float = 0.0,
+    kl_coef: float = 0.0,
 ) -> str:
     """The paper's row name: ``"GRPO N=8"`` for gamma = 0, ``"F-GRPO N=8"`` otherwise,
-    ``"MaxRL N=8"`` (``"MaxRL-DAPO N=8"`` with another loss) for the MaxRL weighting; a run at a
-    scaled learning rate (the low-LR control) gets ``" (lr x0.50)"`` appended."""
+    ``"MaxRL N=8"`` (``"MaxRL-DAPO N=8"`` with another loss) for the MaxRL weighting; a run with
+    an entropy bonus or a KL penalty gets ``" + entropy"`` / ``" + KL"``, one at a scaled learning
+    rate (the low-LR control) ``" (lr x0.50)"``."""
     name = algo.upper()
     if weighting == "maxrl":
         name = "MaxRL" if algo == "grpo" else f"MaxRL-{name}"
     elif gamma > 0:
         name = f"F-{name}"
     name = f"{name} N={N}" if N is not None else name
+    name += " + entropy" if entropy_coef else ""
+    name += " + KL" if kl_coef else ""
     return name if is_base_lr(lr_scale) else f"{name} (lr x{lr_scale:.2f})"
 
 
@@ -125,9 +148,11 @@ def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
         float(info.get("lr_scale", 1.0)),
     )
     match = info.get("lr_match_gamma")
+    weighting = info.get("weighting", "focal")
+    penalties = {k: float(info.get(k, 0.0)) for k in ("entropy_coef", "kl_coef")}
     return RunInfo(
         path=run_dir,
-        label=label or run_label(info["algo"], N, gamma, lr_scale, info.get("weighting", "focal")),
+        label=label or run_label(info["algo"], N, gamma, lr_scale, weighting, **penalties),
         algo=info["algo"],
         N=N,
         gamma=gamma,
@@ -139,4 +164,6 @@ def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
         lr_match_gamma=None if match is None else float(match),
         engine=info["engine"],
         environment=info.get("environment"),
+        weighting=weighting,
+        **penalties,
     )

@@ -63,6 +63,7 @@ def _run_row(run: RunInfo, table: dict) -> dict:
         "label": run.label,
         "N": run.N,
         "gamma": run.gamma,
+        "weighting": run.weighting,
         "lr_scale": run.lr_scale,
         "lr_match_gamma": run.lr_match_gamma,
         "kmax": kmax,
@@ -92,23 +93,23 @@ def _row_order(row: dict):
 
 
 def _is_focal(row: dict) -> bool:
-    return row["gamma"] > 0 or row["label"].startswith("F-")
+    return row.get("weighting", "focal") == "focal" and (
+        row["gamma"] > 0 or row["label"].startswith("F-")
+    )
 
 
 def sweep_rows(runs: list[RunInfo], paper: dict | None) -> list[dict]:
-    """One row per point of the group-size sweep (runs at their configured lr; the low-LR control
-    is left to :func:`control_rows`), GRPO by N then F-GRPO; see :func:`_run_row` for the keys."""
+    """One row per point of the group-size sweep (``RunInfo.sweep_point``: GRPO and F-GRPO at
+    their configured lr; the rest is left to :func:`control_rows`), GRPO by N then F-GRPO; see
+    :func:`_run_row` for the keys."""
     table = (paper or {}).get("table2_group_size_sweep_qwen2.5_7b", {}).get("rows", {})
-    return sorted(
-        (_run_row(run, table) for run in runs if is_base_lr(run.lr_scale)), key=_row_order
-    )
+    return sorted((_run_row(run, table) for run in runs if run.sweep_point), key=_row_order)
 
 
 def control_rows(runs: list[RunInfo]) -> list[dict]:
-    """The same rows for the runs at a scaled lr (e.g. GRPO at lr * m_gamma), never sweep points."""
-    return sorted(
-        (_run_row(run, {}) for run in runs if not is_base_lr(run.lr_scale)), key=_row_order
-    )
+    """The same rows for the runs that are not sweep points (GRPO at lr * m_gamma, MaxRL, an
+    entropy bonus or KL penalty): compared beside the sweep, never points of it."""
+    return sorted((_run_row(run, {}) for run in runs if not run.sweep_point), key=_row_order)
 
 
 METRIC_NAMES = {

@@ -441,3 +441,45 @@ def test_short_runs_get_one_window_named_by_their_steps_and_the_table_says_what_
     res = cross_check([load_run(d)], rare, tmp_path / "out2", early_steps=50, paper=None, rng=rng)
     text = sweep_section(res)
     assert "pass@None" not in text and "in-domain pass@k_max" in text
+
+
+def test_maxrl_and_regularised_runs_are_not_grpo_and_one_label_is_one_run(tmp_path):
+    """A MaxRL run (gamma 0) and GRPO with an entropy bonus or KL penalty are labelled as such,
+    kept out of the GRPO sweep and never taken as the GRPO baseline of the lr-matched control;
+    two runs of one label are refused (every table is keyed by label)."""
+    rng = np.random.default_rng(0)
+    rare = make_rare_set({"a": (0.4, 0.05)})
+
+    def run(name, gamma=0.0, p1=0.5, **info):
+        d = tmp_path / name
+        d.mkdir()
+        write_run_info(d, engine="fgrpo", algo="grpo", group_size=8, gamma=gamma, **info)
+        (d / "groups.jsonl").write_text(
+            "\n".join(json.dumps(g) for g in simulate_groups(rare, 8, 4, rng, step0=1))
+        )
+        (d / "metrics.jsonl").write_text(json.dumps({"step": 4, "rare/delta_nll": p1}) + "\n")
+        return load_run(d)
+
+    runs = [
+        run("maxrl", weighting="maxrl", p1=0.9),
+        run("entropy", entropy_coef=1e-3, p1=0.8),
+        run("kl", kl_coef=1e-3, p1=0.7),
+        run("grpo", p1=0.3),
+        run("fgrpo", gamma=1.0, p1=0.1),
+        run("control", p1=0.2, lr_scale=0.5, lr_match_gamma=1.0),
+    ]
+    assert [r.label for r in runs] == [
+        "MaxRL N=8", "GRPO N=8 + entropy", "GRPO N=8 + KL", "GRPO N=8", "F-GRPO N=8",
+        "GRPO N=8 (lr x0.50)",
+    ]  # fmt: skip
+    rows = sweep_rows(runs, None)
+    assert [r["label"] for r in rows] == ["GRPO N=8", "F-GRPO N=8"]
+    (comparison,) = lr_control_comparisons(rows, control_rows(runs))
+    assert comparison["grpo"]["label"] == "GRPO N=8"
+    assert {r["label"] for r in control_rows(runs)} == {r.label for r in runs} - {
+        "GRPO N=8", "F-GRPO N=8"
+    }  # fmt: skip
+
+    twin = run("grpo_seed1", p1=0.4)
+    with pytest.raises(ValueError, match=r"two runs have the label 'GRPO N=8'.*--label"):
+        cross_check([*runs, twin], rare, tmp_path / "out", paper=None, rng=rng)

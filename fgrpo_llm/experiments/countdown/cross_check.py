@@ -61,6 +61,14 @@ def cross_check(
     """
     if isinstance(early_steps, bool) or not isinstance(early_steps, int) or early_steps < 1:
         raise ValueError(f"early_steps must be an integer >= 1, got early_steps={early_steps!r}")
+    seen = {}
+    for run in runs:  # every table is keyed by label: two runs of one label would merge
+        if run.label in seen:
+            raise ValueError(
+                f"two runs have the label {run.label!r} ({seen[run.label]} and {run.path}); "
+                "give each its own (--label)"
+            )
+        seen[run.label] = run.path
     import matplotlib
 
     matplotlib.use("Agg")

@@ -151,8 +151,8 @@ def sweep_section(result: dict) -> str:
     controls = result.get("controls") or []
     if controls:
         text += (
-            "\n\nControls at a scaled learning rate (not points of the sweep, left out of the "
-            "orderings below):\n\n"
+            "\n\nRuns that are not points of the sweep (a scaled learning rate, MaxRL, an "
+            "entropy bonus or a KL penalty; left out of the orderings below):\n\n"
             + markdown_table(
                 ours, [[r["label"]] + [r[k] for k in keys] + [_evaluated_on(r)] for r in controls]
             )
