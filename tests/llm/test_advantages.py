@@ -369,3 +369,15 @@ def test_maxrl_refuses_what_is_not_a_table_of_verdicts():
     for bad in ([[1, 0]], torch.ones(4)):
         with pytest.raises(ValueError, match=whole):
             adv.maxrl_advantages(bad)
+
+
+def test_the_engines_group_weights_count_a_score_at_the_threshold_as_correct():
+    """``group_focal_weights`` (verl and TRL): scores >= the threshold are correct, NaN wrong;
+    a score exactly at the threshold counts in X."""
+    from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
+
+    settings = FocalSettings(gamma=1.0, correct_threshold=1.0)  # rewards 1 / 0
+    scores = torch.tensor([1.0, 0.999, float("nan"), 0.0, 1.0, 1.0])
+    g, X, N = group_focal_weights(scores, ["a", "a", "a", "a", "b", "b"], settings)
+    assert X.tolist() == [1, 1, 1, 1, 2, 2] and N.tolist() == [4, 4, 4, 4, 2, 2]
+    assert g.tolist() == pytest.approx([0.75] * 4 + [0.0] * 2)

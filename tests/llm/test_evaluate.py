@@ -198,6 +198,9 @@ def test_compare_defaults_m_to_a_quarter_of_n_and_rejects_m_not_below_n(tmp_path
         "pass@1"
     ]
     assert default["m"] == 10 and default["n"] == 40
+    # k = m is tested (the paper's pass@256 at m = 256), k > m left out
+    at_m = compare_evals(a, a, iterations=10, ks=(1, 10, 11), rng=np.random.default_rng(1))
+    assert list(at_m["test"]) == ["pass@1", "pass@10"]
     with pytest.raises(ValueError, match="m=40"):
         compare_evals(a, a, m=40, iterations=10, ks=(1,), rng=np.random.default_rng(1))
 

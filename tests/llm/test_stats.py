@@ -100,6 +100,12 @@ def test_verdicts():
     )
     assert verdict_above(up, 0.2) == CONTRADICTED and verdict_below(up, 0.2) == HOLDS
     assert format_interval(down, signed=True) == "-0.100 [-0.150, -0.050]"
+    # an interval that touches the threshold (or the margin) decides nothing: strict bounds
+    touch = Interval(0.05, 0.0, 0.1, 3, 0.02)
+    assert verdict_above(touch) == NOT_RESOLVED and verdict_below(touch, 0.1) == NOT_RESOLVED
+    assert verdict_within(Interval(0.0, -0.02, 0.01, 3, 0.01), 0.02) == NOT_RESOLVED
+    assert verdict_within(Interval(0.03, 0.02, 0.04, 3, 0.01), 0.02) == NOT_RESOLVED
+    assert verdict_within(Interval(0.0, -0.019, 0.019, 3, 0.01), 0.02) == HOLDS
 
 
 def test_tied_seeds_carry_no_verdict():

@@ -297,3 +297,21 @@ def test_a_kernel_family_difference_from_tied_bases_is_not_resolved():
         numbers["grpo_n8"][u]["delta_nll_rare"] += 0.002 * u[0]
     rows = {r["what"]: r for r in family_rows(numbers, cfg, bases)}
     assert rows["Delta NLL_rare, grpo_n8"]["resolved"] is True
+
+
+def test_each_metric_of_a_two_metric_claim_can_decide_it():
+    """Claims 3, 4 and 6 each rest on an in-domain and an OOD metric: a resolved failure in
+    either one alone contradicts the claim (a claim reading only one of them would hold)."""
+    cfg = DemoConfig()
+    cases = {  # claim -> (run, metric pair, a value that fails the claim in that metric)
+        3: ("fgrpo_n8", ("id_passk", "ood_passk"), -0.05),  # F-GRPO below GRPO
+        4: ("fgrpo_n8", ("id_pass1", "ood_pass1"), -0.05),  # a drop of 0.05 > 0.02
+        6: ("grpo_n32", ("id_passk", "ood_passk"), +0.05),  # GRPO N = 32 ahead by 0.05
+    }
+    for claim, (run, metrics, shift) in cases.items():
+        for bad, good in (metrics, metrics[::-1]):
+            per_run = {run: {bad: BASE[bad] + shift, good: BASE[good] - shift}}
+            verdicts = {
+                c["claim"]: c["verdict"] for c in judge_claims(_numbers(cfg, BASE, per_run), cfg)
+            }
+            assert verdicts[claim] == CONTRADICTED, (claim, bad)

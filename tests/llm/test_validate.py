@@ -483,3 +483,16 @@ def test_maxrl_and_regularised_runs_are_not_grpo_and_one_label_is_one_run(tmp_pa
     twin = run("grpo_seed1", p1=0.4)
     with pytest.raises(ValueError, match=r"two runs have the label 'GRPO N=8'.*--label"):
         cross_check([*runs, twin], rare, tmp_path / "out", paper=None, rng=rng)
+
+
+def test_a_runs_delta_nll_rare_is_its_last_finite_value(tmp_path):
+    """Delta NLL_rare of a run is the last finite ``rare/delta_nll`` of metrics.jsonl (a NaN of a
+    failed evaluation at the end does not replace it), with the step it was measured at."""
+    d = tmp_path / "r"
+    d.mkdir()
+    write_run_info(d, engine="fgrpo", algo="grpo", group_size=4, gamma=0.0)
+    lines = [{"step": 1, "rare/delta_nll": 0.1}, {"step": 2, "rare/delta_nll": 0.2}]
+    lines += [{"step": 3, "rare/delta_nll": None}, {"step": 4, "reward/mean": 0.5}]
+    (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    run = load_run(d)
+    assert run.delta_nll_rare == 0.2
