@@ -526,9 +526,9 @@ def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
         lr_match_gamma=cfg.lr_match_gamma,
         environment=environment(device),
         weighting=cfg.weighting,
-        sampling=cfg.sampling().policy(),
+        sampling=cfg.sampling().policy(),  # as the engines' runs keep it (``eval --run``)
         entropy_coef=cfg.entropy_coef,
-        kl_coef=cfg.kl_coef,  # as the engines' runs keep it (``eval --run``)
+        kl_coef=cfg.kl_coef,
     )
     logger = MetricsLogger(
         out,
