@@ -142,15 +142,12 @@ def _expected_parameters(
     return expected, A.flatten(), X
 
 
-@pytest.mark.parametrize(
-    "algo,gamma", [("grpo", 0.0), ("grpo", 1.0), ("dapo", 0.5), ("cispo", 2.0), ("cispo", 0.0)]
-)
-def test_one_step_update_equals_the_hand_computed_one(
-    tiny_checkpoint, tmp_path, monkeypatch, algo, gamma
-):
+def _train_one_step(base_dir, tmp_path, monkeypatch, **settings):
+    """One training step of the trainer on the fixed rollouts; returns ``(run directory, base
+    model, tokenizer, the step's prompts in sampling order)``."""
     import fgrpo_llm.trainer as trainer
 
-    base_model, tok = load_model_and_tokenizer(tiny_checkpoint)
+    base_model, tok = load_model_and_tokenizer(base_dir)
     seen = {}
 
     def fixed_sampler(model, tokenizer, prompts, **kwargs):
@@ -160,24 +157,23 @@ def test_one_step_update_equals_the_hand_computed_one(
     monkeypatch.setattr(trainer, "sample_completions", fixed_sampler)
     out = tmp_path / "run"
     cfg = TrainConfig(
-        base=str(tiny_checkpoint),
-        out=str(out),
-        algo=algo,
-        gamma=gamma,
-        steps=1,
-        prompts_per_step=3,
-        group_size=N,
-        lr=LR,
-        warmup_steps=0,
-        weight_decay=WD,
-        adam_eps=ADAM_EPS,
-        grad_clip=0.0,
-        max_new_tokens=8,
-        progress=False,
-    )
+        base=str(base_dir), out=str(out), steps=1, prompts_per_step=3, group_size=N, lr=LR,
+        warmup_steps=0, weight_decay=WD, adam_eps=ADAM_EPS, max_new_tokens=8, progress=False,
+        **settings,
+    )  # fmt: skip
     trainer.train(cfg, task=FixedTask())
+    return out, base_model, tok, seen["prompts"]
 
-    prompts = seen["prompts"]
+
+@pytest.mark.parametrize(
+    "algo,gamma", [("grpo", 0.0), ("grpo", 1.0), ("dapo", 0.5), ("cispo", 2.0), ("cispo", 0.0)]
+)
+def test_one_step_update_equals_the_hand_computed_one(
+    tiny_checkpoint, tmp_path, monkeypatch, algo, gamma
+):
+    out, base_model, tok, prompts = _train_one_step(
+        tiny_checkpoint, tmp_path, monkeypatch, algo=algo, gamma=gamma, grad_clip=0.0
+    )
     assert sorted(prompts) == sorted(COMPLETIONS)
     batch = _fixed_batch(base_model, tok, prompts)
     expected, A, X = _expected_parameters(tiny_checkpoint, batch, prompts, algo=algo, gamma=gamma)
@@ -279,42 +275,12 @@ def test_a_step_of_several_updates_equals_the_hand_computed_one(
     updates written out by hand. Mutations this catches (each checked when the test was written):
     gradients not zeroed between mini-batches, clipping off, the entropy or KL term detached, the
     mini-batch order not shuffled or not from the run's seed."""
-    import fgrpo_llm.trainer as trainer
-
-    base_model, tok = load_model_and_tokenizer(tiny_checkpoint)
-    seen = {}
-
-    def fixed_sampler(model, tokenizer, prompts, **kwargs):
-        seen["prompts"] = list(prompts)
-        return _fixed_batch(base_model, tok, list(prompts))
-
-    monkeypatch.setattr(trainer, "sample_completions", fixed_sampler)
-    out, seed = tmp_path / "run", 5
-    cfg = TrainConfig(
-        base=str(tiny_checkpoint),
-        out=str(out),
-        algo=algo,
-        gamma=gamma,
-        steps=1,
-        prompts_per_step=3,
-        group_size=N,
-        lr=LR,
-        warmup_steps=0,
-        weight_decay=WD,
-        adam_eps=ADAM_EPS,
-        grad_clip=grad_clip,
-        max_new_tokens=8,
-        num_mini_batches=mini_batches,
-        ppo_epochs=epochs,
-        micro_batch_size=micro,
-        entropy_coef=ent,
-        kl_coef=kl,
-        seed=seed,
-        progress=False,
-    )
-    trainer.train(cfg, task=FixedTask())
-
-    prompts = seen["prompts"]
+    seed = 5
+    out, base_model, tok, prompts = _train_one_step(
+        tiny_checkpoint, tmp_path, monkeypatch, algo=algo, gamma=gamma, grad_clip=grad_clip,
+        num_mini_batches=mini_batches, ppo_epochs=epochs, micro_batch_size=micro,
+        entropy_coef=ent, kl_coef=kl, seed=seed,
+    )  # fmt: skip
     batch = _fixed_batch(base_model, tok, prompts)
     _, A, _ = _expected_parameters(tiny_checkpoint, batch, prompts, algo=algo, gamma=gamma)
     expected, norms = _hand_updates(
