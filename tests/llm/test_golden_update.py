@@ -105,6 +105,16 @@ def _token_logprobs(model, seq, attn):
     return torch.cat([torch.zeros_like(logp[:, :1]), logp], dim=1)
 
 
+def _surrogate(algo, logp, old, A, mask):
+    """l_t per token (M, L), written out: GRPO / DAPO's clipped ratio term, CISPO's capped,
+    detached weight times log pi_theta (r = 1 off the mask)."""
+    r = torch.exp(torch.where(mask, logp - old, torch.zeros_like(logp)))
+    if algo == "cispo":
+        return -torch.clamp(r.detach(), 0.0, 6.0) * A * logp
+    hi = 0.28 if algo == "dapo" else 0.2
+    return -torch.minimum(r * A, torch.clamp(r, 0.8, 1.0 + hi) * A)
+
+
 def _expected_parameters(
     base_dir, batch: RolloutBatch, prompts: list[str], *, algo: str, gamma: float
 ):
@@ -123,12 +133,7 @@ def _expected_parameters(
     A = A.float().flatten()[:, None]  # (M, 1)
     logp = _token_logprobs(model, batch.sequences, batch.attention_mask)
     mask = batch.completion_mask
-    r = torch.exp(torch.where(mask, logp - batch.old_logprobs, torch.zeros_like(logp)))
-    if algo == "cispo":
-        per_token = -torch.clamp(r.detach(), 0.0, 6.0) * A * logp
-    else:
-        hi = 0.28 if algo == "dapo" else 0.2
-        per_token = -torch.minimum(r * A, torch.clamp(r, 0.8, 1.0 + hi) * A)
+    per_token = _surrogate(algo, logp, batch.old_logprobs, A, mask)
     loss = torch.where(mask, per_token, torch.zeros_like(per_token)).sum() / mask.sum()
     params = list(model.parameters())
     grads = torch.autograd.grad(loss, params)
@@ -233,14 +238,8 @@ def _hand_updates(base_dir, batch, A, *, algo, seed, mini_batches, epochs, grad_
             logp, H = _token_logprobs_and_entropy(model, seq, attn)
             with torch.no_grad():
                 logp_ref = _token_logprobs(ref, seq, attn)
-            a = A[rows][:, None]
-            r = torch.exp(torch.where(mask, logp - old, torch.zeros_like(logp)))
-            if algo == "cispo":
-                per_token = -torch.clamp(r.detach(), 0.0, 6.0) * a * logp
-            else:
-                hi = 0.28 if algo == "dapo" else 0.2
-                per_token = -torch.minimum(r * a, torch.clamp(r, 0.8, 1.0 + hi) * a)
             d = torch.where(mask, logp_ref - logp, torch.zeros_like(logp))
+            per_token = _surrogate(algo, logp, old, A[rows][:, None], mask)
             per_token = per_token - ent * H + kl * (torch.exp(d) - d - 1)
             loss = torch.where(mask, per_token, torch.zeros_like(per_token)).sum() / mask.sum()
             grads = torch.autograd.grad(loss, params)
