@@ -6,7 +6,8 @@ them on the same problems. Per run and metric the seeds give S values x_1..x_S; 
     mean  x_bar = (1/S) sum_s x_s,   sd = sqrt(sum_s (x_s - x_bar)^2 / (S - 1)),
     95% interval  x_bar -/+ t_{0.975, S-1} * sd / sqrt(S)        (Student t over seeds)
 
-(:func:`t_interval`). A difference between two runs is *paired*: d_s = x_s(A) - x_s(B) for the
+(:func:`t_interval`; cut to the range of a bounded metric, :func:`clipped`). A difference between
+two runs is *paired*: d_s = x_s(A) - x_s(B) for the
 same seed, base and evaluation problems, and its interval is the t interval of the d_s
 (:func:`paired_difference`): seed-to-seed variation that both runs share cancels.
 
@@ -40,6 +41,7 @@ __all__ = [
     "Interval",
     "t_interval",
     "paired_difference",
+    "clipped",
     "HOLDS",
     "CONTRADICTED",
     "NOT_RESOLVED",
@@ -122,8 +124,9 @@ def _values(name: str, x) -> np.ndarray:
     return a
 
 
-def t_interval(values, *, confidence: float = 0.95) -> Interval:
-    """Mean and Student-t interval over seeds: x_bar -/+ t_{(1+c)/2, S-1} sd / sqrt(S).
+def t_interval(values, *, confidence: float = 0.95, bounds=None) -> Interval:
+    """Mean and Student-t interval over seeds: x_bar -/+ t_{(1+c)/2, S-1} sd / sqrt(S), clipped
+    to ``bounds`` when given (:func:`clipped`).
 
     One value gives its mean with an undefined interval (lo = hi = nan): one seed cannot say how far
     to trust it. Equal values give a zero-width interval, which no verdict accepts
@@ -140,17 +143,36 @@ def t_interval(values, *, confidence: float = 0.95) -> Interval:
         return Interval(mean, math.nan, math.nan, 1, math.nan, confidence)
     sd = float(x.std(ddof=1))
     half = float(student_t.ppf(0.5 + confidence / 2, S - 1)) * sd / math.sqrt(S)
-    return Interval(mean, mean - half, mean + half, S, sd, confidence)
+    return clipped(Interval(mean, mean - half, mean + half, S, sd, confidence), bounds)
 
 
-def paired_difference(a, b, *, confidence: float = 0.95) -> Interval:
-    """The t interval of the per-seed differences d_s = a_s - b_s (same seed, base and problems)."""
+def clipped(iv: Interval, bounds) -> Interval:
+    """The interval cut to ``bounds`` = (low, high), the range its mean cannot leave: (0, 1) for
+    a fraction such as pass@k, (-1, 1) for the difference of two. A t interval does not know that
+    the values are bounded, and over two or three units it can reach past the range (an observed
+    frequency of 0.297 [-0.512, 1.106] over two bases); the true mean lies in the range, so the
+    cut interval covers it whenever the uncut one does. Mean and sd are kept; a verdict against a
+    threshold inside the range is the same on either (:func:`widen` recomputes the uncut
+    interval). ``bounds=None`` and undefined bounds (one value) leave the interval as it is."""
+    if bounds is None or not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
+        return iv
+    low, high = (float(b) for b in bounds)
+    if not low < high:
+        raise ValueError(f"bounds must be (low, high) with low < high, got bounds={bounds!r}")
+    return Interval(
+        iv.mean, min(max(iv.lo, low), high), max(min(iv.hi, high), low), iv.n, iv.sd, iv.confidence
+    )
+
+
+def paired_difference(a, b, *, confidence: float = 0.95, bounds=None) -> Interval:
+    """The t interval of the per-seed differences d_s = a_s - b_s (same seed, base and problems),
+    clipped to ``bounds`` when given."""
     a, b = _values("a", a), _values("b", b)
     if a.shape != b.shape:
         raise ValueError(
             f"a paired difference needs one value per seed on both sides, got {a.size} and {b.size}"
         )
-    return t_interval(a - b, confidence=confidence)
+    return t_interval(a - b, confidence=confidence, bounds=bounds)
 
 
 #: An sd at most this (times max(1, |mean|)) is a tie: equal values, or values equal up to the
@@ -272,18 +294,18 @@ def by_base(values) -> dict:
     return groups
 
 
-def base_level_interval(values, *, confidence: float = 0.95) -> Interval:
+def base_level_interval(values, *, confidence: float = 0.95, bounds=None) -> Interval:
     """The base as the unit: x_b = mean over base b's seeds of x_{b,s}, then the Student-t
     interval over the K base means, x_bar -/+ t_{(1+c)/2, K-1} sd_b / sqrt(K) (``n`` = K).
 
     ``values`` maps (base, seed) to a value; for a paired effect, pass the per-(base, seed)
     differences. Seed-to-seed noise enters through the base means; a base with more seeds counts
-    once, like any other."""
+    once, like any other. ``bounds``: the range of the mean (:func:`clipped`)."""
     if not values:
         raise ValueError("values must hold at least one (base, seed) value, got none")
     groups = by_base(values)
     means = [float(np.mean(_values(f"values of base {b}", xs))) for b, xs in groups.items()]
-    return t_interval(means, confidence=confidence)
+    return t_interval(means, confidence=confidence, bounds=bounds)
 
 
 @dataclass(frozen=True)

@@ -237,3 +237,18 @@ def test_reproduce_command_gives_back_the_config():
         assert make_config(args.preset, **values) == cfg, command
     assert "--seeds 0,1,2" in command_for(CFG) and "--workers" not in command_for(CFG)
     assert [m for m in methods(CFG)] == [(0.0, None), (1.0, None), (0.0, 1.0)]
+
+
+def test_intervals_are_cut_to_percentage_points():
+    """A dip of 0 or 30 points over three seeds: the t interval reaches below 0, the study's stops
+    at 0 (``stats.clipped``); its mean and the paired differences are unchanged."""
+
+    def value(method, N, s):
+        return (0.4, 0.7, 0.3 if s == 0 else 0.0)
+
+    report = study(CFG, _results(CFG, value))
+    row = [r for r in report["runs"] if r["method"] == GRPO and r["N"] == 4][0]
+    assert row["dip"]["mean"] == pytest.approx(10.0)
+    assert row["dip"]["lo"] == 0.0 and row["dip"]["hi"] == pytest.approx(
+        10.0 + sps.t.ppf(0.975, 2) * np.std([30.0, 0.0, 0.0], ddof=1) / math.sqrt(3)
+    )

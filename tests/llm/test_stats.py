@@ -15,6 +15,8 @@ from fgrpo_llm.evaluation.stats import (
     HOLDS,
     NOT_RESOLVED,
     Interval,
+    base_level_interval,
+    clipped,
     combined_verdict,
     format_interval,
     informative,
@@ -178,3 +180,31 @@ def test_a_claim_over_parts_holds_in_each_and_is_contradicted_at_the_bonferroni_
         for mi, si in zip(m, sd, strict=True)
     )
     assert false / 8_000 <= 0.03  # unadjusted: 1 - 0.975^4 = 9.6%
+
+
+def test_an_interval_is_cut_to_the_range_of_its_mean_and_keeps_its_verdicts():
+    """A fraction over two values: the t interval reaches past [0, 1]; cut, it keeps mean, sd and
+    every verdict against a threshold inside the range."""
+    x = [0.1, 0.9]
+    raw = t_interval(x)
+    assert raw.lo < 0.0 and raw.hi > 1.0  # t_{0.975, 1} = 12.7: far past both ends
+    iv = t_interval(x, bounds=(0.0, 1.0))
+    assert (iv.lo, iv.hi) == (0.0, 1.0)
+    assert (iv.mean, iv.sd, iv.n, iv.confidence) == (raw.mean, raw.sd, raw.n, raw.confidence)
+    assert base_level_interval({(0, 0): 0.1, (1, 0): 0.9}, bounds=(0.0, 1.0)) == iv
+    d = paired_difference([0.9, 0.2, 0.95], [0.1, 0.9, 0.05], bounds=(-1.0, 1.0))
+    assert -1.0 == d.lo < d.mean < d.hi == 1.0
+    for v in ([0.02, 0.05, 0.97], [0.30, 0.32, 0.99], [0.5, 0.51, 0.52]):
+        for t in (0.0, 0.25, 0.5, 0.98, 1.0):
+            a, b = t_interval(v), t_interval(v, bounds=(0.0, 1.0))
+            assert verdict_above(b, t) == verdict_above(a, t)
+            assert verdict_below(b, t) == verdict_below(a, t)
+    inside = t_interval([0.4, 0.5, 0.45])  # an interval inside the range is left as it is
+    assert clipped(inside, (0.0, 1.0)) == inside
+    assert clipped(inside, None) == inside
+    one = t_interval([1.5], bounds=(0.0, 1.0))  # undefined stays undefined (and the mean as is)
+    assert one.mean == 1.5 and math.isnan(one.lo) and math.isnan(one.hi)
+    below = clipped(Interval(-3.0, -5.0, -1.0, 3, 1.0), (0.0, 1.0))  # wholly outside: a point
+    assert below.lo == below.hi == 0.0
+    with pytest.raises(ValueError, match=r"bounds=\(1.0, 0.0\)"):
+        t_interval(x, bounds=(1.0, 0.0))

@@ -5,7 +5,13 @@ import numpy as np
 
 from fgrpo_llm.evaluation.stats import CONTRADICTED, HOLDS, NOT_RESOLVED
 from fgrpo_llm.experiments.countdown.config import DemoConfig, run_specs
-from fgrpo_llm.experiments.countdown.study_claims import NOT_RUN, judge_claims
+from fgrpo_llm.experiments.countdown.study_claims import (
+    NOT_RUN,
+    interval,
+    judge_claims,
+    paired,
+    ratio,
+)
 
 UNITS = [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1), (3, 0)]  # 4 bases, 1 or 2 RL seeds each
 NOISE = np.array([-0.003, 0.001, 0.002, 0.0, -0.001, 0.001])  # a per-unit shift
@@ -315,3 +321,24 @@ def test_each_metric_of_a_two_metric_claim_can_decide_it():
                 c["claim"]: c["verdict"] for c in judge_claims(_numbers(cfg, BASE, per_run), cfg)
             }
             assert verdicts[claim] == CONTRADICTED, (claim, bad)
+
+
+def test_intervals_of_fractions_are_cut_to_their_range_and_delta_nll_is_not():
+    """Over two bases a t interval of a fraction reaches past [0, 1]: the study prints it cut
+    (``stats.clipped``), a difference of two fractions to [-1, 1]; Delta NLL_rare has no range."""
+    units = {(0, 0): 0.1, (1, 0): 0.9}
+    numbers = {
+        "a": {
+            u: dict.fromkeys(("tail_miss_obs", "delta_nll_rare", "id_pass1"), v)
+            for u, v in units.items()
+        },
+        "b": {u: {"tail_miss_obs": 1 - v, "id_pass1": 0.5} for u, v in units.items()},
+    }
+    iv = interval(numbers, "a", "tail_miss_obs")
+    assert (iv.lo, iv.hi) == (0.0, 1.0)
+    nll = interval(numbers, "a", "delta_nll_rare")
+    assert nll.lo < 0.0 and nll.hi > 1.0
+    d = paired(numbers, "a", "b", "tail_miss_obs")  # -0.8, +0.8: t_{0.975, 1} takes it past 1
+    assert (d.lo, d.hi) == (-1.0, 1.0)
+    r = ratio(numbers, "a", "b", "id_pass1")  # 0.2 and 1.8: cut at 0 below, not above
+    assert r.lo == 0.0 and r.hi > 2.0

@@ -68,6 +68,7 @@ __all__ = [
     "TAIL_MISS_MARGIN",
     "MIN_BASES",
     "METRICS",
+    "METRIC_RANGE",
     "NOT_RUN",
 ]
 
@@ -95,6 +96,15 @@ METRICS = {
     "tail_miss_pred": "early tail miss (Lemma 3.1)",
 }
 
+#: The range of each bounded metric's mean (the fractions; Delta NLL_rare has none): intervals are
+#: cut to it (``stats.clipped``), a difference of two to (low - high, high - low).
+METRIC_RANGE = {m: (0.0, 1.0) for m in METRICS if m != "delta_nll_rare"}
+
+
+def _difference_range(metric: str, metric_b: str | None = None):
+    a, b = METRIC_RANGE.get(metric), METRIC_RANGE.get(metric_b or metric)
+    return None if a is None or b is None else (a[0] - b[1], a[1] - b[0])
+
 
 # ----------------------------------------------------------------------------- unit values
 def unit_values(numbers: dict, name: str, metric: str) -> dict:
@@ -110,7 +120,7 @@ def unit_values(numbers: dict, name: str, metric: str) -> dict:
 def interval(numbers, name, metric) -> Interval | None:
     """Mean over bases with its t interval over bases (None when no unit has the value)."""
     v = unit_values(numbers, name, metric)
-    return base_level_interval(v) if v else None
+    return base_level_interval(v, bounds=METRIC_RANGE.get(metric)) if v else None
 
 
 def paired(numbers, a, b, metric, metric_b=None) -> Interval | None:
@@ -118,7 +128,7 @@ def paired(numbers, a, b, metric, metric_b=None) -> Interval | None:
     (base, seed) unit both have, then averaged within bases: the interval over bases."""
     va, vb = unit_values(numbers, a, metric), unit_values(numbers, b, metric_b or metric)
     d = {u: va[u] - vb[u] for u in va.keys() & vb.keys()}
-    return base_level_interval(d) if d else None
+    return base_level_interval(d, bounds=_difference_range(metric, metric_b)) if d else None
 
 
 def ratio(numbers, a, b, metric) -> Interval | None:
@@ -127,7 +137,7 @@ def ratio(numbers, a, b, metric) -> Interval | None:
     scale-free view of an effect whose size moves with the base."""
     va, vb = unit_values(numbers, a, metric), unit_values(numbers, b, metric)
     r = {u: va[u] / vb[u] for u in va.keys() & vb.keys() if va[u] > 0 and vb[u] > 0}
-    return base_level_interval(r) if r else None
+    return base_level_interval(r, bounds=(0.0, math.inf)) if r else None
 
 
 def _bases(iv: Interval | None) -> str:
@@ -403,7 +413,7 @@ def _against_maxrl(s: StudyNumbers) -> tuple[str, str]:
         m_f, m_x = per_seed.get(f"F-GRPO gamma={float(cfg.gamma):g}"), per_seed.get("MaxRL")
         if m_f and m_x and len(m_f) == len(m_x) >= 2:
             # the simulator's own difference, paired by seed: a direction only when resolved
-            sim_iv = t_interval([a - b for a, b in zip(m_f, m_x, strict=True)])
+            sim_iv = t_interval([a - b for a, b in zip(m_f, m_x, strict=True)], bounds=(-1.0, 1.0))
             pred = {HOLDS: "below", CONTRADICTED: "above"}.get(verdict_above(sim_iv))
     d = d10["delta_nll_rare"]
     if mx not in s.numbers:

@@ -1,8 +1,9 @@
 """Figures of the Maze study (paper Section 5.2, Table 4): pass@k over RL steps, final pass@k vs N.
 
 Lines are means over the RL seeds; bands and error bars are 95% Student-t intervals over seeds
-(``fgrpo_llm.evaluation.stats.t_interval``; none with one seed). The lr-matched controls are
-dashed. Written by ``maze.study.summarize`` to OUT/maze_curves.png and OUT/maze_final.png.
+(``fgrpo_llm.evaluation.stats.t_interval``, cut to [0, 1]; none with one seed). The lr-matched
+controls are dashed. Written by ``maze.study.summarize`` to OUT/maze_curves.png and
+OUT/maze_final.png.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from fgrpo_llm.experiments.maze.config import MazeConfig, method_name, methods
 
 
 def _band(values: list[float]) -> tuple[float, float, float]:
-    iv = t_interval(values)
+    iv = t_interval(values, bounds=(0.0, 1.0))  # pass@k: a fraction
     return iv.mean, iv.lo, iv.hi
 
 

@@ -126,13 +126,18 @@ def _per_seed(cfg: MazeConfig, results: dict, method: str, N: int, metric: str) 
     }
 
 
-def unit_interval(values: dict, *, over_bases: bool = False) -> Interval:
+#: The range of every study metric (percentage points): intervals are cut to it, a difference of
+#: two to (-100, 100) (``stats.clipped``).
+PERCENT = (0.0, 100.0)
+
+
+def unit_interval(values: dict, *, over_bases: bool = False, bounds=PERCENT) -> Interval:
     """Over bases in a study pooled over several SFT models (``over_bases``: each base's seeds
     averaged first, ``base_level_interval``; undefined with one base), else over the RL seeds of
-    the one SFT model."""
+    the one SFT model; cut to ``bounds``."""
     if over_bases:
-        return base_level_interval(values)
-    return t_interval([values[u] for u in sorted(values)])
+        return base_level_interval(values, bounds=bounds)
+    return t_interval([values[u] for u in sorted(values)], bounds=bounds)
 
 
 def _paired(a: dict, b: dict, *, over_bases: bool = False) -> Interval | None:
@@ -141,7 +146,9 @@ def _paired(a: dict, b: dict, *, over_bases: bool = False) -> Interval | None:
     units = sorted(set(a) & set(b))
     if not units:
         return None
-    return unit_interval({u: a[u] - b[u] for u in units}, over_bases=over_bases)
+    return unit_interval(
+        {u: a[u] - b[u] for u in units}, over_bases=over_bases, bounds=(-100.0, 100.0)
+    )
 
 
 def _iv(iv: Interval | None) -> dict | None:
