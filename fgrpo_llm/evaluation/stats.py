@@ -140,7 +140,7 @@ def t_interval(values, *, confidence: float = 0.95, bounds=None) -> Interval:
     S = x.size
     mean = float(x.mean())
     if S == 1:
-        return Interval(mean, math.nan, math.nan, 1, math.nan, confidence)
+        return clipped(Interval(mean, math.nan, math.nan, 1, math.nan, confidence), bounds)
     sd = float(x.std(ddof=1))
     half = float(student_t.ppf(0.5 + confidence / 2, S - 1)) * sd / math.sqrt(S)
     return clipped(Interval(mean, mean - half, mean + half, S, sd, confidence), bounds)
@@ -154,11 +154,16 @@ def clipped(iv: Interval, bounds) -> Interval:
     cut interval covers it whenever the uncut one does. Mean and sd are kept; a verdict against a
     threshold inside the range is the same on either (:func:`widen` recomputes the uncut
     interval). ``bounds=None`` and undefined bounds (one value) leave the interval as it is."""
-    if bounds is None or not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
+    if bounds is None:
         return iv
-    low, high = (float(b) for b in bounds)
+    try:
+        low, high = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        low = high = math.nan
     if not low < high:
         raise ValueError(f"bounds must be (low, high) with low < high, got bounds={bounds!r}")
+    if not (math.isfinite(iv.lo) and math.isfinite(iv.hi)):
+        return iv
     return Interval(
         iv.mean, min(max(iv.lo, low), high), max(min(iv.hi, high), low), iv.n, iv.sd, iv.confidence
     )

@@ -206,5 +206,6 @@ def test_an_interval_is_cut_to_the_range_of_its_mean_and_keeps_its_verdicts():
     assert one.mean == 1.5 and math.isnan(one.lo) and math.isnan(one.hi)
     below = clipped(Interval(-3.0, -5.0, -1.0, 3, 1.0), (0.0, 1.0))  # wholly outside: a point
     assert below.lo == below.hi == 0.0
-    with pytest.raises(ValueError, match=r"bounds=\(1.0, 0.0\)"):
-        t_interval(x, bounds=(1.0, 0.0))
+    for bad in ((1.0, 0.0), (0.0, math.nan), ("low", 1.0), (0.0,), 1.0):
+        with pytest.raises(ValueError, match=r"bounds="):
+            t_interval([0.5], bounds=bad)  # named even where one value leaves nothing to cut
