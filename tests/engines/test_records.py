@@ -115,6 +115,27 @@ def test_verl_dump_without_uids_groups_by_prompt_text(tmp_path):
     assert not (tmp_path / "r3").exists()
 
 
+def test_verl_dump_counts_a_correct_row_by_the_runs_settings(tmp_path):
+    """``settings=`` (the run's focal settings) decides X as the run's estimator did: a score at
+    the threshold is correct, one below it is not; without them the threshold is halfway
+    between the 0/1 rewards. A MaxRL run's settings label its records MaxRL."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    scores = [0.8, 0.6, 1.0, 0.0]
+    rows = [{"input": "Q", "output": f"o{i}", "score": s, "step": 1} for i, s in enumerate(scores)]
+    (dump / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = tmp_path / "run"
+    at_08 = FocalSettings(gamma=1.0, correct_threshold=0.8)
+    records_from_verl_dump(dump, run, algo="grpo", group_size=4, gamma=1.0, settings=at_08)
+    (g,) = load_run(run).groups
+    assert (g["N"], g["num_correct"], g["forms"]) == (4, 2, ["o0", "o2"])
+    records_from_verl_dump(dump, run, algo="grpo", group_size=4, gamma=1.0)
+    assert load_run(run).groups[0]["forms"] == ["o0", "o1", "o2"]  # threshold 0.5
+    maxrl = FocalSettings(weighting="maxrl")
+    records_from_verl_dump(dump, run, algo="grpo", group_size=4, gamma=0.0, settings=maxrl)
+    assert load_run(run).label == "MaxRL N=4"
+
+
 @pytest.mark.parametrize("engine", ["verl", "trl"])
 def test_absent_engine_is_a_clear_import_error(engine):
     if importlib.util.find_spec(engine) is not None:

@@ -142,6 +142,24 @@ def test_single_process_advantages_are_trl_grpo_times_g(tmp_path, gamma):
         print(f"TRL advantage eps 1e-4 vs ours/verl 1e-6: max |A diff| {eps_diff:.3g}")
 
 
+def test_evaluation_groups_rows_by_num_generations_eval(tmp_path):
+    """In eval mode TRL normalises per group of ``num_generations_eval`` rows, so X and g count
+    those groups: rewards (1, 0 | 1, 1) in groups of 2 give g = 1/2 and 0, not the g = 1/4 of one
+    group of ``num_generations`` = 4; an evaluation batch adds nothing to groups.jsonl."""
+    from fgrpo_llm.evaluation.runs import load_run
+
+    trainer = _trainer(tmp_path, gamma=1.0, G=4, num_generations_eval=2)
+    trainer.model.eval()
+    targets = [1, 0, 1, 1]
+    out = trainer._generate_and_score_completions(_rows(targets))
+    R = torch.tensor(targets, dtype=torch.float32).reshape(2, 2)  # (B, N) in groups of 2
+    g = focal_weight(R.mean(1), gamma=1.0)  # (B,) = (1/2, 0)
+    expected = (g[:, None] * grpo_advantages(R, eps=1e-4)).reshape(-1)
+    torch.testing.assert_close(out["advantages"], expected, rtol=1e-5, atol=1e-6)
+    trainer.recorder.close()
+    assert load_run(tmp_path / "out").groups == []
+
+
 @pytest.mark.parametrize("algo", ["grpo", "dapo", "cispo"])
 def test_trl_loss_equals_ours_on_identical_tensors(tmp_path, algo):
     trainer = _trainer(tmp_path, algo=algo, gamma=1.0, G=4)
@@ -522,6 +540,35 @@ def test_pass_at_k_does_not_depend_on_the_process_count(tmp_path):
         cb.evaluate(trainer.model, 7)
     assert sorted(p for p, _ in parts) == [0, 1, 2, 3, 4]
     assert cb.history[-1] == {"step": 7, **whole}
+
+
+def test_the_callbacks_gather_every_processs_share(tmp_path, monkeypatch):
+    """Process 1 of 2 scores its share of a two-trajectory rare set (trajectory 1), sends it
+    through accelerate's ``gather_object`` (here a stand-in that puts process 0's NLL of
+    trajectory 0 first) and averages over both processes' values, not its own alone."""
+    import accelerate.utils
+    import numpy as np
+
+    from fgrpo_llm.evaluation.rare import RareSet
+    from fgrpo_llm.integrations.trl import DeltaNLLRareCallback
+
+    trainer = _trainer(tmp_path)
+    prompt = TOK("1 2=3:")["input_ids"]
+    ids = [prompt + TOK("3")["input_ids"], prompt + TOK("1")["input_ids"]]
+    rare = RareSet(["p0", "p1"], ids, [len(prompt)] * 2, ["3", "1"], [None] * 2, np.zeros(2), {})
+    cb = DeltaNLLRareCallback(rare).attach(trainer)
+    sent = []
+
+    def gather_object(items):
+        sent.append(list(items))
+        return [(0, 5.0), *items]
+
+    monkeypatch.setattr(accelerate.utils, "gather_object", gather_object)
+    monkeypatch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
+    monkeypatch.setattr(type(trainer.accelerator), "process_index", property(lambda self: 1))
+    metrics = cb.evaluate(trainer.model, 1)
+    assert len(sent) == 1 and [i for i, _ in sent[0]] == [1]  # this process's share only
+    assert metrics["rare/nll"] == pytest.approx((5.0 + sent[0][0][1]) / 2)
 
 
 def test_pass_at_k_samples_under_the_trainers_own_settings(tmp_path, monkeypatch):

@@ -126,12 +126,19 @@ def test_gamma_zero_is_verls_grpo_exactly():
     assert torch.equal(no_std.batch["advantages"], ours.batch["advantages"])
 
 
-def test_focal_is_grpo_times_weight_and_integer_uids():
+@pytest.mark.parametrize("norm", [True, False])
+def test_focal_is_grpo_times_weight_and_integer_uids(norm):
+    """g times verl's grpo advantage, with or without its division by the group's std
+    (``algorithm.norm_adv_by_std_in_grpo``, honoured at gamma > 0 as at gamma = 0)."""
     scores = [1, 1, 1, 0, 0, 1, 0, 0]
     uids = np.array([5, 5, 5, 5, 9, 9, 9, 9])
-    base = compute_advantage(_batch(scores, uids), adv_estimator="grpo").batch["advantages"]
+    base = compute_advantage(
+        _batch(scores, uids), adv_estimator="grpo", norm_adv_by_std_in_grpo=norm
+    ).batch["advantages"]
     ours = compute_advantage(
-        _batch(scores, uids), adv_estimator="focal_grpo", config=_algo_config(focal_gamma=1.0)
+        _batch(scores, uids),
+        adv_estimator="focal_grpo",
+        config=_algo_config(focal_gamma=1.0, norm_adv_by_std_in_grpo=norm),
     ).batch["advantages"]
     g = torch.tensor([0.25] * 4 + [0.75] * 4)[:, None]
     torch.testing.assert_close(ours, base * g, rtol=0, atol=0)
@@ -385,9 +392,28 @@ def test_the_startup_check_passes_the_methods_and_a_separable_overlong_penalty(c
     separable = [o.replace("penalty_factor=1.0", "penalty_factor=0.5") for o in OVERLONG]
     cfg = _compose(method_overrides("dapo", gamma=1.0, group_size=8, reward_wrong=-1.0) + separable)
     assert check_run_config(cfg).threshold == 0.0
+    # 0/1 rewards, penalty up to 0.5: a correct answer scores at least 0.5, the threshold itself
+    at_threshold = [o.replace("penalty_factor=1.0", "penalty_factor=0.5") for o in OVERLONG]
+    cfg_05 = _compose(method_overrides("dapo", gamma=1.0, group_size=8) + at_threshold)
+    assert check_run_config(cfg_05).threshold == 0.5
     assert check_run_config(_compose(["algorithm.adv_estimator=grpo"])) is None  # not ours
     FocalCheck().on_job_start(config=cfg)
     assert "focal_grpo checked: weighting focal, gamma 1" in capsys.readouterr().err
+
+
+def test_the_startup_check_names_a_plugin_that_did_not_load(monkeypatch, capsys):
+    """verl without focal_grpo in its registry (the plug-in failed to import): a focal_grpo run is
+    refused before it starts, as is the plug-in's own check; a run of verl's grpo is not."""
+    import fgrpo_llm.integrations.verl.plugin as plugin
+    from fgrpo_llm.integrations.verl.startup import check_run_config
+
+    focal = _compose(method_overrides("grpo", gamma=1.0, group_size=8))
+    grpo = _compose(["algorithm.adv_estimator=grpo"])
+    monkeypatch.delitem(core_algos.ADV_ESTIMATOR_REGISTRY, "focal_grpo")
+    with pytest.raises(ValueError, match="the fgrpo plug-in did not load"):
+        check_run_config(focal)
+    assert check_run_config(grpo) is None
+    assert plugin.check() == 1 and "focal_grpo NOT registered" in capsys.readouterr().err
 
 
 def test_the_plugin_command_checks_a_runs_overrides():
@@ -543,6 +569,32 @@ def test_verl_rollout_dump_becomes_run_records(tmp_path):
             dump, tmp_path / "run", algo="grpo", group_size=4, gamma=1.0,
             settings=FocalSettings(gamma=0.5),
         )  # fmt: skip
+
+
+def test_run_json_keeps_the_sampling_verls_rollout_was_set_to(tmp_path):
+    """The temperature, top-p and top-k set on ``actor_rollout_ref.rollout`` (not verl's
+    defaults, 1 / 1 / -1) reach run.json, from the composed config and from the run's saved
+    ``.hydra/config.yaml`` alike."""
+    from omegaconf import OmegaConf
+
+    from fgrpo_llm.integrations.records import records_from_verl_dump, verl_sampling
+    from fgrpo_llm.tracking import read_run_info
+
+    rollout = "actor_rollout_ref.rollout"
+    cfg = _compose(
+        [f"{rollout}.temperature=0.6", f"{rollout}.top_p=0.95", f"{rollout}.top_k=20"]
+        + ["data.max_response_length=96"]
+    )
+    want = {"max_new_tokens": 96, "temperature": 0.6, "top_p": 0.95, "top_k": 20}
+    OmegaConf.save(cfg, tmp_path / "config.yaml")  # as Hydra saves it: unresolved
+    assert verl_sampling(cfg).policy() == verl_sampling(tmp_path / "config.yaml").policy() == want
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    (dump / "1.jsonl").write_text(json.dumps({"input": "Q", "output": "a", "score": 1.0}) + "\n")
+    records_from_verl_dump(
+        dump, tmp_path / "run", algo="grpo", group_size=2, gamma=1.0, sampling=verl_sampling(cfg)
+    )
+    assert read_run_info(tmp_path / "run")["sampling"] == want
 
 
 def test_verls_dapo_group_filter_with_our_overrides_and_scores(monkeypatch):
