@@ -401,6 +401,45 @@ def test_the_startup_check_passes_the_methods_and_a_separable_overlong_penalty(c
     assert "focal_grpo checked: weighting focal, gamma 1" in capsys.readouterr().err
 
 
+def _compose_fully_async(overrides):
+    """verl's fully-async entry point's config (``fully_async_ppo_trainer``) with ``overrides``."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    config_dir = Path(verl.__file__).parent / "experimental" / "fully_async_policy" / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        return compose(config_name="fully_async_ppo_trainer", overrides=list(overrides))
+
+
+#: OVERLONG under the legacy names of verl's own fully-async DAPO scripts
+LEGACY_OVERLONG = ["reward_model.reward_manager=dapo"] + [
+    o.replace("+reward.", "+reward_model.") for o in OVERLONG[1:]
+]
+
+
+def test_the_startup_check_reads_the_legacy_reward_keys_fully_async_moves():
+    """verl's fully-async entry point moves ``reward_model.reward_manager`` and
+    ``reward_model.reward_kwargs`` into ``reward`` (its ``migrate_legacy_reward_impl``) after the
+    check ran: the check refuses an overlong penalty set under those names as it refuses the
+    migrated config. verl's main_ppo reads no legacy key, so there they are not refused."""
+    import copy
+
+    from verl.experimental.reward_loop import migrate_legacy_reward_impl
+
+    from fgrpo_llm.integrations.verl.startup import check_run_config
+
+    overrides = method_overrides("dapo", gamma=1.0, group_size=8) + LEGACY_OVERLONG
+    legacy = _compose_fully_async(overrides)
+    migrated = migrate_legacy_reward_impl(copy.deepcopy(legacy))
+    assert migrated.reward.reward_manager.name == "dapo" and "reward_model" not in migrated
+    for cfg, where in ((legacy, "reward_model."), (migrated, "reward.")):
+        with pytest.raises(ValueError, match=re.escape(f"{where}reward_manager")) as err:
+            check_run_config(cfg)
+        assert "can take a correct answer's score down to 0" in str(err.value)
+    assert check_run_config(_compose(overrides)).gamma == 1.0  # main_ppo
+
+
 def test_the_startup_check_names_a_plugin_that_did_not_load(monkeypatch, capsys):
     """verl without focal_grpo in its registry (the plug-in failed to import): a focal_grpo run is
     refused before it starts, as is the plug-in's own check; a run of verl's grpo is not."""

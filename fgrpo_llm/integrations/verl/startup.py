@@ -19,7 +19,10 @@ into a warning, so the callback exits itself. What it refuses, each with the key
   (only ``trainer.use_v1=True`` filters);
 - DAPO's overlong penalty (``reward.reward_manager.name=dapo`` with
   ``reward.reward_kwargs.overlong_buffer_cfg.enable``) when it can carry a correct answer's score
-  below the correctness threshold: the estimator sees the shaped score, so X would be wrong.
+  below the correctness threshold: the estimator sees the shaped score, so X would be wrong. Under
+  verl's fully-async entry point the legacy ``reward_model.reward_manager`` and
+  ``reward_model.reward_kwargs`` count too: it moves them there after this check
+  (:func:`_reward_manager`).
 """
 
 from __future__ import annotations
@@ -65,6 +68,25 @@ def _select(config, key: str, default=None):
     return OmegaConf.select(config, key, default=default, throw_on_missing=False)
 
 
+def _reward_manager(config):
+    """``(name, name_key, overlong_buffer_cfg, kwargs_key)``: the reward manager and its overlong
+    settings as the run's reward manager reads them, each with the key it was set under. verl's
+    fully-async entry point (``verl.experimental.fully_async_policy.fully_async_main``, whose
+    config has ``async_training``) calls
+    ``verl.experimental.reward_loop.migrate_legacy_reward_impl`` after this check: a legacy
+    ``reward_model.reward_manager`` that is set replaces ``reward.reward_manager.name``, a legacy
+    ``reward_model.reward_kwargs`` replaces ``reward.reward_kwargs`` whole. verl's ``main_ppo``
+    reads no legacy key."""
+    name_key, kwargs_key = "reward.reward_manager.name", "reward.reward_kwargs"
+    if _select(config, "async_training") is not None:
+        if _select(config, "reward_model.reward_manager") is not None:
+            name_key = "reward_model.reward_manager"
+        if _select(config, "reward_model.reward_kwargs") is not None:
+            kwargs_key = "reward_model.reward_kwargs"
+    overlong = _select(config, f"{kwargs_key}.overlong_buffer_cfg")
+    return _select(config, name_key), name_key, overlong, kwargs_key
+
+
 def check_run_config(config) -> FocalSettings | None:
     """A ValueError naming the key for each problem above; the focal settings of a
     ``focal_grpo`` run, None for a run of another estimator."""
@@ -103,15 +125,14 @@ def check_run_config(config) -> FocalSettings | None:
             "trainer ignores the group filter, so F-DAPO would run without dynamic sampling; "
             "set trainer.use_v1=True"
         )
-    overlong = _select(config, "reward.reward_kwargs.overlong_buffer_cfg")
-    manager = _select(config, "reward.reward_manager.name")
+    manager, manager_key, overlong, kwargs_key = _reward_manager(config)
     if manager == "dapo" and overlong is not None and _select(overlong, "enable", False):
         penalty = float(_select(overlong, "penalty_factor", 1.0))
         lowest_correct = settings.reward_correct - penalty
         if not settings.reward_wrong < settings.threshold <= lowest_correct:
             raise ValueError(
-                "reward.reward_kwargs.overlong_buffer_cfg.enable=True: DAPO's overlong penalty "
-                f"(up to {penalty:g}) can take a correct answer's score down to "
+                f"{manager_key}=dapo with {kwargs_key}.overlong_buffer_cfg.enable=True: DAPO's "
+                f"overlong penalty (up to {penalty:g}) can take a correct answer's score down to "
                 f"{lowest_correct:g}, below the correctness threshold {settings.threshold:g}, "
                 "and focal_grpo counts X from that shaped score; lower penalty_factor or set "
                 "algorithm.focal_correct_threshold in "
