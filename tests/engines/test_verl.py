@@ -372,7 +372,14 @@ OVERLONG = [
         ("grpo", ["+actor_rollout_ref.actor.focal_gamma=1.0"], "actor.focal_gamma is not read"),
         ("grpo", ["algorithm.adv_estimator=grpo"], "algorithm.focal_gamma is set but"),
         ("dapo", ["trainer.use_v1=False"], "legacy trainer ignores the group filter"),
-        ("dapo", OVERLONG, "can take a correct answer's score down to 0"),
+        ("dapo", OVERLONG, "down to 0, below the correctness threshold 0.5, and focal_grpo"),
+        # 0/1 rewards: a penalty of 1 leaves no threshold to set, one of 0.8 leaves (0, 0.2]
+        ("dapo", OVERLONG, "; lower penalty_factor below 1"),
+        (
+            "dapo",
+            [o.replace("penalty_factor=1.0", "penalty_factor=0.8") for o in OVERLONG],
+            "lower penalty_factor or set algorithm.focal_correct_threshold in (0, 0.2]",
+        ),
     ],
 )
 def test_the_startup_check_refuses_what_the_run_would_get_wrong(algo, extra, needle):

@@ -130,13 +130,21 @@ def check_run_config(config) -> FocalSettings | None:
         penalty = float(_select(overlong, "penalty_factor", 1.0))
         lowest_correct = settings.reward_correct - penalty
         if not settings.reward_wrong < settings.threshold <= lowest_correct:
+            if lowest_correct > settings.reward_wrong:
+                fix = (
+                    "lower penalty_factor or set algorithm.focal_correct_threshold in "
+                    f"({settings.reward_wrong:g}, {lowest_correct:g}]"
+                )
+            else:  # no threshold separates an overlong correct answer from a wrong one
+                fix = (
+                    "lower penalty_factor below "
+                    f"{settings.reward_correct - settings.reward_wrong:g}"
+                )
             raise ValueError(
                 f"{manager_key}=dapo with {kwargs_key}.overlong_buffer_cfg.enable=True: DAPO's "
                 f"overlong penalty (up to {penalty:g}) can take a correct answer's score down to "
                 f"{lowest_correct:g}, below the correctness threshold {settings.threshold:g}, "
-                "and focal_grpo counts X from that shaped score; lower penalty_factor or set "
-                "algorithm.focal_correct_threshold in "
-                f"({settings.reward_wrong:g}, {lowest_correct:g}]"
+                f"and focal_grpo counts X from that shaped score; {fix}"
             )
     return settings
 
