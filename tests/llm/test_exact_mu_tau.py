@@ -543,3 +543,50 @@ def test_sampling_error_summary_by_hand():
         sampling_error_summary([0.5], [0.5, 0.2], [0.0], [0.0], [False])
     with pytest.raises(ValueError, match="mu_exact must lie in"):
         sampling_error_summary([0.5], [1.5], [0.0], [0.0], [False])
+
+
+def test_sampling_error_summary_tau_is_over_the_prompts_with_an_event():
+    """The tau entries average over the prompts with E(x) only (a fifth prompt without one, far
+    off, changes none of them); the ratio leaves out tau_exact = 0; a tie is neither below nor
+    above. Three ratios 0.5, 1.25, 1 tell the median (1) from the mean (11/12); one exact value
+    0 with sampled 2/100 lies outside its Wilson interval, the other three inside."""
+    s = sampling_error_summary(
+        mu_sampled=[0.3, 0.3, 0.3, 0.3, 0.9],
+        mu_exact=[0.36, 0.3, 0.3, 0.3, 0.88],
+        tau_sampled=[0.01, 0.05, 0.03, 0.02, 0.5],
+        tau_exact=[0.02, 0.04, 0.03, 0.0, 0.3],
+        has_event=[True, True, True, True, False],
+        num_rollouts=100,
+    )
+    assert s["num_with_event"] == 4 and s["num_tau_exact_zero"] == 1
+    assert math.isclose(s["mu_sampled_mean"], 2.1 / 5) and math.isclose(
+        s["mu_exact_mean"], 2.14 / 5
+    )
+    assert math.isclose(s["mu_abs_error_max"], 0.06)  # the largest error is negative: -0.06
+    assert math.isclose(s["tau_sampled_mean"], 0.11 / 4)
+    assert math.isclose(s["tau_exact_mean"], 0.09 / 4)
+    assert math.isclose(s["tau_error_mean"], 0.02 / 4)
+    assert math.isclose(s["tau_abs_error_mean"], 0.04 / 4)  # |-0.01| + 0.01 + 0 + 0.02
+    assert math.isclose(s["tau_ratio_median"], 1.0) and math.isclose(s["tau_ratio_mean"], 11 / 12)
+    assert s["tau_below_frac"] == 0.25 and s["tau_above_frac"] == 0.5
+    assert s["tau_in_ci95_frac"] == 0.75  # 0 is not in the interval of 2/100 ([0.0055, 0.070])
+    assert s["mu_in_ci95_frac"] == 1.0  # 0.36 in [0.219, 0.396] (30/100), 0.88 in [0.826, 0.945]
+
+
+def test_sampling_error_summary_counts_coverage_in_the_closed_95_percent_wilson_interval():
+    """Four sampled proportions of M = 100 whose exact value each lies in the 95% Wilson interval
+    (closed), at a place a near variant would miss: 0.41 for 50/100 (inside [0.404, 0.596],
+    outside the 90% interval [0.419, 0.581]); 0 for 0/100 and 1 for 100/100 (on the bound);
+    0.66 for 0.57 (57/100: 0.57 * 100 is 56.999... in binary, rounded to 57, whose interval
+    reaches 0.663, not truncated to 56, whose interval stops at 0.653). Both mu and tau."""
+    from fgrpo_llm.evaluation.stats import wilson_interval
+
+    z90 = float(scipy_stats.norm.ppf(0.95))
+    assert wilson_interval(50, 100)[0] < 0.41 < wilson_interval(50, 100, z=z90)[0]
+    assert wilson_interval(56, 100)[1] < 0.66 < wilson_interval(57, 100)[1]
+    assert wilson_interval(0, 100)[0] == 0.0 and wilson_interval(100, 100)[1] == 1.0
+    sampled, exact = [0.5, 0.0, 1.0, 0.57], [0.41, 0.0, 1.0, 0.66]
+    s = sampling_error_summary(sampled, exact, sampled, exact, [True] * 4, num_rollouts=100)
+    assert s["mu_in_ci95_frac"] == 1.0 and s["tau_in_ci95_frac"] == 1.0
+    with pytest.raises(ValueError, match="num_rollouts must be an integer >= 1"):
+        sampling_error_summary(sampled, exact, sampled, exact, [True] * 4, num_rollouts=0)
