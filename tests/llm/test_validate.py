@@ -6,6 +6,7 @@ of the sweep, set between F-GRPO and GRPO), and the validate CLI with and withou
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import matplotlib
@@ -150,6 +151,139 @@ def test_sampled_mu_tau_widen_the_range_by_their_estimation_error():
     (row,) = summarise_tail_miss(tail_miss_records(groups, exact))
     assert row["prediction_sd"] == 0.0 and row["exact"]
     assert summarise_tail_miss(tail_miss_records(groups, few), bootstrap=0)[0]["prediction_sd"] == 0
+
+
+def _records(N, p, misses, *, active=None, mu=None, tau=None, M=None, exact=None):
+    """Hand-made ``tail_miss_records`` of one prompt's G = len(p) groups at group size N: the
+    first ``misses`` are tail misses, predictions ``p``; with ``M`` (and ``exact``), the base
+    (mu, tau) was estimated from M rollouts."""
+    G = len(p)
+    rec = {
+        "N": np.full(G, N),
+        "tail_miss": np.arange(G) < misses,
+        "active": np.arange(G) < (misses if active is None else active),
+        "p_tail_miss": np.asarray(p, dtype=np.float64),
+        "p_active": np.full(G, 0.9),
+        "prompt_id": np.full(G, "a", dtype=object),
+    }
+    if M is not None:
+        rec |= {
+            "num_rollouts": np.full(G, M),
+            "exact": np.full(G, bool(exact)),
+            "mu": np.full(G, mu),
+            "tau": np.full(G, tau),
+        }
+    return rec
+
+
+def _concat(*records):
+    return {k: np.concatenate([r[k] for r in records]) for k in records[0]}
+
+
+def test_the_predicted_range_is_the_bernoulli_sum_at_95_percent_by_hand():
+    """Exact (mu, tau) (records without the flag count as exact): the range of the observed
+    frequency is mean(p) -/+ z_{0.975} sqrt(sum p (1 - p)) / G, clipped to [0, 1]. N = 8:
+    p = 0.1..0.4, sd = sqrt(0.70) / 4 (the lower end clipped at 0); N = 16: p = 0.9..0.6 (the
+    upper end clipped at 1)."""
+    from fgrpo_llm.evaluation.tail_miss import Z95
+
+    rec = _concat(
+        _records(8, [0.1, 0.2, 0.3, 0.4], 1, active=3),
+        _records(16, [0.9, 0.8, 0.7, 0.6], 3, active=4),
+    )
+    low, high = summarise_tail_miss(rec)
+    half = Z95 * math.sqrt(0.70) / 4  # 0.410
+    assert (low["N"], low["groups"], low["observed"], low["observed_active"]) == (8, 4, 0.25, 0.75)
+    assert low["predicted"] == pytest.approx(0.25) and low["predicted_lo"] == 0.0
+    assert low["predicted_hi"] == pytest.approx(0.25 + half, rel=1e-12)
+    assert high["predicted"] == pytest.approx(0.75) and high["predicted_hi"] == 1.0
+    assert high["predicted_lo"] == pytest.approx(0.75 - half, rel=1e-12)
+    assert low["exact"] and high["exact"] and low["prediction_sd"] == high["prediction_sd"] == 0
+    assert (low["observed_lo"], low["observed_hi"]) == wilson_interval(1, 4)
+
+
+def test_agreement_needs_one_of_the_two_intervals_only():
+    """``agrees`` when the prediction lies in the observation's Wilson interval OR the observation
+    in the prediction's 95% range. With exact (mu, tau) and predictions 0 or 1, the range is the
+    point 0.5, which 1 miss in 4 groups misses, but Wilson(1, 4) holds 0.5: agrees. With (mu,
+    tau) sampled from M = 40 rollouts, the range (widened by their estimation error, its half
+    width z_{0.975} hypot(the Bernoulli sd, the bootstrap sd)) holds the observed 36 / 400 =
+    0.09, near its lower end (a 90% range would not), while Wilson(36, 400) does not hold the
+    prediction 0.426: agrees too."""
+    from fgrpo_llm.evaluation.tail_miss import Z95
+
+    (point,) = summarise_tail_miss(_records(4, [1.0, 1.0, 0.0, 0.0], 1))
+    assert point["predicted_lo"] == point["predicted_hi"] == 0.5
+    assert point["observed_lo"] < 0.5 < point["observed_hi"] and point["agrees"]
+    p = float(p_tail_miss(0.5, 0.1, 8))
+    (row,) = summarise_tail_miss(_records(8, [p] * 400, 36, mu=0.5, tau=0.1, M=40, exact=False))
+    assert not row["exact"] and row["prediction_sd"] > 0
+    sd = math.hypot(math.sqrt(p * (1 - p) / 400), row["prediction_sd"])
+    assert row["predicted_hi"] - row["predicted"] == pytest.approx(Z95 * sd, rel=1e-12)
+    assert row["predicted"] - row["predicted_lo"] == pytest.approx(Z95 * sd, rel=1e-12)
+    assert not row["observed_lo"] <= row["predicted"] <= row["observed_hi"]
+    z90 = 1.6448536269514722  # z_{0.95}
+    assert row["predicted_lo"] <= row["observed"] < row["predicted"] - z90 * sd
+    assert row["agrees"]
+
+
+def test_no_estimation_sd_from_one_draw_or_without_rollout_counts():
+    """The bootstrap sd needs two draws (one gives 0, not nan) and each prompt's rollout count M
+    (M = 0, not recorded: 0)."""
+    p = [float(p_tail_miss(0.5, 0.1, 8))] * 10
+    sampled = dict(mu=0.5, tau=0.1, exact=False)
+    (one,) = summarise_tail_miss(_records(8, p, 3, M=40, **sampled), bootstrap=1)
+    (none,) = summarise_tail_miss(_records(8, p, 3, M=0, **sampled))
+    assert one["prediction_sd"] == 0.0 and none["prediction_sd"] == 0.0
+    (two,) = summarise_tail_miss(_records(8, p, 3, M=40, **sampled), bootstrap=2)
+    assert two["prediction_sd"] > 0
+
+
+def test_the_estimation_sd_of_two_draws_is_their_gap_over_root_two():
+    """The bootstrap sd is the sample sd (ddof 1) of the draws' mean predictions: with two draws,
+    |m_1 - m_2| / sqrt(2). One prompt with (mu, tau) = (0.6, 0.2) from M = 5 rollouts: each
+    draw's mean prediction is Lemma 3.1 at one of the 21 re-estimated (mu, tau) = ((e + c) / 5,
+    e / 5), so sqrt(2) x prediction_sd is a gap between two of those 21 values (2 x sd, ddof 0,
+    is none)."""
+    M, mu, tau, N = 5, 0.6, 0.2, 8
+    e, c = (a.ravel() for a in np.meshgrid(np.arange(M + 1), np.arange(M + 1)))
+    e, c = e[e + c <= M], c[e + c <= M]
+    values = p_tail_miss((e + c) / M, e / M, N)
+    gaps = np.abs(values[:, None] - values[None, :])
+    p = [float(p_tail_miss(mu, tau, N))] * 10
+    rec = _records(N, p, 3, mu=mu, tau=tau, M=M, exact=False)
+    (row,) = summarise_tail_miss(rec, bootstrap=2, seed=0)
+    sd = row["prediction_sd"]
+    assert sd > 0 and np.isclose(gaps, math.sqrt(2) * sd, rtol=1e-12, atol=0).any()
+    assert not np.isclose(gaps, 2 * sd, rtol=1e-12, atol=0).any()
+
+
+def test_the_predicted_band_is_the_central_95_percent_of_the_bootstrap_law():
+    """``predicted_curve`` with (mu, tau) = (0.5, 0.1) sampled from M = 50 rollouts: the band at
+    N = 8 holds the central 95% of the parametric bootstrap's law, computed exactly (the
+    counts in E, C minus E and not-C are Multinomial(50; 0.1, 0.4, 0.5), each giving Lemma 3.1
+    at its re-estimated (mu, tau)): about 2.5% of that law lies below the band, 2.5% above
+    (2000 draws: within +-1.5%, some 4 sd; a 90% band would leave 5% each side)."""
+    import dataclasses
+
+    from scipy import stats
+
+    from fgrpo_llm.evaluation.tail_miss import predicted_curve
+
+    M, mu, tau, N = 50, 0.5, 0.1, 8
+    rare = make_rare_set({"a": (mu, tau)})
+    rare = dataclasses.replace(
+        rare, prompts={k: {**v, "num_rollouts": M} for k, v in rare.prompts.items()}
+    )
+    curve = predicted_curve(rare, [N], bootstrap=2000, rng=np.random.default_rng(0))
+    lo, hi = float(curve["lo"][0]), float(curve["hi"][0])
+    e, c = (a.ravel() for a in np.meshgrid(np.arange(M + 1), np.arange(M + 1)))
+    e, c = e[e + c <= M], c[e + c <= M]
+    law = stats.multinomial.pmf(np.stack([e, c, M - e - c], 1), M, [tau, mu - tau, 1 - mu])
+    value = p_tail_miss((e + c) / M, e / M, N)
+    assert 0.01 < law[value <= lo].sum() and law[value < lo].sum() < 0.04
+    assert 0.01 < law[value >= hi].sum() and law[value > hi].sum() < 0.04
+    assert curve["mean"][0] == pytest.approx(p_tail_miss(mu, tau, N)) and lo < curve["mean"][0] < hi
 
 
 def test_wilson_interval():
