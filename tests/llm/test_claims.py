@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from fgrpo_llm.evaluation.stats import CONTRADICTED, HOLDS, NOT_RESOLVED
-from fgrpo_llm.experiments.claims import NOT_RUN, Claim
+from fgrpo_llm.evaluation.stats import CONTRADICTED, HOLDS, NOT_RESOLVED, Interval
+from fgrpo_llm.experiments.claims import NOT_RUN, Claim, control_verdict
 from fgrpo_llm.experiments.countdown import study_claims
 from fgrpo_llm.experiments.countdown.config import DemoConfig
 from fgrpo_llm.experiments.maze import study as maze_study
@@ -67,3 +67,44 @@ def test_the_maze_study_lists_claims_a_to_d_and_its_report_states_their_rules():
     lines = maze_study._rule_text(MazeConfig())
     for c in maze_study.CLAIMS:
         assert f"- ({c.key}) {c.rule}" in lines
+
+
+def _iv(lo: float, hi: float) -> Interval:
+    """A 95% interval [lo, hi] over 4 bases (its mean the midpoint, an sd that carries a
+    verdict)."""
+    return Interval((lo + hi) / 2, lo, hi, 4, 0.05)
+
+
+GAIN = _iv(0.06, 0.14)  # F-GRPO - GRPO: a resolved gain of 0.10 (direction "above")
+
+
+def test_the_control_reproduces_a_gain_within_half_of_it_or_by_beating_f_grpo():
+    """``control_verdict`` (Countdown claim 5, Maze claim (d)) on one gain of 0.10: the control
+    beats GRPO (cg above 0) and F-GRPO - control lies within +-0.05 (REPRODUCED_SHARE = 0.5 of
+    the gain): reproduced, contradicted; within +-0.08 but not +-0.05: not resolved; the control
+    beating F-GRPO by far (fc below -0.05): reproduced too; fc within +-0.05 while the control
+    does not beat GRPO (cg contains 0): not reproduced. F-GRPO beating the control: kept."""
+    cg = _iv(0.05, 0.15)
+    assert control_verdict([("above", GAIN, _iv(-0.04, 0.04), cg)]) == CONTRADICTED
+    assert control_verdict([("above", GAIN, _iv(-0.07, 0.07), cg)]) == NOT_RESOLVED
+    assert control_verdict([("above", GAIN, _iv(-0.30, -0.20), _iv(0.25, 0.35))]) == CONTRADICTED
+    assert control_verdict([("above", GAIN, _iv(-0.04, 0.04), _iv(-0.01, 0.2))]) == NOT_RESOLVED
+    assert control_verdict([("above", GAIN, _iv(0.02, 0.06), cg)]) == HOLDS
+    # a gain "below" (Delta NLL_rare): the same, mirrored; the margin is half of |gain|
+    gain_below = _iv(-0.14, -0.06)
+    assert control_verdict([("below", gain_below, _iv(-0.04, 0.04), _iv(-0.15, -0.05))]) == (
+        CONTRADICTED
+    )
+
+
+def test_the_control_verdict_needs_every_gain_kept_or_every_gain_reproduced():
+    """Two gains, one kept (F-GRPO beats the control) and one reproduced (the control comes
+    within half the gain): neither holds nor is contradicted; both kept: holds; both
+    reproduced: contradicted."""
+    kept = ("above", GAIN, _iv(0.02, 0.06), _iv(-0.02, 0.08))
+    reproduced = ("above", GAIN, _iv(-0.04, 0.04), _iv(0.05, 0.15))
+    assert control_verdict([kept, reproduced]) == NOT_RESOLVED
+    assert control_verdict([reproduced, kept]) == NOT_RESOLVED
+    assert control_verdict([kept, kept]) == HOLDS
+    assert control_verdict([reproduced, reproduced]) == CONTRADICTED
+    assert control_verdict([]) == NOT_RESOLVED
