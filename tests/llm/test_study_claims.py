@@ -507,6 +507,14 @@ def test_the_gamma_claim_judges_gamma_one_and_needs_a_larger_gamma_that_drops_pa
     three = dataclasses.replace(cfg, extended_gammas=(0.5, 2.0, 3.0))
     assert claim9(three, good) == HOLDS
     assert claim9(three, {**good, "fgrpo_n8_g2": {"delta_nll_rare": 0.15}}) == NOT_RESOLVED
+    # a contradiction needs no more than its own runs: with no gamma > 1 in the plan, or the
+    # gamma = 2 run missing, gamma = 1 raising Delta NLL_rare still contradicts the claim
+    worse = {**good, "fgrpo_n8": {"delta_nll_rare": 0.60}}
+    assert claim9(dataclasses.replace(cfg, extended_gammas=(0.5,)), worse) == CONTRADICTED
+    for per_run, verdict in ((worse, CONTRADICTED), (good, NOT_RESOLVED)):
+        numbers = _extended_numbers(cfg, per_run)
+        del numbers["fgrpo_n8_g2"]
+        assert {c["claim"]: c for c in judge_claims(numbers, cfg)}[9]["verdict"] == verdict
 
 
 def test_the_maxrl_claim_reads_the_simulators_seeds_at_the_plans_gamma():

@@ -392,12 +392,10 @@ def _gamma_range(s: StudyNumbers) -> tuple[str, str]:
     good_range = combined_verdict(parts)
     if not any(name[x] in s.numbers for x in gammas if x != float(cfg.gamma)):
         verdict = NOT_RUN
-    elif not big or not good or not all(name[x] in s.numbers for x in gammas):
-        verdict = NOT_RESOLVED
-    elif good_range == CONTRADICTED:
+    elif good_range == CONTRADICTED:  # one resolved part contradicts, whatever else is missing
         verdict = CONTRADICTED
-    elif good_range == HOLDS and all(v == HOLDS for v in drops):
-        verdict = HOLDS
+    elif big and good_range == HOLDS and all(v == HOLDS for v in drops):
+        verdict = HOLDS  # (a missing run is a None part or a not-resolved drop: no HOLDS)
     else:
         verdict = NOT_RESOLVED
     return verdict, "; ".join(rows) + "." if rows else "no F-GRPO run of the extended plan."
