@@ -32,7 +32,7 @@ from fgrpo_theory.sim.config import (
     SimConfig,
 )
 from fgrpo_theory.sim.engines import ENGINES
-from fgrpo_theory.sim.sweep import remove_checkpoint, run_cached, run_sweep
+from fgrpo_theory.sim.sweep import remove_checkpoint, run_cached, run_sweep, sweep_lock
 
 #: The most worker processes the command starts.
 MAX_WORKERS = 1024
@@ -149,23 +149,23 @@ def run_simulate(args) -> int:
     kw = dict(workers=args.workers, progress=progress, engine=args.engine, device=args.device)
     if args.out:
         out = Path(args.out)
-        res = run_cached(cfg, out, **kw)
-        import matplotlib
+        with sweep_lock(out):  # one sweep at a time in OUT, its files written together
+            res = run_cached(cfg, out, **kw)
+            import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
 
-        fig = plot_fig2(res)
-        save_figure(fig, out / "fig2.png", dpi=100)
-        plt.close(fig)
-        res.write_jsonl(out / "metrics.jsonl")
-        print(f"wrote {out / 'fig2.png'} and {out / 'metrics.jsonl'}", file=sys.stderr)
-        partial = None
+            fig = plot_fig2(res)
+            save_figure(fig, out / "fig2.png", dpi=100)
+            plt.close(fig)
+            res.write_jsonl(out / "metrics.jsonl")
+            print(f"wrote {out / 'fig2.png'} and {out / 'metrics.jsonl'}", file=sys.stderr)
+            csv = res.write_csv(args.csv or out / "fig2.csv")
     else:
         partial = Path(f"{args.csv}.partial")
         res = run_sweep(cfg, checkpoint=partial, **kw)
-    csv = res.write_csv(args.csv or Path(args.out) / "fig2.csv")
-    if partial is not None:
+        csv = res.write_csv(args.csv)
         remove_checkpoint(partial)
     print(f"wrote {csv}", file=sys.stderr)
     _print_summary(res)

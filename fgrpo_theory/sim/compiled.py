@@ -60,7 +60,13 @@ import numpy as np
 from fgrpo_theory.sim import config, dense, fast_exp, group, kernel_cache, samplers, sparse
 from fgrpo_theory.sim.config import SimConfig, sparse_applies
 from fgrpo_theory.sim.dense import SHIFT_SLACK
-from fgrpo_theory.sim.group import finish_records, focal_table, group_advantages, new_records
+from fgrpo_theory.sim.group import (
+    finish_records,
+    focal_table,
+    group_advantages,
+    new_records,
+    out_of_range,
+)
 from fgrpo_theory.sim.samplers import BLOCK, GUIDE_BUCKETS, GUIDE_ROWS, layout, uses_guide
 from fgrpo_theory.sim.sparse import FULL_FRACTION, _LazyAdam
 
@@ -1064,7 +1070,11 @@ def _run_steps(
     them): the run's constants, the touched set's state, the step's buffers, the guide's and
     the block sampler's buffers, the tables (r_c_tab, r_w_tab, g_tab (N + 1,): the advantages
     and g / N for X correct of N; A (T, 7): lazy Adam's scalars c1, c2, alpha, eps_k, rebase,
-    b1^d, sqrt(b2)^d of each step, ``_adam_schedule``) and the records' rows."""
+    b1^d, sqrt(b2)^d of each step, ``_adam_schedule``) and the records' rows.
+
+    Returns -1, or the step t at which the masses stopped being finite numbers (NaN or inf
+    normaliser S: the logits overflowed), before its draws: the samplers index by the masses,
+    so they must never see NaN."""
     T, guide, adam, p0, Q0, lr, N, K, C, E, B, xs, CB = consts
     y, e, m, w, ys, es, ms, ws, pos, act, sb, s_un, U = state
     s, acc, cs, cslot, uniq, cnt, u = bufs
@@ -1088,6 +1098,8 @@ def _run_steps(
                 y, e, ys, es, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc
             )
         rec_q[t], rec_tau[t], rec_ent[t], rec_m[t] = q_pos, tau, ent, m_ret
+        if not (S > 0.0 and S < np.inf):  # NaN or inf masses: no policy to sample
+            return t
         c = _tick(prof, 0, c)
         if t == T:
             break
@@ -1255,6 +1267,7 @@ def _run_steps(
     ist[0], ist[1] = n, nc
     ist[2], ist[3], ist[4] = 1 if full else 0, 1 if have else 0, 1 if ready else 0
     fst[0], fst[1] = S0, sey
+    return -1
 
 
 # ----------------------------------------------------------------------------- the cache
@@ -1411,9 +1424,11 @@ def simulate_run_compiled(
     arrays = (consts, state, bufs, guide_bufs, block_bufs, tables, tuple(rows))
     for t0 in range(0, T + 1, per_call):
         t1 = min(t0 + per_call, T + 1)
-        _run_steps(t0, t1, rng, pcg, ist, fst, *arrays, prof)
+        bad = _run_steps(t0, t1, rng, pcg, ist, fst, *arrays, prof)
+        if bad >= 0:
+            raise out_of_range(N, bad, cfg.lr)
         if progress is not None:
             progress(min(t1, T) - t0)
     if pcg.size:
         set_pcg_state(rng.bit_generator, pcg)
-    return finish_records(rec, N)
+    return finish_records(rec, N, lr=cfg.lr)

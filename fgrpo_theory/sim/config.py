@@ -121,10 +121,24 @@ class SimConfig:
 
     def _check_initial_masses(self) -> None:
         """ValueError unless pi_0 gives the correct actions positive float64 mass (M_ret, Eq. 26,
-        divides by it)."""
+        divides by it) and the logits' spread is a float64 (the engines subtract the largest
+        logit: a spread that overflows makes the entropy NaN)."""
         z = self.logits0()
+        where = "initial_logits" if self.initial_logits is not None else "the initial logits"
+        with np.errstate(over="ignore"):
+            spread = z.max() - z.min()
+        if not np.isfinite(spread):
+            given = (
+                "initial_logits"
+                if self.initial_logits is not None
+                else f"the initial logits (anchor_logit={self.anchor_logit:g}, correct_logit="
+                f"{self.correct_logit:g}, incorrect_logit={self.incorrect_logit:g})"
+            )
+            raise ValueError(
+                f"{given} lie further apart than float64 reaches (largest {z.max():g}, smallest "
+                f"{z.min():g}); bring them closer"
+            )
         if not np.exp(z[: self.correct] - z.max()).sum() > 0.0:
-            where = "initial_logits" if self.initial_logits is not None else "the initial logits"
             raise ValueError(
                 f"{where} give the correct actions probability 0 in float64 (their logits lie "
                 f"over 745 below the largest, {z.max():g}); bring them closer"

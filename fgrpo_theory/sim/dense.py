@@ -33,6 +33,7 @@ from fgrpo_theory.sim.group import (
     focal_table,
     group_advantages,
     new_records,
+    out_of_range,
     record_group,
 )
 from fgrpo_theory.sim.samplers import layout, sample_group
@@ -92,6 +93,8 @@ def simulate_batch(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *, pro
         np.exp(zs, out=e)
         s = e.reshape(R, nb, B).sum(axis=2)  # (R, nb)
         S = s.sum(axis=1)  # (R,)
+        if not ((S > 0.0) & (S < np.inf)).all():  # NaN or inf masses: no policy to sample
+            raise out_of_range(N, t, cfg.lr)
         pc = e[:, :C] / S[:, None]  # (R, C) correct probs
         rec["q_pos"][:, t] = pc.sum(axis=1)
         rec["tau"][:, t] = pc[:, 1 : 1 + E].sum(axis=1)
@@ -154,4 +157,4 @@ def simulate_batch(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *, pro
         if progress is not None:
             progress(R)
     softmax_and_record(T)
-    return finish_records(rec, N)
+    return finish_records(rec, N, lr=cfg.lr)

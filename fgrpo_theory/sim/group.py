@@ -93,10 +93,27 @@ def record_group(rec, r, t, *, X, N, hit_rare, sampled_correct_mass, S, q_pos):
     rec["q_u_pos"][r, t] = q_pos - sampled_correct_mass / S
 
 
-def finish_records(rec, N: int) -> dict:
+def out_of_range(N: int, t: int, lr: float | None) -> ValueError:
+    """The error of a run whose policy left float64's range at step t: its logits overflowed (a
+    huge lr, rewards or initial logits) or lie further apart than float64 reaches, so its
+    masses, normaliser or entropy are no longer numbers."""
+    lower = "lower lr" if lr is None else f"lower lr={lr:g}"
+    return ValueError(
+        f"the simulated policy left float64's range at step {t} of the run at N={N} (its logits "
+        f"overflowed or lie over ~1.8e308 apart): {lower}, or bring the rewards or initial "
+        "logits closer"
+    )
+
+
+def finish_records(rec, N: int, *, lr: float | None = None) -> dict:
     """Lemma 3.1 at the (mu, tau) = (Q_pos, tau) each group was drawn from, all steps at once.
     Q_pos and tau are sums of probabilities: rounding can put them an ulp outside [0, 1] (a
-    policy with all its mass on correct actions), so they are clipped into it first."""
+    policy with all its mass on correct actions), so they are clipped into it first.
+    A ValueError (``out_of_range``; ``lr`` named in it) when a record is not a finite number."""
+    for key in POLICY_RECORDS + ("q_u_pos", "mu_hat"):
+        bad = ~np.isfinite(rec[key])
+        if bad.any():
+            raise out_of_range(N, int(np.flatnonzero(bad.any(axis=0))[0]), lr)
     for key in ("q_pos", "tau", "q_u_pos"):
         np.clip(rec[key], 0.0, 1.0, out=rec[key])
     mu, tau = rec["q_pos"][:, :-1], rec["tau"][:, :-1]

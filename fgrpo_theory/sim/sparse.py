@@ -34,6 +34,7 @@ from fgrpo_theory.sim.group import (
     focal_table,
     group_advantages,
     new_records,
+    out_of_range,
     record_group,
 )
 from fgrpo_theory.sim.samplers import layout, sample_counts, sample_group, uses_guide
@@ -289,6 +290,8 @@ def simulate_run_sparse(cfg: SimConfig, N: int, gamma: float, seed: int, *, prog
         yA, eA = run.masses()
         s = run.block_masses(eA)  # (nb,)
         S = float(s.sum())
+        if not 0.0 < S < math.inf:  # NaN or inf masses: no policy to sample
+            raise out_of_range(N, t, cfg.lr)
         U = run.U
         eC = eA[run.c_slots]  # (nc,) touched correct
         rec["q_pos"][0, t] = (U["c"] + eC.sum()) / S
@@ -366,4 +369,4 @@ def simulate_run_sparse(cfg: SimConfig, N: int, gamma: float, seed: int, *, prog
         run.publish(eA)
         if progress is not None:
             progress(1)
-    return finish_records(rec, N)
+    return finish_records(rec, N, lr=cfg.lr)

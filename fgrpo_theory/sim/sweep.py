@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -56,6 +57,9 @@ class SweepResult:
 
     config: SimConfig
     records: dict = field(default_factory=dict)
+    family: str = "numpy"
+    """whose draws made the records: 'numpy' (the dense, sparse and compiled engines) or
+    'torch'; saved with them, so that neither family's cache is taken for the other's"""
 
     def __getattr__(self, name):
         rec = self.__dict__.get("records", {})
@@ -123,8 +127,7 @@ class SweepResult:
         """records as ``simulation.npz`` next to the resolved config ``simulation_config.json``."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        _save_npz(out / "simulation.npz", self.records)
-        _write_text(out / "simulation_config.json", _saved_config_json(self.config))
+        _save_pair(out, self.records, _saved_config_json(self.config, self.family))
         return out / "simulation.npz"
 
 
@@ -134,6 +137,15 @@ class SweepResult:
 def _write_text(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (a temporary file in the same folder, renamed)."""
     return atomic_write_text(path, text)
+
+
+def _save_pair(out: Path, records: dict, config_json: str) -> None:
+    """``simulation.npz`` and then ``simulation_config.json`` in ``out``, the old config removed
+    first: a process killed between the two writes leaves no config, so the new records are
+    never read back as the old config's (``load_cached`` needs both)."""
+    (out / "simulation_config.json").unlink(missing_ok=True)
+    _save_npz(out / "simulation.npz", records)
+    _write_text(out / "simulation_config.json", config_json)
 
 
 def _save_npz(path: Path, arrays: dict) -> Path:
@@ -176,6 +188,70 @@ def _saved_config_json(cfg: SimConfig, engine_family: str = "numpy") -> str:
 
 def _family(engine: str) -> str:
     return "torch" if engine == "torch" else "numpy"
+
+
+# ----------------------------------------------------------------------------- one sweep per folder
+
+#: The folders this process holds (``sweep_lock``): (device, inode) -> nesting depth.
+_HELD: dict[tuple[int, int], int] = {}
+
+
+@contextlib.contextmanager
+def sweep_lock(folder):
+    """Hold ``folder`` (created if missing) for one sweep while the block runs: an exclusive OS
+    lock on the folder itself (``fcntl.flock`` on its descriptor), which the operating system
+    releases when the process ends, however it ends (``kill -9`` included). A sweep of another
+    process into the same folder is refused with a ValueError before it touches anything: two
+    sweeps would otherwise mix the runs of two configs in ``partial/`` and pair one's records
+    with the other's config. Re-entrant within a process. Where there is no such lock (no
+    ``fcntl``, a file system without ``flock``) the block runs unlocked."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    while True:
+        fd = os.open(folder, os.O_RDONLY)
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        if key in _HELD:  # this process holds it already
+            os.close(fd)
+            fd = None
+            break
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ValueError(
+                f"{str(folder)!r} is in use by another sweep (fgrpo-theory simulate or "
+                "run_cached): wait for it to end or choose another folder"
+            ) from None
+        except OSError:  # no flock on this file system: unlocked
+            os.close(fd)
+            fd = key = None
+            break
+        try:  # the folder the path names now (not one removed meanwhile)
+            same = os.path.samestat(st, os.stat(folder))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+        folder.mkdir(parents=True, exist_ok=True)
+    if key is None:
+        yield
+        return
+    _HELD[key] = _HELD.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        _HELD[key] -= 1
+        if not _HELD[key]:
+            del _HELD[key]
+        if fd is not None:
+            os.close(fd)  # releases the lock
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -288,13 +364,32 @@ def run_sweep(
     engine: 'auto', 'dense', 'sparse', 'compiled' or 'torch' (``fgrpo_theory.sim.engines``).
     checkpoint: a folder where each finished run is saved at once and from which finished runs
         are loaded instead of simulated (``run_cached`` passes ``OUT/partial``).
-    device: the torch engine's device ('cuda' when available, else 'cpu', by default)."""
+    device: the torch engine's device ('cuda' when available, else 'cpu', by default).
+
+    A checkpoint folder is held for the sweep (``sweep_lock``): a second sweep into it, from
+    another process, is refused with a ValueError."""
+    workers, engine = _check_sweep_arguments(cfg, workers, engine, device)
+    if checkpoint is None:
+        return _sweep(cfg, workers, progress, engine, None, device)
+    with sweep_lock(checkpoint):
+        return _sweep(cfg, workers, progress, engine, checkpoint, device)
+
+
+def _check_sweep_arguments(cfg: SimConfig, workers, engine, device) -> tuple[int, str]:
+    """(workers, the engine that runs cfg), or a ValueError / TypeError naming the bad one."""
     workers = int(check_integer("workers", workers, minimum=1))
     if workers > 1024:
         raise ValueError(f"workers must be <= 1024, got workers={workers}")
     engine = choose_engine(cfg, engine)
     if engine == "torch":
         check_device(device)  # a bad device fails before any file
+    elif device is not None:
+        raise ValueError(f"device={device!r} applies to engine='torch' only, got engine={engine!r}")
+    return workers, engine
+
+
+def _sweep(cfg, workers, progress, engine, checkpoint, device) -> SweepResult:
+    """``run_sweep`` after its checks (and with its checkpoint folder held)."""
     ckpt = _Checkpoint(checkpoint, cfg, _family(engine)) if checkpoint is not None else None
     every = [(N, g, s) for N in cfg.group_sizes for g in cfg.gammas for s in cfg.seeds]
     done: dict[tuple[int, float, int], dict] = {}
@@ -352,7 +447,7 @@ def run_sweep(
         )
         for k in RECORD_KEYS
     }  # (nN, nG, nS, ...)
-    return SweepResult(config=cfg, records=records)
+    return SweepResult(config=cfg, records=records, family=_family(engine))
 
 
 def _run_pool(cfg, engine, items, workers, collect, bar) -> None:
@@ -393,7 +488,9 @@ def load_cached(cfg: SimConfig, out_dir, *, engine: str = "auto") -> SweepResult
     shapes = {k: n + (cfg.steps + 1,) for k in POLICY_RECORDS}
     shapes.update({k: n + (cfg.steps,) for k in GROUP_RECORDS})
     records = _load_npz(npz, shapes)
-    return None if records is None else SweepResult(config=cfg, records=records)
+    if records is None:
+        return None
+    return SweepResult(config=cfg, records=records, family=family)
 
 
 def run_cached(
@@ -406,23 +503,23 @@ def run_cached(
     device: str | None = None,
 ) -> SweepResult:
     """``run_sweep`` unless ``out_dir`` already holds this exact config's results; saves them.
-    Finished runs go to ``out_dir/partial/`` as they finish, so an interrupted sweep resumes."""
-    cached = load_cached(cfg, out_dir, engine=engine)
-    if cached is not None:
-        return cached
+    Finished runs go to ``out_dir/partial/`` as they finish, so an interrupted sweep resumes.
+    The arguments are checked also when the results are cached; ``out_dir`` is held for the
+    call (``sweep_lock``: a sweep of another process into it is refused)."""
+    _check_sweep_arguments(cfg, workers, engine, device)
     out = Path(out_dir)
-    res = run_sweep(
-        cfg,
-        workers=workers,
-        progress=progress,
-        engine=engine,
-        checkpoint=out / "partial",
-        device=device,
-    )
-    out.mkdir(parents=True, exist_ok=True)
-    _save_npz(out / "simulation.npz", res.records)
-    _write_text(
-        out / "simulation_config.json", _saved_config_json(cfg, _family(choose_engine(cfg, engine)))
-    )
-    remove_checkpoint(out / "partial")
+    with sweep_lock(out):
+        cached = load_cached(cfg, out, engine=engine)
+        if cached is not None:
+            return cached
+        res = run_sweep(
+            cfg,
+            workers=workers,
+            progress=progress,
+            engine=engine,
+            checkpoint=out / "partial",
+            device=device,
+        )
+        res.save(out)
+        remove_checkpoint(out / "partial")
     return res

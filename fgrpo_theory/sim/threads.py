@@ -51,11 +51,34 @@ def pinned(threads: int = 1):
 
 
 def pin_worker(threads: int = 1) -> None:
-    """Initializer of a worker process: pin its thread pools for the rest of its life."""
+    """Initializer of a worker process: pin its thread pools for the rest of its life, and end
+    it when its parent is gone (``exit_with_parent``)."""
     os.environ.update({k: str(threads) for k in THREAD_VARIABLES})
     from threadpoolctl import threadpool_limits
 
     _WORKER_LIMITS.append(threadpool_limits(limits=threads))
+    exit_with_parent()
+
+
+#: How often a worker looks whether its parent is still there (seconds).
+PARENT_CHECK_S = 0.2
+
+
+def exit_with_parent() -> None:
+    """End this process (exit status 1) as soon as its parent process is gone: a worker of a
+    sweep whose main process was killed (SIGKILL, an out-of-memory kill, a scheduler's limit)
+    otherwise waits for work forever. A daemon thread polls the parent's pid."""
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def thread_counts() -> dict[str, int]:

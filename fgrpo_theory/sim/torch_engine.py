@@ -160,7 +160,7 @@ def _batch(cfg: SimConfig, runs, torch, dev, progress) -> dict:
     out["p_tail_miss"] = np.empty((R, T))
     finished = {}
     for r, (n, g, s) in enumerate(runs):
-        one = finish_records({k: out[k][r : r + 1] for k in out}, n)
+        one = finish_records({k: out[k][r : r + 1] for k in out}, n, lr=cfg.lr)
         finished[n, g, s] = {k: one[k][0] for k in POLICY_RECORDS + GROUP_RECORDS}
     return finished
 
