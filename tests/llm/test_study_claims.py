@@ -109,21 +109,25 @@ def test_the_peak_is_tested_at_the_bonferroni_level_for_its_candidates():
     differences are judged at 1 - 0.05 / 3 (three interior N). N = 8 above N = 32 by 0.10 with
     a base sd of 0.05 (4 bases: t = 4.0) is resolved at 95% (t_{0.975,3} = 3.18) but not at
     98.3% (t = 4.86): not resolved; by 0.15 (t = 6.0) it holds."""
-    cfg = DemoConfig()
-    shift = {0: -0.0433, 1: 0.0433, 2: -0.0433, 3: 0.0433}  # per base: sd 0.05
+    others = {"grpo_n2": 0.10, "grpo_n4": 0.20, "grpo_n16": 0.25, "grpo_n32": 0.30}
     for gap, verdict in ((0.10, NOT_RESOLVED), (0.15, HOLDS)):
-        per_run = {
-            "grpo_n2": {"delta_nll_rare": 0.10},
-            "grpo_n4": {"delta_nll_rare": 0.20},
-            "grpo_n16": {"delta_nll_rare": 0.25},
-            "grpo_n32": {"delta_nll_rare": 0.30},
-        }
-        numbers = _numbers(cfg, BASE, per_run)
-        for u in numbers["grpo_n8"]:
-            numbers["grpo_n8"][u]["delta_nll_rare"] = 0.30 + gap + shift[u[0]]
-        claim = {c["claim"]: c for c in judge_claims(numbers, cfg)}[1]
+        claim = _claim1(others, "grpo_n8", 0.30 + gap)
         assert claim["verdict"] == verdict, claim["evidence"]
         assert "judged at 98.33%: the peak is one of 3 candidates" in claim["evidence"]
+
+
+#: A per-base shift of sd 0.05 over bases 0-3
+_SD_005 = {0: -0.0433, 1: 0.0433, 2: -0.0433, 3: 0.0433}
+
+
+def _claim1(others: dict, peak: str, level: float) -> dict:
+    """Claim 1 of the default plan: Delta NLL_rare of each run in ``others`` as given, of
+    ``peak`` at ``level`` plus the per-base shift ``_SD_005``."""
+    cfg = DemoConfig()
+    numbers = _numbers(cfg, BASE, {r: {"delta_nll_rare": v} for r, v in others.items()})
+    for u in numbers[peak]:
+        numbers[peak][u]["delta_nll_rare"] = level + _SD_005[u[0]]
+    return {c["claim"]: c for c in judge_claims(numbers, cfg)}[1]
 
 
 def _three_bases(numbers: dict) -> dict:
@@ -172,19 +176,9 @@ def test_a_peak_at_an_end_is_tested_at_the_bonferroni_level_for_the_two_ends():
     of 0.05 (4 bases: t = 4.0) is resolved at 95% (t_{0.975,3} = 3.18) but not at 97.5%
     (t_{0.9875,3} = 4.18), though it beats N = 2, 4 and 8 by far: not resolved; by 0.15 (t = 6.0)
     it is contradicted."""
-    cfg = DemoConfig()
-    shift = {0: -0.0433, 1: 0.0433, 2: -0.0433, 3: 0.0433}  # per base: sd 0.05
+    others = {"grpo_n2": 0.10, "grpo_n4": 0.15, "grpo_n8": 0.20, "grpo_n16": 0.30}
     for gap, verdict in ((0.10, NOT_RESOLVED), (0.15, CONTRADICTED)):
-        per_run = {
-            "grpo_n2": {"delta_nll_rare": 0.10},
-            "grpo_n4": {"delta_nll_rare": 0.15},
-            "grpo_n8": {"delta_nll_rare": 0.20},
-            "grpo_n16": {"delta_nll_rare": 0.30},
-        }
-        numbers = _numbers(cfg, BASE, per_run)
-        for u in numbers["grpo_n32"]:
-            numbers["grpo_n32"][u]["delta_nll_rare"] = 0.30 + gap + shift[u[0]]
-        claim = {c["claim"]: c for c in judge_claims(numbers, cfg)}[1]
+        claim = _claim1(others, "grpo_n32", 0.30 + gap)
         assert claim["verdict"] == verdict, claim["evidence"]
         assert "peak at N = 32" in claim["evidence"]
         assert "judged at 97.5%: the peak is one of 2 candidates" in claim["evidence"]
@@ -279,7 +273,6 @@ def test_the_extended_claims_follow_their_rules():
     """Claims 8-10 on hand-made numbers: F-GRPO above both regularised baselines, gammas 0.5 and
     1 good and gamma 2 losing pass@1, F-GRPO below MaxRL in Delta NLL_rare as the simulator
     (more retained mass for F-GRPO) predicts; then the opposite numbers."""
-    from fgrpo_llm.experiments.countdown.config import extended_specs
 
     cfg = DemoConfig()
     per_run = {
@@ -289,13 +282,7 @@ def test_the_extended_claims_follow_their_rules():
         "fgrpo_n8_g2": {"delta_nll_rare": 0.15, "id_pass1": 0.30},
         "maxrl_n8": {"delta_nll_rare": 0.30},
     }
-    numbers = _numbers(cfg, BASE, per_run)
-    for j, spec in enumerate(extended_specs(cfg), start=len(numbers)):
-        vals = {**BASE, **per_run.get(spec.name, {})}
-        numbers[spec.name] = {
-            u: {**{m: v + _noise(j, m)[i] for m, v in vals.items()}, "label": spec.name}
-            for i, u in enumerate(UNITS)
-        }
+    numbers = _extended_numbers(cfg, per_run)
 
     def sim(f_grpo, maxrl):  # the simulator's M_ret per seed
         per_seed = {"GRPO": [0.1, 0.1, 0.1], "F-GRPO gamma=1": f_grpo, "MaxRL": maxrl}
