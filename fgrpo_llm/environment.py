@@ -9,19 +9,16 @@ machine is not the one pretrained on another. Every run records :func:`environme
 
     >>> env = environment("cpu")
     >>> sorted(env)[:3]
-    ['cpu', 'device', 'fgrpo']
+    ['cpu', 'cpu_flags', 'device']
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-import platform
-import subprocess
-from importlib import metadata
 from pathlib import Path
 
+from fgrpo_common.environment import KERNEL_VARIABLES, machine_environment
+from fgrpo_common.environment import cpu as _cpu
 from fgrpo_llm.files import atomic_write_text, strict_json
 
 __all__ = [
@@ -108,70 +105,19 @@ def pin_kernel_family(out_b: Path, family: str, *, check_only: bool = False) -> 
     atomic_write_text(path, json.dumps({"family": family}) + "\n")
 
 
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-@functools.lru_cache(maxsize=1)
-def _git_commit() -> str | None:
-    """The commit of the checkout this package runs from (with "+dirty" when it has changes),
-    or None when it is not a git checkout."""
-    root = Path(__file__).resolve().parents[1]
-    if not (root / ".git").exists():
-        return None
-    try:
-        run = dict(cwd=root, capture_output=True, text=True, timeout=10)
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "--no-optional-locks", "status", "--porcelain", "-uno"], **run
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (commit + ("+dirty" if dirty else "")) or None
-
-
-@functools.lru_cache(maxsize=1)
-def _cpu() -> tuple[str, list[str]]:
-    """The CPU model and its vector-instruction flags that decide which kernels run (AVX2, FMA,
-    AVX-512F), from /proc/cpuinfo where there is one."""
-    model, flags = None, None
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        lines = []
-    for line in lines:  # the first processor's entries
-        if model is None and line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-        elif flags is None and line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-    model = model or platform.processor() or platform.machine()
-    return model, [f for f in ("avx2", "fma", "avx512f") if f in (flags or ())]
-
-
 def environment(device=None) -> dict:
     """The environment of a run on ``device``: versions (fgrpo and its git commit, python,
     torch, transformers, numpy), the CPU model and its vector flags, torch's CPU kernel family
     (``torch.backends.cpu.get_cpu_capability()``) and thread count, the device, and the
     variables that switch kernel families (``ATEN_CPU_CAPABILITY``,
     ``NPY_DISABLE_CPU_FEATURES``) when set."""
-    import numpy as np
-
-    cpu, flags = _cpu()
+    machine = machine_environment(packages=("numpy", "transformers"))
     env = {
-        "fgrpo": _version("fgrpo"),
-        "git_commit": _git_commit(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
+        **{k: machine[k] for k in ("fgrpo", "git_commit", "python", "numpy")},
         "torch": None,
         "torch_cpu_capability": None,
         "torch_threads": None,
-        "transformers": _version("transformers"),
-        "cpu": cpu,
-        "cpu_flags": flags,
-        "platform": platform.platform(),
+        **{k: machine[k] for k in ("transformers", "cpu", "cpu_flags", "platform")},
         "device": None if device is None else str(device),
     }
     try:
@@ -184,9 +130,7 @@ def environment(device=None) -> dict:
             env["device_name"] = torch.cuda.get_device_name(torch.device(device))
     except ImportError:
         pass
-    for var in ("ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES"):
-        if os.environ.get(var):
-            env[var] = os.environ[var]
+    env.update({var: machine[var] for var in KERNEL_VARIABLES if var in machine})
     return env
 
 

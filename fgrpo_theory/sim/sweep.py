@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_common.checks import check_integer
+from fgrpo_common.environment import machine_environment
 from fgrpo_common.files import TEMPORARY_MARK, atomic_write, atomic_write_text
 from fgrpo_theory.sim.config import SimConfig
 from fgrpo_theory.sim.engines import choose_engine, simulate_runs, work_items
@@ -502,7 +503,8 @@ def run_cached(
     engine: str = "auto",
     device: str | None = None,
 ) -> SweepResult:
-    """``run_sweep`` unless ``out_dir`` already holds this exact config's results; saves them.
+    """``run_sweep`` unless ``out_dir`` already holds this exact config's results; saves them,
+    and what computed them in ``environment.json`` (``environment``: versions, CPU, the engine).
     Finished runs go to ``out_dir/partial/`` as they finish, so an interrupted sweep resumes.
     The arguments are checked also when the results are cached; ``out_dir`` is held for the
     call (``sweep_lock``: a sweep of another process into it is refused)."""
@@ -521,5 +523,20 @@ def run_cached(
             device=device,
         )
         res.save(out)
+        _write_text(out / ENVIRONMENT_FILE, json.dumps(environment(cfg, engine, workers), indent=2))
         remove_checkpoint(out / "partial")
     return res
+
+
+#: The file in which ``run_cached`` records what computed a sweep.
+ENVIRONMENT_FILE = "environment.json"
+
+
+def environment(cfg: SimConfig, engine: str = "auto", workers: int = 1) -> dict:
+    """What a sweep of ``cfg`` computes on here: the versions (fgrpo and its commit, python,
+    numpy, scipy, numba), the CPU and its vector flags, the kernel variables that are set
+    (``fgrpo_common.environment.machine_environment``), the engine ``engine`` resolves to and the
+    worker count. A run's numbers depend on the machine's and the engine's rounding (the engines
+    agree in distribution, docs/simulator.md): this says where a saved sweep's came from."""
+    env = machine_environment(packages=("numpy", "scipy", "numba"))
+    return {**env, "engine": choose_engine(cfg, engine), "workers": int(workers)}

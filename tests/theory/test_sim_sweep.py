@@ -5,6 +5,7 @@ reference ``fgrpo_theory.advantages``."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from concurrent.futures import ProcessPoolExecutor
@@ -141,6 +142,23 @@ def test_saved_results_are_readable_like_any_written_file_and_load_again(tmp_pat
         assert stat.S_IMODE((out / name).stat().st_mode) == 0o666 & ~mask, name
     again = sweep.load_cached(replace(CFG, group_sizes=(2,)), out)
     assert all(np.array_equal(again.records[k], res.records[k]) for k in res.records)
+
+
+def test_a_computed_sweep_records_what_computed_it_and_a_cached_one_keeps_that(
+    tmp_path, monkeypatch
+):
+    """``environment.json`` beside the results: versions, CPU, the engine ``auto`` resolved to;
+    a rerun that loads the cached results leaves the record of the machine that computed them."""
+    out, cfg = tmp_path / "out", replace(CFG, group_sizes=(2,))
+    monkeypatch.setenv("NPY_DISABLE_CPU_FEATURES", "AVX512F")  # recorded when set (not applied)
+    run_cached(cfg, out, progress=False, engine="sparse")
+    env = json.loads((out / "environment.json").read_text())
+    assert env["engine"] == "sparse" and env["workers"] == 1
+    assert env["numpy"] == np.__version__ and env["NPY_DISABLE_CPU_FEATURES"] == "AVX512F"
+    assert {"numba", "scipy", "cpu", "cpu_flags", "python", "fgrpo", "git_commit"} <= set(env)
+    (out / "environment.json").write_text('{"cpu": "the computing machine"}')
+    run_cached(cfg, out, progress=False, engine="dense")  # cached: the same numpy family
+    assert json.loads((out / "environment.json").read_text()) == {"cpu": "the computing machine"}
 
 
 def test_progress_shows_runs_done_and_time_left(capsys):
