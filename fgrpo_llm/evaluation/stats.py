@@ -6,10 +6,10 @@ them on the same problems. Per run and metric the seeds give S values x_1..x_S; 
     mean  x_bar = (1/S) sum_s x_s,   sd = sqrt(sum_s (x_s - x_bar)^2 / (S - 1)),
     95% interval  x_bar -/+ t_{0.975, S-1} * sd / sqrt(S)        (Student t over seeds)
 
-(:func:`t_interval`; cut to the range of a bounded metric, :func:`clipped`). A difference between
-two runs is *paired*: d_s = x_s(A) - x_s(B) for the
-same seed, base and evaluation problems, and its interval is the t interval of the d_s
-(:func:`paired_difference`): seed-to-seed variation that both runs share cancels.
+(:func:`t_interval`; cut to the range of a bounded metric, :func:`clipped`). A difference
+between two runs is *paired*: d_s = x_s(A) - x_s(B) for the same seed, base and evaluation
+problems, and its interval is the t interval of the d_s (:func:`paired_difference`):
+seed-to-seed variation that both runs share cancels.
 
 When the base model is a random factor too (a study over K bases, S_b RL seeds on base b), the
 base is the unit: the values x_{b,s} are averaged within each base, x_b = (1/S_b) sum_s x_{b,s},
@@ -153,7 +153,8 @@ def clipped(iv: Interval, bounds) -> Interval:
     frequency of 0.297 [-0.512, 1.106] over two bases); the true mean lies in the range, so the
     cut interval covers it whenever the uncut one does. Mean and sd are kept; a verdict against a
     threshold inside the range is the same on either (:func:`widen` recomputes the uncut
-    interval). ``bounds=None`` and undefined bounds (one value) leave the interval as it is."""
+    interval). With ``bounds=None``, or for an undefined interval (one value), it is returned as
+    it is; bad ``bounds`` are a ValueError either way."""
     if bounds is None:
         return iv
     try:
