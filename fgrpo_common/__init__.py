@@ -4,5 +4,6 @@
   naming the argument and the value);
 - ``fields``: the field rules every config dataclass checks itself with;
 - ``cli``: the subcommand parser, the one-line error runner, the list and KEY=VALUE parsers;
-- ``files``: files written through a temporary sibling and a rename (text, binary, figures).
+- ``files``: files written through a temporary sibling and a rename (text, binary, figures);
+- ``environment``: what a computation ran on (versions, git commit, CPU and its vector flags).
 """
