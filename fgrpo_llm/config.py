@@ -359,8 +359,6 @@ def refuse_a_model_directory(out) -> None:
     """A ValueError when ``out`` holds a model (its config.json is a model's: it names a
     ``model_type``), not a training run: a run's directory is its own, and a model's config.json
     is not a run's settings."""
-    from pathlib import Path
-
     try:
         data = json.loads((Path(out) / "config.json").read_text())
     except (OSError, ValueError, RecursionError, UnicodeDecodeError):

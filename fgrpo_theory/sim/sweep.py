@@ -482,7 +482,7 @@ def load_cached(cfg: SimConfig, out_dir, *, engine: str = "auto") -> SweepResult
     npz, js = out / "simulation.npz", out / "simulation_config.json"
     if not (npz.is_file() and js.is_file()):
         return None
-    family = "torch" if engine == "torch" else "numpy"
+    family = _family(engine)
     if not _same_json_file(js, _saved_config_json(cfg, family)):
         return None
     n = (len(cfg.group_sizes), len(cfg.gammas), len(cfg.seeds))
@@ -508,20 +508,14 @@ def run_cached(
     Finished runs go to ``out_dir/partial/`` as they finish, so an interrupted sweep resumes.
     The arguments are checked also when the results are cached; ``out_dir`` is held for the
     call (``sweep_lock``: a sweep of another process into it is refused)."""
-    _check_sweep_arguments(cfg, workers, engine, device)
+    workers, engine = _check_sweep_arguments(cfg, workers, engine, device)
     out = Path(out_dir)
     with sweep_lock(out):
         cached = load_cached(cfg, out, engine=engine)
         if cached is not None:
             return cached
-        res = run_sweep(
-            cfg,
-            workers=workers,
-            progress=progress,
-            engine=engine,
-            checkpoint=out / "partial",
-            device=device,
-        )
+        with sweep_lock(out / "partial"):  # (``run_sweep`` without its checks, made above)
+            res = _sweep(cfg, workers, progress, engine, out / "partial", device)
         res.save(out)
         _write_text(out / ENVIRONMENT_FILE, json.dumps(environment(cfg, engine, workers), indent=2))
         remove_checkpoint(out / "partial")
