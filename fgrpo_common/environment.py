@@ -3,8 +3,8 @@ and the vector instructions that decide which kernels numpy (and torch) dispatch
 variables that switch kernel families. ``fgrpo_llm.environment`` adds torch's own kernels; the
 simulator saves :func:`machine_environment` next to its results.
 
-    >>> sorted(machine_environment(("numpy",)))[:3]
-    ['cpu', 'cpu_flags', 'fgrpo']
+    >>> {"cpu", "cpu_flags", "fgrpo", "numpy", "python"} <= set(machine_environment(("numpy",)))
+    True
 """
 
 from __future__ import annotations

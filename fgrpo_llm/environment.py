@@ -8,8 +8,8 @@ machine is not the one pretrained on another. Every run records :func:`environme
 :func:`environment_differences` names what differs between runs that are compared as a pair.
 
     >>> env = environment("cpu")
-    >>> sorted(env)[:3]
-    ['cpu', 'cpu_flags', 'device']
+    >>> {"cpu", "cpu_flags", "device", "torch", "torch_cpu_capability"} <= set(env)
+    True
 """
 
 from __future__ import annotations
