@@ -297,7 +297,7 @@ def trl_reward(completions, answer, **kwargs) -> list[float]:
 def compute_score(
     data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs
 ) -> float:
-    """verl's ``custom_reward_function`` (``custom_reward_function.name=compute_score``)."""
+    """verl's custom reward function (``reward.custom_reward_function.name=compute_score``)."""
     return boxed_reward(solution_str, ground_truth)
 
 

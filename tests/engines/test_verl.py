@@ -429,7 +429,7 @@ def test_the_startup_check_reads_the_legacy_reward_keys_fully_async_moves():
     """verl's fully-async entry point moves ``reward_model.reward_manager`` and
     ``reward_model.reward_kwargs`` into ``reward`` (its ``migrate_legacy_reward_impl``) after the
     check ran: the check refuses an overlong penalty set under those names as it refuses the
-    migrated config. verl's main_ppo reads no legacy key, so there they are not refused."""
+    migrated config. verl's main_ppo reads no legacy key: there they are refused as ignored."""
     import copy
 
     from verl.experimental.reward_loop import migrate_legacy_reward_impl
@@ -444,7 +444,54 @@ def test_the_startup_check_reads_the_legacy_reward_keys_fully_async_moves():
         with pytest.raises(ValueError, match=re.escape(f"{where}reward_manager")) as err:
             check_run_config(cfg)
         assert "can take a correct answer's score down to 0" in str(err.value)
-    assert check_run_config(_compose(overrides)).gamma == 1.0  # main_ppo
+    with pytest.raises(
+        ValueError, match=r"reward_model\.reward_manager is set, but verl's main_ppo"
+    ):
+        check_run_config(_compose(overrides))
+
+
+@pytest.mark.parametrize(
+    ("legacy", "target"),
+    [
+        ("custom_reward_function.path=/tmp/score.py", "reward.custom_reward_function.path"),
+        ("reward_model.reward_manager=dapo", "reward.reward_manager.name"),
+        (
+            "+reward_model.reward_kwargs.overlong_buffer_cfg.len=512",
+            "reward.reward_kwargs.overlong_buffer_cfg.len",
+        ),
+        ("reward_model.model.path=/tmp/rm", "reward.reward_model.model_path"),
+        ("sandbox_fusion.url=http://localhost:1", "reward.sandbox_fusion.url"),
+        ("reward_model.model.external_lib=lib", "it under reward"),
+    ],
+)
+def test_the_startup_check_refuses_legacy_reward_keys_main_ppo_ignores(legacy, target, capsys):
+    """verl's main_ppo reads the reward's settings only under ``reward``: a legacy key that is
+    set (a custom reward function, DAPO's reward manager) would silently not be used. A focal_grpo
+    run is refused with the key and where it belongs (where verl's fully-async entry point would
+    move it, checked against its ``migrate_legacy_reward_impl`` for the mapped ones); a run of
+    another estimator, and a config without legacy keys, are left alone."""
+    import copy
+
+    from omegaconf import OmegaConf
+    from verl.experimental.reward_loop import migrate_legacy_reward_impl
+
+    from fgrpo_llm.integrations.verl.startup import FocalCheck, check_run_config
+
+    focal = method_overrides("grpo", gamma=1.0, group_size=8)
+    assert check_run_config(_compose(focal)).gamma == 1.0
+    key, value = legacy.lstrip("+").split("=", 1)
+    message = f"{key} is set, but verl's main_ppo ignores it; set {target}"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        check_run_config(_compose([*focal, legacy]))
+    with pytest.raises(SystemExit) as stop:
+        FocalCheck().on_job_start(config=_compose([*focal, legacy]))
+    assert stop.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+    assert check_run_config(_compose(["algorithm.adv_estimator=grpo", legacy])) is None
+    if target.startswith("reward."):  # verl's own move puts it there
+        migrated = migrate_legacy_reward_impl(
+            copy.deepcopy(_compose_fully_async(["algorithm.adv_estimator=grpo", legacy]))
+        )
+        assert str(OmegaConf.select(migrated, target)) == value
 
 
 def test_the_startup_check_names_a_plugin_that_did_not_load(monkeypatch, capsys):

@@ -22,7 +22,11 @@ into a warning, so the callback exits itself. What it refuses, each with the key
   below the correctness threshold: the estimator sees the shaped score, so X would be wrong. Under
   verl's fully-async entry point the legacy ``reward_model.reward_manager`` and
   ``reward_model.reward_kwargs`` count too: it moves them there after this check
-  (:func:`_reward_manager`).
+  (:func:`_reward_manager`);
+- under verl's ``main_ppo``, a legacy reward key that is set (``reward_model.*``,
+  ``custom_reward_function.*``, ``sandbox_fusion.*``): only the fully-async entry point moves them
+  under ``reward``, ``main_ppo`` ignores them, so a custom reward function or DAPO's reward
+  manager set there would silently not be used (:func:`_ignored_legacy_key`).
 """
 
 from __future__ import annotations
@@ -87,6 +91,53 @@ def _reward_manager(config):
     return _select(config, name_key), name_key, overlong, kwargs_key
 
 
+#: The legacy sections verl's fully-async entry point moves under ``reward``
+#: (``migrate_legacy_reward_impl``) and ``main_ppo`` does not read.
+LEGACY_REWARD_SECTIONS = ("reward_model", "custom_reward_function", "sandbox_fusion")
+
+#: Where ``migrate_legacy_reward_impl`` moves a legacy key (the common ones); a prefix maps
+#: every key below it.
+_LEGACY_TARGETS = {
+    "reward_model.reward_manager": "reward.reward_manager.name",
+    "reward_model.reward_kwargs": "reward.reward_kwargs",
+    "reward_model.num_workers": "reward.num_workers",
+    "reward_model.model.path": "reward.reward_model.model_path",
+    "reward_model.rollout": "reward.reward_model.rollout",
+    "custom_reward_function": "reward.custom_reward_function",
+    "sandbox_fusion": "reward.sandbox_fusion",
+}
+
+
+def _set_leaves(node, path: str):
+    """The dotted paths of the leaves under ``node`` that are set (not None)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _set_leaves(value, f"{path}.{key}")
+    elif node is not None:
+        yield path
+
+
+def _ignored_legacy_key(config) -> str | None:
+    """Under verl's ``main_ppo`` (a config without ``async_training``), the first legacy reward
+    key that is set, with where it belongs: ``main_ppo`` reads the reward's settings only under
+    ``reward`` and ignores these without a word. None where there is none, or on the fully-async
+    entry point's config (it moves them itself)."""
+    if _select(config, "async_training") is not None:
+        return None
+    for section in LEGACY_REWARD_SECTIONS:
+        node = _select(config, section)
+        if not isinstance(node, DictConfig):
+            continue
+        for key in _set_leaves(OmegaConf.to_container(node, resolve=False), section):
+            where = "it under reward"
+            for prefix, target in _LEGACY_TARGETS.items():
+                if key == prefix or key.startswith(prefix + "."):
+                    where = target + key[len(prefix) :]
+                    break
+            return f"{key} is set, but verl's main_ppo ignores it; set {where}"
+    return None
+
+
 def check_run_config(config) -> FocalSettings | None:
     """A ValueError naming the key for each problem above; the focal settings of a
     ``focal_grpo`` run, None for a run of another estimator."""
@@ -117,6 +168,12 @@ def check_run_config(config) -> FocalSettings | None:
             )
         return None
     settings = focal_settings(algorithm)
+    ignored = _ignored_legacy_key(config)
+    if ignored is not None:
+        raise ValueError(
+            f"{ignored} (only verl's fully-async entry point moves the legacy "
+            f"{', '.join(s + '.*' for s in LEGACY_REWARD_SECTIONS)} keys under reward)"
+        )
     if _select(config, "algorithm.filter_groups.enable", False) and not _select(
         config, "trainer.use_v1", True
     ):
