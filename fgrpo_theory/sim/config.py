@@ -193,34 +193,29 @@ def sparse_applies(cfg: SimConfig) -> bool:
 
 _FIG2_SIZES = tuple(2**k for k in range(1, 18))
 
+
+def _paper_fig2(optimizer: str) -> SimConfig:
+    """Fig. 2's sweep with ``optimizer`` on the ratio surrogate with centred advantages (Section
+    5.1: K = 128,000, |P| = 10,000, logits 5 / 3 / 0, N = 2 ... 2^17, 1000 steps)."""
+    return SimConfig(
+        actions=128_000,
+        correct=10_000,
+        group_sizes=_FIG2_SIZES,
+        gammas=(0.0, 1.0),
+        seeds=(0, 1, 2, 3),
+        steps=1000,
+        lr=1e-2,
+        optimizer=optimizer,
+        surrogate="ratio",
+        advantage="centered",
+    )
+
+
 PRESETS: dict[str, SimConfig] = {
-    # App. J / Fig. 2: Adam on the ratio surrogate reproduces the paper's description
-    # (Section 5.1: K = 128,000, |P| = 10,000, logits 5 / 3 / 0, N = 2 ... 2^17, 1000 steps).
-    "paper-fig2": SimConfig(
-        actions=128_000,
-        correct=10_000,
-        group_sizes=_FIG2_SIZES,
-        gammas=(0.0, 1.0),
-        seeds=(0, 1, 2, 3),
-        steps=1000,
-        lr=1e-2,
-        optimizer="adam",
-        surrogate="ratio",
-        advantage="centered",
-    ),
+    # App. J / Fig. 2: Adam on the ratio surrogate reproduces the paper's description.
+    "paper-fig2": _paper_fig2("adam"),
     # The same with plain SGD: the logits barely move (updates scale with p_i ~ 6e-5).
-    "paper-fig2-sgd": SimConfig(
-        actions=128_000,
-        correct=10_000,
-        group_sizes=_FIG2_SIZES,
-        gammas=(0.0, 1.0),
-        seeds=(0, 1, 2, 3),
-        steps=1000,
-        lr=1e-2,
-        optimizer="sgd",
-        surrogate="ratio",
-        advantage="centered",
-    ),
+    "paper-fig2-sgd": _paper_fig2("sgd"),
     # A reduced sweep (K / 10, fewer steps, a larger lr) that shows the three regimes in seconds.
     "small": SimConfig(
         actions=12_800,
