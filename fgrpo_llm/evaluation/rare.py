@@ -386,6 +386,17 @@ def check_rare_set_data(data, where: str, *, vocab_size: int | None = None) -> N
             raise ValueError(f"{at}: form must be a string or null")
 
 
+def _policy_nll(model, rare_set: RareSet, *, batch_size: int, pad_token_id: int) -> np.ndarray:
+    """nll_theta(y | x) of every trajectory of the set under ``model``, shape (S,)."""
+    return length_normalised_nll(
+        model,
+        rare_set.token_ids,
+        rare_set.prompt_lengths,
+        pad_token_id=pad_token_id,
+        batch_size=batch_size,
+    )
+
+
 def delta_nll_rare(
     model, rare_set: RareSet, *, batch_size: int = 64, pad_token_id: int = 0
 ) -> float:
@@ -393,13 +404,7 @@ def delta_nll_rare(
     set."""
     if len(rare_set) == 0:
         return float("nan")
-    nll = length_normalised_nll(
-        model,
-        rare_set.token_ids,
-        rare_set.prompt_lengths,
-        pad_token_id=pad_token_id,
-        batch_size=batch_size,
-    )
+    nll = _policy_nll(model, rare_set, batch_size=batch_size, pad_token_id=pad_token_id)
     return float(nll.mean() - rare_set.base_nll.mean())
 
 
@@ -410,13 +415,7 @@ def make_rare_evaluator(rare_set: RareSet, *, batch_size: int = 64, pad_token_id
     def evaluate_rare(model, step: int) -> dict:
         if len(rare_set) == 0:
             return {"rare/delta_nll": float("nan"), "rare/size": 0}
-        nll = length_normalised_nll(
-            model,
-            rare_set.token_ids,
-            rare_set.prompt_lengths,
-            pad_token_id=pad_token_id,
-            batch_size=batch_size,
-        )
+        nll = _policy_nll(model, rare_set, batch_size=batch_size, pad_token_id=pad_token_id)
         return {
             "rare/delta_nll": float(nll.mean() - rare_set.base_nll.mean()),
             "rare/nll": float(nll.mean()),
