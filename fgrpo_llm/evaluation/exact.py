@@ -197,9 +197,9 @@ def check_character_vocabulary(tokenizer) -> frozenset[int]:
     return frozenset(skipped)
 
 
-def _check_settings(
-    max_new_tokens, temperature, top_p, top_k, batch_size
-) -> tuple[int, float, float, int, int]:
+def _check_settings(max_new_tokens, temperature, top_p, top_k, batch_size) -> tuple[int, dict]:
+    """The completion limit T and the sampler keywords of ``_score_rows`` (``temperature``,
+    ``top_p``, ``top_k``, ``batch_size``), each checked."""
     T = int(check_integer("max_new_tokens", max_new_tokens, minimum=1))
     temp = check_real_scalar("temperature", temperature)
     if temp <= 0:
@@ -210,7 +210,7 @@ def _check_settings(
     p = float(check_probability("top_p", top_p, open_low=True))
     k = int(check_integer("top_k", top_k, minimum=0))
     b = int(check_integer("batch_size", batch_size, minimum=1))
-    return T, temp, p, k, b
+    return T, {"temperature": temp, "top_p": p, "top_k": k, "batch_size": b}
 
 
 @torch.no_grad()
@@ -298,7 +298,7 @@ def completion_logprobs(
     limit); anything else (longer, EOS not last, short without EOS) gets -inf. The outcomes of the
     sampler are disjoint and exhaustive: their probabilities sum to 1.
     """
-    T, temp, p, k, b = _check_settings(max_new_tokens, temperature, top_p, top_k, batch_size)
+    T, sampler = _check_settings(max_new_tokens, temperature, top_p, top_k, batch_size)
     eos = tokenizer.eos_token_id
     prompt_ids = encode_prompt(tokenizer, prompt)
     if not prompt_ids:
@@ -314,15 +314,7 @@ def completion_logprobs(
         rows.append((prompt_ids, c))
         where.append(j)
     scored = _score_rows(
-        model,
-        rows,
-        skip_ids=frozenset(),
-        pad_id=pad_id,
-        temperature=temp,
-        top_p=p,
-        top_k=k,
-        batch_size=b,
-        autocast_dtype=autocast_dtype,
+        model, rows, skip_ids=frozenset(), pad_id=pad_id, autocast_dtype=autocast_dtype, **sampler
     )
     for j, (tok, _) in zip(where, scored, strict=True):
         result[j] = float(tok.sum())
@@ -385,7 +377,7 @@ def exact_mu_tau(
             f"task {getattr(task, 'name', type(task).__name__)!r} has no solutions(problem) "
             f"method: its correct completions cannot be enumerated, keep the sampled estimates"
         )
-    T, temp, p, k, b = _check_settings(max_new_tokens, temperature, top_p, top_k, batch_size)
+    T, sampler = _check_settings(max_new_tokens, temperature, top_p, top_k, batch_size)
     problems = list(problems)
     if not problems:
         raise ValueError("problems must not be empty")
@@ -446,15 +438,7 @@ def exact_mu_tau(
         plan.append((answers, forms, event, tokens))
 
     scored = _score_rows(
-        model,
-        rows,
-        skip_ids=skip_ids,
-        pad_id=pad_id,
-        temperature=temp,
-        top_p=p,
-        top_k=k,
-        batch_size=b,
-        autocast_dtype=autocast_dtype,
+        model, rows, skip_ids=skip_ids, pad_id=pad_id, autocast_dtype=autocast_dtype, **sampler
     )
     by_owner = dict(zip(owners, scored, strict=True))
     result: dict[str, ExactMass] = {}
