@@ -196,6 +196,14 @@ def sample_demonstration(
     return ranked[int(rng.choice(len(ranked), p=skewed_weights(len(ranked), rank_exponent)))]
 
 
+def _split_answers(problem, operators) -> tuple[list[str], list[str]]:
+    """The expressions over a Countdown problem's numbers (``all_expressions``, in its ranking)
+    that reach its target, and those that do not."""
+    numbers, target = problem.answer
+    exprs = all_expressions(numbers, operators)
+    return [e for e, v in exprs if v == target], [e for e, v in exprs if v != target]
+
+
 class DemonstrationStream:
     """Batches of tokenized demonstrations for the training split of a Countdown task."""
 
@@ -220,12 +228,7 @@ class DemonstrationStream:
         """Ranked correct expressions (as ``CountdownTask.solutions``) and wrong ones of problem
         i."""
         if i not in self._answers:
-            numbers, target = self.problems[i].answer
-            exprs = all_expressions(numbers, self.operators)
-            self._answers[i] = (
-                [e for e, v in exprs if v == target],
-                [e for e, v in exprs if v != target],
-            )
+            self._answers[i] = _split_answers(self.problems[i], self.operators)
         return self._answers[i]
 
     def encode(self, prompt: str, completion: str) -> tuple[list[int], int]:
@@ -240,12 +243,7 @@ class DemonstrationStream:
             if cfg.ood_fraction and self.rng.random() < cfg.ood_fraction:
                 # a four-number prompt, not an OOD test one
                 problem = self.task.sample_ood_like(self.rng)
-                numbers, target = problem.answer
-                exprs = all_expressions(numbers, self.operators)
-                answers = (
-                    [e for e, v in exprs if v == target],
-                    [e for e, v in exprs if v != target],
-                )
+                answers = _split_answers(problem, self.operators)
             else:
                 problem, answers = self.problems[i], self.answers(int(i))
             completion = sample_demonstration(
