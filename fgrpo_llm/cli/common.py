@@ -9,7 +9,7 @@ from __future__ import annotations
 from fgrpo_common.cli import parse_key_values
 from fgrpo_llm.tasks.for_model import task_for_model
 
-__all__ = ["add_model_task_args", "task_from_args", "max_new_tokens_for"]
+__all__ = ["add_model_task_args", "add_workers_device_args", "task_from_args", "max_new_tokens_for"]
 
 
 def add_model_task_args(parser) -> None:
@@ -36,6 +36,18 @@ def add_model_task_args(parser) -> None:
         help="completion token limit (default: the task's, else 32)",
     )
     parser.add_argument("--batch-size", type=int, default=1024, help="sequences decoded at once")
+
+
+def add_workers_device_args(parser) -> None:
+    """``--workers`` and ``--device`` of the commands that train the plan's runs (``demo``,
+    ``study``)."""
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="training runs in parallel processes (default 2; 1 with --fast)",
+    )
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
 
 
 def task_from_args(args, model_dir, tokenizer=None):

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from fgrpo_llm.cli.common import add_workers_device_args
 from fgrpo_llm.experiments.countdown import pipeline
 from fgrpo_llm.experiments.countdown.config import load_demo_config
 from fgrpo_llm.files import directory_lock
@@ -55,13 +56,7 @@ def register(subparsers) -> None:
         default=None,
         help="YAML/JSON file of DemoConfig fields (e.g. configs/gpu_full.yaml)",
     )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="training runs in parallel processes (default 2; 1 with --fast)",
-    )
-    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    add_workers_device_args(p)
     p.add_argument(
         "--no-lr-control",
         action="store_true",

@@ -24,6 +24,7 @@ import shlex
 import sys
 
 from fgrpo_common.cli import parse_list
+from fgrpo_llm.cli.common import add_workers_device_args
 from fgrpo_llm.experiments.countdown.config import load_demo_config
 from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
 from fgrpo_llm.files import directory_lock, writable_file
@@ -135,13 +136,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("--fast", action="store_true", help="tiny budgets (the test suite's smoke run)")
     p.add_argument("--config", default=None, help="YAML/JSON file of plan (DemoConfig) fields")
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="training runs in parallel processes (default 2; 1 with --fast)",
-    )
-    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    add_workers_device_args(p)
     p.add_argument(
         "--spread-file", default=None, help="also write the measured seed spread to this JSON file"
     )
