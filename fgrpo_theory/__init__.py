@@ -14,6 +14,8 @@ Fig. 2 (``sim``). The names below import their module on first use.
 
 from __future__ import annotations
 
+from fgrpo_common.exports import lazy_exports
+
 #: public name -> the module that defines it
 _EXPORTS = {
     "p_tail_miss": "fgrpo_theory.tail_miss",
@@ -59,18 +61,4 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    """Import a public name's module on first use (``import fgrpo_theory`` stays light)."""
-    if name in _EXPORTS:
-        import importlib
-
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
