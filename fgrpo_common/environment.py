@@ -1,7 +1,8 @@
 """What a computation ran on, without torch: the package versions, the git commit, the CPU model
 and the vector instructions that decide which kernels numpy (and torch) dispatch, and the
 variables that switch kernel families. ``fgrpo_llm.environment`` adds torch's own kernels; the
-simulator saves :func:`machine_environment` next to its results.
+simulator saves :func:`machine_environment` next to its results. :func:`set_variables` sets (and
+restores) this process's environment variables.
 
     >>> {"cpu", "cpu_flags", "fgrpo", "numpy", "python"} <= set(machine_environment(("numpy",)))
     True
@@ -13,10 +14,18 @@ import functools
 import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["KERNEL_VARIABLES", "cpu", "git_commit", "machine_environment", "package_version"]
+__all__ = [
+    "KERNEL_VARIABLES",
+    "cpu",
+    "git_commit",
+    "machine_environment",
+    "package_version",
+    "set_variables",
+]
 
 #: The variables that switch torch's ATen and numpy to another CPU family's kernels.
 KERNEL_VARIABLES = ("ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES")
@@ -84,3 +93,14 @@ def machine_environment(packages=("numpy",)) -> dict:
         if os.environ.get(var):
             env[var] = os.environ[var]
     return env
+
+
+def set_variables(values: Mapping[str, object]) -> None:
+    """Set each environment variable of ``values`` (name -> value) in this process to
+    ``str(value)``, or unset it where the value is None: what restores the variables saved as
+    ``{name: os.environ.get(name)}``."""
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = str(value)

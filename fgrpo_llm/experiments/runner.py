@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fgrpo_common.environment import set_variables
 from fgrpo_llm.files import atomic_write_text, strict_json
 
 __all__ = ["Task", "TaskFailed", "run_tasks", "cpu_seconds"]
@@ -97,19 +98,11 @@ def _start(ctx, task: Task):
     inherits this process's environment at that moment), then restored."""
     saved = {k: os.environ.get(k) for k in task.env}
     try:
-        for k, v in task.env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = str(v)
+        set_variables(task.env)
         proc = ctx.Process(target=_child, args=(task.fn, task.args), name=task.name, daemon=False)
         proc.start()
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        set_variables(saved)
     return proc
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import os
 
+from fgrpo_common.environment import set_variables
+
 #: The environment variables that native libraries read for their thread count at load time.
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
@@ -43,11 +45,7 @@ def pinned(threads: int = 1):
         with threadpool_limits(limits=threads):
             yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        set_variables(saved)
 
 
 def pin_worker(threads: int = 1) -> None:
