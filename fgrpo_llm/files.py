@@ -6,6 +6,7 @@
   when complete (checkpoints, saved models), replacing an existing one; a crash leaves either the
   old directory or the new one, plus at worst a ``.NAME.tmp-*`` sibling that
   :func:`remove_stale_temporaries` deletes.
+- :func:`read_json`: the JSON value of a file, a ValueError naming the file when it is not JSON.
 - :func:`read_jsonl`: one dict per line, with clear errors naming the file and line.
 - :func:`strict_json`: ``json.dumps`` that writes NaN / Infinity as ``null`` (strict JSON).
 - :func:`directory_lock`: one process at a time in a run directory (an OS lock on ``.lock``).
@@ -30,6 +31,7 @@ __all__ = [
     "atomic_directory",
     "writable_directory",
     "remove_stale_temporaries",
+    "read_json",
     "read_jsonl",
     "changed_settings",
     "strict_json",
@@ -226,6 +228,15 @@ def remove_stale_temporaries(directory) -> list[Path]:
             child.unlink(missing_ok=True)
         removed.append(child)
     return removed
+
+
+def read_json(path: Path):
+    """The JSON value in the file ``path``; a ValueError naming it (and the kind of failure) when
+    it is not readable JSON (not JSON, nested too deeply, not UTF-8 text)."""
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not readable JSON ({type(err).__name__})") from None
 
 
 def read_jsonl(path, *, what: str = "JSON lines file", partial_tail: bool = False) -> list[dict]:

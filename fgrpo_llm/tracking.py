@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from fgrpo_common.checks import is_finite_number
 from fgrpo_llm.config import WEIGHTINGS
-from fgrpo_llm.files import atomic_write_text, strict_json
+from fgrpo_llm.files import atomic_write_text, read_json, strict_json
 
 __all__ = [
     "JsonlWriter",
@@ -254,11 +254,7 @@ def read_run_info(run_dir) -> dict:
             f"{path} not found: a run directory needs {RUN_INFO} (written by every trainer "
             f"of this package; see fgrpo_llm.evaluation.runs)"
         )
-    try:
-        info = json.loads(path.read_text())
-    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not readable JSON ({type(err).__name__})") from None
-    return _check_run_info(info, path)
+    return _check_run_info(read_json(path), path)
 
 
 #: In a run's ``model/``: the training step whose policy it holds, written with the weights.
@@ -273,10 +269,7 @@ def model_step(model_dir) -> int | None:
     path = Path(model_dir)
     record = path / STEP_RECORD
     if record.is_file():
-        try:
-            data = json.loads(record.read_text())
-        except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as err:
-            raise ValueError(f"{record} is not readable JSON ({type(err).__name__})") from None
+        data = read_json(record)
         step = data.get("step") if isinstance(data, dict) else None
         if not _is_int(step) or step < 0:
             raise ValueError(f'{record} must hold {{"step": an integer >= 0}}, got step={step!r}')

@@ -26,7 +26,7 @@ import torch
 
 from fgrpo_common.checks import check_integer
 from fgrpo_common.files import save_figure
-from fgrpo_llm.files import atomic_write_text
+from fgrpo_llm.files import atomic_write_text, read_json
 from fgrpo_llm.tasks.base import check_split
 from fgrpo_theory.passk import mean_pass_at_k, paired_subsampling_test
 from fgrpo_theory.passk import pass_at_k_unbiased as pass_at_k
@@ -408,10 +408,7 @@ def load_eval(out_dir) -> tuple[dict, dict[str, np.ndarray]]:
     path = out / EVAL_JSON
     if not path.is_file():
         raise FileNotFoundError(f"no {EVAL_JSON} in {out} (run `fgrpo-llm eval --out {out}` first)")
-    try:
-        results = json.loads(path.read_text())
-    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not readable JSON ({type(err).__name__})") from None
+    results = read_json(path)
     _check_eval(results, path)
     outcomes = {}
     for split, entry in results["splits"].items():

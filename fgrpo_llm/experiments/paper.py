@@ -11,8 +11,9 @@ sensitivity (Table 6) and the Maze table (Table 4). Reports show them *beside* o
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from fgrpo_llm.files import read_json
 
 __all__ = ["PAPER_RESULTS", "load_paper_results"]
 
@@ -26,10 +27,7 @@ def load_paper_results(path=None) -> dict:
     path = Path(path) if path is not None else PAPER_RESULTS
     if not path.is_file():
         raise FileNotFoundError(f"paper results file not found: {path}")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not readable JSON ({type(err).__name__})") from None
+    data = read_json(path)
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a JSON object, got {type(data).__name__}")
     return data
