@@ -62,3 +62,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+del lazy_exports  # (not a public name of this package)
