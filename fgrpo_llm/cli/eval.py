@@ -193,7 +193,7 @@ def register(subparsers) -> None:
         default=True,
         help="scale the subsample differences by sqrt((n - 1) / (n - m)), the variance ratio of "
         "drawing without replacement (default); --no-finite-population gives the paper's "
-        "sqrt(m) alone, which rejects a true null too often at m = n / 4 (about 8%% at alpha 0.05)",
+        "sqrt(m) alone, which rejects a true null too often at m = n / 4 (8-10%% at alpha 0.05)",
     )
     c.add_argument("--k", default="1,256", help="k values to test (those <= m are used)")
     c.add_argument("--seed", type=int, default=0)
