@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -432,3 +433,24 @@ def test_a_justified_lazy_import_passes(fake_module):
         "fgrpo_llm.fake", "def f():\n    from fgrpo_llm.trainer import train  # lazy: torch\n"
     )
     assert not [v for v in _lazy_violations() if "fgrpo_llm.fake" in v]
+
+
+def _layout_block() -> str:
+    """The README's "Layout" code block."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    after = text.split("\n## Layout\n", 1)[1]
+    return after.split("```", 2)[1]
+
+
+def test_the_readme_layout_names_every_module():
+    """The README's layout names each module of the three packages (a new module is listed
+    where a reader looks for it); the CLI's modules are named after their subcommands."""
+    block = _layout_block()
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", block))
+    unnamed = sorted(
+        str(path.relative_to(ROOT))
+        for path in _modules().values()
+        if path.stem not in ("__init__", "__main__") and path.stem not in words
+        if path.parent.name != "cli"
+    )
+    assert not unnamed, f"README.md's layout does not name {unnamed}"
