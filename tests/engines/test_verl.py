@@ -461,7 +461,10 @@ def test_the_startup_check_reads_the_legacy_reward_keys_fully_async_moves():
         ),
         ("reward_model.model.path=/tmp/rm", "reward.reward_model.model_path"),
         ("sandbox_fusion.url=http://localhost:1", "reward.sandbox_fusion.url"),
-        ("reward_model.model.external_lib=lib", "it under reward"),
+        ("reward_model.enable=True", "reward.reward_model.enable"),
+        ("reward_model.nnodes=2", "reward.reward_model.nnodes"),
+        ("reward_model.reward_loop_source=importlib", "reward.reward_manager.source"),
+        ("reward_model.num_workers=4", "reward.num_workers"),
     ],
 )
 def test_the_startup_check_refuses_legacy_reward_keys_main_ppo_ignores(legacy, target, capsys):
@@ -487,11 +490,44 @@ def test_the_startup_check_refuses_legacy_reward_keys_main_ppo_ignores(legacy, t
         FocalCheck().on_job_start(config=_compose([*focal, legacy]))
     assert stop.value.code == 2 and capsys.readouterr().err.count("\n") == 1
     assert check_run_config(_compose(["algorithm.adv_estimator=grpo", legacy])) is None
-    if target.startswith("reward."):  # verl's own move puts it there
-        migrated = migrate_legacy_reward_impl(
-            copy.deepcopy(_compose_fully_async(["algorithm.adv_estimator=grpo", legacy]))
-        )
-        assert str(OmegaConf.select(migrated, target)) == value
+    migrated = migrate_legacy_reward_impl(  # verl's own move puts it there
+        copy.deepcopy(_compose_fully_async(["algorithm.adv_estimator=grpo", legacy]))
+    )
+    assert str(OmegaConf.select(migrated, target)) == value
+
+
+@pytest.mark.parametrize(
+    "legacy",
+    [
+        "reward_model.enable=False",  # what reward.reward_model.enable holds: no difference
+        "reward_model.reward_manager=naive",  # likewise reward.reward_manager.name
+        "reward_model.model.external_lib=lib",  # moved nowhere: dropped by both entry points
+        "reward_model.model.trust_remote_code=True",
+    ],
+)
+def test_the_startup_check_leaves_legacy_keys_whose_loss_changes_nothing(legacy):
+    from fgrpo_llm.integrations.verl.startup import check_run_config
+
+    focal = method_overrides("grpo", gamma=1.0, group_size=8)
+    assert check_run_config(_compose([*focal, legacy])).gamma == 1.0
+
+
+def test_the_plugin_dry_run_composes_the_fully_async_config():
+    """``--config-name fully_async_ppo_trainer``: the dry run composes the fully-async entry
+    point's config, where the legacy keys are moved, not ignored: the overlong penalty set under
+    them is refused as such (on main_ppo's config, as ignored)."""
+    cmd = [sys.executable, "-m", "fgrpo_llm.integrations.verl.plugin"]
+    overrides = method_overrides("dapo", gamma=1.0, group_size=8) + LEGACY_OVERLONG
+    fully_async = subprocess.run(
+        [*cmd, "--config-name", "fully_async_ppo_trainer", *overrides],
+        capture_output=True,
+        text=True,
+    )
+    assert fully_async.returncode == 2, fully_async.stderr
+    assert "can take a correct answer's score down to 0" in fully_async.stderr
+    main_ppo = subprocess.run([*cmd, *overrides], capture_output=True, text=True)
+    assert main_ppo.returncode == 2
+    assert "reward_model.reward_manager is set, but verl's main_ppo ignores it" in main_ppo.stderr
 
 
 def test_the_startup_check_names_a_plugin_that_did_not_load(monkeypatch, capsys):

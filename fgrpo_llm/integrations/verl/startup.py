@@ -23,10 +23,11 @@ into a warning, so the callback exits itself. What it refuses, each with the key
   verl's fully-async entry point the legacy ``reward_model.reward_manager`` and
   ``reward_model.reward_kwargs`` count too: it moves them there after this check
   (:func:`_reward_manager`);
-- under verl's ``main_ppo``, a legacy reward key that is set (``reward_model.*``,
-  ``custom_reward_function.*``, ``sandbox_fusion.*``): only the fully-async entry point moves them
-  under ``reward``, ``main_ppo`` ignores them, so a custom reward function or DAPO's reward
-  manager set there would silently not be used (:func:`_ignored_legacy_key`).
+- under verl's ``main_ppo``, a legacy reward key (``reward_model.*``,
+  ``custom_reward_function.*``, ``sandbox_fusion.*``) set to something other than its place
+  under ``reward`` holds: only the fully-async entry point moves them under ``reward``,
+  ``main_ppo`` ignores them, so a custom reward function or DAPO's reward manager set there
+  would silently not be used (:func:`_ignored_legacy_key`).
 """
 
 from __future__ import annotations
@@ -45,14 +46,21 @@ from fgrpo_llm.integrations.verl.estimator import ESTIMATOR_NAME, SETTING_KEYS, 
 __all__ = ["FocalCheck", "check_run_config", "compose_config"]
 
 
+#: Where verl keeps its entry points' configs: ``main_ppo``'s, then the fully-async one's.
+CONFIG_DIRS = ("trainer/config", "experimental/fully_async_policy/config")
+
+
 def compose_config(overrides=(), config_name: str = "ppo_trainer") -> DictConfig:
-    """verl's own ``config_name`` (``verl/trainer/config``) composed with Hydra ``overrides``,
-    as its entry point would compose it (no job is run)."""
+    """verl's own ``config_name`` (``verl/trainer/config``, or the fully-async entry point's
+    ``verl/experimental/fully_async_policy/config``) composed with Hydra ``overrides``, as its
+    entry point would compose it (no job is run)."""
     import verl  # (loaded already: verl imports this plug-in inside its own import)
 
+    root = Path(verl.__file__).parent
+    dirs = [root / d for d in CONFIG_DIRS]
+    config_dir = next((d for d in dirs if (d / f"{config_name}.yaml").is_file()), dirs[0])
     GlobalHydra.instance().clear()
-    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         return compose(config_name=config_name, overrides=list(overrides))
 
 
@@ -95,12 +103,20 @@ def _reward_manager(config):
 #: (``migrate_legacy_reward_impl``) and ``main_ppo`` does not read.
 LEGACY_REWARD_SECTIONS = ("reward_model", "custom_reward_function", "sandbox_fusion")
 
-#: Where ``migrate_legacy_reward_impl`` moves a legacy key (the common ones); a prefix maps
-#: every key below it.
+#: Where ``migrate_legacy_reward_impl`` moves a legacy key; a prefix maps every key below it.
+#: A key it moves nowhere (``reward_model.model.external_lib``, ...) is dropped by both entry
+#: points alike, so it is not refused.
 _LEGACY_TARGETS = {
     "reward_model.reward_manager": "reward.reward_manager.name",
     "reward_model.reward_kwargs": "reward.reward_kwargs",
     "reward_model.num_workers": "reward.num_workers",
+    "reward_model.reward_loop_source": "reward.reward_manager.source",
+    "reward_model.reward_loop_module_path": "reward.reward_manager.module.path",
+    "reward_model.reward_loop_class_name": "reward.reward_manager.module.name",
+    "reward_model.enable": "reward.reward_model.enable",
+    "reward_model.enable_resource_pool": "reward.reward_model.enable_resource_pool",
+    "reward_model.n_gpus_per_node": "reward.reward_model.n_gpus_per_node",
+    "reward_model.nnodes": "reward.reward_model.nnodes",
     "reward_model.model.path": "reward.reward_model.model_path",
     "reward_model.rollout": "reward.reward_model.rollout",
     "custom_reward_function": "reward.custom_reward_function",
@@ -117,11 +133,20 @@ def _set_leaves(node, path: str):
         yield path
 
 
+def _legacy_target(key: str) -> str | None:
+    """Where ``migrate_legacy_reward_impl`` moves the legacy ``key`` (None: nowhere)."""
+    for prefix, target in _LEGACY_TARGETS.items():
+        if key == prefix or key.startswith(prefix + "."):
+            return target + key[len(prefix) :]
+    return None
+
+
 def _ignored_legacy_key(config) -> str | None:
     """Under verl's ``main_ppo`` (a config without ``async_training``), the first legacy reward
-    key that is set, with where it belongs: ``main_ppo`` reads the reward's settings only under
-    ``reward`` and ignores these without a word. None where there is none, or on the fully-async
-    entry point's config (it moves them itself)."""
+    key that is set to something other than what its place under ``reward`` holds, with that
+    place: ``main_ppo`` reads the reward's settings only under ``reward`` and ignores these
+    without a word. None where there is none, or on the fully-async entry point's config (it
+    moves them itself)."""
     if _select(config, "async_training") is not None:
         return None
     for section in LEGACY_REWARD_SECTIONS:
@@ -129,12 +154,10 @@ def _ignored_legacy_key(config) -> str | None:
         if not isinstance(node, DictConfig):
             continue
         for key in _set_leaves(OmegaConf.to_container(node, resolve=False), section):
-            where = "it under reward"
-            for prefix, target in _LEGACY_TARGETS.items():
-                if key == prefix or key.startswith(prefix + "."):
-                    where = target + key[len(prefix) :]
-                    break
-            return f"{key} is set, but verl's main_ppo ignores it; set {where}"
+            target = _legacy_target(key)
+            if target is None or _select(config, key) == _select(config, target):
+                continue  # (dropped by both entry points, or ignoring it changes nothing)
+            return f"{key} is set, but verl's main_ppo ignores it; set {target}"
     return None
 
 
