@@ -3,20 +3,28 @@ GPU, against the compiled CPU engine in the same run: the one prepared script fo
 
     python benchmarks/gpu_sweep.py [--device cuda] [--workers 2] [--json PATH]
 
+It runs from a checkout whether or not the package is installed (it puts the checkout first on
+the import path). What it checks before anything runs: the device, the compiled engine (numba
+imports and compiles here), at least two seeds for the agreement check, the JSON's folder.
+
 1. The environment: torch and its CUDA, the device's name, the CPU, numpy and numba.
-2. A warm-up sweep of two steps on the device (CUDA's start and its kernels' first launch),
-   timed apart and not counted.
+2. Warm-ups, timed apart and not counted: a sweep of two steps on the device (CUDA's start,
+   its kernels' first launch) and one on the compiled engine (numba's compile on first use,
+   which the kernels' cache keeps for the workers).
 3. The sweep (136 runs x 1000 steps, K = 128,000) with ``engine="torch"`` on ``--device``:
    wall time, the device synchronised before the clock stops.
-4. The baseline: the same sweep with the compiled engine on ``--workers`` CPU processes (the
-   README's CPU number is this with 2 workers on 2 idle cores), unless ``--no-baseline``.
+4. The baseline: the same sweep with the compiled engine on ``--workers`` CPU processes (as
+   ``bench_simulate.py`` times it for the README's CPU number, 2 workers on 2 idle cores),
+   unless ``--no-baseline``.
 5. The engines' contract (``fgrpo_theory.sim.agreement``): final Q_pos and M_ret agree in
    distribution over seeds (torch draws its own random numbers, so the two sweeps are
-   independent samples).
+   independent samples). With the preset's 4 seeds the check is weak (a few degrees of freedom
+   per cell); ``--seeds 0,...,15`` makes it sharper at four times the CPU baseline's time.
 
-``--json PATH`` also writes all of it as one JSON object. The reduced flags (``--steps``,
-``--actions``, ``--correct``, ``--group-sizes``, ``--seeds``) make the same run small enough for
-a CPU (``tests/theory/test_sim_gpu_sweep_script.py`` runs it so on CPU torch).
+``--json PATH`` writes all of it as one JSON object, rewritten after each stage. The reduced
+flags (``--steps``, ``--actions``, ``--correct``, ``--group-sizes``, ``--seeds``) make the same
+run small enough for a CPU (``tests/theory/test_sim_gpu_sweep_script.py`` runs it so on CPU
+torch).
 """
 
 from __future__ import annotations
@@ -25,16 +33,20 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.cli import parse_list
-from fgrpo_theory.sim import PRESETS, run_sweep
-from fgrpo_theory.sim.agreement import compare_sweeps
-from fgrpo_theory.sim.torch_engine import check_device
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, installed or not
+
+from fgrpo_common.cli import parse_list  # noqa: E402
+from fgrpo_theory.sim import PRESETS, run_sweep  # noqa: E402
+from fgrpo_theory.sim.agreement import compare_sweeps  # noqa: E402
+from fgrpo_theory.sim.torch_engine import check_device  # noqa: E402
 
 
 def _environment(torch, device) -> dict:
@@ -74,65 +86,103 @@ def main() -> None:
     ap.add_argument("--group-sizes", default=None, help="N values (default: the preset's)")
     ap.add_argument("--seeds", default=None, help="seeds (default: the preset's 0,1,2,3)")
     args = ap.parse_args()
-    cfg = PRESETS["paper-fig2"]
     try:
-        changes = {
-            name: value
-            for name, value in (
-                ("steps", args.steps),
-                ("actions", args.actions),
-                ("correct", args.correct),
-                ("group_sizes", _ints("--group-sizes", args.group_sizes)),
-                ("seeds", _ints("--seeds", args.seeds)),
-            )
-            if value is not None
-        }
-        cfg = replace(cfg, **changes)
-        if args.workers < 1:
-            raise ValueError(f"--workers must be >= 1, got {args.workers}")
-        check_device(args.device)  # (a ValueError naming it; torch missing is one too)
-        import torch
-
-        device = torch.device(args.device)
+        cfg, device = _checked(args)
     except (TypeError, ValueError) as err:
         ap.error(str(err))
-    if args.json is not None and not Path(args.json).parent.is_dir():
-        ap.error(f"--json: no folder {Path(args.json).parent}")
+    import torch
 
     out: dict = {"environment": _environment(torch, device)}
     runs = len(cfg.group_sizes) * len(cfg.gammas) * len(cfg.seeds)
     out["sweep"] = {"runs": runs, "steps": cfg.steps, "K": cfg.actions, "correct": cfg.correct}
+    save = partial(_save, args.json, out)
     print(f"gpu_sweep: {json.dumps(out['environment'])}", flush=True)
+    save()
 
-    warm = replace(cfg, steps=2, group_sizes=(min(cfg.group_sizes), max(cfg.group_sizes)))
-    out["warmup_s"], _ = _timed_sweep(warm, torch, device, engine="torch", device=str(device))
-    print(f"warm-up (2 steps, not counted): {out['warmup_s']:.2f} s", flush=True)
+    warm = replace(
+        cfg, steps=2, group_sizes=tuple(sorted({cfg.group_sizes[0], max(cfg.group_sizes)}))
+    )
+    out["warmup_torch_s"], _ = _timed_sweep(warm, torch, device, engine="torch", device=str(device))
+    line = f"warm-ups (2 steps, not counted): torch {out['warmup_torch_s']:.2f} s"
+    if not args.no_baseline:
+        out["warmup_compiled_s"], _ = _timed_sweep(
+            warm, torch, device, engine="compiled", workers=args.workers
+        )
+        line += f", compiled {out['warmup_compiled_s']:.2f} s"
+    print(line, flush=True)
+    save()
 
     wall, res_torch = _timed_sweep(cfg, torch, device, engine="torch", device=str(device))
     out["torch_s"] = wall
+    out["torch_final_means"] = {
+        k: float(np.mean(res_torch.records[k][..., -1])) for k in ("q_pos", "m_ret")
+    }
     print(
         f"torch engine on {out['environment'].get('device_name', device)}: {wall:.2f} s wall "
         f"({runs} runs of {cfg.steps} steps, K = {cfg.actions:,})",
         flush=True,
     )
-    if not args.no_baseline:
-        base, res_cpu = _timed_sweep(cfg, torch, device, engine="compiled", workers=args.workers)
-        out["compiled_s"], out["workers"] = base, args.workers
-        out["compiled_over_torch"] = base / wall
-        print(
-            f"compiled engine, {args.workers} CPU workers: {base:.2f} s wall; compiled / torch: "
-            f"{base / wall:.2f}x",
-            flush=True,
+    save()
+    if args.no_baseline:
+        return
+    base, res_cpu = _timed_sweep(cfg, torch, device, engine="compiled", workers=args.workers)
+    out["compiled_s"], out["workers"] = base, args.workers
+    out["compiled_over_torch"] = base / wall
+    print(
+        f"compiled engine, {args.workers} CPU workers: {base:.2f} s wall; compiled / torch: "
+        f"{base / wall:.2f}x",
+        flush=True,
+    )
+    save()
+    agreement = compare_sweeps(res_torch, res_cpu)
+    out["agreement"], out["agree"] = agreement.summary(), agreement.ok
+    weak = len(cfg.seeds) < 8
+    note = f" ({len(cfg.seeds)} seeds per engine: a weak check)" if weak else ""
+    print(f"agreement, torch vs compiled: {agreement.summary()}{note}", flush=True)
+    save()
+
+
+def _checked(args):
+    """(the sweep's config, the torch device), or a ValueError / TypeError naming the bad flag,
+    before anything runs."""
+    changes = {
+        name: value
+        for name, value in (
+            ("steps", args.steps),
+            ("actions", args.actions),
+            ("correct", args.correct),
+            ("group_sizes", _ints("--group-sizes", args.group_sizes)),
+            ("seeds", _ints("--seeds", args.seeds)),
         )
-        agreement = compare_sweeps(res_torch, res_cpu)
-        out["agreement"] = agreement.summary()
-        out["agree"] = agreement.ok
-        print(f"agreement, torch vs compiled: {agreement.summary()}", flush=True)
-    finals = {k: float(np.mean(res_torch.records[k][..., -1])) for k in ("q_pos", "m_ret")}
-    out["torch_final_means"] = finals
-    if args.json is not None:
-        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
-        print(f"wrote {args.json}", flush=True)
+        if value is not None
+    }
+    cfg = replace(PRESETS["paper-fig2"], **changes)
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    check_device(args.device)  # (a ValueError naming it; torch missing is one too)
+    if not args.no_baseline:
+        from fgrpo_theory.sim.compiled import unavailable_reason
+
+        reason = unavailable_reason()
+        if reason is not None:
+            raise ValueError(f"the compiled engine does not run here ({reason}); --no-baseline")
+        if len(cfg.seeds) < 2:
+            raise ValueError(
+                f"--seeds: the agreement check needs at least 2 seeds, got {list(cfg.seeds)}"
+            )
+    if args.json is not None and not Path(args.json).resolve().parent.is_dir():
+        raise ValueError(f"--json: no folder {Path(args.json).parent}")
+    import torch
+
+    return cfg, torch.device(args.device)
+
+
+def _save(path, out: dict) -> None:
+    """``out`` as JSON at ``path`` (nothing when None), through a temporary sibling."""
+    if path is not None:
+        tmp = Path(f"{path}.tmp")
+        tmp.write_text(json.dumps(out, indent=2) + "\n")
+        tmp.replace(path)
 
 
 def _ints(flag: str, text: str | None):

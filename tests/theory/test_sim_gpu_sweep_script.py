@@ -5,6 +5,7 @@ their agreement and writes the JSON; bad input is one line and exit 2."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,14 +34,36 @@ def test_the_gpu_script_runs_on_cpu_torch(tmp_path):
     assert result["sweep"] == {"runs": 48, "steps": 20, "K": 640, "correct": 50}
     assert result["agree"] is True and result["workers"] == 2
     assert result["torch_s"] > 0 and result["compiled_s"] > 0
+    assert result["warmup_torch_s"] > 0 and result["warmup_compiled_s"] > 0
     assert result["environment"]["device"] == "cpu" and "torch" in result["environment"]
     assert 0 < result["torch_final_means"]["q_pos"] < 1
 
 
 def test_the_gpu_script_without_baseline(tmp_path):
-    out = _run("--device", "cpu", *SMALL, "--seeds", "0,1", "--no-baseline")
+    """One group size and one seed are enough without the agreement check."""
+    sizes = ["--group-sizes", "16", "--seeds", "0"]
+    out = _run("--device", "cpu", *SMALL, *sizes, "--no-baseline")
     assert out.returncode == 0, out.stderr
     assert "torch engine on cpu:" in out.stdout and "compiled engine" not in out.stdout
+
+
+def test_the_gpu_script_runs_from_a_checkout_without_the_package(tmp_path):
+    """A bare GPU machine has the checkout, not the installed package: the script imports the
+    checkout it lies in (here a copy without .git, so its environment has no commit, where the
+    installed package's would)."""
+    root = Path(__file__).resolve().parents[2]
+    copy = tmp_path / "checkout"
+    skip = shutil.ignore_patterns("__pycache__")
+    for name in ("fgrpo_common", "fgrpo_theory", "benchmarks"):
+        shutil.copytree(root / name, copy / name, ignore=skip)
+    path = tmp_path / "gpu.json"
+    script = copy / "benchmarks" / "gpu_sweep.py"
+    args = ["--device", "cpu", *SMALL, "--no-baseline", "--json", str(path)]
+    out = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(path.read_text())["environment"]["git_commit"] is None
 
 
 @pytest.mark.parametrize(
@@ -49,6 +72,7 @@ def test_the_gpu_script_without_baseline(tmp_path):
         (["--device", "tpu"], "device"),
         (["--group-sizes", "4,x"], "--group-sizes"),
         (["--seeds", ""], "--seeds"),
+        (["--seeds", "3"], "the agreement check needs at least 2 seeds"),
         (["--steps", "0"], "steps"),
         (["--workers", "0"], "--workers"),
         (["--json", "/no/such/folder/x.json"], "--json"),
