@@ -442,15 +442,38 @@ def _layout_block() -> str:
     return after.split("```", 2)[1]
 
 
+def _folder_text(block: str, folders: tuple[str, ...]) -> str:
+    """The part of the layout block that lists ``folders[-1]``'s modules: from its label
+    ``name/`` (found after the labels of the folders above it) to the next folder label."""
+    at = 0
+    for folder in folders:
+        found = re.search(rf"(?<![\w/]){re.escape(folder)}/", block[at:])
+        if found is None:
+            return ""
+        at += found.end()
+    following = re.search(r"(?<![\w/.])[A-Za-z_]+/(?!\w)", block[at:])
+    return block[at : at + following.start()] if following else block[at:]
+
+
 def test_the_readme_layout_names_every_module():
-    """The README's layout names each module of the three packages (a new module is listed
-    where a reader looks for it); the CLI's modules are named after their subcommands."""
+    """The README's layout names each module of the three packages where its folder's modules
+    are listed (a new module is listed where a reader looks for it); the CLI's modules are named
+    after their subcommands."""
     block = _layout_block()
-    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", block))
-    unnamed = sorted(
-        str(path.relative_to(ROOT))
-        for path in _modules().values()
-        if path.stem not in ("__init__", "__main__") and path.stem not in words
-        if path.parent.name != "cli"
-    )
-    assert not unnamed, f"README.md's layout does not name {unnamed}"
+    unnamed = []
+    for path in _modules().values():
+        folders = path.relative_to(ROOT).parts[:-1]
+        if path.stem in ("__init__", "__main__") or folders[-1] == "cli":
+            continue
+        if not re.search(rf"\b{path.stem}\b", _folder_text(block, folders)):
+            unnamed.append(str(path.relative_to(ROOT)))
+    assert not unnamed, f"README.md's layout does not name {sorted(unnamed)} in its folder"
+
+
+def test_the_layout_check_reads_each_folder_apart():
+    """A module named only under another folder does not count."""
+    block = "pkg/   a, b, sub/ (c, d)\nother/ e\n"
+    assert re.search(r"\bc\b", _folder_text(block, ("pkg", "sub")))
+    assert not re.search(r"\bc\b", _folder_text(block, ("pkg",)))
+    assert not re.search(r"\be\b", _folder_text(block, ("pkg", "sub")))
+    assert _folder_text(block, ("nowhere",)) == ""
