@@ -100,7 +100,7 @@ def main() -> None:
     save()
 
     warm = replace(
-        cfg, steps=2, group_sizes=tuple(sorted({cfg.group_sizes[0], max(cfg.group_sizes)}))
+        cfg, steps=2, group_sizes=tuple(sorted({min(cfg.group_sizes), max(cfg.group_sizes)}))
     )
     out["warmup_torch_s"], _ = _timed_sweep(warm, torch, device, engine="torch", device=str(device))
     line = f"warm-ups (2 steps, not counted): torch {out['warmup_torch_s']:.2f} s"
@@ -165,7 +165,7 @@ def _checked(args):
 
         reason = unavailable_reason()
         if reason is not None:
-            raise ValueError(f"the compiled engine does not run here ({reason}); --no-baseline")
+            raise ValueError(f"the compiled engine does not run here ({reason}): use --no-baseline")
         if len(cfg.seeds) < 2:
             raise ValueError(
                 f"--seeds: the agreement check needs at least 2 seeds, got {list(cfg.seeds)}"
