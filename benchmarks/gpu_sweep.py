@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from dataclasses import replace
@@ -44,23 +43,23 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, installed or not
 
 from fgrpo_common.cli import parse_list  # noqa: E402
+from fgrpo_common.files import atomic_write_text  # noqa: E402
 from fgrpo_theory.sim import PRESETS, run_sweep  # noqa: E402
 from fgrpo_theory.sim.agreement import compare_sweeps  # noqa: E402
+from fgrpo_theory.sim.sweep import environment as sweep_environment  # noqa: E402
 from fgrpo_theory.sim.torch_engine import check_device  # noqa: E402
 
 
-def _environment(torch, device) -> dict:
-    """What ran the sweep: versions, the CPU, the device."""
-    from fgrpo_common.environment import machine_environment
-
-    env = machine_environment(("numpy", "scipy", "numba"))
+def _environment(cfg, torch, device) -> dict:
+    """What ran the sweep: a sweep's record (``sweep.environment``: versions, the CPU), torch
+    and its CUDA, the device, the CPU count."""
+    env = sweep_environment(cfg, engine="torch")
     env["torch"] = torch.__version__
     env["torch_cuda"] = torch.version.cuda
     env["device"] = str(device)
     if device.type == "cuda":
         env["device_name"] = torch.cuda.get_device_name(device)
     env["cpus"] = os.cpu_count()
-    env["python"] = platform.python_version()
     return env
 
 
@@ -92,7 +91,7 @@ def main() -> None:
         ap.error(str(err))
     import torch
 
-    out: dict = {"environment": _environment(torch, device)}
+    out: dict = {"environment": _environment(cfg, torch, device)}
     runs = len(cfg.group_sizes) * len(cfg.gammas) * len(cfg.seeds)
     out["sweep"] = {"runs": runs, "steps": cfg.steps, "K": cfg.actions, "correct": cfg.correct}
     save = partial(_save, args.json, out)
@@ -178,11 +177,9 @@ def _checked(args):
 
 
 def _save(path, out: dict) -> None:
-    """``out`` as JSON at ``path`` (nothing when None), through a temporary sibling."""
+    """``out`` as JSON at ``path`` (nothing when None), written atomically."""
     if path is not None:
-        tmp = Path(f"{path}.tmp")
-        tmp.write_text(json.dumps(out, indent=2) + "\n")
-        tmp.replace(path)
+        atomic_write_text(path, json.dumps(out, indent=2) + "\n")
 
 
 def _ints(flag: str, text: str | None):

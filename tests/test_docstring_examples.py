@@ -10,27 +10,17 @@ from __future__ import annotations
 
 import doctest
 import importlib
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("fgrpo_common", "fgrpo_theory", "fgrpo_llm")
+from tests.test_layers import _modules
+
 OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
-
-def _modules_with_examples() -> list[str]:
-    out = []
-    for pkg in PACKAGES:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            if ">>> " not in path.read_text(encoding="utf-8"):
-                continue
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    return out
-
-
-MODULES = _modules_with_examples()
+#: The modules of the three packages with an example in their source.
+MODULES = sorted(
+    name for name, path in _modules().items() if ">>> " in path.read_text(encoding="utf-8")
+)
 
 
 def test_examples_are_found():

@@ -80,6 +80,12 @@ def _select(config, key: str, default=None):
     return OmegaConf.select(config, key, default=default, throw_on_missing=False)
 
 
+def _fully_async(config) -> bool:
+    """Whether ``config`` is verl's fully-async entry point's (it has ``async_training``): that
+    entry point moves the legacy reward keys under ``reward`` after this check."""
+    return _select(config, "async_training") is not None
+
+
 def _reward_manager(config):
     """``(name, name_key, overlong_buffer_cfg, kwargs_key)``: the reward manager and its overlong
     settings as the run's reward manager reads them, each with the key it was set under. verl's
@@ -90,7 +96,7 @@ def _reward_manager(config):
     ``reward_model.reward_kwargs`` replaces ``reward.reward_kwargs`` whole. verl's ``main_ppo``
     reads no legacy key."""
     name_key, kwargs_key = "reward.reward_manager.name", "reward.reward_kwargs"
-    if _select(config, "async_training") is not None:
+    if _fully_async(config):
         if _select(config, "reward_model.reward_manager") is not None:
             name_key = "reward_model.reward_manager"
         if _select(config, "reward_model.reward_kwargs") is not None:
@@ -147,7 +153,7 @@ def _ignored_legacy_key(config) -> str | None:
     place: ``main_ppo`` reads the reward's settings only under ``reward`` and ignores these
     without a word. None where there is none, or on the fully-async entry point's config (it
     moves them itself)."""
-    if _select(config, "async_training") is not None:
+    if _fully_async(config):
         return None
     for section in LEGACY_REWARD_SECTIONS:
         node = _select(config, section)
