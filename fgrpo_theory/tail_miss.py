@@ -272,6 +272,13 @@ def stationary_group_size(mu, tau):
     never returned as if it were the answer.
     """
     mu, tau = _check_mu_tau(mu, tau)
+    return _out(_stationary(mu, tau, beyond=None))
+
+
+def _stationary(mu: np.ndarray, tau: np.ndarray, *, beyond) -> np.ndarray:
+    """``stationary_group_size`` on checked arrays. A root above the bracket raises when
+    ``beyond`` is None, else is reported as ``beyond`` (peak_group_size with n_max passes +inf:
+    P(B) still rises at N = e^709 > 2^53 >= n_max, so the capped argmax is n_max)."""
     mu_b, tau_b = broadcast(mu=mu, tau=tau)
     degenerate = (tau_b >= mu_b) | (mu_b <= 0.0) | (mu_b >= 1.0)
     rising = (tau_b == 0.0) & ~degenerate
@@ -284,7 +291,7 @@ def stationary_group_size(mu, tau):
         # dP/dN > 0 at N = 1 (it is b log(a/b) + c log(a/c) with a = b + c), so the root is
         # bracketed unless P(B) still rises at the top of the bracket.
         outside = ok & (_log_dP_terms(mu_ok, tau_ok, np.exp(hi)) > 0.0)
-        if outside.any():
+        if outside.any() and beyond is None:
             m, t = _first(mu_b, outside), _first(tau_b, outside)
             raise ValueError(
                 f"the stationary group size for mu={m}, tau={t} lies above e^709, "
@@ -297,7 +304,9 @@ def stationary_group_size(mu, tau):
             hi = np.where(rising_at_mid, hi, mid)
     n_c = 1.0 + np.exp(0.5 * (lo + hi))
     n_c = np.where(rising, np.inf, np.where(degenerate, np.nan, n_c))
-    return _out(np.asarray(n_c))
+    if beyond is not None:
+        n_c = np.where(outside, beyond, n_c)
+    return np.asarray(n_c)
 
 
 def _first(x: np.ndarray, where: np.ndarray):
@@ -309,7 +318,9 @@ def peak_group_size(mu, tau, n_max=None):
 
     P(B) is unimodal in N, so N* is floor or ceil of the stationary point (capped at n_max);
     ties go to the smaller N. Where P(B) is identically 0, N* = 1 and P* = 0. With tau = 0,
-    P(B) = P(A) increases in N, so n_max is required there.
+    P(B) = P(A) increases in N, so n_max is required there. A stationary point above e^709
+    (see ``stationary_group_size``) raises without n_max; with it, N* = n_max (<= 2^53), since
+    P(B) still rises there.
 
     Returns:
         (N_star, P_star): int64 and float64, numpy scalars for scalar input.
@@ -332,7 +343,7 @@ def peak_group_size(mu, tau, n_max=None):
             raise ValueError(
                 f"n_max must be an integer >= 1, got n_max={_first(n_max, fractional)}"
             )
-    n_c = np.asarray(stationary_group_size(mu, tau), dtype=np.float64)
+    n_c = _stationary(mu, tau, beyond=None if n_max is None else np.inf)
     cap = np.inf if n_max is None else n_max
     if np.isinf(n_c).any() and n_max is None:
         raise ValueError("tau=0: P(B) = P(A) increases with N without a peak; pass n_max")

@@ -8,7 +8,8 @@
 
 Lists are comma-separated. Bad values raise ``ValueError`` naming the argument (exit status 2,
 one line on stderr). ``--json`` prints strict JSON: a value with no finite answer (the
-stationary point N_c of a curve with tau = 0 is +inf, of one with P(B) = 0 undefined) is
+stationary point N_c of a curve with tau = 0 is +inf, of one with P(B) = 0 undefined, of one
+with N_c above e^709 beyond float64) is
 ``null``, never a NaN / Infinity token.
 """
 
@@ -275,6 +276,10 @@ def run_peak(args) -> int:
                 f"{why} with --mu={mu:g}: P(B) rises with N without a peak; pass --n-max"
             )
         n_star, p_star = peak_group_size(mu, tau, n_max=n_max)
+        try:
+            n_c = float(stationary_group_size(mu, tau))
+        except ValueError:  # N_c above e^709 (tau tiny next to a tiny mu): N* is n_max
+            n_c = math.inf
         rows.append(
             {
                 "mu": float(mu),
@@ -282,7 +287,7 @@ def run_peak(args) -> int:
                 "rho": None if rho is None else float(rho),
                 "N_star": int(n_star),
                 "P_star": float(p_star),
-                "N_stationary": float(stationary_group_size(mu, tau)),
+                "N_stationary": n_c,
             }
         )
     if args.json:
@@ -409,7 +414,7 @@ def register(subparsers) -> None:
         "--json",
         action="store_true",
         help="print JSON instead of the table (N_stationary is null where it is +inf "
-        "(tau = 0) or undefined (P(B) = 0))",
+        "(tau = 0), beyond float64 (above e^709) or undefined (P(B) = 0))",
     )
     p.set_defaults(func=run_peak)
 

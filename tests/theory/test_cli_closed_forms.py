@@ -304,3 +304,17 @@ def test_an_error_naming_a_field_names_its_flag_too(capsys):
     for message, hint in cases.items():
         assert run_command(parser, ["cmd", "--message", message]) == 2
         assert capsys.readouterr().err == f"prog cmd: error: {message}{hint}\n"
+
+
+def test_peak_and_tail_miss_with_a_stationary_point_beyond_float64(capsys):
+    """mu = 1e-320, tau = 5e-324: N_c ~ log(mu / tau) / (mu - tau) ~ 7.6e320 is beyond float64,
+    so over N <= n_max P(B) (Lemma 3.1) only rises and N* = n_max; N_c is reported as null."""
+    code, out, err = run(
+        capsys, "peak", "--mu", "1e-320", "--tau", "5e-324", "--n-max", "100", "--json"
+    )
+    assert code == 0 and err == ""
+    (row,) = json.loads(out)
+    assert row["N_star"] == 100 and row["N_stationary"] is None
+    code, out, err = run(capsys, "tail-miss", "--mu", "1e-320", "--rho", "0.0005", "--n", "5")
+    assert code == 0 and err == ""
+    assert "N*=5 " in out.splitlines()[-1]

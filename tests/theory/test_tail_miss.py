@@ -382,3 +382,18 @@ def test_log_forms_are_minus_inf_exactly_where_the_probability_is_zero():
 def test_log_p_tail_miss_near_N_1_and_with_a_subnormal_base(mu, tau, N):
     ref = mp_p_tail_miss(mu, tau, N)
     assert log_rel_err(log_p_tail_miss(mu, tau, N), ref) < TOL
+
+
+def test_a_peak_capped_by_n_max_needs_no_stationary_point_in_float64_range():
+    """With mu = 1e-320 and tau = 5e-324, P(B) ~ e^(-tau N) - e^(-mu N) (Lemma 3.1) rises up to
+    N_c = log(mu / tau) / (mu - tau) ~ 7.6e320, beyond float64. Over N <= n_max, P(B) is then
+    increasing, so N* = n_max: the capped peak exists although N_c does not in float64."""
+    mu, tau = 1e-320, 5e-324
+    with pytest.raises(ValueError, match="outside what float64 resolves"):
+        stationary_group_size(mu, tau)
+    with pytest.raises(ValueError, match="outside what float64 resolves"):
+        peak_group_size(mu, tau)  # no cap: no answer
+    n_star, p_star = peak_group_size(mu, tau, n_max=100)
+    assert n_star == 100 and p_star == p_tail_miss(mu, tau, 100) > 0
+    n_star, _ = peak_group_size([mu, 0.3], [tau, 0.015], n_max=[2**53, 1000])
+    assert list(n_star) == [2**53, peak_group_size(0.3, 0.015)[0]]
