@@ -84,7 +84,8 @@ def plan(
     and ``weightings`` (``parse_weighting`` texts or ``Weighting``). Returns ``{"rows": [...],
     "peak_N": ..., "prompts": P, "hard_prompts": ..., ...}``; each row: N, rollouts_per_step,
     active and tail_miss (with counts, posterior medians), tail_miss_lo, tail_miss_hi (None
-    without counts), hard_share per weighting label."""
+    without counts), hard_share per weighting label. ``peak_N`` is the N of the largest
+    tail-miss rate, None where it is 0 at every N (every pass rate 0 or 1, or rho = 1)."""
     rho = float(check_probability("rho", rho))
     Ns = [int(v) for v in np.atleast_1d(check_integer("group_sizes", group_sizes, minimum=1))]
     if not Ns or max(Ns) > MAX_GROUP:
@@ -92,6 +93,11 @@ def plan(
     prompts_per_step = int(check_integer("prompts_per_step", prompts_per_step, minimum=1))
     draws = int(check_integer("draws", draws, minimum=1))
     seed = int(check_integer("seed", seed, minimum=0))
+    if (n is None) != (c is None):
+        given, missing = ("n", "c") if c is None else ("c", "n")
+        raise ValueError(f"{given} is given without {missing}: give both (counts c of n) or mu")
+    if c is not None and mu is not None:
+        raise ValueError("give mu or the counts (n, c), not both")
     if c is not None:
         n_arr = np.atleast_1d(check_integer("n", n, minimum=1))
         c_arr = np.atleast_1d(check_integer("c", c, minimum=0))
@@ -137,13 +143,14 @@ def plan(
             total = float(U.sum())
             row["hard_share"][w.label] = float(U[hard].sum() / total) if total > 0 else None
         rows.append(row)
-    peak = max(rows, key=lambda r: r["tail_miss"])["N"]
+    top = max(rows, key=lambda r: r["tail_miss"])
+    peak = top["N"] if top["tail_miss"] > 0.0 else None
     return {
         "prompts": int(mu.size),
         "hard_prompts": int(hard.sum()),
         "mean_mu": float(mu.mean()),
         "rho": rho,
         "weightings": [w.label for w in ws],
-        "peak_N": int(peak),
+        "peak_N": peak,
         "rows": rows,
     }

@@ -275,7 +275,16 @@ def run_peak(args) -> int:
             raise ValueError(
                 f"{why} with --mu={mu:g}: P(B) rises with N without a peak; pass --n-max"
             )
-        n_star, p_star = peak_group_size(mu, tau, n_max=n_max)
+        try:
+            n_star, p_star = peak_group_size(mu, tau, n_max=n_max)
+        except ValueError as err:
+            if "beyond 2^53" not in str(err):
+                raise
+            curve = f"--rho={rho:g} (tau = {tau:g})" if rho is not None else f"--tau={tau:g}"
+            fix = "pass --n-max" if n_max is None else "pass an --n-max of at most 2^53"
+            raise ValueError(
+                f"the peak group size for --mu={mu:g}, {curve} is beyond 2^53; {fix}"
+            ) from None
         try:
             n_c = float(stationary_group_size(mu, tau))
         except ValueError:  # N_c above e^709 (tau tiny next to a tiny mu): N* is n_max

@@ -143,7 +143,10 @@ def run_plan(args) -> int:
         ]
         print(" | ".join([str(r["N"]), str(r["rollouts_per_step"]), f"{r['active']:.3f}", tm]
                          + shares))  # fmt: skip
-    print(f"tail misses peak at N = {res['peak_N']} among the group sizes given")
+    if res["peak_N"] is None:
+        print("no tail misses at any of the group sizes given (every pass rate 0 or 1, or rho = 1)")
+    else:
+        print(f"tail misses peak at N = {res['peak_N']} among the group sizes given")
     return 0
 
 

@@ -318,3 +318,19 @@ def test_peak_and_tail_miss_with_a_stationary_point_beyond_float64(capsys):
     code, out, err = run(capsys, "tail-miss", "--mu", "1e-320", "--rho", "0.0005", "--n", "5")
     assert code == 0 and err == ""
     assert "N*=5 " in out.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "curve, named",
+    [(["--rho", "0.1"], "--rho=0.1 (tau = 1e-301)"), (["--tau", "1e-301"], "--tau=1e-301")],
+)
+def test_a_peak_beyond_2_to_53_names_the_flags_the_user_typed(capsys, curve, named):
+    """mu = 1e-300, tau = 1e-301: the peak of P(B) (Lemma 3.1) lies near log(mu / tau) / mu,
+    far beyond 2^53. The error names --mu, the curve's own flag and --n-max, and no hint
+    points at a flag the user did not type."""
+    code, out, err = run(capsys, "peak", "--mu", "1e-300", *curve)
+    assert code == 2 and out == ""
+    assert err == (
+        f"fgrpo-theory peak: error: the peak group size for --mu=1e-300, {named} is beyond "
+        "2^53; pass --n-max\n"
+    )

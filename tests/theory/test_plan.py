@@ -227,3 +227,28 @@ def test_an_outcomes_directory_names_its_splits(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and needle in err[0], (argv, err)
     assert main(["plan", "--outcomes", str(tmp_path), "--split", "ood"]) == 0
+
+
+def test_no_peak_is_named_where_no_group_misses_the_tail(capsys):
+    """With every pass rate 0 or 1 (no active group) or rho = 1 (the rare mode is all of the
+    correct mass), P(B) = 0 at every N (Lemma 3.1): there is no peak to report."""
+    for mu, rho in (([0.0, 1.0], 0.05), ([0.3, 0.5], 1.0)):
+        res = plan(mu, rho=rho, group_sizes=[2, 8, 32])
+        assert [r["tail_miss"] for r in res["rows"]] == [0.0, 0.0, 0.0]
+        assert res["peak_N"] is None
+    assert plan([0.3, 0.5], rho=0.05, group_sizes=[2, 8, 32])["peak_N"] == 8
+    assert main(["plan", "--mu", "0,1"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("no tail misses at any")
+    assert main(["plan", "--mu", "0,1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["peak_N"] is None
+
+
+def test_counts_come_whole_and_alone():
+    """plan takes pass rates mu or counts c of n: half the counts, or both sources, is a
+    ValueError naming them (it was silently ignored)."""
+    with pytest.raises(ValueError, match="n is given without c"):
+        plan(None, n=[10, 10], rho=0.05, group_sizes=[8])
+    with pytest.raises(ValueError, match="c is given without n"):
+        plan(None, c=[3, 4], rho=0.05, group_sizes=[8])
+    with pytest.raises(ValueError, match="not both"):
+        plan([0.3, 0.4], n=[10, 10], c=[3, 4], rho=0.05, group_sizes=[8])
