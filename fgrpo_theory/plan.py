@@ -44,6 +44,9 @@ HARD_BELOW = 0.5
 MAX_GROUP = 1 << 16
 #: At most this many posterior pass rates drawn in all (draws x prompts: 400 MB of float64).
 MAX_POSTERIOR = 50_000_000
+#: At most this many binomial terms in the update shares, prompts x sum of (N + 1) over the
+#: group sizes (about 6 million a second: a plan at the limit takes a few minutes).
+MAX_TERMS = 1_000_000_000
 
 
 def update_mass(mu, N: int, weighting: Weighting) -> np.ndarray:
@@ -112,6 +115,12 @@ def plan(
     mu = np.atleast_1d(np.asarray(check_probability("mu", mu), dtype=np.float64))
     if mu.size == 0:
         raise ValueError("give at least one prompt's pass rate")
+    terms = mu.size * sum(N + 1 for N in Ns)
+    if terms > MAX_TERMS:
+        raise ValueError(
+            f"prompts x sum of (N + 1) must be at most {MAX_TERMS:,}, got {mu.size} prompts and "
+            f"group_sizes={Ns} ({terms:,} binomial terms); give fewer prompts or smaller N"
+        )
     ws = [w if isinstance(w, Weighting) else parse_weighting(w) for w in weightings]
     hard = mu < HARD_BELOW
     post = None

@@ -252,3 +252,11 @@ def test_counts_come_whole_and_alone():
         plan(None, c=[3, 4], rho=0.05, group_sizes=[8])
     with pytest.raises(ValueError, match="not both"):
         plan([0.3, 0.4], n=[10, 10], c=[3, 4], rho=0.05, group_sizes=[8])
+
+
+def test_a_plan_too_large_to_finish_is_refused_at_once():
+    """The update shares sum over X = 0..N for every prompt: 20,000 prompts at N = 2^16 would
+    run for hours, so the calculator refuses them with the sizes named."""
+    mu = np.full(20_000, 0.3)
+    with pytest.raises(ValueError, match=r"20000 prompts and group_sizes=\[65536\]"):
+        plan(mu, rho=0.05, group_sizes=[65536])
