@@ -75,8 +75,10 @@ nb1 = new_notebook(
         ),
         new_markdown_cell(
             "## Fig. 5: very large groups at a tiny $\\tau$\n\nWith $\\mu=0.64$ and "
-            "$\\tau=6.3\\times10^{-5}$ the tail-miss probability climbs to a plateau near 1 and "
-            "falls only once $N\\tau$ becomes order one ($N \\gtrsim 2^{15}$)."
+            "$\\tau=6.3\\times10^{-5}$ the tail-miss probability climbs to a plateau near 1 "
+            "(above 0.96 from $N = 2^3$ to $2^9$) and falls as $N\\tau$ approaches one: 0.94 at "
+            "$N = 2^{10}$, 0.60 at $N = 2^{13}$ ($N\\tau \\approx 0.5$), 0.13 at $N = 2^{15}$ "
+            "and about 0 at $N = 2^{17}$."
         ),
         new_code_cell(
             "fig, ax = plt.subplots(figsize=(5, 3.4))\nplot_large_group(ax, "

@@ -53,3 +53,43 @@ def test_the_committed_notebooks_are_their_builders(builder, monkeypatch):
             if cell.cell_type == "code":
                 python = TransformerManager().transform_cell(cell.source)
                 compile(python, f"{Path(path).name} cell {i}", "exec")
+
+
+def _builder_cells(builder: str, notebook: str, monkeypatch) -> list:
+    """The cells ``notebooks/<builder>`` writes for ``notebook`` (nothing written to disk)."""
+    import runpy
+
+    written = {}
+    monkeypatch.setattr(nbformat, "write", lambda nb, path, *a, **k: written.update({path: nb}))
+    monkeypatch.chdir(NOTEBOOKS[0].parents[1])
+    runpy.run_path(str(NOTEBOOKS[0].parent / builder), run_name="__main__")
+    (nb,) = [nb for path, nb in written.items() if Path(path).name == notebook]
+    return nb.cells
+
+
+def test_notebook_01_fig5_prose_states_the_closed_form_values(monkeypatch):
+    """Every "P at N = 2^k" the Fig. 5 prose of notebook 01 quotes is Lemma 3.1 at the figure's
+    (mu, tau) to the digits shown, and the plateau it names holds: the prose once said the curve
+    fell only for N >= 2^15, where the printed values had it at 0.36 by N = 2^14."""
+    import re
+
+    import numpy as np
+
+    from fgrpo_theory.plots import FIG5
+    from fgrpo_theory.tail_miss import p_tail_miss
+
+    (text,) = [
+        c.source
+        for c in _builder_cells("build_01_02_theory.py", "01_tail_miss.ipynb", monkeypatch)
+        if c.cell_type == "markdown" and c.source.startswith("## Fig. 5")
+    ]
+    quoted = re.findall(r"(\d\.\d\d) at \$N = 2\^\{?(\d+)\}?\$", text)
+    assert len(quoted) >= 3, text
+    for value, log2n in quoted:
+        assert f"{p_tail_miss(FIG5['mu'], FIG5['tau'], 2.0 ** int(log2n)):.2f}" == value, log2n
+    lo, hi = (
+        int(k)
+        for k in re.search(r"above 0\.96 from \$N = 2\^(\d+)\$ to \$2\^(\d+)\$", text).groups()
+    )
+    assert (p_tail_miss(FIG5["mu"], FIG5["tau"], 2.0 ** np.arange(lo, hi + 1)) > 0.96).all()
+    assert p_tail_miss(FIG5["mu"], FIG5["tau"], 2.0**17) < 0.005
