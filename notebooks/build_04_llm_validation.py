@@ -79,10 +79,13 @@ display(fig); plt.close(fig)
 display(Markdown(tail_miss_section(result)))
 """)
 md("""
-Reading the figure: the black curve is Lemma 3.1 averaged over the rare-set prompts, its band
-comes from re-drawing each prompt's base rollouts; the points are the observed frequencies of the
-runs (Wilson 95% intervals). The prediction holds at the base policy, so the early window is the
-fair comparison; later in training mu rises and tau falls, and the observed frequency drifts.
+Reading the figure: the black curve is Lemma 3.1 (paper Section 3) averaged over the rare-set
+prompts at the base's (mu, tau). Where the rare set carries the exact (mu, tau), as the demo's
+does (its Countdown answers can be enumerated), there is no estimation error and no band; with
+(mu, tau) sampled from the base rollouts a grey band shows their 95% range, from re-drawing each
+prompt's rollouts. The points are the observed frequencies of the runs (Wilson 95% intervals).
+The prediction holds at the base policy, so the early window is the fair comparison; later in
+training mu rises and tau falls, and the observed frequency drifts.
 """)
 md("## Delta NLL_rare during training and the group-size sweep next to the paper")
 code("""

@@ -251,22 +251,24 @@ def predicted_curve(
 
 
 def plot_tail_miss_vs_N(ax, curve: dict, summaries: dict[str, list[dict]]):
-    """Lemma 3.1 mean prediction against N (line and band) with observed frequencies (points)."""
+    """Lemma 3.1 mean prediction against N (line and band) with observed frequencies (points).
+
+    The band (the 95% range from estimating (mu, tau), :func:`predicted_curve`) is drawn only
+    when it has a width: with the exact (mu, tau) it is the curve itself, and the line says so
+    instead of listing a band the figure does not show."""
     artists = []
-    if np.isfinite(np.asarray(curve["mean"], dtype=float)).any():
-        artists.append(
-            ax.plot(curve["N"], curve["mean"], color="k", label="Lemma 3.1 at base (mu, tau)")[0]
-        )
-        artists.append(
-            ax.fill_between(
-                curve["N"],
-                curve["lo"],
-                curve["hi"],
-                color="k",
-                alpha=0.15,
-                label="95% band (estimate)",
+    mean = np.asarray(curve["mean"], dtype=float)
+    if np.isfinite(mean).any():
+        lo, hi = (np.asarray(curve[k], dtype=float) for k in ("lo", "hi"))
+        band = not (np.allclose(lo, mean, equal_nan=True) and np.allclose(hi, mean, equal_nan=True))
+        label = "Lemma 3.1 at base (mu, tau)" + ("" if band else ", no estimation band")
+        artists.append(ax.plot(curve["N"], mean, color="k", label=label)[0])
+        if band:
+            artists.append(
+                ax.fill_between(
+                    curve["N"], lo, hi, color="k", alpha=0.15, label="95% band (estimate)"
+                )
             )
-        )
     else:
         artists.append(
             ax.text(0.5, 0.5, "no prompt with a rare event", ha="center", transform=ax.transAxes)

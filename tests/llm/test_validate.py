@@ -286,6 +286,36 @@ def test_the_predicted_band_is_the_central_95_percent_of_the_bootstrap_law():
     assert curve["mean"][0] == pytest.approx(p_tail_miss(mu, tau, N)) and lo < curve["mean"][0] < hi
 
 
+def test_the_tail_miss_figure_lists_a_band_only_when_it_draws_one():
+    """With the exact (mu, tau) ``predicted_curve`` gives a zero-width band; the figure then
+    draws none and its legend names none (it once listed "95% band (estimate)" with nothing
+    drawn, under a notebook text that described the band). Sampled (mu, tau): the band is
+    drawn and listed."""
+    import dataclasses
+
+    from matplotlib.collections import PolyCollection
+
+    from fgrpo_llm.evaluation.tail_miss import plot_tail_miss_vs_N, predicted_curve
+
+    sampled = make_rare_set({"a": (0.5, 0.1), "b": (0.7, 0.05)})
+    exact = dataclasses.replace(
+        sampled,
+        prompts={
+            k: {**v, "mu_exact": v["mu"], "tau_exact": v["tau"]} for k, v in sampled.prompts.items()
+        },
+    )
+    for rare, has_band in ((exact, False), (sampled, True)):
+        curve = predicted_curve(rare, [1, 2, 4, 8, 16], bootstrap=50, rng=np.random.default_rng(0))
+        fig, ax = plt.subplots()
+        plot_tail_miss_vs_N(ax, curve, {})
+        labels = ax.get_legend_handles_labels()[1]
+        bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+        assert bool(bands) is has_band
+        assert ("95% band (estimate)" in labels) is has_band, labels
+        assert any(lab.startswith("Lemma 3.1") for lab in labels)
+        plt.close(fig)
+
+
 def test_wilson_interval():
     lo, hi = wilson_interval(5, 10)
     assert lo < 0.5 < hi and 0 <= lo and hi <= 1
