@@ -23,9 +23,11 @@ P(B) = (1 - tau)^N - (mu - tau)^N - (1 - mu)^N, predicts at the base model's (mu
 And does the focal weight (F-GRPO) lose less likelihood on the rare-correct set
 (lower Delta NLL_rare) than GRPO?
 
-This notebook reads a demo run directory (`fgrpo-llm demo --out runs/demo`). Set
-`FGRPO_DEMO_DIR` to point elsewhere. Under `FGRPO_NOTEBOOK_FAST=1` (the test suite) it builds a
-tiny run first, whose numbers mean nothing.
+This notebook reads a demo run directory (`make demo`, i.e. `fgrpo-llm demo --out runs/demo`,
+relative to the working directory: run it from the repository root, as `make notebooks` does).
+Set `FGRPO_DEMO_DIR` to point elsewhere. Under `FGRPO_NOTEBOOK_FAST=1` (the test suite), or when
+there is no demo run, it builds a tiny run first, whose numbers mean nothing (the first cell then
+says so).
 """)
 code("""
 import os, tempfile
@@ -47,6 +49,9 @@ from fgrpo_llm.experiments.paper import load_paper_results
 FAST = os.environ.get("FGRPO_NOTEBOOK_FAST") == "1"
 run_dir = Path(os.environ.get("FGRPO_DEMO_DIR", "runs/demo"))
 if FAST or not (run_dir / "rare_set.json").is_file():
+    if not FAST:
+        print(f"no demo run at {run_dir.resolve()} (`make demo` writes one): a tiny run is built "
+              "instead, and every number below means nothing")
     run_dir = Path(tempfile.mkdtemp()) / "demo"
     run_demo(run_dir, load_demo_config(fast=True, theory=False))
 print("run directory:", run_dir)

@@ -4,9 +4,11 @@
     python notebooks/execute.py --fast     # small parameters (what tests/test_notebooks.py runs)
 
 The builders (``build_*.py``) are the source of the notebooks; the committed ``.ipynb`` files carry
-the outputs of the last ``make notebooks``, so a code host shows the figures. Notebooks 04 and 05
-read the runs of ``make demo`` (``runs/demo``) and of the maze study (``runs/maze_study``) when
-they exist, and build tiny runs otherwise.
+the outputs of the last ``make notebooks``, so a code host shows the figures. Notebook 03 reads
+``results/fig2`` and computes it first when absent; notebook 04 reads the runs of ``make demo``
+(``runs/demo``) and otherwise builds a tiny run whose numbers mean nothing (it says so); notebook
+05 reuses the maze study in ``runs/maze_study`` and otherwise runs it there (about 19 min on two
+idle cores, ``docs/results_maze.md``).
 """
 
 from __future__ import annotations

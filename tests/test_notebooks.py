@@ -93,3 +93,29 @@ def test_notebook_01_fig5_prose_states_the_closed_form_values(monkeypatch):
     )
     assert (p_tail_miss(FIG5["mu"], FIG5["tau"], 2.0 ** np.arange(lo, hi + 1)) > 0.96).all()
     assert p_tail_miss(FIG5["mu"], FIG5["tau"], 2.0**17) < 0.005
+
+
+def test_notebook_04_says_when_its_numbers_come_from_a_tiny_run(tmp_path, monkeypatch, capsys):
+    """Without a demo run (here: none under the working directory) and without
+    FGRPO_NOTEBOOK_FAST, notebook 04 falls back to a tiny run: its first cell must say that the
+    numbers mean nothing (it once did so silently, so a `make notebooks` on a fresh clone wrote a
+    meaningless notebook that read like the real one)."""
+    from fgrpo_llm.experiments.countdown import pipeline
+
+    cells = _builder_cells("build_04_llm_validation.py", "04_llm_validation.ipynb", monkeypatch)
+    first = next(c.source for c in cells if c.cell_type == "code")
+    built = []
+    monkeypatch.setattr(pipeline, "run_demo", lambda out, cfg: built.append(out))
+    monkeypatch.delenv("FGRPO_NOTEBOOK_FAST", raising=False)
+    monkeypatch.delenv("FGRPO_DEMO_DIR", raising=False)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(first, "04 cell 1", "exec"), {})
+    assert built and "means nothing" in capsys.readouterr().out
+    # a demo run in place: read, nothing built, no warning
+    (tmp_path / "runs" / "demo").mkdir(parents=True)
+    (tmp_path / "runs" / "demo" / "rare_set.json").write_text("{}")
+    built.clear()
+    exec(compile(first, "04 cell 1", "exec"), {})
+    out = capsys.readouterr().out
+    assert not built and "means nothing" not in out and "runs/demo" in out
