@@ -66,6 +66,8 @@ def plot_final_vs_group_size(ax, res, key: str, *, label: str | None = None):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("group size N")
     ax.set_ylabel(f"final {label or key}")
+    seeds = res.records[key].shape[2]
+    ax.set_title(f"mean over {seeds} seed(s); band: min to max", fontsize=9)
     ax.legend(fontsize=8)
     return artists
 

@@ -71,10 +71,11 @@ cells = [
         "    out, workers = Path(tempfile.mkdtemp()) / 'maze', 1\n"
         "else:\n"
         "    cfg = make_config('reduced', rl_seeds=(0, 1, 2))\n"
-        "    out = Path(fgrpo_llm.__file__).resolve().parents[1] / 'runs' / 'maze_study'\n"
+        "    root = Path(fgrpo_llm.__file__).resolve().parents[1]  # the repository\n"
+        "    out = root / 'runs' / 'maze_study'\n"
         "    workers = 2\n"
         "results = run_experiment(cfg, out, workers=workers, progress=not FAST)\n"
-        "print(f'{len(results[\"runs\"])} RL runs in {out}')"
+        "print(f'{len(results[\"runs\"])} RL runs in {out if FAST else out.relative_to(root)}')"
     ),
     new_markdown_cell(
         "## Held-out pass@k over training\n\n"
@@ -100,12 +101,11 @@ cells = [
         "## Intervals, paired differences and verdicts; the means beside the paper's Table 4\n\n"
         "Ours: this run's preset (state its size before comparing); paper: 17x17, ~3M "
         "parameters, 20K RL steps, 256 held-out mazes, n = 1024. Only the direction of the "
-        "GRPO vs F-GRPO gap is comparable. The kept outputs below come from the run of "
-        "`docs/results_maze.md` under the verdict rules of its time: its pass@1 claim (b) read "
-        "contradicted, cell by cell at 95%; under today's rule (a cell contradicts a claim of m "
-        "cells only at the Bonferroni level) it is not resolved; and its two cells whose three "
-        "seeds tied (zero-width intervals, marked *) read holds then and carry no verdict now. "
-        "Rerunning prints today's verdicts."
+        "GRPO vs F-GRPO gap is comparable. The outputs below are the last `make notebooks` run's, "
+        "under today's verdict rules (a cell contradicts a claim of m cells only at the "
+        "Bonferroni level; cells whose seeds tied, zero-width intervals marked *, carry no "
+        "verdict). The run of `docs/results_maze.md`, under the rules of its time, read its "
+        "pass@1 claim (b) contradicted, cell by cell at 95%."
     ),
     new_code_cell(
         "print((out / 'report.md').read_text())\n"
