@@ -1,4 +1,4 @@
-"""The Fig. 2 picture (``fgrpo_theory.plots_categorical``): what its panels draw is what they say."""
+"""The Fig. 2 picture (``fgrpo_theory.plots_categorical``): its panels draw what they say."""
 
 from __future__ import annotations
 
