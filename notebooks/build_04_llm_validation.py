@@ -42,7 +42,7 @@ from fgrpo_llm.experiments.countdown.config import load_demo_config
 from fgrpo_llm.evaluation.rare import load_rare_set
 from fgrpo_llm.experiments.countdown.report import sweep_section, tail_miss_section
 from fgrpo_llm.evaluation.runs import load_run
-from fgrpo_llm.evaluation.tail_miss import plot_tail_miss_vs_N, predicted_curve
+from fgrpo_llm.evaluation.tail_miss import plot_tail_miss_vs_N
 from fgrpo_llm.experiments.countdown.cross_check import cross_check
 from fgrpo_llm.experiments.paper import load_paper_results
 
