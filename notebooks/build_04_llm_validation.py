@@ -30,7 +30,8 @@ there is no demo run, it builds a tiny run first, whose numbers mean nothing (th
 says so).
 """)
 code("""
-import os, tempfile
+import os, tempfile, warnings
+warnings.filterwarnings("ignore", "IProgress not found")  # tqdm without ipywidgets
 from pathlib import Path
 
 import matplotlib.pyplot as plt

@@ -29,6 +29,8 @@ cells = [
     new_code_cell(
         "import os\n"
         "import tempfile\n"
+        "import warnings\n"
+        "warnings.filterwarnings('ignore', 'IProgress not found')  # tqdm without ipywidgets\n"
         "from pathlib import Path\n\n"
         "import matplotlib.pyplot as plt\n"
         "import numpy as np\n"

@@ -7,7 +7,7 @@ The builders (``build_*.py``) are the source of the notebooks; the committed ``.
 the outputs of the last ``make notebooks``, so a code host shows the figures. Notebook 03 reads
 ``results/fig2`` and computes it first when absent; notebook 04 reads the runs of ``make demo``
 (``runs/demo``) and otherwise builds a tiny run whose numbers mean nothing (it says so); notebook
-05 reuses the maze study in ``runs/maze_study`` and otherwise runs it there (about 19 min on two
+05 reuses the maze study in ``runs/maze_study`` and otherwise runs it there (11-19 min on two
 idle cores, ``docs/results_maze.md``).
 """
 

@@ -121,25 +121,7 @@ def test_notebook_04_says_when_its_numbers_come_from_a_tiny_run(tmp_path, monkey
     assert not built and "means nothing" not in out and "runs/demo" in out
 
 
-#: Committed notebooks whose kept outputs are known not to come from one run of every cell
-#: (``make notebooks`` needs their runs, absent from a checkout): notebook 04's last two cells
-#: were added without re-executing it on runs/demo.
-NOT_RUN_THROUGH = {"04_llm_validation.ipynb"}
-
-
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(
-            p,
-            marks=pytest.mark.xfail(
-                p.name in NOT_RUN_THROUGH, strict=True, reason="make demo && make notebooks"
-            ),
-        )
-        for p in NOTEBOOKS
-    ],
-    ids=[p.name for p in NOTEBOOKS],
-)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_the_committed_notebooks_carry_one_run_of_every_cell(path):
     """``make notebooks`` executes each notebook top to bottom, so its code cells carry the
     execution counts 1, 2, ...: a cell added to a builder without re-executing the notebook
