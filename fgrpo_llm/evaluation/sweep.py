@@ -6,13 +6,18 @@ are given (``fgrpo_llm.experiments.paper``). :func:`ordering_sentences` says, pe
 our ordering agrees with the paper's; :func:`lr_control_comparisons` sets GRPO at lr * m_gamma
 (the paper's low-LR control: the focal weight shrinks the average update to about
 m_gamma = B(3/2, gamma + 3/2) / B(3/2, 3/2) of GRPO's) between F-GRPO and GRPO at its N.
+Given the run-to-run noise of a difference (:func:`difference_noise`, from a study's measured
+spread), a difference of one run from another that lies within it is called unresolved, not
+read as an ordering.
 
     rows = sweep_rows(runs, paper)
     controls = control_rows(runs)
-    lr_control_comparisons(rows, controls)
+    lr_control_comparisons(rows, controls, noise=difference_noise(spread))
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -23,6 +28,7 @@ __all__ = [
     "control_rows",
     "METRIC_NAMES",
     "ordering_sentences",
+    "difference_noise",
     "CONTROL_METRICS",
     "lr_control_comparisons",
     "plot_delta_nll",
@@ -133,8 +139,35 @@ def _kendall_tau(a, b) -> float:
     return float(s / (n * (n - 1) / 2))
 
 
-def ordering_sentences(rows: list[dict]) -> list[str]:
-    """One sentence per ordering: F-GRPO vs GRPO at the same N, and GRPO across N (Kendall tau)."""
+def difference_noise(spread: dict | None) -> dict[str, float] | None:
+    """Per metric, the half-width of the central 95% range of the difference between two runs on
+    one base, 1.96 sqrt(2) s_w, with s_w the sd between RL seeds of one base of a study's spread
+    (``within_base_sd``, else its ``sd``; ``fgrpo-llm study`` measures it): a difference of one
+    run from another inside it cannot be told from the runs' own noise. None without a spread.
+
+    >>> difference_noise({"sd": {"id_pass1": 0.01}})["id_pass1"]
+    0.0277...
+    """
+    sds = (spread or {}).get("within_base_sd") or (spread or {}).get("sd")
+    if not isinstance(sds, dict):
+        return None
+    return {
+        k: 1.96 * math.sqrt(2.0) * float(v)
+        for k, v in sds.items()
+        if isinstance(v, int | float) and np.isfinite(v) and v >= 0
+    }
+
+
+def _within(noise: dict[str, float] | None, key: str, diff: float) -> float | None:
+    """noise[key] when the difference lies inside it, else None."""
+    n = (noise or {}).get(key)
+    return n if n is not None and abs(diff) < n else None
+
+
+def ordering_sentences(rows: list[dict], noise: dict[str, float] | None = None) -> list[str]:
+    """One sentence per ordering: F-GRPO vs GRPO at the same N, and GRPO across N (Kendall tau).
+    With ``noise`` (:func:`difference_noise`), an F-GRPO - GRPO difference inside it is not
+    resolved by one run, whatever its sign."""
     out = []
     rows = [r for r in rows if is_base_lr(r.get("lr_scale", 1.0))]  # sweep points only
     by_label = {r["label"]: r for r in rows}
@@ -151,9 +184,17 @@ def ordering_sentences(rows: list[dict]) -> list[str]:
                 if ours != 0
                 else "cannot be compared (no difference here)"
             )
+            here = f"({f[key]:.3f} vs {base[key]:.3f})"
+            n = _within(noise, key, f[key] - base[key]) if ours != 0 else None
+            if n is not None:
+                verdict = "is not resolved by one run"
+                here = (
+                    f"({f[key]:.3f} vs {base[key]:.3f}, a difference within one run's noise, "
+                    f"+-{n:.3f})"
+                )
             out.append(
-                f"{name}: {f['label']} is {word[int(ours)]} {base['label']} here "
-                f"({f[key]:.3f} vs {base[key]:.3f}) and {word[int(theirs)]} it in the paper "
+                f"{name}: {f['label']} is {word[int(ours)]} {base['label']} here {here} and "
+                f"{word[int(theirs)]} it in the paper "
                 f"({f['paper'][key]:.3f} vs {base['paper'][key]:.3f}): the ordering {verdict}."
             )
         grpo = sorted(
@@ -195,7 +236,9 @@ CONTROL_METRICS = {
 }
 
 
-def lr_control_comparisons(rows: list[dict], controls: list[dict]) -> list[dict]:
+def lr_control_comparisons(
+    rows: list[dict], controls: list[dict], noise: dict[str, float] | None = None
+) -> list[dict]:
     """F-GRPO (gamma) vs GRPO vs GRPO at lr * m_gamma, all at the same N (paper Table 3).
 
     ``rows``: the sweep rows (:func:`sweep_rows`); ``controls``: :func:`control_rows`. For each
@@ -203,7 +246,8 @@ def lr_control_comparisons(rows: list[dict], controls: list[dict]) -> list[dict]
     returns ``{"N", "gamma", "lr_scale", "focal", "grpo", "control", "sentences"}`` with one
     sentence per metric of :data:`CONTROL_METRICS`: share = (control - GRPO) / (F-GRPO - GRPO) is
     how much of F-GRPO's difference from GRPO the smaller step alone reproduces; the control
-    "lands near" whichever of the two it is closer to.
+    "lands near" whichever of the two it is closer to. With ``noise`` (:func:`difference_noise`)
+    an F-GRPO - GRPO difference inside it is left unexplained: one run cannot split it.
     """
     out = []
     for c in controls:
@@ -226,7 +270,7 @@ def lr_control_comparisons(rows: list[dict], controls: list[dict]) -> list[dict]
                 "grpo": grpo,
                 "control": c,
                 "sentences": [
-                    _control_sentence(name, focal, grpo, c, key)
+                    _control_sentence(name, focal, grpo, c, key, noise)
                     for key, name in CONTROL_METRICS.items()
                 ],
             }
@@ -234,7 +278,9 @@ def lr_control_comparisons(rows: list[dict], controls: list[dict]) -> list[dict]
     return out
 
 
-def _control_sentence(name: str, focal: dict, grpo: dict, control: dict, key: str) -> str:
+def _control_sentence(
+    name: str, focal: dict, grpo: dict, control: dict, key: str, noise: dict | None = None
+) -> str:
     f, b, c = focal[key], grpo[key], control[key]
     head = f"{name}: {focal['label']} {_v(f)}, {grpo['label']} {_v(b)}, {control['label']} {_v(c)}"
     if f is None or b is None or c is None:
@@ -244,6 +290,12 @@ def _control_sentence(name: str, focal: dict, grpo: dict, control: dict, key: st
         return (
             f"{head}: F-GRPO does not differ from GRPO here (to three decimals), so there is no "
             "difference for the smaller step to explain."
+        )
+    n = _within(noise, key, gap)
+    if n is not None:
+        return (
+            f"{head}: F-GRPO's difference from GRPO ({gap:+.3f}) lies within one run's noise "
+            f"(+-{n:.3f}), so one run cannot tell how much of it the smaller step explains."
         )
     share = (c - b) / gap
     if abs(c - f) < abs(c - b):

@@ -21,6 +21,7 @@ from fgrpo_llm.evaluation.rare import RareSet, save_rare_set  # noqa: E402
 from fgrpo_llm.evaluation.runs import RunInfo, load_run  # noqa: E402
 from fgrpo_llm.evaluation.sweep import (
     control_rows,
+    difference_noise,
     lr_control_comparisons,
     ordering_sentences,  # noqa: E402
     plot_delta_nll,
@@ -548,6 +549,41 @@ def test_lr_matched_run_is_labelled_apart_and_left_out_of_the_sweep(tmp_path):
     )
     text = lr_control_section(res)
     assert "GRPO N=8 (lr x0.50)" in text and "0.500" in text
+
+
+def test_a_difference_within_one_runs_noise_is_not_read_as_an_ordering():
+    """One run on one base: with the study's run-to-run noise of a difference given
+    (difference_noise: 1.96 sqrt(2) s_w, s_w the sd between RL seeds of one base), an
+    F-GRPO - GRPO difference inside it is "not resolved by one run" in the orderings and left
+    unsplit by the lr control; a difference beyond it is read as before, and so is every
+    difference without a noise."""
+    spread = {"sd": {"id_pass1": 1.0}, "within_base_sd": {"id_pass1": 0.01, "delta_nll_rare": 0.01}}
+    noise = difference_noise(spread)
+    assert noise["id_pass1"] == pytest.approx(1.96 * 2**0.5 * 0.01)  # within, not the total sd
+    assert difference_noise({"sd": {"id_pass1": 0.01}}) == {"id_pass1": pytest.approx(0.0277186)}
+    assert difference_noise(None) is None and difference_noise({"sd": "x"}) is None
+    # pass@1: F-GRPO 0.39 vs GRPO 0.38 (inside +-0.028); Delta NLL_rare: 0.1 vs 0.3 (beyond)
+    rows = sweep_rows(
+        [_run("GRPO N=8", 8, 0, 0.38, 0.3), _run("F-GRPO N=8", 8, 1, 0.39, 0.1)], PAPER
+    )
+    text = "\n".join(ordering_sentences(rows, noise))
+    assert (
+        "in-domain pass@1: F-GRPO N=8 is higher than GRPO N=8 here (0.390 vs 0.380, a difference "
+        "within one run's noise, +-0.028) and higher than it in the paper (0.390 vs 0.380): the "
+        "ordering is not resolved by one run." in text
+    )
+    assert "Delta NLL_rare: F-GRPO N=8 is lower than GRPO N=8 here (0.100 vs 0.300) and" in text
+    assert "in-domain pass@1: F-GRPO N=8 is higher than GRPO N=8 here (0.390 vs 0.380) and " in (
+        "\n".join(ordering_sentences(rows))
+    )
+    control = _run("GRPO N=8 (lr x0.50)", 8, 0, 0.38, 0.15)
+    control.lr_scale, control.lr_match_gamma = 0.5, 1.0
+    (comp,) = lr_control_comparisons(rows, control_rows([control]), noise)
+    pass1, _, delta = comp["sentences"]
+    assert "difference from GRPO (+0.010) lies within one run's noise (+-0.028)" in pass1
+    assert "nearer F-GRPO" in delta and "reproduces 75%" in delta
+    (plain,) = lr_control_comparisons(rows, control_rows([control]))
+    assert "nearer GRPO" in plain["sentences"][0]
 
 
 def test_lr_control_sentences_follow_the_numbers():

@@ -49,6 +49,7 @@ def cross_check(
     paper: dict | None,
     rng: np.random.Generator,
     Ns_curve=(1, 2, 4, 8, 16, 32, 64, 128),
+    noise: dict[str, float] | None = None,
 ) -> dict:
     """Run the tail-miss check and the sweep table; write figures and ``validation.json`` to
     ``out_dir``.
@@ -57,7 +58,9 @@ def cross_check(
     ours), or None to leave them out. Returns a dict with ``tail_miss`` (per window, per run: rows
     by N), ``calibration``, ``curve``, ``sweep`` (rows of the group-size sweep), ``controls`` (rows
     of runs at a scaled lr), ``lr_control`` (:func:`lr_control_comparisons`), ``orderings``
-    (sentences) and ``figures`` (paths relative to ``out_dir``).
+    (sentences) and ``figures`` (paths relative to ``out_dir``). ``noise``
+    (``fgrpo_llm.evaluation.sweep.difference_noise``): the run-to-run noise of a difference, within
+    which the orderings and the lr control call a difference unresolved; None: read every sign.
     """
     if isinstance(early_steps, bool) or not isinstance(early_steps, int) or early_steps < 1:
         raise ValueError(f"early_steps must be an integer >= 1, got early_steps={early_steps!r}")
@@ -125,7 +128,7 @@ def cross_check(
 
     rows = sweep_rows(runs, paper)
     controls = control_rows(runs)
-    sentences = ordering_sentences(rows) if paper else []
+    sentences = ordering_sentences(rows, noise) if paper else []
     if any(
         r["delta_nll_rare"] is not None and np.isfinite(r["delta_nll_rare"]) and r["N"]
         for r in rows + controls
@@ -142,7 +145,7 @@ def cross_check(
         "curve": {k: np.asarray(v).tolist() for k, v in curve.items()},
         "sweep": rows,
         "controls": controls,
-        "lr_control": lr_control_comparisons(rows, controls),
+        "lr_control": lr_control_comparisons(rows, controls, noise),
         "orderings": sentences,
         "paper_available": paper is not None,
         "figures": figures,

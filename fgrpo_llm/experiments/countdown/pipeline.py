@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_llm.evaluation.runs import load_run
+from fgrpo_llm.evaluation.sweep import difference_noise
 from fgrpo_llm.experiments.countdown.config import DemoConfig, load_demo_config, run_specs
 from fgrpo_llm.experiments.countdown.cross_check import cross_check
 from fgrpo_llm.experiments.countdown.report import markdown_table, write_demo_report
@@ -226,6 +227,7 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
         early_steps=cfg.early_steps,
         paper=load_paper_results(cfg.paper_results),
         rng=np.random.default_rng(cfg.seed),
+        noise=difference_noise(load_seed_spread()),
     )
     summary.update(
         {
