@@ -44,6 +44,8 @@ from fgrpo_llm.evaluation.rare import load_rare_set
 from fgrpo_llm.experiments.countdown.report import sweep_section, tail_miss_section
 from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.evaluation.tail_miss import plot_tail_miss_vs_N
+from fgrpo_llm.evaluation.sweep import difference_noise
+from fgrpo_llm.experiments.countdown.pipeline import load_seed_spread
 from fgrpo_llm.experiments.countdown.cross_check import cross_check
 from fgrpo_llm.experiments.paper import load_paper_results
 
@@ -74,7 +76,8 @@ code("""
 run_dirs = sorted(d for d in run_dir.iterdir() if (d / "groups.jsonl").is_file())
 runs = [load_run(d) for d in run_dirs]
 result = cross_check(runs, rare, Path(tempfile.mkdtemp()), early_steps=10 if FAST else 50,
-                     paper=load_paper_results(), rng=np.random.default_rng(0))
+                     paper=load_paper_results(), rng=np.random.default_rng(0),
+                     noise=difference_noise(load_seed_spread()))  # one run's noise, measured
 early = next(iter(result["tail_miss"]))
 fig, ax = plt.subplots(figsize=(6, 4))
 curve = {k: np.asarray(v, dtype=float) for k, v in result["curve"].items()}
