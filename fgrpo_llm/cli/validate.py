@@ -6,6 +6,12 @@ r"""``fgrpo-llm validate``: the theory-vs-LLM cross-check on finished training r
 Each run directory needs ``groups.jsonl`` (tail-miss check); ``metrics.jsonl`` with
 ``rare/delta_nll`` and ``eval/eval.json`` feed the sweep table. Writes OUT/report.md,
 OUT/validation.json and the figures.
+
+A difference of one run from another is read against the run-to-run noise that ``fgrpo-llm
+study`` measured (``--spread-file``, by default the spread shipped for the demo's Countdown
+configuration, as ``fgrpo-llm demo`` reads it): inside it an ordering is "not resolved by one
+run", and the report quotes the spread beside each comparison. ``--spread-file none`` reads every
+sign, and the report says that the spread was not measured.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.experiments.countdown.cross_check import cross_check
 from fgrpo_llm.experiments.countdown.report import (
     lr_control_section,
+    seed_spread_note,
     sweep_section,
     tail_miss_section,
     write_report,
@@ -54,6 +61,18 @@ def _validate(args) -> int:
             f"({line}); their differences include the kernels' rounding, not only the method",
             file=sys.stderr,
         )
+    from fgrpo_llm.evaluation.sweep import difference_noise
+    from fgrpo_llm.experiments.countdown.pipeline import SEED_SPREAD, load_seed_spread
+
+    spread = None
+    if (args.spread_file or "").lower() != "none":
+        path = Path(args.spread_file) if args.spread_file else SEED_SPREAD
+        if args.spread_file and not path.is_file():
+            raise ValueError(f"--spread-file not found: {path}")
+        spread = load_seed_spread(path)
+        if args.spread_file and spread is None:
+            raise ValueError(f"--spread-file {path} is not a seed_spread.json of fgrpo-llm study")
+    note = seed_spread_note(spread)
     rare = load_rare_set(args.rare_set)
     result = cross_check(
         runs,
@@ -62,6 +81,7 @@ def _validate(args) -> int:
         early_steps=args.early_steps,
         paper=load_paper_results(args.paper_results),
         rng=np.random.default_rng(SEED("--seed", args.seed)),
+        noise=difference_noise(spread),
     )
     figs = result["figures"]
     sections = [
@@ -72,11 +92,15 @@ def _validate(args) -> int:
         (
             "Group-size sweep",
             (f"![Delta NLL_rare]({figs['delta_nll']})\n\n" if "delta_nll" in figs else "")
-            + sweep_section(result),
+            + sweep_section(result)
+            + "\n\n"
+            + note,
         ),
     ]
     if result.get("lr_control"):
-        sections.append(("Learning-rate-matched control", lr_control_section(result)))
+        sections.append(
+            ("Learning-rate-matched control", lr_control_section(result) + "\n\n" + note)
+        )
     sections.append(("Environments", environment_section({r.label: r.environment for r in runs})))
     path = write_report(Path(args.out) / "report.md", "Theory-vs-LLM cross-check", sections)
     print(f"wrote {path}")
@@ -108,6 +132,13 @@ def register(subparsers) -> None:
         "--paper-results",
         default=None,
         help="paper_results.json (default: the copy shipped in fgrpo_llm/experiments/)",
+    )
+    p.add_argument(
+        "--spread-file",
+        default=None,
+        help="seed_spread.json of fgrpo-llm study: the run-to-run noise within which a "
+        "difference of one run from another is not read as an ordering (default: the spread "
+        "shipped for the demo's Countdown configuration; 'none': read every sign)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap band")
     p.set_defaults(func=_validate)
