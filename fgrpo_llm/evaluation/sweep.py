@@ -167,7 +167,8 @@ def _within(noise: dict[str, float] | None, key: str, diff: float) -> float | No
 def ordering_sentences(rows: list[dict], noise: dict[str, float] | None = None) -> list[str]:
     """One sentence per ordering: F-GRPO vs GRPO at the same N, and GRPO across N (Kendall tau).
     With ``noise`` (:func:`difference_noise`), an F-GRPO - GRPO difference inside it is not
-    resolved by one run, whatever its sign."""
+    resolved by one run, whatever its sign; across N, only the pairs of N whose values differ
+    beyond it are read as ordered and compared with the paper's order."""
     out = []
     rows = [r for r in rows if is_base_lr(r.get("lr_scale", 1.0))]  # sweep points only
     by_label = {r["label"]: r for r in rows}
@@ -221,12 +222,48 @@ def ordering_sentences(rows: list[dict], noise: dict[str, float] | None = None) 
                 )
                 continue
             argmax_o, argmax_t = grpo[int(np.argmax(ours))]["N"], grpo[int(np.argmax(theirs))]["N"]
-            out.append(
-                f"{name} across GRPO N = {Ns}: Kendall tau between our values and the paper's = "
-                f"{kt:+.2f} (largest at N={argmax_o} here, N={argmax_t} in the paper): the "
-                f"ordering {verdict}."
-            )
+            n = (noise or {}).get(key)
+            if n is None:
+                out.append(
+                    f"{name} across GRPO N = {Ns}: Kendall tau between our values and the "
+                    f"paper's = {kt:+.2f} (largest at N={argmax_o} here, N={argmax_t} in the "
+                    f"paper): the ordering {verdict}."
+                )
+                continue
+            out.append(_noisy_rank_sentence(name, grpo, ours, theirs, kt, argmax_t, n))
     return out
+
+
+def _noisy_rank_sentence(name, grpo, ours, theirs, kt, argmax_t, noise: float) -> str:
+    """The across-N sentence of :func:`ordering_sentences` given the noise of a difference: only
+    the pairs of N whose values differ beyond it are read as ordered (and compared with the
+    paper's order); the N within the noise of our largest value are named beside it."""
+    Ns = ", ".join(str(r["N"]) for r in grpo)
+    pairs = [(i, j) for i in range(len(ours)) for j in range(i + 1, len(ours))]
+    resolved = [(i, j) for i, j in pairs if abs(ours[i] - ours[j]) >= noise]
+    values = ", ".join(f"{v:.3f}" for v in ours)
+    if not resolved:
+        return (
+            f"{name} across GRPO N = {Ns}: our values ({values}) differ by less than one run's "
+            f"noise (+-{noise:.3f}) for every pair of N, so the ordering is not resolved by one "
+            "run."
+        )
+    agree = sum(np.sign(ours[i] - ours[j]) == np.sign(theirs[i] - theirs[j]) for i, j in resolved)
+    verdict = (
+        "agrees" if agree == len(resolved) else ("disagrees" if agree == 0 else "partly agrees")
+    )
+    top = int(np.argmax(ours))
+    near = [str(grpo[i]["N"]) for i in range(len(ours)) if i != top and ours[top] - ours[i] < noise]
+    largest = f"largest at N={grpo[top]['N']} here" + (
+        f", within one run's noise of N={', '.join(near)}" if near else ""
+    )
+    return (
+        f"{name} across GRPO N = {Ns}: Kendall tau between our values and the paper's = "
+        f"{kt:+.2f} ({largest}; N={argmax_t} in the paper); pairs of N whose values differ "
+        f"here beyond one run's noise (+-{noise:.3f}): {len(resolved)} of {len(pairs)}, ordered "
+        f"as in the paper: {agree} of {len(resolved)}; where one run resolves it, the ordering "
+        f"{verdict}."
+    )
 
 
 CONTROL_METRICS = {

@@ -729,3 +729,32 @@ def test_validate_reads_one_runs_differences_against_the_measured_noise(tmp_path
     spread = tmp_path / "spread.json"
     spread.write_text(json.dumps({"sd": {"delta_nll_rare": 0.001}, "num_seeds": 2}))
     assert "(0.250 vs 0.300) and" in validate(tmp_path / "x", "--spread-file", str(spread))
+
+
+def test_an_ordering_across_n_reads_only_the_pairs_beyond_one_runs_noise():
+    """GRPO across N (Table 2's sweep): with the run-to-run noise of a difference given, only the
+    pairs of N whose values differ beyond it count as ordered. Values that all lie within it are
+    not resolved by one run, whatever Kendall tau says; the N within the noise of our largest
+    value are named beside it; without a noise the sentence reads every sign, as before."""
+    rows = sweep_rows(
+        [
+            _run("GRPO N=2", 2, 0, 0.300, 0.10),
+            _run("GRPO N=4", 4, 0, 0.305, 0.50),
+            _run("GRPO N=8", 8, 0, 0.310, 0.52),
+        ],
+        PAPER,
+    )
+    noise = {"id_pass1": 0.047, "delta_nll_rare": 0.097}
+    text = "\n".join(ordering_sentences(rows, noise))
+    assert (
+        "in-domain pass@1 across GRPO N = 2, 4, 8: our values (0.300, 0.305, 0.310) differ by "
+        "less than one run's noise (+-0.047) for every pair of N, so the ordering is not "
+        "resolved by one run." in text
+    )
+    (delta,) = [s for s in text.splitlines() if s.startswith("Delta NLL_rare across")]
+    assert "Kendall tau between our values and the paper's = +1.00" in delta
+    assert "largest at N=8 here, within one run's noise of N=4; N=8 in the paper" in delta
+    assert "beyond one run's noise (+-0.097): 2 of 3, ordered as in the paper: 2 of 2" in delta
+    assert delta.endswith("where one run resolves it, the ordering agrees.")
+    plain = "\n".join(ordering_sentences(rows))
+    assert "(largest at N=8 here, N=8 in the paper): the ordering agrees." in plain
