@@ -282,9 +282,11 @@ def lr_control_comparisons(
     GRPO control with ``lr_match_gamma`` = gamma, finds F-GRPO at (N, gamma) and GRPO at N and
     returns ``{"N", "gamma", "lr_scale", "focal", "grpo", "control", "sentences"}`` with one
     sentence per metric of :data:`CONTROL_METRICS`: share = (control - GRPO) / (F-GRPO - GRPO) is
-    how much of F-GRPO's difference from GRPO the smaller step alone reproduces; the control
+    how much of F-GRPO's difference from GRPO the smaller step alone reproduces (a share below 0
+    or above 1 is said in words: the control moved the other way, or past F-GRPO); the control
     "lands near" whichever of the two it is closer to. With ``noise`` (:func:`difference_noise`)
-    an F-GRPO - GRPO difference inside it is left unexplained: one run cannot split it.
+    an F-GRPO - GRPO difference inside it is left unexplained: one run cannot split it; nor is a
+    control within the noise of both placed nearer either.
     """
     out = []
     for c in controls:
@@ -335,7 +337,27 @@ def _control_sentence(
             f"(+-{n:.3f}), so one run cannot tell how much of it the smaller step explains."
         )
     share = (c - b) / gap
-    if abs(c - f) < abs(c - b):
+    moved = c - b
+    if share < 0:  # not "reproduces -117% of ...": the control moved away from F-GRPO
+        step = (
+            f"the smaller step moves GRPO the other way, {moved:+.3f} against F-GRPO's {gap:+.3f}"
+        )
+    elif share > 1:
+        step = f"the smaller step moves GRPO by {moved:+.3f}, past F-GRPO's {gap:+.3f}"
+    else:
+        step = f"the smaller step reproduces {100 * share:.0f}% of F-GRPO's {gap:+.3f}"
+    n = (noise or {}).get(key)
+    if n is not None and abs(c - f) < n and abs(c - b) < n:
+        return (
+            f"{head} ({step}): the low-LR GRPO lies within one run's noise (+-{n:.3f}) of both "
+            "F-GRPO and GRPO, so one run cannot tell which it lands nearer."
+        )
+    if share > 1:
+        verdict = (
+            "the low-LR GRPO goes beyond F-GRPO, so the smaller step alone reproduces all of "
+            "F-GRPO's difference from GRPO (nothing is left for the focal reweighting)"
+        )
+    elif abs(c - f) < abs(c - b):
         verdict = (
             "the low-LR GRPO lands nearer F-GRPO, so the smaller step alone reproduces most of "
             "F-GRPO's difference from GRPO (little is left for the focal reweighting)"
@@ -350,10 +372,7 @@ def _control_sentence(
             "the low-LR GRPO lands halfway, so the smaller step explains about half of F-GRPO's "
             "difference"
         )
-    return (
-        f"{head} (the smaller step reproduces {100 * share:.0f}% of F-GRPO's {gap:+.3f}): "
-        f"{verdict}."
-    )
+    return f"{head} ({step}): {verdict}."
 
 
 def _v(x) -> str:

@@ -758,3 +758,31 @@ def test_an_ordering_across_n_reads_only_the_pairs_beyond_one_runs_noise():
     assert delta.endswith("where one run resolves it, the ordering agrees.")
     plain = "\n".join(ordering_sentences(rows))
     assert "(largest at N=8 here, N=8 in the paper): the ordering agrees." in plain
+
+
+def test_the_lr_control_says_in_words_a_share_outside_0_to_100_percent():
+    """The lr-matched control (Table 3): share = (control - GRPO) / (F-GRPO - GRPO). A control
+    that moved the other way is not said to "reproduce -117%" of F-GRPO's difference, one that
+    went past F-GRPO not to reproduce "most" of it, and one within one run's noise of both F-GRPO
+    and GRPO is not placed nearer either."""
+    rows = sweep_rows([_run("GRPO N=8", 8, 0, 0.5, 0.3), _run("F-GRPO N=8", 8, 1, 0.6, 0.1)], None)
+
+    def sentences(pass1, delta, noise=None):
+        control = _run("GRPO N=8 (lr x0.50)", 8, 0, pass1, delta)
+        control.lr_scale, control.lr_match_gamma = 0.5, 1.0
+        (comp,) = lr_control_comparisons(rows, control_rows([control]), noise)
+        return comp["sentences"]
+
+    # pass@1: F-GRPO +0.100 over GRPO, the control -0.117; Delta NLL_rare: F-GRPO -0.200, the
+    # control -0.300
+    pass1, _, delta = sentences(0.383, 0.0)
+    assert "%" not in pass1
+    assert "moves GRPO the other way, -0.117 against F-GRPO's +0.100" in pass1
+    assert "nearer GRPO" in pass1
+    assert "moves GRPO by -0.300, past F-GRPO's -0.200" in delta and "%" not in delta
+    assert "goes beyond F-GRPO" in delta and "most of" not in delta
+    assert "reproduces 50% of F-GRPO's -0.200" in sentences(0.55, 0.2)[2]
+    # the control halfway, within the noise of both (+-0.15 > 0.1 each way)
+    _, _, delta = sentences(0.55, 0.2, {"delta_nll_rare": 0.15})
+    assert "within one run's noise (+-0.150) of both F-GRPO and GRPO" in delta
+    assert "lands nearer F-GRPO" not in delta and "lands nearer GRPO" not in delta
