@@ -88,7 +88,10 @@ def plan(
     "peak_N": ..., "prompts": P, "hard_prompts": ..., ...}``; each row: N, rollouts_per_step,
     active and tail_miss (with counts, posterior medians), tail_miss_lo, tail_miss_hi (None
     without counts), hard_share per weighting label. ``peak_N`` is the N of the largest
-    tail-miss rate, None where it is 0 at every N (every pass rate 0 or 1, or rho = 1)."""
+    tail-miss rate, None where it is 0 at every N (every pass rate 0 or 1, or rho = 1);
+    ``peak_N_range`` the group sizes where the peak may lie: with counts, ``peak_N`` and every N
+    where at least 2.5% of the posterior draws peak (the pass rates' uncertainty can leave
+    neighbouring N undecided), else ``[peak_N]`` ([] without a peak)."""
     rho = float(check_probability("rho", rho))
     Ns = [int(v) for v in np.atleast_1d(check_integer("group_sizes", group_sizes, minimum=1))]
     if not Ns or max(Ns) > MAX_GROUP:
@@ -127,7 +130,7 @@ def plan(
     if c is not None:
         rng = np.random.default_rng(seed)
         post = rng.beta(c_arr + 0.5, n_arr - c_arr + 0.5, size=(draws, mu.size))  # (D, P)
-    rows = []
+    rows, per_draw = [], []
     for N in Ns:
         tm = p_tail_miss(mu, rho * mu, N)  # (P,)
         row = {
@@ -141,6 +144,7 @@ def plan(
         }
         if post is not None:
             means = np.mean(p_tail_miss(post, rho * post, N), axis=1)  # (D,)
+            per_draw.append(means)
             lo, mid, hi = np.quantile(means, [0.025, 0.5, 0.975])
             row["tail_miss"], row["tail_miss_lo"], row["tail_miss_hi"] = (
                 float(mid),
@@ -154,6 +158,10 @@ def plan(
         rows.append(row)
     top = max(rows, key=lambda r: r["tail_miss"])
     peak = top["N"] if top["tail_miss"] > 0.0 else None
+    peaks = [peak] if peak is not None else []
+    if peak is not None and per_draw:  # the N where each posterior draw peaks
+        at = np.asarray(Ns)[np.argmax(np.stack(per_draw, axis=1), axis=1)]  # (D,)
+        peaks = sorted({peak} | {N for N in Ns if np.mean(at == N) >= 0.025})
     return {
         "prompts": int(mu.size),
         "hard_prompts": int(hard.sum()),
@@ -161,5 +169,6 @@ def plan(
         "rho": rho,
         "weightings": [w.label for w in ws],
         "peak_N": peak,
+        "peak_N_range": peaks,
         "rows": rows,
     }

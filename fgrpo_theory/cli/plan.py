@@ -10,7 +10,8 @@ Pass rates come from ``fgrpo-llm eval``'s outcome matrices (``--outcomes``: a di
 ``prompt_id,n,c`` (``--counts``, any engine's evaluation), or a list (``--mu``). Per N it prints
 the rollouts per step, the expected fraction of groups with signal and the expected tail-miss
 rate over the prompts (for counts, posterior medians, and the tail-miss rate's 95% range from
-the finite n), where tail misses peak, and the share of the update each weighting sends to hard
+the finite n), where tail misses peak (with counts, every N where the pass rates' uncertainty
+may put the peak), and the share of the update each weighting sends to hard
 prompts (mu < 1/2).
 """
 
@@ -145,6 +146,13 @@ def run_plan(args) -> int:
                          + shares))  # fmt: skip
     if res["peak_N"] is None:
         print("no tail misses at any of the group sizes given (every pass rate 0 or 1, or rho = 1)")
+    elif len(res["peak_N_range"]) > 1:
+        among = ", ".join(str(N) for N in res["peak_N_range"])
+        print(
+            f"tail misses peak at N = {res['peak_N']} among the group sizes given, but the pass "
+            f"rates' uncertainty (n samples per prompt) does not resolve the peak between N = "
+            f"{among} (each holds it in at least 2.5% of the posterior draws)"
+        )
     else:
         print(f"tail misses peak at N = {res['peak_N']} among the group sizes given")
     return 0

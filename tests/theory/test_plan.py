@@ -260,3 +260,28 @@ def test_a_plan_too_large_to_finish_is_refused_at_once():
     mu = np.full(20_000, 0.3)
     with pytest.raises(ValueError, match=r"20000 prompts and group_sizes=\[65536\]"):
         plan(mu, rho=0.05, group_sizes=[65536])
+
+
+def test_a_peak_the_pass_rates_uncertainty_leaves_open_is_not_named_alone(tmp_path, capsys):
+    """Where tail misses peak (Lemma 3.1 over the prompts, Section 4): pass rates measured from
+    few samples per prompt may leave neighbouring N undecided, and then the plan names every N
+    where the posterior draws put the peak, not the medians' argmax alone; with many samples
+    (or exact pass rates) the peak is one N."""
+    rates = [0.25] * 10 + [0.2] * 10
+    Ns = [2, 4, 8, 16, 32, 64]
+
+    def counts(n):
+        return [n] * 20, [round(r * n) for r in rates]
+
+    few = plan(None, n=counts(16)[0], c=counts(16)[1], rho=0.05, group_sizes=Ns)
+    assert few["peak_N"] == 16 and few["peak_N_range"] == [8, 16]
+    many = plan(None, n=counts(100_000)[0], c=counts(100_000)[1], rho=0.05, group_sizes=Ns)
+    assert many["peak_N_range"] == [16]
+    assert plan(rates, rho=0.05, group_sizes=Ns)["peak_N_range"] == [16]
+    assert plan([0.0, 1.0], rho=0.05, group_sizes=Ns)["peak_N_range"] == []
+    csv = tmp_path / "c.csv"
+    rows = zip(*counts(16), strict=True)
+    csv.write_text("prompt_id,n,c\n" + "".join(f"p{i},{a},{b}\n" for i, (a, b) in enumerate(rows)))
+    assert main(["plan", "--counts", str(csv), "--group-sizes", "2,4,8,16,32,64"]) == 0
+    text = capsys.readouterr().out
+    assert "does not resolve the peak between N = 8, 16" in text
