@@ -226,7 +226,11 @@ def coverage_against(base, trained, k: int) -> dict:
     Per problem, pass@k is the unbiased estimate 1 - C(n - c, k) / C(n, k) (the probability
     that k fresh samples hold a correct one); the counts are expected counts over independent
     samplings: lost = sum_p pass_b (1 - pass_t), gained = sum_p (1 - pass_b) pass_t, also
-    both and neither. ``k`` must be at most both matrices' n."""
+    both and neither. ``lost_by_sampling`` is the lost count expected from sampling alone, were
+    the trained model the base itself: sum_p pass_b (1 - mu_p)^k at each problem's measured base
+    rate mu_p = c / n (a second evaluation misses a problem its k samples all get wrong), the
+    floor below which a lost count says nothing about the model. ``k`` must be at most both
+    matrices' n."""
     b, t = np.asarray(base), np.asarray(trained)
     if b.ndim != 2 or t.ndim != 2 or b.shape[0] != t.shape[0]:
         raise ValueError(
@@ -247,6 +251,7 @@ def coverage_against(base, trained, k: int) -> dict:
         "gained": float(np.sum((1 - pb) * pt)),
         "both": float(np.sum(pb * pt)),
         "neither": float(np.sum((1 - pb) * (1 - pt))),
+        "lost_by_sampling": float(np.sum(pb * (1 - b.sum(axis=1) / b.shape[1]) ** k)),
     }
 
 

@@ -297,3 +297,32 @@ def test_coverage_against_the_base_on_a_hand_made_outcome_matrix():
         coverage_against(base, trained[:3], 2)
     with pytest.raises(ValueError, match="k must be <="):
         coverage_against(base, trained, 5)
+
+
+def test_the_coverage_table_gives_the_lost_count_of_sampling_alone(tmp_path):
+    """Coverage against the base (Yue et al.): a second evaluation of the base itself loses
+    problems too, each one it solves within k samples with probability (1 - mu)^k at its pass
+    rate mu = c / n. The table gives that count beside the run's, so a lost count of sampling
+    alone (the demo base's OOD split: about 8 of 100 at k = 64) is not read as lost coverage."""
+    from types import SimpleNamespace
+
+    from fgrpo_llm.evaluation.passk import coverage_against, write_eval_outputs
+    from fgrpo_llm.experiments.countdown.report import coverage_section
+
+    base = np.array([[1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]])
+    # k = 2: problem 0 is solved with pass@2 = 1/2 and missed by 2 fresh samples w.p. (3/4)^2
+    assert coverage_against(base, base, 2)["lost_by_sampling"] == pytest.approx(0.5 * 0.75**2)
+    assert coverage_against(base, base, 4)["lost_by_sampling"] == pytest.approx(0.75**4)
+
+    def results(matrix):
+        entry = {"role": "in_domain", "num_problems": 4, "problem_ids": list("abcd")}
+        entry["counts"] = matrix.sum(axis=1).tolist()
+        entry.update({"pass@1": 0.3, "pass@4": 0.5})
+        return {"n": 4, "ks": [1, 4], "splits": {"test": entry}}
+
+    write_eval_outputs(results(base), {"test": base}, tmp_path / "base_eval")
+    run = tmp_path / "run"
+    write_eval_outputs(results(base[::-1]), {"test": base[::-1]}, run / "eval")
+    text = coverage_section(tmp_path / "base_eval", [SimpleNamespace(label="GRPO N=8", path=run)])
+    assert "| run | split | k | problems | lost | lost by sampling alone | gained |" in text
+    assert f"| GRPO N=8 | test | 4 | 4 | 2.000 | {0.75**4:.3f} | 2.000 |" in text
