@@ -7,11 +7,12 @@ Each run directory needs ``groups.jsonl`` (tail-miss check); ``metrics.jsonl`` w
 ``rare/delta_nll`` and ``eval/eval.json`` feed the sweep table. Writes OUT/report.md,
 OUT/validation.json and the figures.
 
-A difference of one run from another is read against the run-to-run noise that ``fgrpo-llm
-study`` measured (``--spread-file``, by default the spread shipped for the demo's Countdown
-configuration, as ``fgrpo-llm demo`` reads it): inside it an ordering is "not resolved by one
-run", and the report quotes the spread beside each comparison. ``--spread-file none`` reads every
-sign, and the report says that the spread was not measured.
+With ``--spread-file`` (the ``seed_spread.json`` that ``fgrpo-llm study`` writes for a
+configuration; the demo's Countdown configuration ships one, ``SEED_SPREAD``, which ``fgrpo-llm
+demo`` reads), a difference of one run from another is read against that run-to-run noise:
+inside it an ordering is "not resolved by one run", and the report quotes the spread beside each
+comparison. Without it every sign is read, and the report says that the spread was not measured
+(another model or task has its own spread: the demo's is no measure of it).
 """
 
 from __future__ import annotations
@@ -62,15 +63,15 @@ def _validate(args) -> int:
             file=sys.stderr,
         )
     from fgrpo_llm.evaluation.sweep import difference_noise
-    from fgrpo_llm.experiments.countdown.pipeline import SEED_SPREAD, load_seed_spread
+    from fgrpo_llm.experiments.countdown.pipeline import load_seed_spread
 
     spread = None
-    if (args.spread_file or "").lower() != "none":
-        path = Path(args.spread_file) if args.spread_file else SEED_SPREAD
-        if args.spread_file and not path.is_file():
+    if args.spread_file is not None:
+        path = Path(args.spread_file)
+        if not path.is_file():
             raise ValueError(f"--spread-file not found: {path}")
         spread = load_seed_spread(path)
-        if args.spread_file and spread is None:
+        if spread is None:
             raise ValueError(f"--spread-file {path} is not a seed_spread.json of fgrpo-llm study")
     note = seed_spread_note(spread)
     rare = load_rare_set(args.rare_set)
@@ -136,9 +137,10 @@ def register(subparsers) -> None:
     p.add_argument(
         "--spread-file",
         default=None,
-        help="seed_spread.json of fgrpo-llm study: the run-to-run noise within which a "
-        "difference of one run from another is not read as an ordering (default: the spread "
-        "shipped for the demo's Countdown configuration; 'none': read every sign)",
+        help="seed_spread.json of fgrpo-llm study for the runs' configuration: the run-to-run "
+        "noise within which a difference of one run from another is not read as an ordering "
+        "(the demo's: fgrpo_llm/experiments/countdown/seed_spread.json; default: none, every "
+        "sign is read)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap band")
     p.set_defaults(func=_validate)

@@ -698,11 +698,14 @@ def test_a_runs_delta_nll_rare_is_its_last_finite_value(tmp_path):
     assert run.delta_nll_rare == 0.2
 
 
-def test_validate_reads_one_runs_differences_against_the_measured_noise(tmp_path):
-    """``fgrpo-llm validate`` reads a difference of one run from another as the demo's report
-    does (Section 5.3, one run per configuration): inside the run-to-run noise that the study
-    measured it is "not resolved by one run", and the report quotes that spread; ``--spread-file
-    none`` reads every sign and says that the spread was not measured."""
+def test_validate_reads_one_runs_differences_against_the_measured_noise(tmp_path, capsys):
+    """``fgrpo-llm validate --spread-file`` reads a difference of one run from another as the
+    demo's report does (Section 5.3, one run per configuration): inside the run-to-run noise
+    that the study measured it is "not resolved by one run", and the report quotes that spread;
+    without a spread file (the runs may be of any model and task) it reads every sign and says
+    that the spread was not measured."""
+    from fgrpo_llm.experiments.countdown.pipeline import SEED_SPREAD
+
     rng = np.random.default_rng(0)
     rare = make_rare_set({"a": (0.4, 0.05)})
     rare_path = save_rare_set(rare, tmp_path / "rare.json")
@@ -717,18 +720,24 @@ def test_validate_reads_one_runs_differences_against_the_measured_noise(tmp_path
         assert main([*args, "--out", str(out), "--paper-results", str(paper), *extra]) == 0
         return (out / "report.md").read_text()
 
-    report = validate(tmp_path / "v")
+    report = validate(tmp_path / "v", "--spread-file", str(SEED_SPREAD))
     assert (
         "Delta NLL_rare: F-GRPO N=8 is lower than GRPO N=8 here (0.250 vs 0.300, a difference "
         "within one run's noise, +-0.097)" in report
     )
     assert "the ordering agrees" not in report and "measured the standard deviation" in report
-    plain = validate(tmp_path / "w", "--spread-file", "none")
+    plain = validate(tmp_path / "w")
     assert "(0.250 vs 0.300) and lower than it in the paper" in plain
     assert "The spread has not been measured" in plain
     spread = tmp_path / "spread.json"
     spread.write_text(json.dumps({"sd": {"delta_nll_rare": 0.001}, "num_seeds": 2}))
     assert "(0.250 vs 0.300) and" in validate(tmp_path / "x", "--spread-file", str(spread))
+    for bad, words in ((tmp_path / "nowhere.json", "not found"), (paper, "not a seed_spread")):
+        args = ["validate", "--rare-set", str(rare_path), "--run", str(g8), "--out", str(tmp_path)]
+        capsys.readouterr()
+        assert main([*args, "--spread-file", str(bad)]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and words in err[0]
 
 
 def test_an_ordering_across_n_reads_only_the_pairs_beyond_one_runs_noise():
