@@ -129,8 +129,11 @@ for r in res["rows"]:
                         for w in res["weightings"])
     lines.append(f"| {r['N']} | {r['active']:.3f} | {r['tail_miss']:.3f} [{r['tail_miss_lo']:.3f}, "
                  f"{r['tail_miss_hi']:.3f}] | {shares} |")
+peak = ("tail misses peak at N = " + " or ".join(map(str, res["peak_N_range"]))
+        + (" (the pass rates' uncertainty leaves it open)" if len(res["peak_N_range"]) > 1 else "")
+        if res["peak_N_range"] else "no tail misses at these N")
 display(Markdown(f"{res['prompts']} prompts of the {split} split, {m.shape[1]} samples each; "
-                 f"tail misses peak at N = {res['peak_N']}.\\n\\n" + "\\n".join(lines)))
+                 f"{peak}.\\n\\n" + "\\n".join(lines)))
 """)
 md("""
 ## One base among many
