@@ -28,6 +28,9 @@ _BLOCK = 1 << 20
 #: Beyond this many factors the log of the product comes from log-gamma differences evaluated
 #: by mpmath at a precision that covers their cancellation (one problem at a time).
 _MAX_FACTORS = 4096
+#: From this share of subsamples at one value of D*_m (away from D), the paired subsampling
+#: test's p-value is not calibrated (``PairedSubsamplingResult.saturated``).
+SATURATED = 0.5
 
 
 def _out(x: np.ndarray):
@@ -156,13 +159,24 @@ class PairedSubsamplingResult:
     """Two-sided p-value of H0: equal expected pass@k."""
     finite_population: bool = True
     """Whether the subsample differences were scaled by the finite-population factor."""
+    saturated: float = 0.0
+    """The share of the subsamples whose D*_m takes one value lying at least |D| / 2 from D (0.0
+    where none does): pass@k of m samples saturates at 1 once m - c* < k, so with k close to m
+    most subsamples can give the same D*_m, and the subsample law is then not that of D. From
+    ``SATURATED`` on, the p-value is not calibrated (true nulls are rejected far more often than
+    alpha; see ``paired_subsampling_test``)."""
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the subsample law is spread enough for the p-value to mean what it says."""
+        return self.saturated < SATURATED
 
     def significant(self, alpha: float = 0.05) -> bool:
         """Whether H0 is rejected at level alpha."""
         return self.p_value < alpha
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "calibrated": self.calibrated}
 
 
 def _outcomes(name: str, x) -> np.ndarray:
@@ -218,6 +232,14 @@ def paired_subsampling_test(
     without f, 0.056 with it; pass@16 0.083 and 0.045; pass@64 0.039 and 0.023 (both
     conservative there).
 
+    With k close to m the test breaks down: a subsample's pass@k is exactly 1 once fewer than k
+    of its m samples fail, so on problems both methods nearly always solve most subsamples give
+    one D*_m, about |D| from D and not extreme, and p is the chance of the rare unsaturated
+    ones, tiny under a true H0 (two evaluations of the same pass rates at n = 1024, m = 256,
+    pass@256: rejected in 40 of 40 at a pass rate of 0.03, 63% over uniform rates; at n = 64,
+    m = 16: pass@16 40 of 40 at 0.5, pass@8 69-100% at 0.85-0.9). ``saturated`` measures it and
+    ``calibrated`` is False from ``SATURATED`` on.
+
     Only the per-problem counts of the subsample matter, so each problem's draw is a
     multivariate hypergeometric over its four (A, B) outcome cells: no permutation is formed.
     The paper uses n = 1024, m = 256, 50,000 iterations, alpha = 0.05.
@@ -266,6 +288,11 @@ def paired_subsampling_test(
     f = np.sqrt((n - 1) / (n - m)) if finite_population else 1.0
     extreme = np.sqrt(m) * f * np.abs(D_star - D) >= np.sqrt(n) * abs(D) - 1e-12
     p_value = (1.0 + extreme.sum()) / (1.0 + iterations)
+    values, counts = np.unique(D_star, return_counts=True)
+    top = int(np.argmax(counts))
+    saturated = 0.0
+    if D != 0.0 and abs(values[top] - D) >= 0.5 * abs(D):
+        saturated = float(counts[top] / iterations)
     return PairedSubsamplingResult(
         k=k,
         n=n,
@@ -278,6 +305,7 @@ def paired_subsampling_test(
         subsample_std=float(D_star.std()),
         p_value=float(p_value),
         finite_population=finite_population,
+        saturated=saturated,
     )
 
 
@@ -322,6 +350,7 @@ __all__ = [
     "pass_at_k_unbiased",
     "mean_pass_at_k",
     "PairedSubsamplingResult",
+    "SATURATED",
     "paired_subsampling_test",
     "null_rejection_rate",
 ]

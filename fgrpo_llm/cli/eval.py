@@ -135,6 +135,16 @@ def _compare(args) -> int:
     if args.out:
         atomic_write_text(args.out, text + "\n")
     print(text)
+    for split, tests in report.items():
+        for name, r in tests.items():
+            if not r.get("calibrated", True):
+                print(
+                    f"fgrpo-llm compare: warning: {split} {name}: {r['saturated']:.0%} of the "
+                    f"subsamples give one difference (pass@k of m = {r['m']} samples saturates), "
+                    "so its p-value is not calibrated and can be far too small; compare at a "
+                    "smaller k or with a larger --m",
+                    file=sys.stderr,
+                )
     return 0
 
 

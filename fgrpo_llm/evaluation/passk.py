@@ -534,6 +534,8 @@ def _as_dict(result) -> dict:
     """The significance-test result as a JSON-friendly dict, whatever container it came in."""
     if isinstance(result, dict):
         items = result.items()
+    elif hasattr(result, "to_dict"):
+        items = result.to_dict().items()
     elif hasattr(result, "_asdict"):
         items = result._asdict().items()
     elif hasattr(result, "__dataclass_fields__"):

@@ -236,6 +236,24 @@ def test_compare_scales_by_the_finite_population_factor_unless_told_not_to(tmp_p
     assert kept["p_value"] > dropped["p_value"]  # a wider null law: a larger p-value
 
 
+def test_compare_warns_where_k_close_to_m_leaves_the_p_value_uncalibrated(tmp_path, capsys):
+    """pass@16 from subsamples of m = 16 at a pass rate of 0.5 saturates (App. Q's test breaks
+    down, true nulls rejected): the JSON says calibrated false and one stderr line warns, naming
+    the split and k; pass@1 beside it is calibrated and not warned about."""
+    rng = np.random.default_rng(0)
+    ids = [f"p{i}" for i in range(20)]
+    a = _fake_eval(tmp_path, "a", (rng.random((20, 64)) < 0.5).astype(np.int8), ids=ids)
+    b = _fake_eval(tmp_path, "b", (rng.random((20, 64)) < 0.5).astype(np.int8), ids=ids)
+    assert main(["compare", str(a), str(b), "--k", "1,16", "--iterations", "2000"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)["test"]
+    assert report["pass@16"]["calibrated"] is False and report["pass@1"]["calibrated"] is True
+    (line,) = err.strip().splitlines()
+    assert (
+        line.startswith("fgrpo-llm compare: warning: test pass@16: ") and "not calibrated" in line
+    )
+
+
 def test_eval_and_compare_cli(tiny_checkpoint, tmp_path, capsys):
     from fgrpo_llm.environment import environment
 

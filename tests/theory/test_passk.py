@@ -586,3 +586,21 @@ def test_the_size_example_prints_both_scalings_and_refuses_bad_input():
     assert (
         bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "m=32" in bad.stderr
     )
+
+
+def test_the_subsampling_test_says_when_k_close_to_m_saturates_it():
+    """App. Q's subsampling at k close to m: with k = m = 16 of n = 64 and every pass rate 0.5,
+    a subsample's pass@16 is 1 unless all 16 fail, so nearly every D*_m is 0, about |D| from D:
+    two evaluations of the same rates are then rejected (p far below 0.05), and the result says
+    the p-value is not calibrated. At k = 1 the subsample law is spread and nothing is flagged."""
+    rng = np.random.default_rng(0)
+    p = np.full(20, 0.5)
+    A, B = _outcomes(rng, p, 64), _outcomes(rng, p, 64)
+    flat = paired_subsampling_test(A, B, m=16, iterations=2000, rng=np.random.default_rng(1), k=16)
+    assert flat.statistic != 0.0 and flat.p_value < 0.05  # a true H0 rejected: the breakdown
+    assert flat.saturated > 0.9 and not flat.calibrated
+    assert flat.to_dict()["calibrated"] is False
+    fine = paired_subsampling_test(A, B, m=16, iterations=2000, rng=np.random.default_rng(1), k=1)
+    assert fine.saturated < 0.5 and fine.calibrated
+    same = paired_subsampling_test(A, A, m=16, iterations=200, rng=np.random.default_rng(1), k=16)
+    assert same.saturated == 0.0 and same.calibrated  # D = 0: nothing to misjudge, p = 1
