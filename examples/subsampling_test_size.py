@@ -3,9 +3,12 @@ finite-population factor, at the paper's n = 1024 samples and m = 256 (or your o
 
     .venv/bin/python examples/subsampling_test_size.py                 # about 1 min on one core
     .venv/bin/python examples/subsampling_test_size.py --n 512 --m 128 --k 1,8 --tests 500
+    .venv/bin/python examples/subsampling_test_size.py --n 64 --m 16 --k 1,16 --rate 0.5
 
-Each null test draws a pass rate per problem from U(0, 1) and both methods' outcomes from it
-(:func:`fgrpo_theory.passk.null_rejection_rate`); a calibrated test rejects alpha of them.
+Each null test draws a pass rate per problem from U(0, 1) (or takes ``--rate`` for every
+problem) and both methods' outcomes from it (:func:`fgrpo_theory.passk.null_rejection_rate`); a
+calibrated test rejects alpha of them. With k close to m and problems both methods nearly always
+solve, a subsample's pass@k saturates and the test is not calibrated (the last example: k = 16).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ def main(argv=None) -> int:
     parser.add_argument("--iterations", type=int, default=400, help="subsamples per test (400)")
     parser.add_argument("--alpha", type=float, default=0.05, help="level (0.05)")
     parser.add_argument("--seed", type=int, default=1, help="seed of every row (1)")
+    parser.add_argument(
+        "--rate", type=float, default=None, help="one pass rate for every problem (default U(0, 1))"
+    )
     args = parser.parse_args(argv)
     try:
         return _table(args)
@@ -37,7 +43,8 @@ def _table(args) -> int:
     ks = parse_list("--k", args.k, int)
     print(
         f"n = {args.n}, m = {args.m}, {args.problems} problems, {args.tests} null tests of "
-        f"{args.iterations} subsamples each, alpha = {args.alpha}, seed {args.seed}; "
+        f"{args.iterations} subsamples each, alpha = {args.alpha}, seed {args.seed}, pass rates "
+        f"{'U(0, 1)' if args.rate is None else args.rate}; "
         "rejection rate [95% Wilson interval]"
     )
     print(f"{'k':>4}  {'sqrt(m) alone (the paper)':>28}  {'with the factor (default)':>28}")
@@ -53,6 +60,7 @@ def _table(args) -> int:
                 iterations=args.iterations,
                 alpha=args.alpha,
                 finite_population=finite_population,
+                rate=args.rate,
                 rng=np.random.default_rng(args.seed),
             )
             cells.append(f"{rate:.4f} [{low:.3f}, {high:.3f}]")

@@ -235,9 +235,11 @@ def paired_subsampling_test(
     With k close to m the test breaks down: a subsample's pass@k is exactly 1 once fewer than k
     of its m samples fail, so on problems both methods nearly always solve most subsamples give
     one D*_m, about |D| from D and not extreme, and p is the chance of the rare unsaturated
-    ones, tiny under a true H0 (two evaluations of the same pass rates at n = 1024, m = 256,
-    pass@256: rejected in 40 of 40 at a pass rate of 0.03, 63% over uniform rates; at n = 64,
-    m = 16: pass@16 40 of 40 at 0.5, pass@8 69-100% at 0.85-0.9). ``saturated`` measures it and
+    ones, tiny under a true H0. Two evaluations of the same pass rates, alpha = 0.05
+    (``examples/subsampling_test_size.py``): at n = 1024, m = 256, pass@256 is rejected in 99 of
+    100 tests at a pass rate of 0.03 on every problem (``--k 256 --rate 0.03 --tests 100``) and
+    in 64% over U(0, 1) rates (``--k 256 --tests 200``); at n = 64, m = 16, pass@16 in all 200 at
+    a rate of 0.5, pass@8 in all 200 at 0.9, pass@1 in 6.5% at 0.5. ``saturated`` measures it and
     ``calibrated`` is False from ``SATURATED`` on.
 
     Only the per-problem counts of the subsample matter, so each problem's draw is a
@@ -319,21 +321,25 @@ def null_rejection_rate(
     iterations: int = 400,
     alpha: float = 0.05,
     finite_population: bool = True,
+    rate: float | None = None,
     rng: np.random.Generator,
 ) -> tuple[float, float, float]:
     """The size of :func:`paired_subsampling_test` at level ``alpha``: the share of ``tests``
     tests that reject when H0 holds, with its 95% Wilson interval. Each test draws a pass rate
-    p_x ~ U(0, 1) per problem and n outcomes of each method from Bernoulli(p_x), so both
-    methods have the same expected pass@k. Returns (rate, low, high)."""
+    p_x ~ U(0, 1) per problem (or takes p_x = ``rate`` for every problem) and n outcomes of each
+    method from Bernoulli(p_x), so both methods have the same expected pass@k. Returns (rate,
+    low, high)."""
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got rng={rng!r}")
     n = single("n", check_integer("n", n, minimum=2))
     problems = single("problems", check_integer("problems", problems, minimum=1))
     tests = single("tests", check_integer("tests", tests, minimum=1))
     alpha = float(check_probability("alpha", alpha))
+    if rate is not None:
+        rate = float(check_probability("rate", rate))
     rejected = 0
     for _ in range(tests):
-        p = rng.random((problems, 1))
+        p = rng.random((problems, 1)) if rate is None else np.full((problems, 1), rate)
         A, B = rng.random((problems, n)) < p, rng.random((problems, n)) < p
         out = paired_subsampling_test(
             A, B, m=m, iterations=iterations, rng=rng, k=k, finite_population=finite_population

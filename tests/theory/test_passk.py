@@ -586,6 +586,13 @@ def test_the_size_example_prints_both_scalings_and_refuses_bad_input():
     assert (
         bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "m=32" in bad.stderr
     )
+    fixed = subprocess.run(  # one pass rate for every problem: k = m saturates, every null rejected
+        [sys.executable, script, *small, "--k", "8", "--iterations", "200", "--rate", "0.7"],
+        capture_output=True,
+        text=True,
+    )
+    assert fixed.returncode == 0 and "pass rates 0.7" in fixed.stdout
+    assert fixed.stdout.strip().splitlines()[-1].split()[1] == "1.0000"
 
 
 def test_the_subsampling_test_says_when_k_close_to_m_saturates_it():
