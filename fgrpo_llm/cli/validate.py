@@ -25,7 +25,9 @@ import numpy as np
 from fgrpo_common.fields import SEED
 from fgrpo_llm.environment import environment_differences, environment_section
 from fgrpo_llm.evaluation.runs import load_run
+from fgrpo_llm.evaluation.sweep import difference_noise
 from fgrpo_llm.experiments.countdown.cross_check import cross_check
+from fgrpo_llm.experiments.countdown.pipeline import load_seed_spread
 from fgrpo_llm.experiments.countdown.report import (
     lr_control_section,
     seed_spread_note,
@@ -62,9 +64,6 @@ def _validate(args) -> int:
             f"({line}); their differences include the kernels' rounding, not only the method",
             file=sys.stderr,
         )
-    from fgrpo_llm.evaluation.sweep import difference_noise
-    from fgrpo_llm.experiments.countdown.pipeline import load_seed_spread
-
     spread = None
     if args.spread_file is not None:
         path = Path(args.spread_file)
