@@ -36,6 +36,10 @@ __all__ = [
 ]
 
 
+#: The gamma of the paper's Table 2 F-GRPO row (the table's note: F-GRPO at gamma = 0.5, N = 8).
+TABLE2_FOCAL_GAMMA = 0.5
+
+
 def _eval_value(results: dict | None, role: str, k: int | str) -> float | None:
     """Mean pass@k over the splits of one role (``in_domain`` / ``ood``); k="max" takes the largest
     k."""
@@ -90,6 +94,7 @@ def _run_row(run: RunInfo, table: dict) -> dict:
             "ood_pass1": ref["avg_ood"]["pass@1"] / 100,
             "ood_passk": ref["avg_ood"]["pass@256"] / 100,
             "delta_nll_rare": ref["delta_nll_rare"],
+            "gamma": TABLE2_FOCAL_GAMMA if _is_focal(row) else 0.0,
         }
     return row
 
@@ -193,10 +198,16 @@ def ordering_sentences(rows: list[dict], noise: dict[str, float] | None = None) 
                     f"({f[key]:.3f} vs {base[key]:.3f}, a difference within one run's noise, "
                     f"+-{n:.3f})"
                 )
+            other = f["paper"].get("gamma")
+            at = (
+                f"; the paper's F-GRPO at gamma = {other:g}, ours at gamma = {f['gamma']:g}"
+                if other is not None and abs(other - f["gamma"]) > 1e-9
+                else ""
+            )
             out.append(
                 f"{name}: {f['label']} is {word[int(ours)]} {base['label']} here {here} and "
                 f"{word[int(theirs)]} it in the paper "
-                f"({f['paper'][key]:.3f} vs {base['paper'][key]:.3f}): the ordering {verdict}."
+                f"({f['paper'][key]:.3f} vs {base['paper'][key]:.3f}{at}): the ordering {verdict}."
             )
         grpo = sorted(
             (

@@ -374,7 +374,10 @@ def test_sweep_rows_and_ordering_sentences():
     # F-GRPO has higher Delta NLL here but lower in the paper; lower pass@1 here, higher in the
     # paper
     assert "Delta NLL_rare: F-GRPO N=8 is higher than GRPO N=8 here" in text
-    assert "lower than it in the paper (0.460 vs 0.680): the ordering disagrees" in text
+    assert (
+        "lower than it in the paper (0.460 vs 0.680; the paper's F-GRPO at gamma = 0.5, ours at "
+        "gamma = 1): the ordering disagrees" in text
+    )
     # GRPO across N: same increasing order in both -> agrees
     assert (
         "in-domain pass@1 across GRPO N = 2, 4, 8: Kendall tau between our values and the paper's "
@@ -551,6 +554,21 @@ def test_lr_matched_run_is_labelled_apart_and_left_out_of_the_sweep(tmp_path):
     assert "GRPO N=8 (lr x0.50)" in text and "0.500" in text
 
 
+def test_the_papers_f_grpo_row_is_named_at_its_own_gamma():
+    """Table 2's F-GRPO row is at gamma = 0.5: beside ours at gamma = 1 the orderings say so and
+    the paper's table labels it; beside ours at gamma = 0.5 nothing is added."""
+    from fgrpo_llm.experiments.countdown.report import sweep_section
+
+    for gamma, said in ((1.0, True), (0.5, False)):
+        rows = sweep_rows(
+            [_run("GRPO N=8", 8, 0, 0.5, 0.3), _run("F-GRPO N=8", 8, gamma, 0.45, 0.4)], PAPER
+        )
+        text = "\n".join(ordering_sentences(rows))
+        assert ("the paper's F-GRPO at gamma = 0.5, ours at gamma = 1" in text) is said
+        report = sweep_section({"sweep": rows, "orderings": [], "paper_available": True})
+        assert "| F-GRPO N=8 (gamma = 0.5) |" in report and "| GRPO N=8 (gamma" not in report
+
+
 def test_a_difference_within_one_runs_noise_is_not_read_as_an_ordering():
     """One run on one base: with the study's run-to-run noise of a difference given
     (difference_noise: 1.96 sqrt(2) s_w, s_w the sd between RL seeds of one base), an
@@ -569,8 +587,9 @@ def test_a_difference_within_one_runs_noise_is_not_read_as_an_ordering():
     text = "\n".join(ordering_sentences(rows, noise))
     assert (
         "in-domain pass@1: F-GRPO N=8 is higher than GRPO N=8 here (0.390 vs 0.380, a difference "
-        "within one run's noise, +-0.028) and higher than it in the paper (0.390 vs 0.380): the "
-        "ordering is not resolved by one run." in text
+        "within one run's noise, +-0.028) and higher than it in the paper (0.390 vs 0.380; the "
+        "paper's F-GRPO at gamma = 0.5, ours at gamma = 1): the ordering is not resolved by one "
+        "run." in text
     )
     assert "Delta NLL_rare: F-GRPO N=8 is lower than GRPO N=8 here (0.100 vs 0.300) and" in text
     assert "in-domain pass@1: F-GRPO N=8 is higher than GRPO N=8 here (0.390 vs 0.380) and " in (

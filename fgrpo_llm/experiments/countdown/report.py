@@ -157,7 +157,12 @@ def sweep_section(result: dict) -> str:
                 ours, [[r["label"]] + [r[k] for k in keys] + [_evaluated_on(r)] for r in controls]
             )
         )
-    paper_rows = [[r["label"]] + [r["paper"][k] for k in keys] for r in rows if r.get("paper")]
+    paper_rows = [
+        [r["label"] + (f" (gamma = {r['paper']['gamma']:g})" if r["paper"].get("gamma") else "")]
+        + [r["paper"][k] for k in keys]
+        for r in rows
+        if r.get("paper")
+    ]
     if paper_rows:
         text += (
             "\n\nThe paper (Qwen2.5-7B on math, Table 2; in-domain = avg. math, OOD = avg. OOD, "
