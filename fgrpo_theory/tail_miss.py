@@ -259,7 +259,7 @@ _LOG_N1_LO, _LOG_N1_HI = -60.0, 709.0
 _BISECTIONS = 100
 
 
-def stationary_group_size(mu, tau):
+def stationary_group_size(mu, tau, *, beyond=None):
     """The continuous N_c > 1 solving dP(B_{E,N})/dN = 0, i.e.
 
         (1 - tau)^N log(1 - tau) = (mu - tau)^N log(mu - tau) + (1 - mu)^N log(1 - mu).
@@ -269,16 +269,17 @@ def stationary_group_size(mu, tau):
     N - 1 in [e^-60, e^709]. Returns +inf where tau = 0 (P(B) = P(A) rises to 1) and NaN where
     P(B) is identically 0 (mu in {0, 1} or tau = mu). A root outside the bracket (tau so small
     that N_c exceeds the float64 range) raises ValueError naming mu and tau: the bracket end is
-    never returned as if it were the answer.
+    never returned as if it were the answer. With ``beyond`` given (e.g. ``math.inf``), such a
+    root is reported as ``beyond`` instead.
     """
     mu, tau = _check_mu_tau(mu, tau)
-    return _out(_stationary(mu, tau, beyond=None))
+    return _out(_stationary(mu, tau, beyond=beyond))
 
 
 def _stationary(mu: np.ndarray, tau: np.ndarray, *, beyond) -> np.ndarray:
-    """``stationary_group_size`` on checked arrays. A root above the bracket raises when
-    ``beyond`` is None, else is reported as ``beyond`` (peak_group_size with n_max passes +inf:
-    P(B) still rises at N = e^709 > 2^53 >= n_max, so the capped argmax is n_max)."""
+    """``stationary_group_size`` on checked arrays (peak_group_size with n_max passes
+    beyond=+inf: P(B) still rises at N = e^709 > 2^53 >= n_max, so the capped argmax is
+    n_max)."""
     mu_b, tau_b = broadcast(mu=mu, tau=tau)
     degenerate = (tau_b >= mu_b) | (mu_b <= 0.0) | (mu_b >= 1.0)
     rising = (tau_b == 0.0) & ~degenerate

@@ -242,7 +242,8 @@ def coverage_against(base, trained, k: int) -> dict:
         raise ValueError(
             f"k must be <= n of both matrices, got k={k}, n={b.shape[1]}, {t.shape[1]}"
         )
-    pb = np.asarray(pass_at_k(b.shape[1], b.sum(axis=1), k), dtype=np.float64)  # (P,)
+    c_b = b.sum(axis=1)  # (P,) the base's correct samples per problem
+    pb = np.asarray(pass_at_k(b.shape[1], c_b, k), dtype=np.float64)  # (P,)
     pt = np.asarray(pass_at_k(t.shape[1], t.sum(axis=1), k), dtype=np.float64)  # (P,)
     return {
         "k": k,
@@ -251,7 +252,7 @@ def coverage_against(base, trained, k: int) -> dict:
         "gained": float(np.sum((1 - pb) * pt)),
         "both": float(np.sum(pb * pt)),
         "neither": float(np.sum((1 - pb) * (1 - pt))),
-        "lost_by_sampling": float(np.sum(pb * (1 - b.sum(axis=1) / b.shape[1]) ** k)),
+        "lost_by_sampling": float(np.sum(pb * (1 - c_b / b.shape[1]) ** k)),
     }
 
 

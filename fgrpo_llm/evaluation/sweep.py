@@ -190,14 +190,11 @@ def ordering_sentences(rows: list[dict], noise: dict[str, float] | None = None) 
                 if ours != 0
                 else "cannot be compared (no difference here)"
             )
-            here = f"({f[key]:.3f} vs {base[key]:.3f})"
             n = _within(noise, key, f[key] - base[key]) if ours != 0 else None
+            inside = "" if n is None else f", a difference within one run's noise, +-{n:.3f}"
+            here = f"({f[key]:.3f} vs {base[key]:.3f}{inside})"
             if n is not None:
                 verdict = "is not resolved by one run"
-                here = (
-                    f"({f[key]:.3f} vs {base[key]:.3f}, a difference within one run's noise, "
-                    f"+-{n:.3f})"
-                )
             other = f["paper"].get("gamma")
             at = (
                 f"; the paper's F-GRPO at gamma = {other:g}, ours at gamma = {f['gamma']:g}"

@@ -275,20 +275,14 @@ def run_peak(args) -> int:
             raise ValueError(
                 f"{why} with --mu={mu:g}: P(B) rises with N without a peak; pass --n-max"
             )
-        try:
-            n_star, p_star = peak_group_size(mu, tau, n_max=n_max)
-        except ValueError as err:
-            if "beyond 2^53" not in str(err):
-                raise
+        # N_c above e^709 (tau tiny next to a tiny mu) is +inf here: with n_max, N* is n_max
+        n_c = float(stationary_group_size(mu, tau, beyond=math.inf))
+        top = 1.0 if math.isnan(n_c) else min(n_c, math.inf if n_max is None else n_max)
+        if top > 2.0**53:  # (peak_group_size's own limit, said with the flags typed)
             curve = f"--rho={rho:g} (tau = {tau:g})" if rho is not None else f"--tau={tau:g}"
             fix = "pass --n-max" if n_max is None else "pass an --n-max of at most 2^53"
-            raise ValueError(
-                f"the peak group size for --mu={mu:g}, {curve} is beyond 2^53; {fix}"
-            ) from None
-        try:
-            n_c = float(stationary_group_size(mu, tau))
-        except ValueError:  # N_c above e^709 (tau tiny next to a tiny mu): N* is n_max
-            n_c = math.inf
+            raise ValueError(f"the peak group size for --mu={mu:g}, {curve} is beyond 2^53; {fix}")
+        n_star, p_star = peak_group_size(mu, tau, n_max=n_max)
         rows.append(
             {
                 "mu": float(mu),
