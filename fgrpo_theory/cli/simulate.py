@@ -69,15 +69,16 @@ def register(subparsers) -> None:
     p.add_argument(
         "--workers",
         type=int,
-        default=min(2, os.cpu_count() or 1),
-        help="worker processes, one core each (default: min(2, CPUs))",
+        default=None,
+        help="worker processes, one core each (default: min(2, CPUs); 1 with --engine split, "
+        "whose runs take two cores each)",
     )
     p.add_argument(
         "--engine",
         choices=ENGINES,
         default="auto",
         help="simulation engine (default auto: the compiled sparse engine where it "
-        "applies); 'torch' batches all runs on --device",
+        "applies); 'split' runs each run on two cores; 'torch' batches all runs on --device",
     )
     p.add_argument(
         "--device", help="torch engine device, e.g. cuda or cpu (default: cuda when available)"
@@ -130,6 +131,8 @@ def run_simulate(args) -> int:
     cfg = _config(args)
     if not args.out and not args.csv:
         raise ValueError("give --out DIR and/or --csv PATH")
+    if args.workers is None:
+        args.workers = 1 if args.engine == "split" else min(2, os.cpu_count() or 1)
     if not 1 <= args.workers <= MAX_WORKERS:
         raise ValueError(f"--workers must be in 1..{MAX_WORKERS}, got {args.workers}")
     if args.device is not None and args.engine != "torch":

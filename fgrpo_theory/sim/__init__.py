@@ -15,7 +15,9 @@ Modules, from the bottom up:
 - ``sparse``: the paper's setting on the touched actions only (numpy);
 - ``fast_exp``: a vectorisable exp for the numba kernels;
 - ``kernel_cache``: numba's cache of the kernels, dropped when a file they are built from changes;
+- ``link``: two threads of one run exchanging a few numbers per step;
 - ``compiled``: the sparse engine's draws and arithmetic in numba kernels;
+- ``split``: one compiled run over two cores, each thread owning half of the actions;
 - ``torch_engine``: many (N, gamma, seed) runs as one batch on a GPU (imported on request);
 - ``engines``: which engine runs a config, and the work items;
 - ``agreement``: whether two engines' sweeps agree in distribution (the engines' contract);

@@ -57,7 +57,7 @@ import math
 
 import numpy as np
 
-from fgrpo_theory.sim import config, dense, fast_exp, group, kernel_cache, samplers, sparse
+from fgrpo_theory.sim import config, dense, fast_exp, group, kernel_cache, link, samplers, sparse
 from fgrpo_theory.sim.config import SimConfig, sparse_applies
 from fgrpo_theory.sim.dense import SHIFT_SLACK
 from fgrpo_theory.sim.group import (
@@ -67,6 +67,9 @@ from fgrpo_theory.sim.group import (
     new_records,
     out_of_range,
 )
+from fgrpo_theory.sim.link import mine as link_mine
+from fgrpo_theory.sim.link import solo_link
+from fgrpo_theory.sim.link import swap as link_swap
 from fgrpo_theory.sim.samplers import BLOCK, GUIDE_BUCKETS, GUIDE_ROWS, layout, uses_guide
 from fgrpo_theory.sim.sparse import FULL_FRACTION, _LazyAdam
 
@@ -281,8 +284,10 @@ def _exp1(x, xs):
 
 
 @_jit
-def _record(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc):
-    """Block masses s (nb,) of pi_t and its records (S, Q_pos, tau, entropy, M_ret).
+def _record_sums(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, s, acc):
+    """Block masses s (nb,) of pi_t and the sums of its records: S = sum e, the correct mass,
+    the rare mass and sum e*y (``_finish``; M_ret's lost mass needs the whole policy's S,
+    ``_lost``).
 
     Not full: s = s_un + the touched masses added per block in touch order (numpy's
     ``bincount``); full: numpy's pairwise sum of each block. The sums of the records run over
@@ -318,13 +323,9 @@ def _record(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc)
         S += s[b]
     sc = 0.0
     sr = 0.0
-    lost = 0.0
     if full:
         for a in range(C):
             sc += e[a]
-            d = p0[a] - e[a] / S
-            if d > 0.0:
-                lost += d
         for a in range(1, 1 + E):
             sr += e[a]
     else:
@@ -334,17 +335,31 @@ def _record(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc)
             sey += ea * ys[j]
             if a < C:
                 sc += ea
-                d = p0[a] - ea / S
-                if d > 0.0:
-                    lost += d
                 if 1 <= a <= E:
                     sr += ea
+    return S, U[1] + sc, U[2] + sr, U[3] + sey
+
+
+@_jit
+def _lost(e, es, act, cslot, nc, full, C, p0, U, S0, S):
+    """M_ret's lost mass sum_{a correct} max(0, p0_a - pi_t(a)) (Eq. 26) over this thread's
+    correct actions, with S the whole policy's normaliser (the correct actions in order, or
+    the touched correct slots in slot order, plus the untouched ones, whose mass is still
+    their initial one: p0 S0 / S)."""
+    lost = 0.0
+    if full:
+        for a in range(C):
+            d = p0[a] - e[a] / S
+            if d > 0.0:
+                lost += d
+    else:
+        for k in range(nc):
+            j = cslot[k]
+            d = p0[act[j]] - es[j] / S
+            if d > 0.0:
+                lost += d
         lost += U[4] * max(0.0, 1.0 - S0 / S)
-    q_pos = (U[1] + sc) / S
-    tau = (U[2] + sr) / S
-    ent = math.log(S) - (U[3] + sey) / S
-    m_ret = 1.0 - lost / Q0
-    return S, q_pos, tau, ent, m_ret
+    return lost
 
 
 @_jit
@@ -958,41 +973,28 @@ def _move_slots(
 
 
 @_jit
-def _record_rest(e, es, act, cslot, nc, full, C, E, U, p0, S0, Q0, s, sey):
-    """pi_t's records from its block masses s and sum e*y (``_move_full`` / ``_move_slots``):
-    S, Q_pos, tau, entropy, M_ret, the same sums in the same order as ``_record``
-    (the correct actions in order, or the correct slots in slot order)."""
+def _rest_sums(e, es, act, cslot, nc, full, C, E, U, s, sey):
+    """``_record_sums`` from the block masses s and sum e*y that ``_move_full`` /
+    ``_move_slots`` left: the same sums in the same order (the correct actions in order, or the
+    correct slots in slot order)."""
     S = 0.0
     for b in range(s.size):
         S += s[b]
     sc = 0.0
     sr = 0.0
-    lost = 0.0
     if full:
         for a in range(C):
             sc += e[a]
-            d = p0[a] - e[a] / S
-            if d > 0.0:
-                lost += d
         for a in range(1, 1 + E):
             sr += e[a]
     else:
         for k in range(nc):
             j = cslot[k]
             a = act[j]
-            ea = es[j]
-            sc += ea
-            d = p0[a] - ea / S
-            if d > 0.0:
-                lost += d
+            sc += es[j]
             if 1 <= a <= E:
-                sr += ea
-        lost += U[4] * max(0.0, 1.0 - S0 / S)
-    q_pos = (U[1] + sc) / S
-    tau = (U[2] + sr) / S
-    ent = math.log(S) - (U[3] + sey) / S
-    m_ret = 1.0 - lost / Q0
-    return S, q_pos, tau, ent, m_ret
+                sr += es[j]
+    return S, U[1] + sc, U[2] + sr, U[3] + sey
 
 
 @_jit
@@ -1058,7 +1060,21 @@ def _shift(delta, y, e, ys, es, act, n, K, full, U, s_un, xs):
 
 @_jit
 def _run_steps(
-    t0, t1, rng, pcg, ist, fst, consts, state, bufs, guide_bufs, block_bufs, tables, rows, prof
+    t0,
+    t1,
+    rng,
+    pcg,
+    ist,
+    fst,
+    consts,
+    state,
+    bufs,
+    guide_bufs,
+    block_bufs,
+    tables,
+    rows,
+    prof,
+    link,
 ):
     """Steps t0 <= t < t1 (and the record of pi_t1 when t1 = T + 1) of one run: the loop of
     ``simulate_run_compiled``, with the run's generator ``rng`` drawn here (numba's Generator
@@ -1072,9 +1088,17 @@ def _run_steps(
     and g / N for X correct of N; A (T, 7): lazy Adam's scalars c1, c2, alpha, eps_k, rebase,
     b1^d, sqrt(b2)^d of each step, ``_adam_schedule``) and the records' rows.
 
-    Returns -1, or the step t at which the masses stopped being finite numbers (NaN or inf
-    normaliser S: the logits overflowed), before its draws: the samplers index by the masses,
-    so they must never see NaN."""
+    ``link`` (``fgrpo_theory.sim.link``) joins this thread to the one that runs the other half
+    of the actions (``fgrpo_theory.sim.split``), or is ``solo``. Split, each step the halves
+    exchange their masses and record sums (the whole S), then draw Binomial(N, S_0 / S) and
+    the rest of the group from their own halves, exchange the correct draws (the whole X: the
+    advantages and focal weight) and M_ret's lost mass, move their own logits, and exchange
+    their largest logit (a shift moves both halves alike). Every choice of the loop is made
+    on exchanged numbers, so the two threads take the same branches.
+
+    Returns -2 when the partner thread failed (split), -1, or the step t at which the masses
+    stopped being finite numbers (NaN or inf normaliser S: the logits overflowed), before its
+    draws: the samplers index by the masses, so they must never see NaN."""
     T, guide, adam, p0, Q0, lr, N, K, C, E, B, xs, CB = consts
     y, e, m, w, ys, es, ms, ws, pos, act, sb, s_un, U = state
     s, acc, cs, cslot, uniq, cnt, u = bufs
@@ -1082,44 +1106,69 @@ def _run_steps(
     x, blk, hb, starts, cbs, st = block_bufs
     r_c_tab, r_w_tab, g_tab, A = tables
     rec_q, rec_tau, rec_ent, rec_m, rec_mu, rec_miss, rec_qu = rows
+    h, flags, ex, srng = link
+    split = flags.size > 0
     n, nc, full, have, ready = ist[0], ist[1], ist[2] != 0, ist[3] != 0, ist[4] != 0
     S0, sey = fst[0], fst[1]
     Kp = y.size
     M = GUIDE_BUCKETS * Kp
     c = cycles_now() if prof.size else 0
     for t in range(t0, min(t1, T + 1)):
-        # --- record pi_t (and its block masses s)
+        # --- record pi_t (and its block masses s): sums, then the whole policy's
         if have:
-            S, q_pos, tau, ent, m_ret = _record_rest(
-                e, es, act, cslot, nc, full, C, E, U, p0, S0, Q0, s, sey
-            )
+            S, qc, qr, ey = _rest_sums(e, es, act, cslot, nc, full, C, E, U, s, sey)
         else:
-            S, q_pos, tau, ent, m_ret = _record(
-                y, e, ys, es, act, n, full, K, C, E, B, s_un, U, p0, S0, Q0, s, acc
-            )
-        rec_q[t], rec_tau[t], rec_ent[t], rec_m[t] = q_pos, tau, ent, m_ret
+            S, qc, qr, ey = _record_sums(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, s, acc)
+        S_first = S
+        if split:
+            row = link_mine(flags, ex, h)
+            row[0], row[1], row[2], row[3] = S, qc, qr, ey
+            ok, other = link_swap(flags, ex, h)
+            if not ok:
+                return -2
+            S_first = S if h == 0 else other[0]
+            S, qc, qr, ey = S + other[0], qc + other[1], qr + other[2], ey + other[3]
         if not (S > 0.0 and S < np.inf):  # NaN or inf masses: no policy to sample
             return t
+        lost = _lost(e, es, act, cslot, nc, full, C, p0, U, S0, S)
+        q_pos = qc / S
+        rec_q[t], rec_tau[t], rec_ent[t] = q_pos, qr / S, math.log(S) - ey / S
         c = _tick(prof, 0, c)
         if t == T:
+            if split:
+                row = link_mine(flags, ex, h)
+                row[0] = lost
+                ok, other = link_swap(flags, ex, h)
+                if not ok:
+                    return -2
+                lost += other[0]
+            rec_m[t] = 1.0 - lost / Q0
             break
         dense_step = full and guide
-        # --- sample N actions from pi_t
-        if guide:
+        # --- sample this half's share of the N actions from pi_t
+        n_h = N
+        if split:
+            n_first = srng.binomial(N, min(S_first / S, 1.0))
+            n_h = n_first if h == 0 else N - n_first
+        if n_h == 0:  # none in this half (split): a half may hold no mass, which no sampler
+            n_u, X, hit, mass = 0, 0, False, 0.0  # may see (its guide would divide by 0)
+            if dense_step:
+                counts[:] = 0
+        elif guide:
             if not ready:
                 _guide_prefix(e, GUIDE_ROWS, F0, 0, Kp)
             c = _tick(prof, 2, c)
-            if pcg.size:  # rng.random(N), four numbers at a time
-                _pcg_doubles(pcg, u, N)
+            if pcg.size:  # rng.random(n_h), four numbers at a time
+                _pcg_doubles(pcg, u, n_h)
             else:
-                for i in range(N):
+                for i in range(n_h):
                     u[i] = rng.random()
             c = _tick(prof, 1, c)
             n_u, X, hit, mass = _draw_guide(
                 e,
                 F0,
                 u,
-                N,
+                n_h,
                 GUIDE_ROWS,
                 M,
                 off,
@@ -1136,13 +1185,22 @@ def _run_steps(
                 hh,
             )
         else:
-            for i in range(N + 1):  # rng.standard_exponential(N + 1)
+            for i in range(n_h + 1):  # rng.standard_exponential(n_h + 1)
                 x[i] = rng.standard_exponential()
             c = _tick(prof, 1, c)
             n_u, X, hit, mass = _draw_blocks(
-                e, s, x, N, B, cs, u, blk, hb, starts, cbs, st, uniq, cnt, C, E
+                e, s, x, n_h, B, cs, u, blk, hb, starts, cbs, st, uniq, cnt, C, E
             )
         c = _tick(prof, 2, c)
+        if split:  # the whole group's X, rare hit and drawn correct mass; M_ret's lost mass
+            row = link_mine(flags, ex, h)
+            row[0], row[1], row[2], row[3] = lost, float(X), 1.0 if hit else 0.0, mass
+            ok, other = link_swap(flags, ex, h)
+            if not ok:
+                return -2
+            lost, X, hit = lost + other[0], X + int(other[1]), hit or other[2] != 0.0
+            mass = mass + other[3]
+        rec_m[t] = 1.0 - lost / Q0
         # --- the group's records (``group.record_group``)
         rec_mu[t] = X / N
         rec_miss[t] = (X > 0) and (X < N) and not hit
@@ -1260,6 +1318,13 @@ def _run_steps(
         else:
             ymax = _sgd_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, lr, y, e, ys, es, pos, full, xs)
         c = _tick(prof, 5, c)
+        if split:  # both halves shift alike, by the larger of their largest logits
+            row = link_mine(flags, ex, h)
+            row[0] = ymax
+            ok, other = link_swap(flags, ex, h)
+            if not ok:
+                return -2
+            ymax = max(ymax, other[0])
         if ymax > SHIFT_SLACK:  # move the shift (rare)
             S0 *= _shift(ymax, y, e, ys, es, act, n, K, full, U, s_un, xs)
             have = ready = False
@@ -1274,7 +1339,7 @@ def _run_steps(
 
 #: The modules the kernels are built from (their code, or constants frozen into the kernels),
 #: besides this one: numba's cache tracks this file only (``kernel_cache``).
-KERNEL_SOURCES = (config, dense, fast_exp, group, samplers, sparse)
+KERNEL_SOURCES = (config, dense, fast_exp, group, link, samplers, sparse)
 
 
 def _drop_stale_kernels() -> None:
@@ -1322,16 +1387,120 @@ def _steps_per_call(N: int) -> int:
     return max(1, (1 << 22) // max(N, 1 << 10))
 
 
+@functools.lru_cache(maxsize=8)
 def _adam_schedule(cfg: SimConfig) -> np.ndarray:
     """Lazy Adam's scalars of steps k = 1..T, (T, 7): c1, c2, alpha_k, eps_k, rebase (1.0 /
     0.0), f_m, f_w, the numpy engine's own (``sparse._LazyAdam.scalars``). They depend on k and
-    the last rebase only, not on the draws, so they are known before the run."""
+    the last rebase only, not on the draws, so they are known before the run (and the same for
+    every run of a config: kept, read-only; 2.5 ms of Python for 1000 steps)."""
     adam = _LazyAdam(cfg)
     A = np.empty((cfg.steps, 7))
     for t in range(cfg.steps):
         c1, c2, alpha, epsk, rebase, fm, fw = adam.scalars(t + 1)
         A[t] = (c1, c2, alpha, epsk, 1.0 if rebase else 0.0, fm, fw)
+    A.flags.writeable = False
     return A
+
+
+def initial_masses(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(y (Kp,), e (Kp,), s_un (nb,)) for the shifted initial logits z (K,): the logits padded
+    with -inf to the samplers' layout, their masses exp(y) (times ``EXP_SCALE``) and the masses
+    per block."""
+    B, nb, Kp = layout(z.size)
+    y = np.full(Kp, -np.inf)  # (Kp,) shifted logits
+    y[: z.size] = z
+    e = np.exp(y) * float(EXP_SCALE)  # (Kp,) masses
+    return y, e, e.reshape(nb, B).sum(axis=1)
+
+
+def run_tables(cfg: SimConfig, N: int, gamma: float) -> tuple:
+    """The tables of a run that do not depend on its actions: (r_c_tab, r_w_tab, g_tab) (N + 1,)
+    the advantages and g / N for X correct of N, A (T, 7) lazy Adam's scalars
+    (``_run_steps``)."""
+    r_c_tab, r_w_tab = group_advantages(
+        np.arange(N + 1), N, R_c=cfg.reward_correct, R_w=cfg.reward_wrong, kind=cfg.advantage
+    )  # (N + 1,) each: bit for bit ``scalar_advantages``
+    g_table = focal_table(N, gamma, cfg.weighting)[0]  # (N + 1,) g / N
+    if cfg.optimizer == "adam":
+        A = _adam_schedule(cfg)  # (read-only: numba compiles one kernel for both kinds)
+    else:
+        A = np.zeros((cfg.steps, 7))
+        A.flags.writeable = False
+    return r_c_tab, r_w_tab, g_table, A
+
+
+def run_arrays(cfg, N, masses, K, C, E, S0, Q0, guide, many, rng, tables, *, blas=True) -> tuple:
+    """What ``_run_steps`` takes for a run over the actions whose ``initial_masses`` are
+    ``masses`` (K actions: all of them, or one half of a split run), the first C correct and
+    1 .. E rare, in a policy whose initial normaliser is S0 and initial correct probability
+    Q0, with the ``run_tables`` ``tables``: (arrays, ist, fst, pcg, records). Up to N draws a
+    step; ``guide``: whether they take
+    the guide table, ``many``: whether it counts them per bucket (``_draw_guide``); ``rng``:
+    the run's generator (its PCG64 state is copied into pcg for the guide's uniforms);
+    ``blas``: sum e*y by ``np.dot`` (the numpy engines' sum), else without the BLAS, whose
+    threads, once woken, spin for a while on the cores a split run holds."""
+    T = cfg.steps
+    y, e, s_un = masses
+    B, nb, Kp = layout(K)
+    xs = float(EXP_SCALE)
+    rec = new_records(1, T)
+
+    # the state of ``sparse._TouchedSet``: touched slots in touch order, masses by action
+    p0 = e[:C] / S0  # (C,) initial probs
+    U = np.array(
+        [
+            float(s_un.sum()),
+            float(e[:C].sum()),
+            float(e[1 : 1 + E].sum()),
+            float(np.dot(e[:K], y[:K]) if blas else np.einsum("i,i->", e[:K], y[:K])),
+            float(p0.sum()),
+        ]
+    )  # untouched S, c, rare, ent, p0c
+    m, w = np.zeros(Kp), np.zeros(Kp)  # moments
+    ys, es = np.empty(Kp), np.empty(Kp)  # touched slots: y, e,
+    ms, ws = np.zeros(Kp), np.zeros(Kp)  # moments (not full)
+    pos = np.full(Kp, -1, dtype=np.int64)  # action -> slot
+    act = np.zeros(Kp, dtype=np.int64)  # slot -> action
+    sb = np.zeros(Kp, dtype=np.int64)  # slot -> block
+
+    s, acc, cs = np.empty(nb), np.zeros(nb), np.empty(nb)
+    cslot = np.empty(min(C, Kp), dtype=np.int64)  # correct slots
+    n_buf = min(N, Kp) if guide else N
+    uniq, cnt = np.empty(n_buf, dtype=np.int64), np.empty(n_buf, dtype=np.int64)
+    one, one_i, one_i32 = np.empty(1), np.empty(1, dtype=np.int64), np.empty(1, dtype=np.int32)
+    u = np.empty(N)  # (N,) the step's uniforms (guide) or sorted uniforms (blocks)
+    if guide:
+        F0, off = np.empty(Kp), np.empty(Kp // GUIDE_ROWS)  # F0, then F
+        gb = np.empty(GUIDE_BUCKETS * Kp + 2, dtype=np.int32)  # guide (int32: half the cache)
+        counts = np.empty(Kp, dtype=np.int32)
+        us, bs = np.empty(N), np.empty(N, dtype=np.int32)  # draws by coarse bucket
+        parts = np.empty(257, dtype=np.int64)
+        x, blk, hb, starts, cbs = one, one_i, one_i, one_i, np.empty((4, 1))
+        # the draws counted per guide bucket when there are many (``_draw_guide``)
+        hh = np.empty(GUIDE_BUCKETS * Kp if many else 0, dtype=np.uint16)
+    else:
+        F0, off, gb, counts, us, bs, parts = one, one, one_i32, one_i32, one, one_i32, one_i
+        hh = np.empty(0, dtype=np.uint16)
+        x, blk = np.empty(N + 1), np.empty(N, dtype=np.int64)  # exponentials; blocks
+        hb, starts = np.empty(N, dtype=np.int64), np.empty(N + 1, dtype=np.int64)
+        cbs = np.empty((4, B))  # four blocks' cumulative masses
+    st = np.empty(4, dtype=np.int64)
+    CB = B * max(1, CHUNK // B)  # actions per chunk of the fused passes
+    ist = np.zeros(5, dtype=np.int64)  # n, nc, full, have, ready
+    fst = np.array([S0, 0.0])  # S0, sum e*y of pi_t
+    rows = [rec[k][0] for k in ("q_pos", "tau", "entropy", "m_ret", "mu_hat")]
+    rows += [rec["tail_miss"][0], rec["q_u_pos"][0]]
+    pcg = pcg_state(rng.bit_generator) if guide else None  # the guide's uniforms, inline
+    if pcg is None:
+        pcg = np.zeros(0, dtype=np.uint64)
+    adam = cfg.optimizer == "adam"
+    consts = (T, guide, adam, p0, Q0, float(cfg.lr), N, K, C, E, B, xs, CB)
+    state = (y, e, m, w, ys, es, ms, ws, pos, act, sb, s_un, U)
+    bufs = (s, acc, cs, cslot, uniq, cnt, u)
+    guide_bufs = (F0, off, gb, counts, us, bs, parts, hh)
+    block_bufs = (x, blk, hb, starts, cbs, st)
+    arrays = (consts, state, bufs, guide_bufs, block_bufs, tables, tuple(rows))
+    return arrays, ist, fst, pcg, rec
 
 
 def simulate_run_compiled(
@@ -1349,82 +1518,25 @@ def simulate_run_compiled(
     if not sparse_applies(cfg):
         raise ValueError("the compiled engine needs surrogate='ratio' and a zero-sum advantage")
     K, C, E, T = cfg.actions, cfg.correct, cfg.rare, cfg.steps
-    R_c, R_w = cfg.reward_correct, cfg.reward_wrong
-    B, nb, Kp = layout(K)
-    xs = float(EXP_SCALE)
     rng = np.random.default_rng([seed, N])
-    rec = new_records(1, T)
-    g_table = focal_table(N, gamma, cfg.weighting)[0]  # (N + 1,) g / N
-
-    # the state of ``sparse._TouchedSet``: touched slots in touch order, masses by action
-    y = np.full(Kp, -np.inf)  # (Kp,) shifted logits
-    y[:K] = cfg.logits0()
-    y[:K] -= y[:K].max()
-    e = np.exp(y) * xs  # (Kp,) masses
-    s_un = e.reshape(nb, B).sum(axis=1)  # (nb,) untouched masses
-    S0 = float(s_un.sum())
-    p0 = e[:C] / S0  # (C,) initial probs
-    Q0 = float(p0.sum())
-    U = np.array(
-        [S0, float(e[:C].sum()), float(e[1 : 1 + E].sum()), float(np.dot(e[:K], y[:K])), Q0]
-    )  # untouched S, c, rare,
-    m, w = np.zeros(Kp), np.zeros(Kp)  # ent, p0c; moments
-    ys, es = np.empty(Kp), np.empty(Kp)  # touched slots: y, e,
-    ms, ws = np.zeros(Kp), np.zeros(Kp)  # moments (not full)
-    pos = np.full(Kp, -1, dtype=np.int64)  # action -> slot
-    act = np.zeros(Kp, dtype=np.int64)  # slot -> action
-    sb = np.zeros(Kp, dtype=np.int64)  # slot -> block
-
+    z = cfg.logits0()
+    masses = initial_masses(z - z.max())  # (Kp,) y, e; (nb,) s_un
+    S0 = float(masses[2].sum())
+    Q0 = float((masses[1][:C] / S0).sum())
+    Kp = masses[0].size
     guide = uses_guide(N, Kp)
-    s, acc, cs = np.empty(nb), np.zeros(nb), np.empty(nb)
-    cslot = np.empty(min(C, Kp), dtype=np.int64)  # correct slots
-    n_buf = min(N, Kp) if guide else N
-    uniq, cnt = np.empty(n_buf, dtype=np.int64), np.empty(n_buf, dtype=np.int64)
-    one, one_i, one_i32 = np.empty(1), np.empty(1, dtype=np.int64), np.empty(1, dtype=np.int32)
-    u = np.empty(N)  # (N,) the step's uniforms (guide) or sorted uniforms (blocks)
-    if guide:
-        F0, off = np.empty(Kp), np.empty(Kp // GUIDE_ROWS)  # F0, then F
-        gb = np.empty(GUIDE_BUCKETS * Kp + 2, dtype=np.int32)  # guide (int32: half the cache)
-        counts = np.empty(Kp, dtype=np.int32)
-        us, bs = np.empty(N), np.empty(N, dtype=np.int32)  # draws by coarse bucket
-        parts = np.empty(257, dtype=np.int64)
-        x, blk, hb, starts, cbs = one, one_i, one_i, one_i, np.empty((4, 1))
-        # the draws counted per guide bucket when there are many (``_draw_guide``)
-        hh = np.empty(GUIDE_BUCKETS * Kp if N >= MANY_DRAWS * Kp else 0, dtype=np.uint16)
-    else:
-        F0, off, gb, counts, us, bs, parts = one, one, one_i32, one_i32, one, one_i32, one_i
-        hh = np.empty(0, dtype=np.uint16)
-        x, blk = np.empty(N + 1), np.empty(N, dtype=np.int64)  # exponentials; blocks
-        hb, starts = np.empty(N, dtype=np.int64), np.empty(N + 1, dtype=np.int64)
-        cbs = np.empty((4, B))  # four blocks' cumulative masses
-    st = np.empty(4, dtype=np.int64)
-    CB = B * max(1, CHUNK // B)  # actions per chunk of the fused passes
-    r_c_tab, r_w_tab = group_advantages(
-        np.arange(N + 1), N, R_c=R_c, R_w=R_w, kind=cfg.advantage
-    )  # (N + 1,) each: bit for bit ``scalar_advantages``
-    A = _adam_schedule(cfg) if cfg.optimizer == "adam" else np.zeros((T, 7))
-    ist = np.zeros(5, dtype=np.int64)  # n, nc, full, have, ready
-    fst = np.array([S0, 0.0])  # S0, sum e*y of pi_t
-    rows = [rec[k][0] for k in ("q_pos", "tau", "entropy", "m_ret", "mu_hat")]
-    rows += [rec["tail_miss"][0], rec["q_u_pos"][0]]
+    many = guide and N >= MANY_DRAWS * Kp
+    arrays, ist, fst, pcg, rec = run_arrays(
+        cfg, N, masses, K, C, E, S0, Q0, guide, many, rng, run_tables(cfg, N, gamma)
+    )
     prof = np.zeros(0, dtype=np.int64) if profile is None else profile
     if prof.dtype != np.int64 or prof.shape not in ((0,), (len(PROFILE_PARTS),)):
         raise ValueError(f"profile must be an int64 array of {len(PROFILE_PARTS)} cycle counts")
-    pcg = pcg_state(rng.bit_generator) if guide else None  # the guide's uniforms, inline
-    if pcg is None:
-        pcg = np.zeros(0, dtype=np.uint64)
+    link = solo_link(rng)
     per_call = T + 1 if progress is None else _steps_per_call(N)
-    adam = cfg.optimizer == "adam"
-    consts = (T, guide, adam, p0, Q0, float(cfg.lr), N, K, C, E, B, xs, CB)
-    state = (y, e, m, w, ys, es, ms, ws, pos, act, sb, s_un, U)
-    bufs = (s, acc, cs, cslot, uniq, cnt, u)
-    guide_bufs = (F0, off, gb, counts, us, bs, parts, hh)
-    block_bufs = (x, blk, hb, starts, cbs, st)
-    tables = (r_c_tab, r_w_tab, g_table, A)
-    arrays = (consts, state, bufs, guide_bufs, block_bufs, tables, tuple(rows))
     for t0 in range(0, T + 1, per_call):
         t1 = min(t0 + per_call, T + 1)
-        bad = _run_steps(t0, t1, rng, pcg, ist, fst, *arrays, prof)
+        bad = _run_steps(t0, t1, rng, pcg, ist, fst, *arrays, prof, link)
         if bad >= 0:
             raise out_of_range(N, bad, cfg.lr)
         if progress is not None:

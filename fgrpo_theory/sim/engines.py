@@ -7,6 +7,8 @@ Section 5.1, Appendix J).
   advantages) on the touched actions only; numpy.
 - ``compiled`` (``fgrpo_theory.sim.compiled``): the sparse engine's draws and arithmetic in
   numba kernels, with its own vectorised exp; used by ``auto`` where it applies.
+- ``split`` (``fgrpo_theory.sim.split``): the compiled engine with each run over two cores,
+  each owning half of the actions; its own random numbers. Never chosen by ``auto``.
 - ``torch`` (``fgrpo_theory.sim.torch_engine``): many (N, gamma, seed) runs as one batch on a
   GPU (or the CPU); its own random numbers. Never chosen by ``auto``.
 
@@ -33,7 +35,7 @@ from fgrpo_theory.sim.config import SimConfig, sparse_applies
 from fgrpo_theory.sim.dense import simulate_batch
 from fgrpo_theory.sim.sparse import simulate_run_sparse
 
-ENGINES = ("auto", "dense", "sparse", "compiled", "torch")
+ENGINES = ("auto", "dense", "sparse", "compiled", "split", "torch")
 #: The engines whose draws are those of ``samplers`` (their records agree to rounding).
 NUMPY_DRAWS = ("dense", "sparse", "compiled")
 
@@ -46,7 +48,7 @@ def choose_engine(cfg: SimConfig, engine: str) -> str:
     """The engine that runs ``cfg``: ``engine`` itself, checked, or the one ``auto`` picks."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got engine={engine!r}")
-    if engine in ("sparse", "compiled") and not sparse_applies(cfg):
+    if engine in ("sparse", "compiled", "split") and not sparse_applies(cfg):
         raise ValueError(
             f"engine={engine!r} needs surrogate='ratio' and advantage 'centered' "
             f"or 'grpo', got surrogate={cfg.surrogate!r}, "
@@ -63,6 +65,12 @@ def choose_engine(cfg: SimConfig, engine: str) -> str:
         why = compiled.unavailable_reason()
         if why:
             raise ValueError(f"engine='compiled' is not available here: {why}")
+    if engine == "split":
+        from fgrpo_theory.sim import split  # lazy: numba
+
+        why = split.unavailable_reason(cfg)
+        if why:
+            raise ValueError(f"engine='split' is not available here: {why}")
     if engine != "auto":
         return engine
     if not sparse_applies(cfg):
@@ -84,8 +92,8 @@ def choose_engine(cfg: SimConfig, engine: str) -> str:
 def simulate_runs(
     cfg: SimConfig, N: int, runs: list[tuple[float, int]], *, engine: str = "auto", progress=None
 ) -> dict:
-    """Records (R, ...) of the runs [(gamma, seed), ...] at group size N, by a numpy-draws
-    engine (``dense``, ``sparse``, ``compiled`` or ``auto``)."""
+    """Records (R, ...) of the runs [(gamma, seed), ...] at group size N, by an engine that
+    runs on the CPU (``dense``, ``sparse``, ``compiled``, ``split`` or ``auto``)."""
     engine = choose_engine(cfg, engine)
     if engine == "dense":
         return simulate_batch(cfg, N, runs, progress=progress)
@@ -93,9 +101,11 @@ def simulate_runs(
         run_one = simulate_run_sparse
     elif engine == "compiled":
         from fgrpo_theory.sim.compiled import simulate_run_compiled as run_one  # lazy: numba
+    elif engine == "split":
+        from fgrpo_theory.sim.split import simulate_run_split as run_one  # lazy: numba
     else:
         raise ValueError(
-            f"simulate_runs takes a numpy-draws engine {NUMPY_DRAWS}, "
+            f"simulate_runs takes a CPU engine {NUMPY_DRAWS + ('split',)}, "
             f"got engine={engine!r} (the torch engine runs whole sweeps)"
         )
     parts = [run_one(cfg, N, g, s, progress=progress) for g, s in runs]

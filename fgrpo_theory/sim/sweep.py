@@ -59,8 +59,8 @@ class SweepResult:
     config: SimConfig
     records: dict = field(default_factory=dict)
     family: str = "numpy"
-    """whose draws made the records: 'numpy' (the dense, sparse and compiled engines) or
-    'torch'; saved with them, so that neither family's cache is taken for the other's"""
+    """whose draws made the records: 'numpy' (the dense, sparse and compiled engines),
+    'split' or 'torch'; saved with them, so that no family's cache is taken for another's"""
 
     def __getattr__(self, name):
         rec = self.__dict__.get("records", {})
@@ -188,7 +188,7 @@ def _saved_config_json(cfg: SimConfig, engine_family: str = "numpy") -> str:
 
 
 def _family(engine: str) -> str:
-    return "torch" if engine == "torch" else "numpy"
+    return engine if engine in ("torch", "split") else "numpy"
 
 
 # ----------------------------------------------------------------------------- one sweep per folder
@@ -362,7 +362,8 @@ def run_sweep(
     (1 = in this process), each with its native thread pools pinned to one thread.
 
     progress: a bar on stderr with the runs done and the estimated time left.
-    engine: 'auto', 'dense', 'sparse', 'compiled' or 'torch' (``fgrpo_theory.sim.engines``).
+    engine: 'auto', 'dense', 'sparse', 'compiled', 'split' (one worker) or 'torch'
+        (``fgrpo_theory.sim.engines``).
     checkpoint: a folder where each finished run is saved at once and from which finished runs
         are loaded instead of simulated (``run_cached`` passes ``OUT/partial``).
     device: the torch engine's device ('cuda' when available, else 'cpu', by default).
@@ -382,6 +383,11 @@ def _check_sweep_arguments(cfg: SimConfig, workers, engine, device) -> tuple[int
     if workers > 1024:
         raise ValueError(f"workers must be <= 1024, got workers={workers}")
     engine = choose_engine(cfg, engine)
+    if engine == "split" and workers > 1:
+        raise ValueError(
+            f"engine='split' runs each run on two cores, so a sweep takes one worker, got "
+            f"workers={workers} (worker processes on one core each use the cores better)"
+        )
     if engine == "torch":
         check_device(device)  # a bad device fails before any file
     elif device is not None:

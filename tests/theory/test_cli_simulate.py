@@ -187,6 +187,22 @@ def test_engines_give_the_same_csv(tmp_path):
     assert_csv_close(texts["compiled"], texts["sparse"])  # the same draws, exp to an ulp
 
 
+def test_split_engine_takes_one_worker_by_default(tmp_path, capsys):
+    """--engine split runs each run on two cores, so its default is one worker; two workers
+    are refused in one line."""
+    from fgrpo_theory.sim import split
+
+    if split.unavailable_reason() is not None:
+        pytest.skip(f"split engine: {split.unavailable_reason()}")
+    path = tmp_path / "s.csv"
+    assert main(["simulate", *TINY, "--engine", "split", "--csv", str(path)]) == 0
+    assert len(path.read_text().splitlines()) == 1 + 4
+    capsys.readouterr()
+    assert main(["simulate", *TINY, "--engine", "split", "--workers", "2", "--csv", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "workers=2" in err[0], err
+
+
 def test_torch_engine_flag_runs_on_cpu(tmp_path):
     pytest.importorskip("torch")
     path = tmp_path / "t.csv"

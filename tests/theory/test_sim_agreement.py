@@ -48,6 +48,24 @@ def test_compiled_engine_agrees_with_the_sparse_engine_in_distribution(scale, sp
     assert moved > 0.05  # the policy moved, so the check has teeth
 
 
+def _split_or_skip(monkeypatch):
+    """Skip where the split engine does not run; else split runs of every group size."""
+    from fgrpo_theory.sim import split
+
+    if split.unavailable_reason() is not None:
+        pytest.skip(f"split engine: {split.unavailable_reason()}")
+    monkeypatch.setattr(split, "SPLIT_FROM", 2)
+
+
+def test_split_engine_agrees_with_the_sparse_engine_in_distribution(sparse_other, monkeypatch):
+    """Its own random numbers (a binomial split of each group between two halves of the
+    actions, then each half's own draws), the same law."""
+    _split_or_skip(monkeypatch)
+    got = run_sweep(CFG, engine="split", progress=False)
+    agreement = compare_sweeps(got, sparse_other)
+    assert agreement.ok, agreement.summary()
+
+
 def test_dense_engine_agrees_with_the_sparse_engine_in_distribution(sparse_other):
     agreement = compare_sweeps(run_sweep(CFG, engine="dense", progress=False), sparse_other)
     assert agreement.ok, agreement.summary()
@@ -60,12 +78,15 @@ def test_torch_engine_agrees_with_the_numpy_engines_in_distribution(sparse_other
     assert agreement.ok, agreement.summary()
 
 
-def test_an_engine_that_ignores_gamma_disagrees(sparse_other, monkeypatch):
-    """The check has teeth: the compiled engine with every run at gamma = 0 fails it, at the
-    group sizes where the focal weight matters."""
+@pytest.mark.parametrize("engine", ["compiled", "split"])
+def test_an_engine_that_ignores_gamma_disagrees(engine, sparse_other, monkeypatch):
+    """The check has teeth: the compiled (or split) engine with every run at gamma = 0 fails
+    it, at the group sizes where the focal weight matters."""
+    if engine == "split":
+        _split_or_skip(monkeypatch)
     table = compiled.focal_table
     monkeypatch.setattr(compiled, "focal_table", lambda N, gamma, *rest: table(N, 0.0, *rest))
-    agreement = compare_sweeps(run_sweep(CFG, engine="compiled", progress=False), sparse_other)
+    agreement = compare_sweeps(run_sweep(CFG, engine=engine, progress=False), sparse_other)
     assert not agreement.ok
     bad = {(c.N, c.gamma) for c in agreement.cells if not c.ok}
     assert bad and all(gamma == 1.0 for _, gamma in bad)
@@ -117,10 +138,12 @@ def test_compare_rejects_bad_shapes_and_alpha():
         compare(one, one, (2, 4), (1.0,))
 
 
-@pytest.mark.parametrize("engine", ["dense", "sparse", "compiled", "torch"])
-def test_each_engine_is_deterministic(engine):
+@pytest.mark.parametrize("engine", ["dense", "sparse", "compiled", "split", "torch"])
+def test_each_engine_is_deterministic(engine, monkeypatch):
     if engine == "torch":
         pytest.importorskip("torch")
+    if engine == "split":
+        _split_or_skip(monkeypatch)
     cfg = replace(CFG, group_sizes=(16, 2048), seeds=(3,), steps=20)
     kw = {"device": "cpu"} if engine == "torch" else {}
     a = run_sweep(cfg, engine=engine, progress=False, **kw)
@@ -226,13 +249,15 @@ def test_maxrl_weighting_in_every_engine_agrees_in_distribution():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["compiled", "torch"])
-def test_engines_agree_inside_the_collapse_zone(engine):
+@pytest.mark.parametrize("engine", ["compiled", "split", "torch"])
+def test_engines_agree_inside_the_collapse_zone(engine, monkeypatch):
     """The reduced sweep above ends with M_ret near 1 in every cell; the 'small' preset (K =
     12,800, 300 steps, past lazy Adam's rebases) collapses M_ret at N = 64 ... 1,024 and keeps it
     at 4,096: the engines agree there too (16 seeds against 16 others of the sparse engine)."""
     if engine == "torch":
         pytest.importorskip("torch")
+    if engine == "split":
+        _split_or_skip(monkeypatch)
     small = replace(PRESETS["small"], group_sizes=(16, 64, 1024, 4096))
     kw = {"device": "cpu"} if engine == "torch" else {}
     got = run_sweep(replace(small, seeds=tuple(range(16))), engine=engine, progress=False, **kw)

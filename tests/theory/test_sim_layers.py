@@ -1,6 +1,6 @@
 """The simulator package has layers and no cycles: each module of ``fgrpo_theory.sim`` imports
-only modules below it (config, samplers, group, dense, sparse, fast_exp, kernel_cache,
-compiled, torch_engine, threads, engines, agreement, sweep), at module level or inside
+only modules below it (config, samplers, group, dense, sparse, fast_exp, kernel_cache, link,
+compiled, split, torch_engine, threads, engines, agreement, sweep), at module level or inside
 functions; torch only in torch_engine."""
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ ORDER = [
     "sparse",
     "fast_exp",
     "kernel_cache",
+    "link",
     "compiled",
+    "split",
     "torch_engine",
     "threads",
     "engines",
