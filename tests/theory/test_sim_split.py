@@ -139,6 +139,27 @@ def test_an_exchange_gives_up_when_the_abort_flag_is_raised():
     assert not ok
 
 
+def test_a_long_wait_yields_the_core_and_still_gets_the_partners_numbers():
+    """``link.swap`` with a partner that comes 50 ms late (far beyond ``SPINS`` turns, so the
+    waiting thread yields its core at each turn): it returns the partner's row."""
+    import threading
+
+    from fgrpo_theory.sim.link import SPACING, new_link_arrays
+
+    flags, ex = new_link_arrays()
+    ex[0, 1, 0] = 7.0  # half 1's first row
+
+    def partner():
+        time.sleep(0.05)
+        flags[SPACING] = 1  # half 1 enters its first exchange
+
+    th = threading.Thread(target=partner)
+    th.start()
+    ok, row = swap(flags, ex, 0)
+    th.join()
+    assert ok and row[0] == 7.0 and flags[0] == 1
+
+
 def test_a_policy_that_leaves_float64s_range_is_a_value_error():
     """Both threads see the whole S, so both stop at the same step: a ValueError naming lr."""
     code = (
