@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -116,21 +117,32 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
 
 
 def _compare(args) -> int:
-    from fgrpo_llm.evaluation.passk import compare_evals, parse_ks  # lazy: torch
+    from fgrpo_llm.evaluation.passk import (  # lazy: torch
+        SplitNotCompared,
+        compare_evals,
+        parse_ks,
+    )
 
     if args.iterations < 1:
         raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
     if args.out:
         writable_file(args.out, what="--out")
-    report = compare_evals(
-        args.a,
-        args.b,
-        m=args.m,
-        iterations=args.iterations,
-        finite_population=args.finite_population,
-        ks=parse_ks(args.k),
-        rng=np.random.default_rng(SEED("--seed", args.seed)),
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SplitNotCompared)
+        report = compare_evals(
+            args.a,
+            args.b,
+            m=args.m,
+            iterations=args.iterations,
+            finite_population=args.finite_population,
+            ks=parse_ks(args.k),
+            rng=np.random.default_rng(SEED("--seed", args.seed)),
+        )
+    for w in caught:
+        if issubclass(w.category, SplitNotCompared):
+            print(f"fgrpo-llm compare: warning: {w.message}", file=sys.stderr)
+        else:  # another library's: as Python would have shown it
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     text = strict_json(report, indent=1)  # NaN / inf as null: every JSON parser reads it
     if args.out:
         atomic_write_text(args.out, text + "\n")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -457,6 +458,10 @@ def _check_eval(results, path) -> None:
             raise ValueError(f"{path}: split {split!r} lacks {missing}")
 
 
+class SplitNotCompared(UserWarning):
+    """A split in only one of the two evaluations ``compare_evals`` was given."""
+
+
 def compare_evals(
     dir_a,
     dir_b,
@@ -476,11 +481,18 @@ def compare_evals(
     a true null too often at m = n / 4). Each k is tested on m-subsamples, so only the ``ks`` <= m
     are tested (the others are left out of the report); none <= m is an error.
 
-    Both outputs must hold the same problems (same ids, same order) and the same n. Returns
-    ``{split: {"pass@k": test result dict}}`` with the test's own fields plus both point estimates.
+    Both outputs must hold the same problems per split (in any order: B's rows are matched to
+    A's by problem id) and the same n. A split in only one of them is not compared (a
+    ``SplitNotCompared`` warning names it). Returns ``{split: {"pass@k": test result dict}}``
+    with the test's own fields plus both point estimates.
     """
     res_a, out_a = load_eval(dir_a)
     res_b, out_b = load_eval(dir_b)
+    for split in sorted(set(res_a["splits"]) ^ set(res_b["splits"])):
+        where = dir_a if split in res_a["splits"] else dir_b
+        warnings.warn(
+            f"split {split!r} is only in {where}: not compared", SplitNotCompared, stacklevel=2
+        )
     report = {}
     for split in res_a["splits"]:
         if split not in res_b["splits"]:
@@ -489,9 +501,10 @@ def compare_evals(
             raise FileNotFoundError(
                 f"outcome matrix for split {split!r} missing in {dir_a} or {dir_b}"
             )
-        if res_a["splits"][split]["problem_ids"] != res_b["splits"][split]["problem_ids"]:
-            raise ValueError(f"split {split!r}: the two evaluations cover different problems")
         a, b = out_a[split], out_b[split]
+        ids_a, ids_b = res_a["splits"][split]["problem_ids"], res_b["splits"][split]["problem_ids"]
+        if ids_a != ids_b:
+            b = _rows_in_order(split, ids_a, ids_b, b)
         if a.shape != b.shape:
             raise ValueError(f"split {split!r}: outcome shapes differ, {a.shape} vs {b.shape}")
         n = a.shape[1]
@@ -518,6 +531,29 @@ def compare_evals(
     if not report:
         raise ValueError(f"{dir_a} and {dir_b} share no split with outcome matrices")
     return report
+
+
+def _rows_in_order(split: str, ids_a: list, ids_b: list, b: np.ndarray) -> np.ndarray:
+    """B's outcome rows in the order of A's problem ids, or a ValueError saying how the two
+    evaluations' problems differ."""
+    try:
+        set_a, set_b = set(ids_a), set(ids_b)
+    except TypeError:  # ids that are not strings or numbers: only equal lists match
+        raise ValueError(f"split {split!r}: the two evaluations cover different problems") from None
+    if len(set_a) != len(ids_a) or len(set_b) != len(ids_b):
+        raise ValueError(
+            f"split {split!r}: a problem id repeats, so the two evaluations' problems cannot be "
+            "matched by id"
+        )
+    if set_a != set_b:
+        only_a, only_b = sorted(map(str, set_a - set_b)), sorted(map(str, set_b - set_a))
+        raise ValueError(
+            f"split {split!r}: the two evaluations cover different problems "
+            f"({len(only_a)} only in A, e.g. {only_a[:3]}; {len(only_b)} only in B, "
+            f"e.g. {only_b[:3]})"
+        )
+    row = {pid: i for i, pid in enumerate(ids_b)}
+    return b[[row[pid] for pid in ids_a]]
 
 
 def _check_some_k_fits(ks, m: int, n: int) -> None:

@@ -1,5 +1,5 @@
 """The link between the two threads of one run split by its actions
-(``fgrpo_theory.sim.split``): each thread owns half of the K actions, and once or more per step
+(``fgrpo_theory.sim.split``): each thread owns half of the K actions, and three times a step
 they exchange a few numbers (their halves' masses and record sums, correct draws, largest
 logit) through shared memory, waiting for each other there.
 
@@ -21,11 +21,13 @@ The counters are read and written with atomic acquire / release operations (LLVM
 ``load atomic`` and ``store atomic``, plain loads and stores on x86-64): what a thread wrote
 into ex before it raised its counter is what its partner reads after seeing the raised counter.
 A thread waits by spinning; after SPINS turns (a partner that is not running: the cores are
-shared with other work) it also yields its core at each turn (``sched_yield``), so that
-whatever else runs there gets on.
+shared with other work) it also yields its core at each turn (``sched_yield``, where the
+system has it), so that whatever else runs there gets on.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -93,8 +95,14 @@ if numba is not None:
 
         return sig, codegen
 
-    #: sched_yield(2) from the C library, called by name (so the cached kernels hold no address)
-    _yield = types.ExternalFunction("sched_yield", types.int32())
+    if os.name == "posix":
+        #: sched_yield(2) from the C library, called by name (the cached kernels hold no address)
+        _yield = types.ExternalFunction("sched_yield", types.int32())
+    else:  # pragma: no cover - no sched_yield: spin on
+
+        @numba.njit(cache=True, nogil=True)
+        def _yield():
+            return 0
 
 else:  # pragma: no cover - the kernels run as Python only in name
 

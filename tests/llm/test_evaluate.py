@@ -191,6 +191,53 @@ def test_compare_detects_a_large_difference_and_not_an_identical_one(tmp_path):
         compare_evals(a, c, m=20, iterations=10, ks=(1,), rng=np.random.default_rng(1))
 
 
+def test_compare_matches_problems_by_id_and_says_how_they_differ(tmp_path):
+    """The same problems in another order are matched by id (the same test as in order);
+    different or repeated ids are an error saying which."""
+    rng = np.random.default_rng(0)
+    good = (rng.random((3, 40)) < 0.9).astype(np.int8)
+    bad = (rng.random((3, 40)) < 0.1).astype(np.int8)
+    bad[0] = 1  # rows that differ, so that a wrong order would show
+    a, b = _fake_eval(tmp_path, "a", good), _fake_eval(tmp_path, "b", bad)
+    moved = _fake_eval(tmp_path, "moved", bad[[2, 0, 1]], ids=("c", "a", "b"))
+    kw = dict(m=20, iterations=300, ks=(1,))
+    in_order = compare_evals(a, b, rng=np.random.default_rng(1), **kw)
+    reordered = compare_evals(a, moved, rng=np.random.default_rng(1), **kw)
+    assert reordered == in_order
+    wrong = compare_evals(
+        a, _fake_eval(tmp_path, "w", bad[[2, 0, 1]]), rng=np.random.default_rng(1), **kw
+    )
+    assert wrong != in_order  # (the rows do matter)
+    other = _fake_eval(tmp_path, "other", good, ids=("a", "b", "z"))
+    with pytest.raises(
+        ValueError, match=r"1 only in A, e\.g\. \['c'\]; 1 only in B, e\.g\. \['z'\]"
+    ):
+        compare_evals(a, other, rng=np.random.default_rng(1), **kw)
+    twice = _fake_eval(tmp_path, "twice", good, ids=("a", "a", "b"))
+    with pytest.raises(ValueError, match="repeats"):
+        compare_evals(a, twice, rng=np.random.default_rng(1), **kw)
+
+
+def test_compare_names_a_split_it_cannot_compare(tmp_path, capsys):
+    """A split in one evaluation only: a SplitNotCompared warning from the library, one stderr
+    line from the CLI (it used to be skipped without a word)."""
+    from fgrpo_llm.evaluation.passk import SplitNotCompared
+
+    rng = np.random.default_rng(0)
+    matrix = (rng.random((3, 40)) < 0.5).astype(np.int8)
+    a = _fake_eval(tmp_path, "a", matrix)
+    b = _fake_eval(tmp_path, "b", matrix)
+    res = json.loads((b / "eval.json").read_text())
+    res["splits"]["ood"] = dict(res["splits"]["test"], role="ood")
+    write_eval_outputs(res, {"test": matrix, "ood": matrix}, b)
+    with pytest.warns(SplitNotCompared, match=r"split 'ood' is only in .*b: not compared"):
+        report = compare_evals(a, b, m=10, iterations=10, ks=(1,), rng=np.random.default_rng(1))
+    assert list(report) == ["test"]
+    assert main(["compare", str(a), str(b), "--k", "1", "--iterations", "10"]) == 0
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("fgrpo-llm compare: warning: split 'ood' is only in ")
+
+
 def test_compare_defaults_m_to_a_quarter_of_n_and_rejects_m_not_below_n(tmp_path):
     rng = np.random.default_rng(0)
     a = _fake_eval(tmp_path, "a", (rng.random((3, 40)) < 0.5).astype(np.int8))
