@@ -129,20 +129,22 @@ def _compare(args) -> int:
         writable_file(args.out, what="--out")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SplitNotCompared)
-        report = compare_evals(
-            args.a,
-            args.b,
-            m=args.m,
-            iterations=args.iterations,
-            finite_population=args.finite_population,
-            ks=parse_ks(args.k),
-            rng=np.random.default_rng(SEED("--seed", args.seed)),
-        )
-    for w in caught:
-        if issubclass(w.category, SplitNotCompared):
-            print(f"fgrpo-llm compare: warning: {w.message}", file=sys.stderr)
-        else:  # another library's: as Python would have shown it
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        try:
+            report = compare_evals(
+                args.a,
+                args.b,
+                m=args.m,
+                iterations=args.iterations,
+                finite_population=args.finite_population,
+                ks=parse_ks(args.k),
+                rng=np.random.default_rng(SEED("--seed", args.seed)),
+            )
+        finally:  # (also before an error's line)
+            for w in caught:
+                if issubclass(w.category, SplitNotCompared):
+                    print(f"fgrpo-llm compare: warning: {w.message}", file=sys.stderr)
+                else:  # another library's: as Python would have shown it
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     text = strict_json(report, indent=1)  # NaN / inf as null: every JSON parser reads it
     if args.out:
         atomic_write_text(args.out, text + "\n")

@@ -456,6 +456,12 @@ def _check_eval(results, path) -> None:
         missing = [k for k in need if not isinstance(entry, dict) or k not in entry]
         if missing:
             raise ValueError(f"{path}: split {split!r} lacks {missing}")
+        ids = entry["problem_ids"]
+        if not isinstance(ids, list) or len(ids) != entry["num_problems"]:
+            raise ValueError(
+                f"{path}: split {split!r} must list num_problems={entry['num_problems']} "
+                f"problem_ids, got {len(ids) if isinstance(ids, list) else type(ids).__name__}"
+            )
 
 
 class SplitNotCompared(UserWarning):

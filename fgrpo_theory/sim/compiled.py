@@ -1324,7 +1324,8 @@ def _run_steps(
             ok, other = link_swap(flags, ex, h)
             if not ok:
                 return -2
-            ymax = max(ymax, other[0])
+            y0, y1 = (ymax, other[0]) if h == 0 else (other[0], ymax)
+            ymax = max(y0, y1)  # (in half order: the same in both threads, NaN included)
         if ymax > SHIFT_SLACK:  # move the shift (rare)
             S0 *= _shift(ymax, y, e, ys, es, act, n, K, full, U, s_un, xs)
             have = ready = False

@@ -216,6 +216,11 @@ def test_compare_matches_problems_by_id_and_says_how_they_differ(tmp_path):
     twice = _fake_eval(tmp_path, "twice", good, ids=("a", "a", "b"))
     with pytest.raises(ValueError, match="repeats"):
         compare_evals(a, twice, rng=np.random.default_rng(1), **kw)
+    short = json.loads((moved / "eval.json").read_text())
+    short["splits"]["test"]["problem_ids"] = ["c", "a"]  # three rows, two ids
+    (moved / "eval.json").write_text(json.dumps(short))
+    with pytest.raises(ValueError, match=r"must list num_problems=3 problem_ids, got 2"):
+        compare_evals(a, moved, rng=np.random.default_rng(1), **kw)
 
 
 def test_compare_names_a_split_it_cannot_compare(tmp_path, capsys):
@@ -236,6 +241,10 @@ def test_compare_names_a_split_it_cannot_compare(tmp_path, capsys):
     assert main(["compare", str(a), str(b), "--k", "1", "--iterations", "10"]) == 0
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("fgrpo-llm compare: warning: split 'ood' is only in ")
+    # an error after the warning: both lines, the warning first
+    assert main(["compare", str(a), str(b), "--k", "1", "--m", "40"]) == 2
+    warn, err = capsys.readouterr().err.strip().splitlines()
+    assert "only in" in warn and "m=40" in err
 
 
 def test_compare_defaults_m_to_a_quarter_of_n_and_rejects_m_not_below_n(tmp_path):
