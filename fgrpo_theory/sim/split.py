@@ -20,9 +20,11 @@ own (a generator per half and one, copied in both threads, for the split), so it
 not the numpy engines' run by run. It is deterministic for a given (config, seed, machine):
 the threads exchange numbers, never timings, and take the same branches.
 
-It needs two CPUs for this process (the operating system places the two threads; pinning
-them to two CPUs was no faster, and would put every split run on the same two). Runs with
-groups smaller than ``SPLIT_FROM`` it runs on one thread, as the compiled engine does (the
+It needs two CPUs for this process and pins its two threads to the first two of them (left
+to the operating system, they were at times placed badly: in one benchmark the split run was
+no faster than one thread at N = 2,048, slower at 1,024). Several split runs at once on a
+larger machine each want their own pair: ``taskset -c 2,3 fgrpo-theory simulate ...``. Runs
+with groups smaller than ``SPLIT_FROM`` it runs on one thread, as the compiled engine does (the
 same records): there a step is too short to pay for two threads. For sweeps, worker
 processes (``--workers``) use the cores better; this engine makes one run (or a sweep with
 one worker) faster.
@@ -155,12 +157,15 @@ def _simulate(cfg: SimConfig, N: int, gamma: float, seed: int, progress, prof) -
         link = (h, flags, ex, np.random.default_rng([seed, N, 1]))  # the split, alike in both
         runs.append((rng, pcg, ist, fst, arrays, link, rec))
     per_call = T + 1 if progress is None else compiled._steps_per_call(N)
+    cpus = _cpus()
     bad, errors = [-1, -1], [None, None]
 
     def work(h: int) -> None:
         rng, pcg, ist, fst, arrays, link, _ = runs[h]
         mine = prof[h] if prof.ndim == 2 else prof if h == 0 else prof[:0]
         try:
+            if hasattr(os, "sched_setaffinity"):
+                os.sched_setaffinity(0, {cpus[h]})  # 0: this thread (Linux)
             for t0 in range(0, T + 1, per_call):
                 t1 = min(t0 + per_call, T + 1)
                 b = compiled._run_steps(t0, t1, rng, pcg, ist, fst, *arrays, mine, link)
