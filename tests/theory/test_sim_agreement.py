@@ -207,7 +207,9 @@ def test_both_numpy_dispatches_give_the_same_findings(tmp_path):
         "import sys, numpy as np\n"
         "from tests.theory.test_sim_agreement import CFG\n"
         "from fgrpo_theory.sim import run_sweep\n"
-        "for e in ('compiled', 'sparse'):\n"
+        "from fgrpo_theory.sim import split\n"
+        "engines = ['compiled', 'sparse'] + ['split'] * (split.unavailable_reason() is None)\n"
+        "for e in engines:\n"
         "    r = run_sweep(CFG, engine=e, progress=False).records\n"
         "    np.savez(sys.argv[1] + e + '.npz', **r)\n"
     )
@@ -216,7 +218,9 @@ def test_both_numpy_dispatches_give_the_same_findings(tmp_path):
         subprocess.run(
             [sys.executable, "-c", script, str(tmp_path / name)], check=True, cwd=root, env=e
         )
-    for e in ("compiled", "sparse"):
+    for e in ("compiled", "sparse", "split"):
+        if not (tmp_path / f"on_{e}.npz").exists():
+            continue  # (the split engine where it does not run)
         on, off = np.load(tmp_path / f"on_{e}.npz"), np.load(tmp_path / f"off_{e}.npz")
         agreement = compare(dict(on), dict(off), CFG.group_sizes, CFG.gammas)
         assert agreement.ok, (e, agreement.summary())

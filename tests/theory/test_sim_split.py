@@ -91,6 +91,33 @@ def test_small_groups_run_on_one_thread_as_the_compiled_engine(monkeypatch):
     )
 
 
+def test_an_interrupted_split_sweep_resumes_and_is_cached_apart(tmp_path, monkeypatch):
+    """The sweep's resume works for it as for the other engines (the same records as one
+    uninterrupted sweep), and its results are not taken for the numpy engines' cache."""
+    from fgrpo_theory.sim import run_cached, sweep
+
+    cfg = replace(CFG, seeds=(0, 1), steps=10)
+    whole = run_sweep(cfg, engine="split", progress=False)
+    real, calls = sweep.simulate_runs, []
+
+    def interrupted(cfg, N, runs, **kw):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(N)
+        return real(cfg, N, runs, **kw)
+
+    monkeypatch.setattr(sweep, "simulate_runs", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_cached(cfg, tmp_path, engine="split", workers=1, progress=False)
+    assert len(list((tmp_path / "partial").glob("N*.npz"))) == 2
+    monkeypatch.setattr(sweep, "simulate_runs", real)
+    resumed = run_cached(cfg, tmp_path, engine="split", workers=1, progress=False)
+    for key in whole.records:
+        np.testing.assert_array_equal(resumed.records[key], whole.records[key], err_msg=key)
+    other = run_cached(cfg, tmp_path, engine="compiled", workers=1, progress=False)
+    assert not np.array_equal(other.records["mu_hat"], whole.records["mu_hat"])
+
+
 def test_progress_counts_every_step():
     steps = []
     split.simulate_run_split(replace(CFG, steps=7), 512, 0.0, 0, progress=steps.append)
