@@ -1435,11 +1435,11 @@ def run_arrays(cfg, N, masses, K, C, E, S0, Q0, guide, many, rng, tables, *, bla
     ``masses`` (K actions: all of them, or one half of a split run), the first C correct and
     1 .. E rare, in a policy whose initial normaliser is S0 and initial correct probability
     Q0, with the ``run_tables`` ``tables``: (arrays, ist, fst, pcg, records). Up to N draws a
-    step; ``guide``: whether they take
-    the guide table, ``many``: whether it counts them per bucket (``_draw_guide``); ``rng``:
-    the run's generator (its PCG64 state is copied into pcg for the guide's uniforms);
-    ``blas``: sum e*y by ``np.dot`` (the numpy engines' sum), else without the BLAS, whose
-    threads, once woken, spin for a while on the cores a split run holds."""
+    step; ``guide``: whether they take the guide table, ``many``: whether it counts them per
+    bucket (``_draw_guide``); ``rng``: the run's generator (its PCG64 state is copied into pcg
+    for the guide's uniforms); ``blas``: sum e*y by ``np.dot`` (the numpy engines' sum), else
+    without the BLAS, whose threads, once woken, spin for a while on the cores a split run
+    holds."""
     T = cfg.steps
     y, e, s_un = masses
     B, nb, Kp = layout(K)
