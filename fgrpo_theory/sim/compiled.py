@@ -67,9 +67,8 @@ from fgrpo_theory.sim.group import (
     new_records,
     out_of_range,
 )
-from fgrpo_theory.sim.link import mine as link_mine
+from fgrpo_theory.sim.link import exchange as link_exchange
 from fgrpo_theory.sim.link import solo_link
-from fgrpo_theory.sim.link import swap as link_swap
 from fgrpo_theory.sim.samplers import BLOCK, GUIDE_BUCKETS, GUIDE_ROWS, layout, uses_guide
 from fgrpo_theory.sim.sparse import FULL_FRACTION, _LazyAdam
 
@@ -284,7 +283,7 @@ def _exp1(x, xs):
 
 
 @_jit
-def _record_sums(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, s, acc):
+def _record_sums(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, s, acc, cslot, nc):
     """Block masses s (nb,) of pi_t and the sums of its records: S = sum e, the correct mass,
     the rare mass and sum e*y (``_finish``; M_ret's lost mass needs the whole policy's S,
     ``_lost``).
@@ -292,7 +291,7 @@ def _record_sums(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, s, acc):
     Not full: s = s_un + the touched masses added per block in touch order (numpy's
     ``bincount``); full: numpy's pairwise sum of each block. The sums of the records run over
     the touched slots ys, es (plus the untouched running sums U) or, in full mode, over the
-    actions' y, e."""
+    actions' y, e; the rest as ``_rest_sums``."""
     nb = s.size
     sey = 0.0
     if full:
@@ -318,26 +317,9 @@ def _record_sums(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, s, acc):
             acc[act[j] // B] += es[j]
         for b in range(nb):
             s[b] = s_un[b] + acc[b]
-    S = 0.0
-    for b in range(nb):
-        S += s[b]
-    sc = 0.0
-    sr = 0.0
-    if full:
-        for a in range(C):
-            sc += e[a]
-        for a in range(1, 1 + E):
-            sr += e[a]
-    else:
         for j in range(n):
-            a = act[j]
-            ea = es[j]
-            sey += ea * ys[j]
-            if a < C:
-                sc += ea
-                if 1 <= a <= E:
-                    sr += ea
-    return S, U[1] + sc, U[2] + sr, U[3] + sey
+            sey += es[j] * ys[j]
+    return _rest_sums(e, es, act, cslot, nc, full, C, E, U, s, sey)
 
 
 @_jit
@@ -974,9 +956,9 @@ def _move_slots(
 
 @_jit
 def _rest_sums(e, es, act, cslot, nc, full, C, E, U, s, sey):
-    """``_record_sums`` from the block masses s and sum e*y that ``_move_full`` /
-    ``_move_slots`` left: the same sums in the same order (the correct actions in order, or the
-    correct slots in slot order)."""
+    """The record sums from the block masses s and sum e*y (``_record_sums``'s, or those
+    ``_move_full`` / ``_move_slots`` left): S, the correct and rare masses (the correct actions
+    in order, or the correct slots in slot order) and sum e*y, each with its untouched part."""
     S = 0.0
     for b in range(s.size):
         S += s[b]
@@ -1118,12 +1100,12 @@ def _run_steps(
         if have:
             S, qc, qr, ey = _rest_sums(e, es, act, cslot, nc, full, C, E, U, s, sey)
         else:
-            S, qc, qr, ey = _record_sums(y, e, ys, es, act, n, full, K, C, E, B, s_un, U, s, acc)
+            S, qc, qr, ey = _record_sums(
+                y, e, ys, es, act, n, full, K, C, E, B, s_un, U, s, acc, cslot, nc
+            )
         S_first = S
         if split:
-            row = link_mine(flags, ex, h)
-            row[0], row[1], row[2], row[3] = S, qc, qr, ey
-            ok, other = link_swap(flags, ex, h)
+            ok, other = link_exchange(flags, ex, h, S, qc, qr, ey)
             if not ok:
                 return -2
             S_first = S if h == 0 else other[0]
@@ -1136,9 +1118,7 @@ def _run_steps(
         c = _tick(prof, 0, c)
         if t == T:
             if split:
-                row = link_mine(flags, ex, h)
-                row[0] = lost
-                ok, other = link_swap(flags, ex, h)
+                ok, other = link_exchange(flags, ex, h, lost, 0.0, 0.0, 0.0)
                 if not ok:
                     return -2
                 lost += other[0]
@@ -1193,9 +1173,7 @@ def _run_steps(
             )
         c = _tick(prof, 2, c)
         if split:  # the whole group's X, rare hit and drawn correct mass; M_ret's lost mass
-            row = link_mine(flags, ex, h)
-            row[0], row[1], row[2], row[3] = lost, float(X), 1.0 if hit else 0.0, mass
-            ok, other = link_swap(flags, ex, h)
+            ok, other = link_exchange(flags, ex, h, lost, float(X), 1.0 if hit else 0.0, mass)
             if not ok:
                 return -2
             lost, X, hit = lost + other[0], X + int(other[1]), hit or other[2] != 0.0
@@ -1319,9 +1297,7 @@ def _run_steps(
             ymax = _sgd_sparse(uniq, cnt, n_u, r_c, r_w, w8, C, lr, y, e, ys, es, pos, full, xs)
         c = _tick(prof, 5, c)
         if split:  # both halves shift alike, by the larger of their largest logits
-            row = link_mine(flags, ex, h)
-            row[0] = ymax
-            ok, other = link_swap(flags, ex, h)
+            ok, other = link_exchange(flags, ex, h, ymax, 0.0, 0.0, 0.0)
             if not ok:
                 return -2
             y0, y1 = (ymax, other[0]) if h == 0 else (other[0], ymax)
@@ -1401,6 +1377,25 @@ def _adam_schedule(cfg: SimConfig) -> np.ndarray:
         A[t] = (c1, c2, alpha, epsk, 1.0 if rebase else 0.0, fm, fw)
     A.flags.writeable = False
     return A
+
+
+def samplers_for(draws: int, Kp: int) -> tuple[bool, bool]:
+    """(guide, many) for about ``draws`` draws a step over Kp (padded) actions: whether they
+    take the guide table, and whether it counts them per bucket (``_draw_guide``)."""
+    guide = uses_guide(draws, Kp)
+    return guide, guide and draws >= MANY_DRAWS * Kp
+
+
+def profile_cycles(profile, rows: int = 1) -> np.ndarray:
+    """``profile`` checked: None (no profile: an empty array), or int64 cycle counts, (7,)
+    (``PROFILE_PARTS``) or, with rows = 2, also (2, 7): a row per half of a split run."""
+    n = len(PROFILE_PARTS)
+    prof = np.zeros(0, dtype=np.int64) if profile is None else profile
+    shapes = ((0,), (n,)) + (((rows, n),) if rows > 1 else ())
+    if not isinstance(prof, np.ndarray) or prof.dtype != np.int64 or prof.shape not in shapes:
+        per_half = f" (or {rows} x {n}, one row per half)" if rows > 1 else ""
+        raise ValueError(f"profile must be an int64 array of {n} cycle counts{per_half}")
+    return prof
 
 
 def initial_masses(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1525,14 +1520,11 @@ def simulate_run_compiled(
     S0 = float(masses[2].sum())
     Q0 = float((masses[1][:C] / S0).sum())
     Kp = masses[0].size
-    guide = uses_guide(N, Kp)
-    many = guide and N >= MANY_DRAWS * Kp
+    guide, many = samplers_for(N, Kp)
     arrays, ist, fst, pcg, rec = run_arrays(
         cfg, N, masses, K, C, E, S0, Q0, guide, many, rng, run_tables(cfg, N, gamma)
     )
-    prof = np.zeros(0, dtype=np.int64) if profile is None else profile
-    if prof.dtype != np.int64 or prof.shape not in ((0,), (len(PROFILE_PARTS),)):
-        raise ValueError(f"profile must be an int64 array of {len(PROFILE_PARTS)} cycle counts")
+    prof = profile_cycles(profile)
     link = solo_link(rng)
     per_call = T + 1 if progress is None else _steps_per_call(N)
     for t0 in range(0, T + 1, per_call):

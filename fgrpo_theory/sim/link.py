@@ -137,3 +137,12 @@ def swap(flags, ex, h):
         if turns > SPINS:
             _yield()
     return True, ex[(k - 1) & 1, 1 - h]
+
+
+@_jit
+def exchange(flags, ex, h, a, b, c, d):
+    """Publish (a, b, c, d) (``mine``, then ``swap``): returns (True, the partner's row), or
+    (False, ...) when the abort flag was raised while waiting."""
+    row = mine(flags, ex, h)
+    row[0], row[1], row[2], row[3] = a, b, c, d
+    return swap(flags, ex, h)

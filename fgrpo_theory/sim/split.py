@@ -47,7 +47,7 @@ from fgrpo_theory.sim import compiled
 from fgrpo_theory.sim.config import SimConfig, sparse_applies
 from fgrpo_theory.sim.group import finish_records, out_of_range
 from fgrpo_theory.sim.link import ABORT, new_link_arrays
-from fgrpo_theory.sim.samplers import layout, uses_guide
+from fgrpo_theory.sim.samplers import layout
 
 #: The smallest group size whose runs are split over two threads (below, one thread is as fast
 #: or faster over 100 steps of paper-fig2: ``benchmarks/bench_simulate.py``).
@@ -108,12 +108,7 @@ def simulate_run_split(
     why = unavailable_reason(cfg)
     if why:
         raise ValueError(f"engine='split' is not available here: {why}")
-    n = len(compiled.PROFILE_PARTS)
-    prof = np.zeros(0, dtype=np.int64) if profile is None else profile
-    if prof.dtype != np.int64 or prof.shape not in ((0,), (n,), (2, n)):
-        raise ValueError(
-            f"profile must be an int64 array of {n} cycle counts (or 2 x {n}, one row per half)"
-        )
+    prof = compiled.profile_cycles(profile, rows=2)
     if N < SPLIT_FROM:
         one = prof[0] if prof.ndim == 2 else prof
         return compiled.simulate_run_compiled(cfg, N, gamma, seed, progress=progress, profile=one)
@@ -148,8 +143,7 @@ def _simulate(cfg: SimConfig, N: int, gamma: float, seed: int, progress, prof) -
     for h, idx in enumerate(parts):
         rng = np.random.default_rng([seed, N, 2, h])
         Kp = layout(idx.size)[2]
-        guide = uses_guide(N // 2, Kp)
-        many = guide and N // 2 >= compiled.MANY_DRAWS * Kp
+        guide, many = compiled.samplers_for(N // 2, Kp)
         mine = tuple(a.copy() for a in masses[h])
         arrays, ist, fst, pcg, rec = compiled.run_arrays(
             cfg, N, mine, idx.size, C_h[h], E_h[h], S0, Q0, guide, many, rng, tables, blas=False
