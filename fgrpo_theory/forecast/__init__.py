@@ -12,7 +12,17 @@ autoregressive model ties them). See docs/forecast.md.
 """
 
 from fgrpo_theory.forecast.answers import PromptAnswers, malformed_logp
+from fgrpo_theory.forecast.fit import (
+    FitResult,
+    FitUnit,
+    fit_lr_only,
+    fit_step_sizes,
+    fit_untied,
+    predict_constant,
+    predict_lr_only,
+)
 from fgrpo_theory.forecast.optim import Optimizer
+from fgrpo_theory.forecast.report import MODEL, read_forecast, write_forecast
 from fgrpo_theory.forecast.train import (
     Forecast,
     ForecastBase,
@@ -28,6 +38,16 @@ __all__ = [
     "PromptAnswers",
     "malformed_logp",
     "Optimizer",
+    "FitResult",
+    "FitUnit",
+    "fit_lr_only",
+    "fit_step_sizes",
+    "fit_untied",
+    "predict_constant",
+    "predict_lr_only",
+    "MODEL",
+    "read_forecast",
+    "write_forecast",
     "Forecast",
     "ForecastBase",
     "RunSchedule",
