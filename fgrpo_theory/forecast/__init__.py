@@ -32,7 +32,7 @@ from fgrpo_theory.forecast.train import (
     forecast,
     train_once,
 )
-from fgrpo_theory.forecast.tree import END, MALFORMED, Forest, build_forest, prefix_key, untied
+from fgrpo_theory.forecast.tree import END, MALFORMED, SHARING, Forest, build_forest
 
 __all__ = [
     "PromptAnswers",
@@ -59,6 +59,5 @@ __all__ = [
     "MALFORMED",
     "Forest",
     "build_forest",
-    "prefix_key",
-    "untied",
+    "SHARING",
 ]

@@ -2,7 +2,8 @@
 
 Each prompt draws three numbers in 1..99; its answers are expressions "a op b op c" and
 "(a op b) op c" over orderings of the numbers (up to ``max_answers`` of them), tokenised as
-number, operator, number, ... so that prompts sharing a first number share a prefix. The
+number, operator, number, ... (or one token per character) so that prompts sharing a first
+number share a prefix. The
 target is the value of one answer (at least one answer is correct). The base's log-probabilities
 come from a tied random score (a per-token preference shared by all prompts plus per-prompt
 noise) and a malformed mass in [0.05, 0.3].
@@ -35,9 +36,16 @@ def _value(tokens: tuple) -> float | None:
 
 
 def countdown_like(
-    num_prompts: int, rng: np.random.Generator, *, max_answers: int = 54, prefix: str = "p"
+    num_prompts: int,
+    rng: np.random.Generator,
+    *,
+    max_answers: int = 54,
+    prefix: str = "p",
+    chars: bool = False,
 ) -> list[PromptAnswers]:
-    """``num_prompts`` synthetic prompts (ids ``prefix0``, ...) as ``PromptAnswers``."""
+    """``num_prompts`` synthetic prompts (ids ``prefix0``, ...) as ``PromptAnswers``; with
+    ``chars`` one token per character (as the project's Countdown tokenizer), else one per
+    number or operator."""
     pref = {str(n): rng.normal(0, 0.5) for n in range(1, 100)}
     pref.update({op: rng.normal(0, 0.5) for op in _OPS + ("(", ")")})
     out = []
@@ -58,5 +66,6 @@ def countdown_like(
         logp = score - np.logaddexp.reduce(score) + math.log1p(-rng.uniform(0.05, 0.3))
         correct = np.array([v is not None and abs(v - target) < 1e-9 for v in values])
         texts = tuple("".join(e) for e in exprs)
-        out.append(PromptAnswers(f"{prefix}{i}", texts, tuple(exprs), logp, correct))
+        toks = tuple(tuple(t) for t in texts) if chars else tuple(exprs)
+        out.append(PromptAnswers(f"{prefix}{i}", texts, toks, logp, correct))
     return out

@@ -59,7 +59,7 @@ from fgrpo_theory.forecast.policy import (
     outcome_logp,
     policy_gradient,
 )
-from fgrpo_theory.forecast.tree import Forest, build_forest, prefix_key
+from fgrpo_theory.forecast.tree import Forest, build_forest
 from fgrpo_theory.weighting import Weighting
 
 __all__ = [
@@ -85,7 +85,7 @@ KS = (1, 64)
 class ForecastBase:
     """One base policy's inputs: train and eval prompts' enumerated answers, the rare
     trajectories (prompt id, answer text), and their tied prefix forest (built once, shared by
-    every cell on this base)."""
+    every cell on this base; ``share`` as ``build_forest``'s)."""
 
     def __init__(
         self,
@@ -93,7 +93,7 @@ class ForecastBase:
         eval: Sequence[PromptAnswers],
         rare: Sequence[tuple[str, str]],
         *,
-        share: Callable = prefix_key,
+        share: str = "prefix",
     ):
         train, eval = list(train), list(eval)
         train_ids = {pa.prompt_id for pa in train}

@@ -22,7 +22,6 @@ from fgrpo_theory.forecast import (
     build_forest,
     forecast,
     train_once,
-    untied,
 )
 from fgrpo_theory.forecast.policy import edge_logp, gather, outcome_logp
 from fgrpo_theory.forecast.synthetic import countdown_like
@@ -68,13 +67,26 @@ def test_shared_keys_tie_the_same_prefix_across_prompts():
     a = _pa("a", ["12", "13"], [0.5, 0.4], [True, False])
     b = _pa("b", ["12", "31"], [0.3, 0.3], [True, False])
     f = build_forest([a, b])
-    keys = set(f.shared_keys)
-    assert ((), "1") in keys and (("1",), "2") in keys and ((), MALFORMED) in keys
-    # edge "1" at the root of a and of b hold the same shared slot
-    root_edges = [f.edge_key[f.edge_start[i] : f.edge_start[i + 1]] for i in range(2)]
-    k1 = f.shared_keys.index(((), "1"))
-    assert k1 in root_edges[0] and k1 in root_edges[1]
-    assert build_forest([a, b], share=untied).num_shared == 0
+    key = {}
+    for e in range(f.num_edges):
+        key.setdefault(f.key_of(e), set()).add(int(f.edge_key[e]))
+    # each (prefix, token) pair is one shared slot, and different pairs differ
+    assert all(len(v) == 1 for v in key.values())
+    assert len({next(iter(v)) for v in key.values()}) == len(key) == f.num_shared
+    # a's root: "1", MALFORMED; a's "1": "2", "3"; b's root: "1", "3", MALFORMED
+    assert set(key) == {((), "1"), ((), MALFORMED), (("1",), "2"), (("1",), "3"), ((), "3")}
+    root = [[f.key_of(e) for e in range(f.edge_start[i], f.edge_start[i + 1])] for i in (0, 1)]
+    assert ((), "1") in root[0] and ((), "1") in root[1]
+    assert f.edge_key[f.edge_start[0]] == f.edge_key[f.edge_start[1]]  # the same first root edge
+    assert build_forest([a, b], share="none").num_shared == 0
+    with pytest.raises(ValueError, match="same tokens"):
+        build_forest(
+            [
+                PromptAnswers(
+                    "c", ("x", "y"), (("1",), ("1",)), np.log([0.5, 0.5]), np.array([True, False])
+                )
+            ]
+        )
 
 
 _tokens = st.lists(st.sampled_from("abc"), min_size=1, max_size=3).map(tuple)
@@ -277,7 +289,7 @@ def test_one_prompt_depth_one_untied_sgd_equals_the_dense_simulator(gamma):
         logp,
         np.arange(K) < C,
     )
-    base = ForecastBase([pa], [pa], [("x", f"a{k}") for k in range(1, 1 + E)], share=untied)
+    base = ForecastBase([pa], [pa], [("x", f"a{k}") for k in range(1, 1 + E)], share="none")
     Bk, nb, Kp = layout(K)
 
     def dense_draws(p, first, count, N, rng):

@@ -22,7 +22,6 @@ from fgrpo_theory.forecast import (
     predict_constant,
     predict_lr_only,
     read_forecast,
-    untied,
     write_forecast,
 )
 from fgrpo_theory.forecast.synthetic import countdown_like
@@ -64,7 +63,7 @@ def test_fit_recovers_the_step_sizes_that_made_the_measurements():
 
 
 def test_untied_null_is_the_model_without_its_shared_part():
-    tied, free = _unit(0), _unit(0, share=untied)
+    tied, free = _unit(0), _unit(0, share="none")
     a = forecast(tied.base, tied.run, lr_theta_scale=100.0, lr_phi_scale=0.0, seed=3)
     b = forecast(free.base, free.run, lr_theta_scale=100.0, lr_phi_scale=50.0, seed=3)
     np.testing.assert_allclose(a.delta_nll_per_rare, b.delta_nll_per_rare, atol=1e-12)
