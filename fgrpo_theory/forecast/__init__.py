@@ -18,6 +18,7 @@ from fgrpo_theory.forecast.fit import (
     fit_lr_only,
     fit_step_sizes,
     fit_untied,
+    predict_cells,
     predict_constant,
     predict_lr_only,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "fit_lr_only",
     "fit_step_sizes",
     "fit_untied",
+    "predict_cells",
     "predict_constant",
     "predict_lr_only",
     "MODEL",

@@ -42,6 +42,7 @@ __all__ = [
     "fit_lr_only",
     "predict_lr_only",
     "predict_constant",
+    "predict_cells",
     "DEFAULT_GRID",
 ]
 
@@ -85,8 +86,15 @@ class FitResult:
 def _loss(units, s_theta, s_phi, *, seed, replicates, pass1_weight) -> tuple[float, dict]:
     total, preds = 0.0, {}
     for i, u in enumerate(units):
-        f = forecast(u.base, u.run, lr_theta_scale=s_theta, lr_phi_scale=s_phi,
-                     seed=seed + i, replicates=replicates, steps=u.steps)  # fmt: skip
+        f = forecast(
+            u.base,
+            u.run,
+            lr_theta_scale=s_theta,
+            lr_phi_scale=s_phi,
+            seed=seed + i,
+            replicates=replicates,
+            steps=u.steps,
+        )
         preds[u.name] = f.as_dict()
         total += (f.delta_nll_rare - u.measured["delta_nll_rare"]) ** 2
         if pass1_weight and "pass@1" in u.measured:
@@ -119,8 +127,9 @@ def fit_step_sizes(
     def L(st, sp):
         key = (st, sp)
         if key not in cache:
-            cache[key] = _loss(units, st, sp, seed=seed, replicates=replicates,
-                               pass1_weight=pass1_weight)  # fmt: skip
+            cache[key] = _loss(
+                units, st, sp, seed=seed, replicates=replicates, pass1_weight=pass1_weight
+            )
             trials.append((st, sp, cache[key][0]))
         return cache[key][0]
 
@@ -141,8 +150,9 @@ def _refine(f, s0: float, grid: list) -> float:
     hi = math.log(grid[min(i + 1, len(grid) - 1)])
     if hi <= lo:
         return s0
-    res = minimize_scalar(lambda x: f(math.exp(x)), bounds=(lo, hi), method="bounded",
-                          options={"xatol": 0.05})  # fmt: skip
+    res = minimize_scalar(
+        lambda x: f(math.exp(x)), bounds=(lo, hi), method="bounded", options={"xatol": 0.05}
+    )
     s = math.exp(res.x)
     return s if f(s) < f(s0) else s0
 
@@ -169,3 +179,20 @@ def predict_lr_only(k: float, lr_scale: float, mean_weight: float) -> float:
 def predict_constant(reference: dict) -> dict:
     """The constant null: the unit's GRPO N = 8 lr x 1 measurement, for every cell."""
     return dict(reference)
+
+
+def predict_cells(cells, fitted: FitResult, *, seed: int = 0, replicates: int = 1) -> list:
+    """The fitted model's predictions of ``cells`` [(cell name, base name, ForecastBase,
+    RunSchedule), ...] as ``write_forecast`` takes them: [{"cell", "base", "predicted"}]."""
+    out = []
+    for cell, base_name, base, run in cells:
+        f = forecast(
+            base,
+            run,
+            lr_theta_scale=fitted.lr_theta_scale,
+            lr_phi_scale=fitted.lr_phi_scale,
+            seed=seed,
+            replicates=replicates,
+        )
+        out.append({"cell": cell, "base": base_name, "predicted": f.as_dict()})
+    return out

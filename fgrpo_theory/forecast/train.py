@@ -98,12 +98,14 @@ class ForecastBase:
         train, eval = list(train), list(eval)
         train_ids = {pa.prompt_id for pa in train}
         extra = [pa for pa in eval if pa.prompt_id not in train_ids]
+        if not train or not eval:
+            raise ValueError(
+                f"train and eval must each hold a prompt, got {len(train)} and {len(eval)}"
+            )
         self.forest: Forest = build_forest(train + extra, share=share)
         self.train_ids = frozenset(train_ids)
         f = self.forest
         self.eval = gather(f, [f.prompt_index(pa.prompt_id) for pa in eval])
-        if not eval:
-            raise ValueError("eval must hold at least one prompt")
         rare = [tuple(r) for r in rare]
         missing = [r for r in rare if r not in f.answer_index]
         if missing:
@@ -323,9 +325,13 @@ def forecast(
     per_rare, passes, weights = [], [], []
     for rng in rngs:
         tr = train_once(
-            base, run, lr_theta_scale=lr_theta_scale, lr_phi_scale=lr_phi_scale, rng=rng,
+            base,
+            run,
+            lr_theta_scale=lr_theta_scale,
+            lr_phi_scale=lr_phi_scale,
+            rng=rng,
             steps=steps,
-        )  # fmt: skip
+        )
         d, pk = evaluate(base, tr)
         per_rare.append(d)
         passes.append(pk)

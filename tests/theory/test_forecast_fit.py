@@ -19,6 +19,7 @@ from fgrpo_theory.forecast import (
     fit_step_sizes,
     fit_untied,
     forecast,
+    predict_cells,
     predict_constant,
     predict_lr_only,
     read_forecast,
@@ -130,3 +131,12 @@ def test_forecast_json_holds_the_model_the_fit_and_the_cells(tmp_path):
     (tmp_path / "g.json").write_text("[]")
     with pytest.raises(ValueError, match="g.json"):
         read_forecast(tmp_path / "g.json")
+
+
+def test_predict_cells_are_the_fitted_models_forecasts():
+    u = _unit(1)
+    fit = FitResult(100.0, 10.0, 0.0, [], {})
+    [cell] = predict_cells([("grpo_n8", 1, u.base, u.run)], fit, seed=2)
+    f = forecast(u.base, u.run, lr_theta_scale=100.0, lr_phi_scale=10.0, seed=2)
+    assert cell == {"cell": "grpo_n8", "base": 1, "predicted": f.as_dict()}
+    assert set(cell["predicted"]) == {"delta_nll_rare", "pass@1", "pass@64"}
