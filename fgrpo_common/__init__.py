@@ -8,3 +8,11 @@
 - ``environment``: what a computation ran on (versions, git commit, CPU and its vector flags);
 - ``exports``: a package's public names, each imported from its module on first use.
 """
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:  # the version of the installed distribution (pyproject.toml's, one for the three packages)
+    __version__ = version("fgrpo")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
+del PackageNotFoundError, version

@@ -1,14 +1,30 @@
-"""What every subcommand of ``fgrpo-theory`` and ``fgrpo-llm`` shares: the parser, the runner that
-turns bad input into one line and exit status 2, and the list / KEY=VALUE parsers of the flags.
+"""What every subcommand of ``fgrpo-theory`` and ``fgrpo-llm`` shares: the parser (with
+``--version``), the runner that turns bad input into one line and exit status 2, the list /
+KEY=VALUE parsers of the flags, and the conventions of the one command-line surface:
+
+- one name per concept; an old spelling stays a hidden alias that prints one deprecation line
+  on stderr (:func:`add_deprecated_alias`);
+- ``--json`` on every command that prints results (:func:`add_json_flag`): the command hands
+  its result to :func:`json_result`, and the runner prints it as one strict JSON document on
+  stdout once the command is done; whatever else the command prints goes to stderr meanwhile;
+- ``--no-progress`` on every long command (:func:`add_progress_flag`): it sets ``TQDM_DISABLE``
+  for the command (worker processes included), and every bar is off by itself when stderr is not
+  a terminal (``fgrpo_common.progress``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import json
+import math
+import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+from fgrpo_common import __version__
 
 _ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
 
@@ -42,6 +58,7 @@ def build_command_parser(
     Shared by ``fgrpo-theory`` and ``fgrpo-llm``.
     """
     parser = OneLineArgumentParser(prog=prog, description=description)
+    parser.add_argument("--version", action="version", version=f"{prog} {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
     for name in modules:
         importlib.import_module(name).register(sub)
@@ -97,28 +114,177 @@ def run_command(
     parser: argparse.ArgumentParser,
     argv: list[str] | None,
     *,
-    errors: tuple[type[BaseException], ...] = CLI_ERRORS,
+    errors: tuple[type[BaseException], ...] | Callable[[], tuple] = CLI_ERRORS,
     interrupted: str = "interrupted",
 ) -> int:
     """Parse ``argv`` and run the chosen subcommand.
 
     ``CLI_ERRORS`` (ValueError, TypeError, OSError, MemoryError) and any extra types in
-    ``errors`` become one line on stderr, ``PROG COMMAND: error: ...``, and exit status 2,
-    never a traceback; KeyboardInterrupt becomes ``PROG: interrupted`` and exit status 130.
+    ``errors`` (a tuple, or a function that returns one when an error is caught: the types of a
+    module that only the command imports) become one line on stderr, ``PROG COMMAND: error:
+    ...``, and exit status 2, never a traceback; KeyboardInterrupt becomes ``PROG: interrupted``
+    and exit status 130. With ``--json`` the command's stdout goes to stderr and the runner
+    prints the command's :func:`json_result` on stdout once it is done; with ``--no-progress``
+    the command runs with ``TQDM_DISABLE=1``.
     """
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with _progress_off(_no_progress(args)):
+            if not getattr(args, "json", False):
+                return int(args.func(args) or 0)
+            args.json_deferred = True
+            with stdout_to_stderr():
+                status = int(args.func(args) or 0)
+            if hasattr(args, "json_value"):
+                print(strict_json(args.json_value), flush=True)
+            return status
     except BrokenPipeError:  # the reader of stdout went away (``| head``): stop quietly
         _silence_stdout()
         return 141  # 128 + SIGPIPE, what a shell pipeline expects
-    except CLI_ERRORS + tuple(errors) as err:
+    except Exception as err:
+        extra = errors() if callable(errors) else errors
+        if not isinstance(err, CLI_ERRORS + tuple(extra)):
+            raise
         text = flag_hints(parser, args.command, error_line(err))
         print(f"{parser.prog} {args.command}: error: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{parser.prog}: {interrupted}", file=sys.stderr)
         return 130
+
+
+# ---------------------------------------------------------------------------------------------
+# the conventions of the one surface: deprecated aliases, --json, --no-progress
+# ---------------------------------------------------------------------------------------------
+
+
+class _DeprecatedFlag(argparse.Action):
+    """A hidden old spelling of a flag: stores like the flag, after one line on stderr."""
+
+    def __init__(self, option_strings, dest, *, new: str, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(
+            f"{parser.prog}: warning: {option_string} is deprecated and will be removed in a "
+            f"future release; use {self.new}",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated_alias(container, old: str, action: argparse.Action) -> argparse.Action:
+    """Register ``old`` as a deprecated spelling of the valued flag ``action`` (what
+    ``add_argument`` returned), on ``container`` (the parser, or the group ``action`` is in):
+    hidden from ``--help``, it sets the same destination through the same type and choices, and
+    prints ``PROG: warning: OLD is deprecated ...; use NEW`` on stderr."""
+    return container.add_argument(
+        old,
+        action=_DeprecatedFlag,
+        new=action.option_strings[0],
+        dest=action.dest,
+        type=action.type,
+        choices=action.choices,
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+    )
+
+
+def add_json_flag(parser: argparse.ArgumentParser, what: str = "the results") -> None:
+    """``--json``: print ``what`` as one JSON document on stdout (and nothing else there)."""
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print {what} as one JSON document on stdout instead of text (NaN and infinity "
+        "as null; every other line goes to stderr)",
+    )
+
+
+def add_progress_flag(parser: argparse.ArgumentParser, **kwargs) -> argparse.Action:
+    """``--no-progress``: no progress bars (they are off anyway when stderr is not a
+    terminal). ``kwargs`` go to ``add_argument`` (e.g. ``dest`` / ``default``)."""
+    kwargs.setdefault("action", "store_true")
+    kwargs.setdefault("help", "no progress bars (off anyway when stderr is not a terminal)")
+    return parser.add_argument("--no-progress", **kwargs)
+
+
+def json_result(args: argparse.Namespace, value) -> int:
+    """Hand a command's result to ``--json``: the runner prints it on stdout when the command is
+    done (``run_command``); a command called without the runner prints it here. Returns 0, the
+    command's exit status."""
+    if getattr(args, "json_deferred", False):
+        args.json_value = value
+    else:
+        print(strict_json(value))
+    return 0
+
+
+def strict_json(value) -> str:
+    """JSON that every parser reads: NaN and infinity written as null, numpy scalars and arrays
+    as numbers and lists, paths (and any other object JSON has no type for) as strings."""
+
+    def clean(v):
+        if hasattr(v, "item") and getattr(v, "ndim", 0) == 0:
+            v = v.item()
+        if isinstance(v, float):
+            return v if math.isfinite(v) else None
+        if isinstance(v, dict):
+            return {str(k): clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        if hasattr(v, "tolist"):
+            return clean(v.tolist())
+        if isinstance(v, os.PathLike):
+            return os.fspath(v)
+        return v
+
+    return json.dumps(clean(value), allow_nan=False, default=str)
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to stdout, by Python (``sys.stdout``) and by any process started
+    meanwhile (file descriptor 1), to stderr until the block ends."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:  # the process's own descriptors (also when sys.stdout is another stream, a test's)
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no descriptor 1 or 2 (a daemon): Python's stdout only
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _no_progress(args: argparse.Namespace) -> bool:
+    """Whether the command line asked for no progress bars (``--no-progress``, whatever its
+    destination)."""
+    return bool(getattr(args, "no_progress", False)) or getattr(args, "progress", None) is False
+
+
+@contextlib.contextmanager
+def _progress_off(off: bool) -> Iterator[None]:
+    """``TQDM_DISABLE=1`` in the environment while the block runs (when ``off``): every bar of
+    the command, in this process and in its worker processes, stays off."""
+    if not off:
+        yield
+        return
+    before = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = before
 
 
 def parse_list(flag: str, text: str, kind: Callable = float) -> tuple:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 
 import torch
 
+from fgrpo_common.progress import bar_disabled
+
 __all__ = ["pad_sft_rows", "completion_loss", "sft_loop"]
 
 
@@ -82,7 +84,7 @@ def sft_loop(
     start, step, tokens, loss_value = time.perf_counter(), 0, 0, math.nan
     cap = seconds if seconds > 0 else math.inf
     stopped_by = "step budget"
-    bar = tqdm(total=steps, unit="step", desc=desc, file=sys.stderr, disable=not progress)
+    bar = tqdm(total=steps, unit="step", desc=desc, file=sys.stderr, disable=bar_disabled(progress))
     while step < steps:
         if time.perf_counter() - start >= cap:
             stopped_by = f"time cap ({seconds:g} s) after {step} of {steps} steps"

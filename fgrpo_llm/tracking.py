@@ -18,6 +18,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from fgrpo_common.checks import is_finite_number
+from fgrpo_common.progress import bar_disabled
 from fgrpo_llm.config import WEIGHTINGS
 from fgrpo_llm.files import atomic_write_text, read_json, strict_json
 
@@ -124,7 +125,7 @@ class MetricsLogger:
             total=total_steps,
             initial=start_step,
             file=sys.stderr,
-            disable=not progress,
+            disable=bar_disabled(progress),
             desc="train",
             dynamic_ncols=True,
         )

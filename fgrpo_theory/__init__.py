@@ -14,7 +14,15 @@ Fig. 2 (``sim``). The names below import their module on first use.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 from fgrpo_common.exports import lazy_exports
+
+try:  # the version of the installed distribution (pyproject.toml's, one for the three packages)
+    __version__ = version("fgrpo")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
+del PackageNotFoundError, version
 
 #: public name -> the module that defines it
 _EXPORTS = {

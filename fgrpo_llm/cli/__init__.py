@@ -47,14 +47,20 @@ def show_warning_line(message, category, filename, lineno, file=None, line=None)
     print(f"fgrpo-llm: warning: {text}", file=sys.stderr if file is None else file)
 
 
-def main(argv: list[str] | None = None) -> int:
-    from fgrpo_llm.trainer import TrainingDiverged  # lazy: torch, transformers
+def diverged() -> tuple[type[BaseException], ...]:
+    """The errors of a diverged run: the trainer's ``TrainingDiverged`` (when the trainer was
+    imported: nothing else raises it) and a diverged SFT's ``FloatingPointError``. Asked only
+    when an error is caught, so that ``--help`` imports no torch."""
+    trainer = sys.modules.get("fgrpo_llm.trainer")
+    return (FloatingPointError,) + ((trainer.TrainingDiverged,) if trainer else ())
 
+
+def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():  # the caller's warning display is restored afterwards
         warnings.showwarning = show_warning_line
         return run_command(
             build_parser(),
             argv,
-            errors=(TrainingDiverged, FloatingPointError),  # (the second: a diverged SFT)
+            errors=diverged,
             interrupted="interrupted (checkpoints written so far are kept; rerun with --resume)",
         )

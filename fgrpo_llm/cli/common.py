@@ -1,4 +1,5 @@
-"""What the ``fgrpo-llm`` subcommands share: the model / task flags and the completion limit.
+"""What the ``fgrpo-llm`` subcommands share: the model / task flags, the completion limit and
+the demo's configurations by name (``--config gpu_full``).
 
 The parser, the runner (bad input -> one line, exit status 2) and the list / KEY=VALUE parsers
 are ``fgrpo_common.cli``'s, shared with ``fgrpo-theory``.
@@ -6,10 +7,42 @@ are ``fgrpo_common.cli``'s, shared with ``fgrpo-theory``.
 
 from __future__ import annotations
 
+from importlib.resources import files
+from pathlib import Path
+
 from fgrpo_common.cli import parse_key_values
 from fgrpo_llm.tasks.for_model import task_for_model
 
-__all__ = ["add_model_task_args", "add_workers_device_args", "task_from_args", "max_new_tokens_for"]
+__all__ = [
+    "add_model_task_args",
+    "add_workers_device_args",
+    "task_from_args",
+    "max_new_tokens_for",
+    "config_presets",
+    "resolve_config",
+]
+
+
+def config_presets() -> dict[str, Path]:
+    """The shipped configurations of ``fgrpo-llm demo`` / ``study`` (package data of
+    ``fgrpo_llm.experiments.countdown``), name -> file: ``demo_cpu`` (what ``make demo`` runs)
+    and ``gpu_full`` (the paper's protocol on one GPU)."""
+    folder = files("fgrpo_llm.experiments.countdown") / "presets"
+    return {Path(p.name).stem: Path(str(p)) for p in folder.iterdir() if p.name.endswith(".yaml")}
+
+
+def resolve_config(text: str | None, flag: str = "--config") -> str | None:
+    """``--config``: an existing file, else the name of a shipped preset (``gpu_full`` or
+    ``gpu_full.yaml``); a ValueError naming the flag and the presets otherwise."""
+    if text is None or Path(text).exists():
+        return text
+    presets = config_presets()
+    name = text[: -len(".yaml")] if text.endswith(".yaml") else text
+    if name in presets:
+        return str(presets[name])
+    raise ValueError(
+        f"{flag} {text!r} is neither a file nor a preset (presets: {', '.join(sorted(presets))})"
+    )
 
 
 def add_model_task_args(parser) -> None:

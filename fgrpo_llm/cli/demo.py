@@ -3,12 +3,13 @@
 
     fgrpo-llm demo --out runs/demo                     # under 20 minutes on 2 CPU cores
     fgrpo-llm demo --out runs/demo --fast              # tiny budgets, about a minute
-    fgrpo-llm demo --out runs/gpu --config configs/gpu_full.yaml
+    fgrpo-llm demo --out runs/gpu --config gpu_full          # a shipped preset, for one GPU
 """  # fmt: skip
 
 from __future__ import annotations
 
-from fgrpo_llm.cli.common import add_workers_device_args
+from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result
+from fgrpo_llm.cli.common import add_workers_device_args, config_presets, resolve_config
 from fgrpo_llm.experiments.countdown import pipeline
 from fgrpo_llm.experiments.countdown.config import load_demo_config
 from fgrpo_llm.files import directory_lock
@@ -19,7 +20,7 @@ def _demo(args) -> int:
 
     resolve_device(args.device)  # a bad --device fails before any file is written
     cfg = load_demo_config(
-        args.config,
+        resolve_config(args.config),
         fast=args.fast,
         for_demo=True,
         workers=args.workers,
@@ -29,6 +30,8 @@ def _demo(args) -> int:
 
     with directory_lock(args.out, what="fgrpo-llm demo"):  # one process per output directory
         summary = pipeline.run_demo(args.out, cfg)
+    if args.json:
+        return json_result(args, summary)
     print(f"report: {summary['report']} ({summary['total_seconds'] / 60:.1f} min)")
     for name, res in summary["evals"].items():
         line = "; ".join(
@@ -54,7 +57,9 @@ def register(subparsers) -> None:
     p.add_argument(
         "--config",
         default=None,
-        help="YAML/JSON file of DemoConfig fields (e.g. configs/gpu_full.yaml)",
+        help="YAML/JSON file of DemoConfig fields, or a shipped preset: "
+        f"{', '.join(sorted(config_presets()))} (e.g. --config gpu_full, the paper's protocol "
+        "on one GPU)",
     )
     add_workers_device_args(p)
     p.add_argument(
@@ -62,4 +67,6 @@ def register(subparsers) -> None:
         action="store_true",
         help="skip the learning-rate-matched control (GRPO at lr * m_gamma, paper Table 3)",
     )
+    add_progress_flag(p)
+    add_json_flag(p, "the summary (report path, evaluations, runs)")
     p.set_defaults(func=_demo)

@@ -1,11 +1,12 @@
 """``fgrpo-llm eval`` (pass@k per split) and ``fgrpo-llm compare`` (paired significance test).
 
-    fgrpo-llm eval --model runs/base --n 1024 --k 1,2,4,8,16,32,64,128,256 --out runs/base_eval
+    fgrpo-llm eval --model runs/base --samples 1024 --k 1,2,4,8,16,32,64,128,256 --out runs/eval
     fgrpo-llm compare runs/grpo/eval runs/fgrpo/eval --m 256 --iterations 50000
 
 ``eval`` writes eval.json (with the policy's training step, the sampling seed and the
 environment), passk.csv, passk.png and the per-sample outcome matrices (outcomes_<split>.npy)
-that ``compare`` needs (paper App. P and App. Q).
+that ``compare`` needs (paper App. P and App. Q). ``--n`` is a deprecated spelling of
+``--samples``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.cli import add_deprecated_alias, add_json_flag, add_progress_flag, json_result
 from fgrpo_common.fields import SEED
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 from fgrpo_llm.config import run_sampling
@@ -32,7 +34,7 @@ def _eval(args) -> int:
     from fgrpo_llm.model import load_model_and_tokenizer  # lazy: torch, transformers
 
     if args.n < 1:
-        raise ValueError(f"--n must be >= 1, got {args.n}")
+        raise ValueError(f"--samples must be >= 1, got {args.n}")
     recorded = None
     if args.run is not None:  # checked before the model loads
         recorded = read_run_info(args.run).get("sampling")
@@ -44,7 +46,7 @@ def _eval(args) -> int:
     args.recorded_sampling = recorded
     ks = parse_ks(args.k) if args.k else None
     if ks and max(ks) > args.n:
-        raise ValueError(f"every k must be <= n={args.n}, got k={max(ks)}")
+        raise ValueError(f"every k must be <= --samples={args.n}, got k={max(ks)}")
     model_dir = Path(args.model)
     check_base_task(model_dir, args.task)  # before the model loads
     args.model_step = model_step(model_dir)  # the training step of the policy (None: a base)
@@ -101,7 +103,7 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
         max_problems=args.max_problems,
         generator=generator,
         batch_size=args.batch_size,
-        progress=True,
+        progress=not args.no_progress,
         autocast_dtype=resolve_autocast_dtype(device),
         **policy,
     )
@@ -110,6 +112,8 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
     results["seed"] = args.seed
     results["environment"] = environment(device)  # as a run's run.json and a base record it
     paths = write_eval_outputs(results, outcomes, out, label=model_dir.name)
+    if args.json:
+        return json_result(args, {**results, "files": paths})
     for split, entry in results["splits"].items():
         print(f"{split}: " + ", ".join(f"pass@{k}={entry[f'pass@{k}']:.4f}" for k in results["ks"]))
     print(f"wrote {paths['json']}, {paths['csv']}, {paths['plot']}")
@@ -148,7 +152,10 @@ def _compare(args) -> int:
     text = strict_json(report, indent=1)  # NaN / inf as null: every JSON parser reads it
     if args.out:
         atomic_write_text(args.out, text + "\n")
-    print(text)
+    if args.json:
+        json_result(args, report)
+    else:
+        print(text)
     for split, tests in report.items():
         for name, r in tests.items():
             if not r.get("calibrated", True):
@@ -172,7 +179,10 @@ def register(subparsers) -> None:
         "top-k.",
     )
     p.add_argument("--model", required=True, help="checkpoint directory (Hugging Face format)")
-    p.add_argument("--n", type=int, default=1024, help="samples per problem (paper: 1024)")
+    samples = p.add_argument(
+        "--samples", dest="n", type=int, default=1024, help="samples per problem n (paper: 1024)"
+    )
+    add_deprecated_alias(p, "--n", samples)
     p.add_argument(
         "--k", default=None, help="comma-separated k values (default: 1,2,4,... up to min(n, 256))"
     )
@@ -194,6 +204,8 @@ def register(subparsers) -> None:
         "--max-new-tokens is given, temperature, top-p, top-k)",
     )
     add_model_task_args(p)
+    add_progress_flag(p)
+    add_json_flag(p, "pass@k per split and the files written")
     p.set_defaults(func=_eval)
 
     c = subparsers.add_parser(
@@ -222,6 +234,7 @@ def register(subparsers) -> None:
     c.add_argument("--k", default="1,256", help="k values to test (those <= m are used)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--out", default=None, help="also write the JSON result here")
+    add_json_flag(c, "the test results (the text output is JSON too, indented)")
     c.set_defaults(func=_compare)
 
 

@@ -3,7 +3,7 @@
     fgrpo-llm maze --preset reduced --out runs/maze                         # one seed
     fgrpo-llm maze --preset reduced --seeds 0,1,2 --workers 2 --out runs/maze_study
     fgrpo-llm maze --preset full --out runs/maze_full        # the paper's protocol, for a GPU
-    fgrpo-llm maze --preset reduced --group-sizes 4,8 --rl-steps 100 --out runs/maze_b
+    fgrpo-llm maze --preset reduced --group-size 4,8 --rl-steps 100 --out runs/maze_b
 
 One SFT model (``--seed``), then every (method, N) RL run once per RL seed (``--seeds``; default:
 the one seed ``--seed``): GRPO, F-GRPO at each positive gamma, and the lr-matched control (GRPO
@@ -15,6 +15,7 @@ SFT evaluations, each RL run, a killed run from its last checkpoint); adding N, 
 values to a finished study only runs the new ones. Writes OUT/config.json, OUT/results.json,
 OUT/table.{csv,md}, OUT/report.{md,json} (intervals, paired differences, verdicts),
 OUT/maze_*.png and OUT/timings.json (wall and CPU seconds, kept out of every other file).
+``--group-sizes`` and ``--gammas`` are deprecated spellings of ``--group-size`` and ``--gamma``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from fgrpo_common.cli import add_deprecated_alias, add_json_flag, json_result
 from fgrpo_llm.config import read_config_file
 from fgrpo_llm.experiments.maze.bases import run_maze_bases
 from fgrpo_llm.experiments.maze.config import FLAGS, make_config
@@ -75,6 +77,10 @@ _LISTS = {
 }
 
 
+#: the deprecated spellings of the flags renamed to the names both commands use
+_OLD_FLAGS = {"group_sizes": "--group-sizes", "gammas": "--gammas"}
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "maze",
@@ -88,7 +94,9 @@ def register(subparsers) -> None:
     p.add_argument("--preset", default="reduced", help="reduced (CPU) or full (the paper's, GPU)")
     p.add_argument("--config", help="YAML or JSON file with MazeConfig fields")
     for dest, (typ, text) in {**_HELP, **_LISTS}.items():
-        p.add_argument(FLAGS[dest], dest=dest, type=typ, default=None, help=text)
+        action = p.add_argument(FLAGS[dest], dest=dest, type=typ, default=None, help=text)
+        if dest in _OLD_FLAGS:
+            add_deprecated_alias(p, _OLD_FLAGS[dest], action)
     p.add_argument(
         "--workers",
         type=int,
@@ -109,6 +117,7 @@ def register(subparsers) -> None:
         help="kernel family per base, default or other (default: alternating, from default)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars and stage lines")
+    add_json_flag(p, "the results (runs, table, report)")
     p.set_defaults(func=run)
 
 
@@ -153,6 +162,8 @@ def run(args) -> int:
             results = run_experiment(
                 cfg, args.out, workers=args.workers, progress=not args.no_progress
             )
+    if args.json:
+        return json_result(args, results)
     for name in ("table.md", "report.md"):
         path = os.path.join(args.out, name)
         if os.path.isfile(path):

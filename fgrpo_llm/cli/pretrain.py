@@ -12,8 +12,8 @@ import argparse
 import dataclasses
 import os
 
+from fgrpo_common.cli import add_json_flag, json_result
 from fgrpo_llm.config import read_config_file
-from fgrpo_llm.experiments.countdown.base import PretrainConfig, pretrain
 from fgrpo_llm.files import check_not_working_directory, directory_lock
 
 
@@ -40,10 +40,13 @@ def register(subparsers) -> None:
     p.add_argument("--device", help="auto, cpu or cuda (default auto)")
     p.add_argument("--dtype", help="auto, float32, bfloat16 or float16 (default auto)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_json_flag(p, "the pretraining summary")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from fgrpo_llm.experiments.countdown.base import PretrainConfig, pretrain  # lazy: torch
+
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out must be a directory, but {args.out} is a file")
     check_not_working_directory(args.out, "--out")  # before its lock file is made there
@@ -57,6 +60,8 @@ def run(args) -> int:
     cfg = dataclasses.replace(cfg, **overrides)
     with directory_lock(args.out, what="fgrpo-llm pretrain"):  # one process per base directory
         summary = pretrain(cfg, args.out, progress=not args.no_progress)
+    if args.json:
+        return json_result(args, {"out": str(args.out), **summary})
     shown = ", ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items()
     )

@@ -6,6 +6,7 @@ r"""``fgrpo-llm rare-set``: build the rare-correct set of a base model (paper Ap
 
 from __future__ import annotations
 
+from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result
 from fgrpo_common.fields import SEED
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 from fgrpo_llm.experiments.countdown.report import fmt
@@ -40,7 +41,7 @@ def _rare_set(args) -> int:
         max_new_tokens=max_new_tokens_for(task, args.max_new_tokens),
         generator=torch.Generator(device=device).manual_seed(SEED("--seed", args.seed)),
         batch_size=args.batch_size,
-        progress=True,
+        progress=not args.no_progress,
         autocast_dtype=resolve_autocast_dtype(device),
     )
     rare.meta.update({"base": str(args.base), "split": args.split, "seed": args.seed})
@@ -50,6 +51,20 @@ def _rare_set(args) -> int:
     if record_exact_mu_tau(model, tokenizer, task, problems, rare) is not None:
         path = save_rare_set(rare, args.out)
     with_event = sum(1 for p in rare.prompts.values() if p["rare_forms"])
+    if args.json:
+        return json_result(
+            args,
+            {
+                "file": str(path),
+                "trajectories": len(rare),
+                "correct_pool": rare.meta["num_correct_pool"],
+                "prompts": len(problems),
+                "rollouts": args.rollouts,
+                "nll_threshold": rare.meta["nll_threshold"],
+                "mean_base_nll": rare.mean_base_nll,
+                "prompts_with_rare_event": with_event,
+            },
+        )
     print(
         f"{len(rare)} rare-correct trajectories from {rare.meta['num_correct_pool']} correct "
         f"rollouts ({len(problems)} prompts x {args.rollouts}), those with a base NLL of at "
@@ -75,4 +90,6 @@ def register(subparsers) -> None:
         "--top", type=float, default=0.01, help="fraction q kept by highest NLL (paper: 0.01)"
     )
     add_model_task_args(p)
+    add_progress_flag(p)
+    add_json_flag(p, "the rare-correct set's summary")
     p.set_defaults(func=_rare_set)

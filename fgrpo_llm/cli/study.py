@@ -23,8 +23,8 @@ import argparse
 import shlex
 import sys
 
-from fgrpo_common.cli import parse_list
-from fgrpo_llm.cli.common import add_workers_device_args
+from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result, parse_list
+from fgrpo_llm.cli.common import add_workers_device_args, config_presets, resolve_config
 from fgrpo_llm.experiments.countdown.config import load_demo_config
 from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
 from fgrpo_llm.files import directory_lock, writable_file
@@ -68,7 +68,7 @@ def _study(args) -> int:
     if args.sweep_sizes:
         extra["sweep_group_sizes"] = parse_list("--sweep-sizes", args.sweep_sizes, int)
     cfg = load_demo_config(
-        args.config,
+        resolve_config(args.config),
         fast=args.fast,
         workers=args.workers,
         device=args.device,
@@ -84,6 +84,8 @@ def _study(args) -> int:
 
     with directory_lock(args.out, what="fgrpo-llm study"):  # one process per output directory
         result = run_study(args.out, cfg, design, command=command, spread_file=args.spread_file)
+    if args.json:
+        return json_result(args, {"report": f"{args.out}/report.md", "claims": result["claims"]})
     for c in result["claims"]:
         print(f"claim {c['claim']}: {c['verdict']}: {c['text']}")
     print(f"report: {args.out}/report.md")
@@ -135,9 +137,16 @@ def register(subparsers) -> None:
         help="kernel family per base, default or other (default: alternating, from default)",
     )
     p.add_argument("--fast", action="store_true", help="tiny budgets (the test suite's smoke run)")
-    p.add_argument("--config", default=None, help="YAML/JSON file of plan (DemoConfig) fields")
+    p.add_argument(
+        "--config",
+        default=None,
+        help="YAML/JSON file of plan (DemoConfig) fields, or a shipped preset: "
+        f"{', '.join(sorted(config_presets()))}",
+    )
     add_workers_device_args(p)
     p.add_argument(
         "--spread-file", default=None, help="also write the measured seed spread to this JSON file"
     )
+    add_progress_flag(p)
+    add_json_flag(p, "the verdict per claim and the report's path")
     p.set_defaults(func=_study)

@@ -20,7 +20,7 @@ import argparse
 import json
 from pathlib import Path
 
-from fgrpo_common.cli import parse_key_values
+from fgrpo_common.cli import add_json_flag, json_result, parse_key_values
 from fgrpo_llm.config import TrainConfig, read_config_file, refuse_a_model_directory
 from fgrpo_llm.tasks import get_task
 from fgrpo_llm.tasks.for_model import check_base_task, model_task_kwargs
@@ -120,6 +120,7 @@ def register(subparsers) -> None:
         default=None,
         help="hide the progress bar",
     )
+    add_json_flag(p, "the last step's metrics")
     p.set_defaults(func=run)
 
 
@@ -209,6 +210,17 @@ def run(args) -> int:
                 "--rare-set needs --eval-every K > 0 (how often to measure Delta NLL_rare)"
             )
     last = train(cfg, resume=args.resume, evaluators=evaluators)
+    if args.json:
+        return json_result(
+            args,
+            {
+                "algo": cfg.algo,
+                "gamma": cfg.gamma,
+                "steps": cfg.steps,
+                "out": cfg.out,
+                "last": last,
+            },
+        )
     shown = ", ".join(
         f"{k}={last[k]:.4g}"
         for k in ("reward/mean", "groups/active_frac", "focal/weight_mean")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.cli import add_json_flag, json_result
 from fgrpo_common.fields import SEED
 from fgrpo_llm.environment import environment_differences, environment_section
 from fgrpo_llm.evaluation.runs import load_run
@@ -103,6 +104,10 @@ def _validate(args) -> int:
         )
     sections.append(("Environments", environment_section({r.label: r.environment for r in runs})))
     path = write_report(Path(args.out) / "report.md", "Theory-vs-LLM cross-check", sections)
+    if args.json:
+        return json_result(
+            args, {"report": str(path), "figures": figs, "orderings": result["orderings"]}
+        )
     print(f"wrote {path}")
     for s in result["orderings"]:
         print(s)
@@ -142,4 +147,5 @@ def register(subparsers) -> None:
         "sign is read)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap band")
+    add_json_flag(p, "the report's path, the figures and the orderings")
     p.set_defaults(func=_validate)

@@ -27,6 +27,7 @@ import torch
 
 from fgrpo_common.checks import check_integer
 from fgrpo_common.files import save_figure
+from fgrpo_common.progress import bar_disabled
 from fgrpo_llm.files import atomic_write_text, read_json
 from fgrpo_llm.tasks.base import check_split
 from fgrpo_theory.passk import mean_pass_at_k, paired_subsampling_test
@@ -94,7 +95,7 @@ def sampled_chunks(
     if progress:
         from tqdm import tqdm
 
-        starts = tqdm(starts, desc=progress, unit="chunk", leave=False)
+        starts = tqdm(starts, desc=progress, unit="chunk", leave=False, disable=bar_disabled())
     was_training = model.training
     model.eval()
     try:

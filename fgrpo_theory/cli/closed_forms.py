@@ -1,22 +1,22 @@
 """``fgrpo-theory tail-miss | peak | pass-at-k``: the closed forms from the command line.
 
-    fgrpo-theory tail-miss --mu 0.3 --rho 0.05,0.1,0.2 --n-max 128 --plot out.png
-    fgrpo-theory tail-miss --mu 0.3 --tau 0.015 --n 1,2,8 --json
+    fgrpo-theory tail-miss --mu 0.3 --rho 0.05,0.1,0.2 --max-group-size 128 --plot out.png
+    fgrpo-theory tail-miss --mu 0.3 --tau 0.015 --group-size 1,2,8 --json
     fgrpo-theory peak --mu 0.8,0.5,0.2 --rho 0.01,0.05
-    fgrpo-theory pass-at-k --n 1024 --c 3,100 --k 1,8,256
+    fgrpo-theory pass-at-k --samples 1024 --c 3,100 --k 1,8,256
     fgrpo-theory pass-at-k --p 0.01,0.1 --k 1,256
 
-Lists are comma-separated. Bad values raise ``ValueError`` naming the argument (exit status 2,
-one line on stderr). ``--json`` prints strict JSON: a value with no finite answer (the
-stationary point N_c of a curve with tau = 0 is +inf, of one with P(B) = 0 undefined, of one
-with N_c above e^709 beyond float64) is
-``null``, never a NaN / Infinity token.
+Lists are comma-separated. The old spellings ``--n`` (group sizes; samples in ``pass-at-k``)
+and ``--n-max`` still work, with a deprecation line on stderr. Bad values raise ``ValueError``
+naming the argument (exit status 2, one line on stderr). ``--json`` prints strict JSON: a value
+with no finite answer (the stationary point N_c of a curve with tau = 0 is +inf, of one with
+P(B) = 0 undefined, of one with N_c above e^709 beyond float64) is ``null``, never a NaN /
+Infinity token.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_common.checks import check_integer, single
+from fgrpo_common.cli import add_deprecated_alias, add_json_flag, json_result
 from fgrpo_common.files import save_figure
 from fgrpo_theory.passk import pass_at_k_exact, pass_at_k_unbiased
 from fgrpo_theory.tail_miss import p_active, p_tail_miss, peak_group_size, stationary_group_size
@@ -71,21 +72,6 @@ def _int_list(name: str, text: str, *, minimum: int) -> np.ndarray:
     if len(values) > MAX_ROWS:
         raise ValueError(f"{name} has {len(values)} values, more than the {MAX_ROWS} allowed")
     return check_integer(name, np.asarray(values, dtype=object), minimum=minimum)
-
-
-def _strict_json(rows) -> str:
-    """JSON without NaN / Infinity tokens: non-finite floats become null."""
-
-    def clean(v):
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [clean(x) for x in v]
-        return v
-
-    return json.dumps(clean(rows), allow_nan=False)
 
 
 def _check_plot_path(text: str) -> Path:
@@ -153,11 +139,12 @@ def _curves(args) -> list[tuple[float, float, float | None]]:
 
 def _group_sizes(args) -> np.ndarray:
     if args.n is not None:
-        return _int_list("--n", args.n, minimum=1)
-    n_max = single("--n-max", check_integer("--n-max", args.n_max, minimum=1))
+        return _int_list("--group-size", args.n, minimum=1)
+    n_max = single("--max-group-size", check_integer("--max-group-size", args.n_max, minimum=1))
     if n_max > MAX_ROWS:
         raise ValueError(
-            f"--n-max must be <= {MAX_ROWS} (use --n for chosen sizes), got --n-max={n_max}"
+            f"--max-group-size must be <= {MAX_ROWS} (use --group-size for chosen sizes), got "
+            f"--max-group-size={n_max}"
         )
     return np.arange(1, n_max + 1)
 
@@ -200,7 +187,7 @@ def run_tail_miss(args) -> int:
             for (mu, tau, _), pb in zip(curves, p_b, strict=True)
             for i, n in enumerate(N)
         ]
-        print(_strict_json(rows))
+        return json_result(args, rows)
     else:
         for mu in dict.fromkeys(c[0] for c in curves):
             group = [(c, pb) for c, pb in zip(curves, p_b, strict=True) if c[0] == mu]
@@ -262,7 +249,7 @@ def run_peak(args) -> int:
     n_max = (
         None
         if args.n_max is None
-        else single("--n-max", check_integer("--n-max", args.n_max, minimum=1))
+        else single("--max-group-size", check_integer("--max-group-size", args.n_max, minimum=1))
     )
     rows = []
     for mu, tau, rho in curves:
@@ -273,14 +260,18 @@ def run_peak(args) -> int:
                 else "--tau=0 (or --rho=0)"
             )
             raise ValueError(
-                f"{why} with --mu={mu:g}: P(B) rises with N without a peak; pass --n-max"
+                f"{why} with --mu={mu:g}: P(B) rises with N without a peak; pass --max-group-size"
             )
         # N_c above e^709 (tau tiny next to a tiny mu) is +inf here: with n_max, N* is n_max
         n_c = float(stationary_group_size(mu, tau, beyond=math.inf))
         top = 1.0 if math.isnan(n_c) else min(n_c, math.inf if n_max is None else n_max)
         if top > 2.0**53:  # (peak_group_size's own limit, said with the flags typed)
             curve = f"--rho={rho:g} (tau = {tau:g})" if rho is not None else f"--tau={tau:g}"
-            fix = "pass --n-max" if n_max is None else "pass an --n-max of at most 2^53"
+            fix = (
+                "pass --max-group-size"
+                if n_max is None
+                else "pass a --max-group-size of at most 2^53"
+            )
             raise ValueError(f"the peak group size for --mu={mu:g}, {curve} is beyond 2^53; {fix}")
         n_star, p_star = peak_group_size(mu, tau, n_max=n_max)
         rows.append(
@@ -294,8 +285,7 @@ def run_peak(args) -> int:
             }
         )
     if args.json:
-        print(_strict_json(rows))
-        return 0
+        return json_result(args, rows)
     print(f"{'mu':>8}  {'tau':>10}  {'rho':>6}  {'N*':>8}  {'P(B) at N*':>10}  {'N_c':>10}")
     for r in rows:
         rho = "" if r["rho"] is None else f"{r['rho']:g}"
@@ -320,7 +310,7 @@ def run_pass_at_k(args) -> int:
     rows = []
     if args.p is not None:
         if args.n is not None or args.c is not None:
-            raise ValueError("--p cannot be combined with --n/--c")
+            raise ValueError("--p cannot be combined with --samples/--c")
         ps = _float_list("--p", args.p)
         bad = [p for p in ps if not 0.0 <= p <= 1.0]
         if bad:
@@ -332,17 +322,17 @@ def run_pass_at_k(args) -> int:
                 rows.append({"p": float(p), "k": int(k), "pass_at_k": float(pass_at_k_exact(p, k))})
     else:
         if args.n is None or args.c is None:
-            raise ValueError("pass-at-k needs either --p, or both --n and --c")
-        n = single("--n", _int_list("--n", args.n, minimum=1))
+            raise ValueError("pass-at-k needs either --p, or both --samples and --c")
+        n = single("--samples", _int_list("--samples", args.n, minimum=1))
         cs = _int_list("--c", args.c, minimum=0)
         if len(cs) * len(ks) > MAX_ROWS:
             raise ValueError(f"--c x --k is more than the {MAX_ROWS} rows allowed")
         for c in cs:
             for k in ks:
                 if c > n:
-                    raise ValueError(f"--c must be <= --n={n}, got --c={int(c)}")
+                    raise ValueError(f"--c must be <= --samples={n}, got --c={int(c)}")
                 if k > n:
-                    raise ValueError(f"--k must be <= --n={n}, got --k={int(k)}")
+                    raise ValueError(f"--k must be <= --samples={n}, got --k={int(k)}")
                 rows.append(
                     {
                         "n": n,
@@ -363,8 +353,7 @@ def run_pass_at_k(args) -> int:
                 }
             )
     if args.json:
-        print(_strict_json(rows))
-        return 0
+        return json_result(args, rows)
     key = "p" if args.p is not None else "c"
     print(f"{key:>8}  {'k':>6}  {'pass@k':>10}")
     for r in rows:
@@ -393,14 +382,20 @@ def register(subparsers) -> None:
     )
     _add_mu_rho_tau(p)
     sizes = p.add_mutually_exclusive_group()
-    sizes.add_argument("--n-max", type=int, default=128, help="tabulate N = 1..n_max (default 128)")
-    sizes.add_argument("--n", help="tabulate these N only (comma-separated)")
-    p.add_argument("--plot", help="also write the curves to this PNG file")
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print a JSON list of {N, mu, tau, p_active, p_tail_miss} instead of the table",
+    n_max = sizes.add_argument(
+        "--max-group-size",
+        dest="n_max",
+        type=int,
+        default=128,
+        help="tabulate N = 1..max (default 128)",
     )
+    n = sizes.add_argument(
+        "--group-size", dest="n", help="tabulate these group sizes N only (comma-separated)"
+    )
+    add_deprecated_alias(sizes, "--n-max", n_max)
+    add_deprecated_alias(sizes, "--n", n)
+    p.add_argument("--plot", help="also write the curves to this PNG file")
+    add_json_flag(p, "a list of {N, mu, tau, p_active, p_tail_miss}")
     p.set_defaults(func=run_tail_miss)
 
     p = subparsers.add_parser(
@@ -410,14 +405,18 @@ def register(subparsers) -> None:
         "point N_c of dP/dN = 0, per (mu, rho) or (mu, tau).",
     )
     _add_mu_rho_tau(p)
-    p.add_argument(
-        "--n-max", type=int, default=None, help="search N <= n_max only (needed when tau = 0)"
+    n_max = p.add_argument(
+        "--max-group-size",
+        dest="n_max",
+        type=int,
+        default=None,
+        help="search N <= max only (needed when tau = 0)",
     )
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print JSON instead of the table (N_stationary is null where it is +inf "
-        "(tau = 0), beyond float64 (above e^709) or undefined (P(B) = 0))",
+    add_deprecated_alias(p, "--n-max", n_max)
+    add_json_flag(
+        p,
+        "the table (N_stationary is null where it is +inf (tau = 0), beyond float64 (above "
+        "e^709) or undefined (P(B) = 0))",
     )
     p.set_defaults(func=run_peak)
 
@@ -429,7 +428,8 @@ def register(subparsers) -> None:
     )
     p.add_argument("--k", required=True, help="k values (comma-separated)")
     p.add_argument("--p", help="per-sample success probabilities (comma-separated)")
-    p.add_argument("--n", help="samples per problem")
+    samples = p.add_argument("--samples", dest="n", help="samples per problem n")
+    add_deprecated_alias(p, "--n", samples)
     p.add_argument("--c", help="correct samples per problem (comma-separated)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    add_json_flag(p, "the table")
     p.set_defaults(func=run_pass_at_k)

@@ -2,7 +2,7 @@
 (``fgrpo_theory.plan``; paper Lemma 3.1, Section 4).
 
     fgrpo-theory plan --outcomes runs/demo/base_eval --split test --rho 0.05
-    fgrpo-theory plan --counts passrates.csv --rho 0.1 --group-sizes 4,8,16,64 --json
+    fgrpo-theory plan --counts passrates.csv --rho 0.1 --group-size 4,8,16,64 --json
     fgrpo-theory plan --mu 0.05,0.3,0.9 --rho 0.1 --weightings none,focal:0.5,focal:1,maxrl
 
 Pass rates come from ``fgrpo-llm eval``'s outcome matrices (``--outcomes``: a directory holding
@@ -12,7 +12,7 @@ the rollouts per step, the expected fraction of groups with signal and the expec
 rate over the prompts (for counts, posterior medians, and the tail-miss rate's 95% range from
 the finite n), where tail misses peak (with counts, every N where the pass rates' uncertainty
 may put the peak), and the share of the update each weighting sends to hard
-prompts (mu < 1/2).
+prompts (mu < 1/2), as a markdown table.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.cli import add_deprecated_alias, add_json_flag, json_result
 from fgrpo_common.files import save_figure
-from fgrpo_theory.cli.closed_forms import _check_plot_path, _float_list, _int_list, _strict_json
+from fgrpo_theory.cli.closed_forms import _check_plot_path, _float_list, _int_list
 
 #: A counts CSV holds at most this many rows.
 MAX_PROMPTS = 1_000_000
@@ -102,7 +103,7 @@ def run_plan(args) -> int:
     sources = [x is not None for x in (args.mu, args.outcomes, args.counts)]
     if sum(sources) != 1:
         raise ValueError("give exactly one of --mu, --outcomes, --counts")
-    Ns = [int(v) for v in _int_list("--group-sizes", args.group_sizes, minimum=1)]
+    Ns = [int(v) for v in _int_list("--group-size", args.group_sizes, minimum=1)]
     weightings = [parse_weighting(w) for w in args.weightings.split(",") if w.strip()]
     if not weightings:
         raise ValueError("--weightings must name at least one weighting")
@@ -125,8 +126,7 @@ def run_plan(args) -> int:
     if plot is not None:
         _plot(res, plot)
     if args.json:
-        print(_strict_json(res))
-        return 0
+        return json_result(args, res)
     labels = res["weightings"]
     print(
         f"{res['prompts']} prompts (mean pass rate {res['mean_mu']:.3f}; {res['hard_prompts']} "
@@ -134,7 +134,7 @@ def run_plan(args) -> int:
     )
     head = ["N", "rollouts/step", "active groups", "tail-miss rate [95%]"]
     head += [f"hard share: {w}" for w in labels]
-    print(" | ".join(head))
+    table = []
     for r in res["rows"]:
         tm = f"{r['tail_miss']:.3f}"
         if r["tail_miss_lo"] is not None:
@@ -142,8 +142,9 @@ def run_plan(args) -> int:
         shares = [
             "-" if r["hard_share"][w] is None else f"{r['hard_share'][w]:.3f}" for w in labels
         ]
-        print(" | ".join([str(r["N"]), str(r["rollouts_per_step"]), f"{r['active']:.3f}", tm]
-                         + shares))  # fmt: skip
+        table.append([str(r["N"]), str(r["rollouts_per_step"]), f"{r['active']:.3f}", tm]
+                     + shares)  # fmt: skip
+    print(f"\n{markdown_table(head, table)}\n")
     if res["peak_N"] is None:
         print("no tail misses at any of the group sizes given (every pass rate 0 or 1, or rho = 1)")
     elif len(res["peak_N_range"]) > 1:
@@ -156,6 +157,18 @@ def run_plan(args) -> int:
     else:
         print(f"tail misses peak at N = {res['peak_N']} among the group sizes given")
     return 0
+
+
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    """A markdown table, each column padded to its widest cell and right-aligned (``---:``), so
+    that it reads as a table in a terminal too."""
+    widths = [max(len(c) for c in column) for column in zip(head, *rows, strict=True)]
+
+    def line(cells):
+        return "| " + " | ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"
+    return "\n".join([line(head), rule, *(line(r) for r in rows)])
 
 
 def _plot(res: dict, path: Path) -> None:
@@ -197,7 +210,13 @@ def register(subparsers) -> None:
     src.add_argument("--counts", help="CSV with columns prompt_id,n,c")
     p.add_argument("--split", help="the split's outcome file in an --outcomes directory")
     p.add_argument("--rho", type=float, default=0.05, help="tau / mu of the rare mode (0.05)")
-    p.add_argument("--group-sizes", default="2,4,8,16,32,64,128", help="N values")
+    sizes = p.add_argument(
+        "--group-size",
+        dest="group_sizes",
+        default="2,4,8,16,32,64,128",
+        help="group sizes N, comma-separated (default 2,4,8,16,32,64,128)",
+    )
+    add_deprecated_alias(p, "--group-sizes", sizes)
     p.add_argument(
         "--weightings",
         default="none,focal:1,maxrl",
@@ -212,5 +231,5 @@ def register(subparsers) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the posterior draws")
     p.add_argument("--plot", help="also draw the table to this PNG file")
-    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    add_json_flag(p, "the plan")
     p.set_defaults(func=run_plan)

@@ -2,7 +2,7 @@
 (Fig. 2).
 
     fgrpo-theory simulate --preset paper-fig2 --out results/fig2
-    fgrpo-theory simulate --actions 12800 --correct 1000 --group-sizes 2,64,4096 --steps 300 \\
+    fgrpo-theory simulate --actions 12800 --correct 1000 --group-size 2,64,4096 --steps 300 \\
         --lr 0.03 --csv results/small.csv
 
 With ``--out`` it writes ``fig2.png`` (Q_pos and M_ret against step; final Q_pos and M_ret
@@ -11,7 +11,11 @@ against N), ``metrics.jsonl`` (one line per step, seed means), ``fig2.csv`` (one
 the resolved config ``simulation_config.json`` (a rerun with the same config reuses them).
 Finished runs are saved under ``OUT/partial/`` as they finish, so an interrupted sweep (Ctrl-C,
 a killed job) resumes where it stopped when rerun. ``--csv PATH`` writes the CSV there instead
-(without ``--out``, finished runs wait in ``PATH.partial/`` until the CSV is written).
+(without ``--out``, finished runs wait in ``PATH.partial/`` until the CSV is written). The seed
+means of the final Q_pos and M_ret per (N, gamma) go to stdout (``--json``: as JSON). The first
+run on a machine compiles the engine's kernels (numba, cached on disk), which a line on stderr
+says. ``--group-sizes`` and ``--gammas`` are deprecated spellings of ``--group-size`` and
+``--gamma``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,13 @@ import os
 import sys
 from pathlib import Path
 
-from fgrpo_common.cli import parse_list
+from fgrpo_common.cli import (
+    add_deprecated_alias,
+    add_json_flag,
+    add_progress_flag,
+    json_result,
+    parse_list,
+)
 from fgrpo_common.files import save_figure
 from fgrpo_theory.plots_categorical import plot_fig2
 from fgrpo_theory.sim.config import (
@@ -30,6 +40,7 @@ from fgrpo_theory.sim.config import (
     SIM_WEIGHTINGS,
     SURROGATES,
     SimConfig,
+    sparse_applies,
 )
 from fgrpo_theory.sim.engines import ENGINES
 from fgrpo_theory.sim.sweep import remove_checkpoint, run_cached, run_sweep, sweep_lock
@@ -52,8 +63,10 @@ def register(subparsers) -> None:
     p.add_argument("--csv", help="write the CSV here (default: OUT/fig2.csv)")
     p.add_argument("--actions", type=int, help="K, number of actions")
     p.add_argument("--correct", type=int, help="number of correct actions")
-    p.add_argument("--group-sizes", help="N values, e.g. 2,4,8")
-    p.add_argument("--gammas", help="focal exponents, e.g. 0,1")
+    sizes = p.add_argument("--group-size", dest="group_sizes", help="N values, e.g. 2,4,8")
+    add_deprecated_alias(p, "--group-sizes", sizes)
+    gammas = p.add_argument("--gamma", dest="gammas", help="focal exponents, e.g. 0,1")
+    add_deprecated_alias(p, "--gammas", gammas)
     p.add_argument("--seeds", help="seeds, e.g. 0,1,2,3")
     p.add_argument("--steps", type=int, help="optimisation steps")
     p.add_argument("--lr", type=float, help="learning rate")
@@ -83,7 +96,8 @@ def register(subparsers) -> None:
     p.add_argument(
         "--device", help="torch engine device, e.g. cuda or cpu (default: cuda when available)"
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_flag(p)
+    add_json_flag(p, "the seed means of the final Q_pos and M_ret per (N, gamma)")
     p.set_defaults(func=run_simulate)
 
 
@@ -121,9 +135,13 @@ def _config(args):
         )
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    for key, kind in (("group_sizes", int), ("gammas", float), ("seeds", int)):
+    for key, flag, kind in (
+        ("group_sizes", "--group-size", int),
+        ("gammas", "--gamma", float),
+        ("seeds", "--seeds", int),
+    ):
         if key in overrides:
-            overrides[key] = parse_list("--" + key.replace("_", "-"), overrides[key], kind)
+            overrides[key] = parse_list(flag, overrides[key], kind)
     return replace(PRESETS[args.preset], **overrides) if args.preset else SimConfig(**overrides)
 
 
@@ -149,6 +167,7 @@ def run_simulate(args) -> int:
     if args.out:
         _writable_dir("--out", Path(args.out))
     progress = not args.no_progress
+    announce_compilation(cfg, args.engine)
     kw = dict(workers=args.workers, progress=progress, engine=args.engine, device=args.device)
     if args.out:
         out = Path(args.out)
@@ -171,8 +190,58 @@ def run_simulate(args) -> int:
         csv = res.write_csv(args.csv)
         remove_checkpoint(partial)
     print(f"wrote {csv}", file=sys.stderr)
+    if args.json:
+        return json_result(args, _summary_rows(res))
     _print_summary(res)
     return 0
+
+
+def _summary_rows(res) -> list[dict]:
+    """The seed means of the final Q_pos and M_ret, one row per (N, weighting)."""
+    cfg = res.config
+    q = res.records["q_pos"][..., -1].mean(axis=2)  # (len(N), len(gammas))
+    m = res.records["m_ret"][..., -1].mean(axis=2)
+    return [
+        {
+            "N": int(N),
+            "gamma": float(gamma),
+            "weighting": res.weighting_label(j),
+            "seeds": len(cfg.seeds),
+            "q_pos": float(q[i, j]),
+            "m_ret": float(m[i, j]),
+        }
+        for i, N in enumerate(cfg.group_sizes)
+        for j, gamma in enumerate(cfg.gammas)
+    ]
+
+
+def announce_compilation(cfg, engine: str) -> bool:
+    """Say on stderr when this run compiles the compiled engine's kernels (numba caches them
+    on disk after the first run on a machine; until then the bar would sit at 0% for about
+    30 s). Returns whether it said so."""
+    from fgrpo_theory.sim import compiled  # lazy: numba
+
+    if engine not in ("auto", "compiled", "split") or compiled.numba is None:
+        return False
+    if engine == "auto" and not sparse_applies(cfg):
+        return False  # the numpy engine runs: nothing to compile
+    index = kernel_index(compiled)
+    if index is None or os.path.exists(index):
+        return False
+    print(
+        "fgrpo-theory simulate: compiling the simulator's kernels (numba, about 30 s, once per "
+        f"machine; cached in {os.path.dirname(index)})",
+        file=sys.stderr,
+        flush=True,
+    )
+    return True
+
+
+def kernel_index(compiled) -> str | None:
+    """The file of numba's on-disk cache that indexes the compiled engine's run kernel (it
+    exists once the kernel is compiled on this machine), or None without such a cache."""
+    cache = getattr(getattr(compiled, "_run_steps", None), "_cache", None)
+    return getattr(getattr(cache, "_cache_file", None), "_index_path", None)
 
 
 def _print_summary(res) -> None:

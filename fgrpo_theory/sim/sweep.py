@@ -38,6 +38,7 @@ import numpy as np
 from fgrpo_common.checks import check_integer
 from fgrpo_common.environment import machine_environment
 from fgrpo_common.files import TEMPORARY_MARK, atomic_write, atomic_write_text
+from fgrpo_common.progress import bar_disabled
 from fgrpo_theory.sim.config import SimConfig
 from fgrpo_theory.sim.engines import choose_engine, simulate_runs, work_items
 from fgrpo_theory.sim.group import GROUP_RECORDS, POLICY_RECORDS
@@ -343,7 +344,7 @@ def _bar(total_steps: int, runs: int, progress: bool):
         total=total_steps,
         unit="run-step",
         unit_scale=True,
-        disable=not progress,
+        disable=bar_disabled(progress),
         file=sys.stderr,
         desc=f"simulate: runs 0/{runs}",
     )

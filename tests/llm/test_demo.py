@@ -267,9 +267,9 @@ def test_the_demo_quotes_the_seed_spread_the_study_measured(tmp_path):
 
 
 def test_the_cpu_config_file_is_what_make_demo_runs():
-    """configs/demo_cpu.yaml says it is `make demo`'s plan written out: read on the study's
+    """The demo_cpu preset says it is `make demo`'s plan written out: read on the study's
     defaults (no demo plan applied), it gives the demo's plan field for field."""
     from pathlib import Path
 
-    path = Path(__file__).parents[2] / "configs" / "demo_cpu.yaml"
+    path = Path(__file__).parents[2] / "fgrpo_llm/experiments/countdown/presets/demo_cpu.yaml"
     assert load_demo_config(path) == load_demo_config(for_demo=True)

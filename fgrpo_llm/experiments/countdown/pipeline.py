@@ -19,7 +19,7 @@ OUT/timings.md), so the same command gives the same report on one machine, busy 
 
     fgrpo-llm demo --out runs/demo                 # the default plan, 2 worker processes
     fgrpo-llm demo --out runs/demo --fast          # a smoke run in about a minute
-    fgrpo-llm demo --out runs/gpu --config configs/gpu_full.yaml
+    fgrpo-llm demo --out runs/gpu --config gpu_full
 """
 
 from __future__ import annotations

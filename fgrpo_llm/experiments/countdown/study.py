@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fgrpo_common.progress import bar_disabled
 from fgrpo_llm.environment import (
     KERNEL_FAMILIES,
     kernel_family_env,
@@ -285,7 +286,9 @@ def _run(tasks, workers: int, what: str) -> None:
         return
     from tqdm import tqdm
 
-    with tqdm(total=len(tasks), desc=what, unit="task", file=sys.stderr) as bar:
+    with tqdm(
+        total=len(tasks), desc=what, unit="task", file=sys.stderr, disable=bar_disabled()
+    ) as bar:
         for task, _seconds in run_tasks(tasks, workers):
             bar.update(1)
             bar.set_postfix_str(task.name, refresh=True)
