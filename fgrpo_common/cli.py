@@ -9,7 +9,7 @@ KEY=VALUE parsers of the flags, and the conventions of the one command-line surf
   stdout once the command is done; whatever else the command prints goes to stderr meanwhile;
 - ``--no-progress`` on every long command (:func:`add_progress_flag`): it sets ``TQDM_DISABLE``
   for the command (worker processes included), and every bar is off by itself when stderr is not
-  a terminal (``fgrpo_common.progress``).
+  a terminal (:func:`bar_disabled`, the ``disable`` of every bar).
 """
 
 from __future__ import annotations
@@ -267,6 +267,17 @@ def _no_progress(args: argparse.Namespace) -> bool:
     """Whether the command line asked for no progress bars (``--no-progress``, whatever its
     destination)."""
     return bool(getattr(args, "no_progress", False)) or getattr(args, "progress", None) is False
+
+
+def bar_disabled(progress: bool = True) -> bool | None:
+    """tqdm's ``disable`` for a bar the caller would show when ``progress``: True when not
+    ``progress`` or when ``TQDM_DISABLE`` is set (to anything but empty, 0 or false), else None,
+    which tqdm reads as "off when the bar's stream is not a terminal"."""
+    if not progress:
+        return True
+    if os.environ.get("TQDM_DISABLE", "").strip().lower() not in ("", "0", "false"):
+        return True
+    return None
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from fgrpo_common.progress import bar_disabled
+from fgrpo_common.cli import bar_disabled
 
 __all__ = ["pad_sft_rows", "completion_loss", "sft_loop"]
 

@@ -28,10 +28,10 @@ from fgrpo_common.cli import (
     add_deprecated_alias,
     add_json_flag,
     add_progress_flag,
+    bar_disabled,
     json_result,
     run_command,
 )
-from fgrpo_common.progress import bar_disabled
 from fgrpo_theory.cli import build_parser as theory_parser
 from fgrpo_theory.cli import main as theory_main
 
@@ -270,7 +270,7 @@ def test_a_bar_is_off_when_stderr_is_not_a_terminal():
     code = (
         "import sys\n"
         "from tqdm import tqdm\n"
-        "from fgrpo_common.progress import bar_disabled\n"
+        "from fgrpo_common.cli import bar_disabled\n"
         "print(tqdm(total=3, file=sys.stderr, disable=bar_disabled(True)).disable)\n"
     )
     done = subprocess.run(

@@ -11,7 +11,7 @@ reported separately. The per-sample outcome matrix (problems x n, 0/1) is kept a
 two policies can be compared with the paired m-out-of-n subsampling test (App. Q,
 ``fgrpo-llm compare``).
 
-    fgrpo-llm eval --model runs/base --n 1024 --k 1,2,4,8,16,32,64,128,256 --out runs/eval_base
+    fgrpo-llm eval --model runs/base --samples 1024 --k 1,2,4,8,16,32,64,128,256 --out runs/eval
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from fgrpo_common.checks import check_integer
+from fgrpo_common.cli import bar_disabled
 from fgrpo_common.files import save_figure
-from fgrpo_common.progress import bar_disabled
 from fgrpo_llm.files import atomic_write_text, read_json
 from fgrpo_llm.tasks.base import check_split
 from fgrpo_theory.passk import mean_pass_at_k, paired_subsampling_test

@@ -5,7 +5,7 @@ Each subcommand lives in its own module ``fgrpo_theory.cli.<name>`` that exposes
 parsed arguments and returning an exit status. A ``ValueError`` raised anywhere in a
 command (bad input) becomes one line on stderr and exit status 2, never a traceback.
 
-    fgrpo-theory tail-miss --mu 0.3 --rho 0.05,0.1,0.2 --n-max 128 --plot out.png
+    fgrpo-theory tail-miss --mu 0.3 --rho 0.05,0.1,0.2 --max-group-size 128 --plot out.png
 """
 
 from __future__ import annotations

@@ -36,9 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_common.checks import check_integer
+from fgrpo_common.cli import bar_disabled
 from fgrpo_common.environment import machine_environment
 from fgrpo_common.files import TEMPORARY_MARK, atomic_write, atomic_write_text
-from fgrpo_common.progress import bar_disabled
 from fgrpo_theory.sim.config import SimConfig
 from fgrpo_theory.sim.engines import choose_engine, simulate_runs, work_items
 from fgrpo_theory.sim.group import GROUP_RECORDS, POLICY_RECORDS

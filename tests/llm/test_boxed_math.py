@@ -169,7 +169,7 @@ def test_the_cli_says_a_task_argument_problem_in_one_line(tiny_checkpoint, tmp_p
 
     path = tmp_path / "bad.jsonl"
     path.write_text("not json\n[1]\n")
-    argv = ["eval", "--model", str(tiny_checkpoint), "--task", "boxed_math", "--n", "2"]
+    argv = ["eval", "--model", str(tiny_checkpoint), "--task", "boxed_math", "--samples", "2"]
     proc = subprocess.run(
         [sys.executable, "-m", "fgrpo_llm.cli", *argv, "--task-arg", f"path={path}"],
         capture_output=True,

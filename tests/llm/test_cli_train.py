@@ -64,7 +64,7 @@ def test_train_smoke_then_resume(tiny_checkpoint, tmp_path, capsys):
 
 
 def _eval(model, out=None):
-    argv = ["eval", "--model", str(model), "--n", "2", "--k", "1", "--max-problems", "2"]
+    argv = ["eval", "--model", str(model), "--samples", "2", "--k", "1", "--max-problems", "2"]
     return main([*argv, "--max-new-tokens", "3", *(["--out", str(out)] if out else [])])
 
 

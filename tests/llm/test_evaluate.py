@@ -320,7 +320,7 @@ def test_eval_and_compare_cli(tiny_checkpoint, tmp_path, capsys):
                 "eval",
                 "--model",
                 str(tiny_checkpoint),
-                "--n",
+                "--samples",
                 "4",
                 "--k",
                 "1,2",
@@ -344,7 +344,19 @@ def test_eval_and_compare_cli(tiny_checkpoint, tmp_path, capsys):
     assert main(["compare", str(out), str(out), "--m", "2", "--iterations", "50", "--k", "1"]) == 0
     assert "p_value" in capsys.readouterr().out
     assert (
-        main(["eval", "--model", str(tiny_checkpoint), "--n", "2", "--k", "4", "--out", str(out)])
+        main(
+            [
+                "eval",
+                "--model",
+                str(tiny_checkpoint),
+                "--samples",
+                "2",
+                "--k",
+                "4",
+                "--out",
+                str(out),
+            ]
+        )
         == 2
     )
     assert main(["eval", "--model", str(tmp_path / "missing"), "--out", str(out)]) == 2

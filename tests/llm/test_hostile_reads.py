@@ -37,7 +37,7 @@ def test_a_config_of_another_architecture_is_refused(tiny_checkpoint, tmp_path, 
                eos_token_id=0).save_pretrained(bad)  # fmt: skip
     with pytest.raises(ValueError, match="do not fit the model_type='gpt2'"):
         load_model_and_tokenizer(bad)
-    assert main(["eval", "--model", str(bad), "--out", str(tmp_path / "ev"), "--n", "2"]) == 2
+    assert main(["eval", "--model", str(bad), "--out", str(tmp_path / "ev"), "--samples", "2"]) == 2
     _one_line(capsys, "model_type='gpt2'")
     assert not (tmp_path / "ev").exists()
     argv = ["train", "--base", str(bad), "--out", str(tmp_path / "run"), "--steps", "1"]

@@ -123,7 +123,7 @@ def test_a_run_directory_given_as_a_model_names_its_policy(tiny_checkpoint, tmp_
     assert main(argv) == 0
     capsys.readouterr()
     for cmd in (
-        ["eval", "--model", str(run), "--n", "2"],
+        ["eval", "--model", str(run), "--samples", "2"],
         ["train", "--base", str(run), "--out", str(tmp_path / "again"), "--steps", "1"],
     ):
         assert main(cmd) == 2

@@ -57,7 +57,7 @@ def test_a_runs_evaluation_samples_the_policy_it_trained(tiny_checkpoint, tmp_pa
     base = evaluate_stage(tiny_checkpoint, tmp_path / "base_eval", plan, task=task)
     assert (base["temperature"], base["top_k"]) == (1.0, 0)
     out = tmp_path / "cli_eval"
-    argv = ["eval", "--model", str(run / "model"), "--n", "2", "--max-problems", "2",
+    argv = ["eval", "--model", str(run / "model"), "--samples", "2", "--max-problems", "2",
             "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     saved = json.loads((out / "eval.json").read_text())
@@ -84,7 +84,7 @@ def test_an_engine_runs_recorded_sampling_is_how_eval_samples_its_checkpoint(
     write_run_info(run, engine="verl", algo="grpo", group_size=4, gamma=1.0, sampling=policy)
     assert read_run_info(run)["sampling"] == policy
     out = tmp_path / "eval"
-    argv = ["eval", "--model", str(tiny_checkpoint), "--run", str(run), "--n", "2",
+    argv = ["eval", "--model", str(tiny_checkpoint), "--run", str(run), "--samples", "2",
             "--max-problems", "2", "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     saved = json.loads((out / "eval.json").read_text())

@@ -28,7 +28,7 @@ def test_tail_miss_table_and_peaks(capsys, tmp_path):
         "0.3",
         "--rho",
         "0.05,0.1,0.2",
-        "--n-max",
+        "--max-group-size",
         "128",
         "--plot",
         str(plot),
@@ -46,7 +46,7 @@ def test_tail_miss_table_and_peaks(capsys, tmp_path):
 
 def test_tail_miss_json(capsys):
     code, out, _ = run(
-        capsys, "tail-miss", "--mu", "0.3", "--tau", "0.015,0.03", "--n", "1,2,8", "--json"
+        capsys, "tail-miss", "--mu", "0.3", "--tau", "0.015,0.03", "--group-size", "1,2,8", "--json"
     )
     rows = json.loads(out)
     assert code == 0 and len(rows) == 6
@@ -60,7 +60,9 @@ def test_peak_and_pass_at_k(capsys):
     code, out, _ = run(capsys, "peak", "--mu", "0.3", "--rho", "0.05", "--json")
     (row,) = json.loads(out)
     assert code == 0 and row["N_star"] == int(peak_group_size(0.3, 0.015)[0])
-    code, out, _ = run(capsys, "pass-at-k", "--n", "16", "--c", "0,3,16", "--k", "1,4", "--json")
+    code, out, _ = run(
+        capsys, "pass-at-k", "--samples", "16", "--c", "0,3,16", "--k", "1,4", "--json"
+    )
     rows = json.loads(out)
     per_problem = [r for r in rows if r["c"] != "mean"]
     assert code == 0 and len(per_problem) == 6
@@ -74,13 +76,13 @@ def test_peak_and_pass_at_k(capsys):
     [
         (["tail-miss", "--mu", "0.3", "--tau", "0.5"], "tau"),
         (["tail-miss", "--mu", "1.3", "--rho", "0.1"], "mu"),
-        (["tail-miss", "--mu", "0.3", "--rho", "0.1", "--n", "0"], "--n"),
-        (["tail-miss", "--mu", "0.3", "--rho", "0.1", "--n-max", "0"], "--n-max"),
+        (["tail-miss", "--mu", "0.3", "--rho", "0.1", "--group-size", "0"], "--group-size"),
+        (["tail-miss", "--mu", "0.3", "--rho", "0.1", "--max-group-size", "0"], "--max-group-size"),
         (["tail-miss", "--mu", "nan", "--rho", "0.1"], "--mu"),
         (["tail-miss", "--mu", "", "--rho", "0.1"], "--mu"),
         (["tail-miss", "--mu", "0.3", "--rho", "-0.1"], "--rho"),
-        (["peak", "--mu", "0.3", "--tau", "0"], "--n-max"),
-        (["pass-at-k", "--n", "8", "--c", "9", "--k", "1"], "--c"),
+        (["peak", "--mu", "0.3", "--tau", "0"], "--max-group-size"),
+        (["pass-at-k", "--samples", "8", "--c", "9", "--k", "1"], "--c"),
         (["pass-at-k", "--p", "0.1", "--k", "0"], "--k"),
         (["tail-miss", "--mu", "0.3", "--rho", "0.1", "--plot", "/etc/passwd/d/x.png"], "--plot"),
     ],
@@ -119,7 +121,7 @@ def test_demo_fast_writes_figures_and_tables(capsys, tmp_path):
 
 def test_json_is_strict_with_null_for_non_finite_values(capsys):
     code, out, _ = run(
-        capsys, "peak", "--mu", "0.3", "--tau", "0,0.3,0.015", "--n-max", "64", "--json"
+        capsys, "peak", "--mu", "0.3", "--tau", "0,0.3,0.015", "--max-group-size", "64", "--json"
     )
     assert code == 0 and "Infinity" not in out and "NaN" not in out
 
@@ -161,7 +163,7 @@ def test_odd_plot_paths_one_line_exit_2_before_any_output(capsys, tmp_path, path
         "0.3",
         "--rho",
         "0.1",
-        "--n-max",
+        "--max-group-size",
         "8",
         "--plot",
         path.format(tmp=tmp_path),
@@ -174,20 +176,23 @@ def test_odd_plot_paths_one_line_exit_2_before_any_output(capsys, tmp_path, path
     "argv, word",
     [
         (
-            ["pass-at-k", "--n", "1e20", "--c", "1", "--k", "1"],
-            "--n must be an integer below 2**63",
+            ["pass-at-k", "--samples", "1e20", "--c", "1", "--k", "1"],
+            "--samples must be an integer below 2**63",
         ),
-        (["pass-at-k", "--n", "abc", "--c", "1", "--k", "1"], "--n must be a comma-separated list"),
-        (["pass-at-k", "--n", "10", "--c", "9223372036854775808", "--k", "1"], "--c"),
+        (
+            ["pass-at-k", "--samples", "abc", "--c", "1", "--k", "1"],
+            "--samples must be a comma-separated list",
+        ),
+        (["pass-at-k", "--samples", "10", "--c", "9223372036854775808", "--k", "1"], "--c"),
         (["pass-at-k", "--p", "1.5", "--k", "1"], "--p must lie in [0, 1]"),
         (
-            ["tail-miss", "--mu", "0.3", "--rho", "0.1", "--n-max", "100000000"],
-            "--n-max must be <=",
+            ["tail-miss", "--mu", "0.3", "--rho", "0.1", "--max-group-size", "100000000"],
+            "--max-group-size must be <=",
         ),
-        (["tail-miss", "--mu", "0.3", "--tau", "0.1", "--n", "1e19"], "--n"),
+        (["tail-miss", "--mu", "0.3", "--tau", "0.1", "--group-size", "1e19"], "--group-size"),
         (["tail-miss", "--mu", "0.3", "--tau", "0.4"], "--tau must be <= --mu"),
         (["peak", "--mu", "-1", "--rho", "0.1"], "--mu"),
-        (["peak", "--mu", "0.3", "--tau", "1e-31", "--n-max", "100"], None),
+        (["peak", "--mu", "0.3", "--tau", "1e-31", "--max-group-size", "100"], None),
         (["peak", "--mu", "1,0", "--rho", "0.5"], None),  # P(B) = 0 for every N: N* = 1
         (["peak", "--mu", "0.3", "--rho", "5e-324"], "--rho=4.94066e-324 gives tau"),
         (["peak", "--mu", "0.3", "--tau", "0"], "--tau=0"),
@@ -205,7 +210,7 @@ def test_cli_values_are_checked_with_the_flag_named(capsys, argv, word):
 
 def test_pass_at_k_cli_with_large_counts_is_instant(capsys):
     code, out, _ = run(
-        capsys, "pass-at-k", "--n", "1000000000", "--c", "500000000", "--k", "256", "--json"
+        capsys, "pass-at-k", "--samples", "1000000000", "--c", "500000000", "--k", "256", "--json"
     )
     assert code == 0 and json.loads(out)[0]["pass_at_k"] == 1.0
 
@@ -273,7 +278,9 @@ def test_run_command_keeps_errors_interrupts_and_lets_bugs_through(capsys):
 
 def test_integer_flags_are_read_exactly(capsys):
     """2**53 + 1 is not rounded to 2**53 on its way through a float."""
-    code, out, _ = run(capsys, "tail-miss", "--mu", "0.3", "--rho", "0.1", "--n", str(2**53 + 1))
+    code, out, _ = run(
+        capsys, "tail-miss", "--mu", "0.3", "--rho", "0.1", "--group-size", str(2**53 + 1)
+    )
     assert code == 0 and str(2**53 + 1) in out.split()
 
 
@@ -310,12 +317,14 @@ def test_peak_and_tail_miss_with_a_stationary_point_beyond_float64(capsys):
     """mu = 1e-320, tau = 5e-324: N_c ~ log(mu / tau) / (mu - tau) ~ 7.6e320 is beyond float64,
     so over N <= n_max P(B) (Lemma 3.1) only rises and N* = n_max; N_c is reported as null."""
     code, out, err = run(
-        capsys, "peak", "--mu", "1e-320", "--tau", "5e-324", "--n-max", "100", "--json"
+        capsys, "peak", "--mu", "1e-320", "--tau", "5e-324", "--max-group-size", "100", "--json"
     )
     assert code == 0 and err == ""
     (row,) = json.loads(out)
     assert row["N_star"] == 100 and row["N_stationary"] is None
-    code, out, err = run(capsys, "tail-miss", "--mu", "1e-320", "--rho", "0.0005", "--n", "5")
+    code, out, err = run(
+        capsys, "tail-miss", "--mu", "1e-320", "--rho", "0.0005", "--group-size", "5"
+    )
     assert code == 0 and err == ""
     assert "N*=5 " in out.splitlines()[-1]
 
@@ -326,11 +335,11 @@ def test_peak_and_tail_miss_with_a_stationary_point_beyond_float64(capsys):
 )
 def test_a_peak_beyond_2_to_53_names_the_flags_the_user_typed(capsys, curve, named):
     """mu = 1e-300, tau = 1e-301: the peak of P(B) (Lemma 3.1) lies near log(mu / tau) / mu,
-    far beyond 2^53. The error names --mu, the curve's own flag and --n-max, and no hint
+    far beyond 2^53. The error names --mu, the curve's own flag and --max-group-size, and no hint
     points at a flag the user did not type."""
     code, out, err = run(capsys, "peak", "--mu", "1e-300", *curve)
     assert code == 2 and out == ""
     assert err == (
         f"fgrpo-theory peak: error: the peak group size for --mu=1e-300, {named} is beyond "
-        "2^53; pass --n-max\n"
+        "2^53; pass --max-group-size\n"
     )

@@ -20,9 +20,9 @@ TINY = [
     "200",
     "--correct",
     "20",
-    "--group-sizes",
+    "--group-size",
     "2,16",
-    "--gammas",
+    "--gamma",
     "0,1",
     "--seeds",
     "0",
@@ -46,7 +46,7 @@ def test_flags_write_the_csv(tmp_path, capsys):
 def test_a_maxrl_sweep_is_labelled_maxrl_not_gamma_0(tmp_path, capsys):
     """MaxRL's weighting takes no gamma: its CSV says so in a column, its table and per-step
     records name it instead of the ignored gamma."""
-    flags = [*TINY[: TINY.index("--gammas")], "--gammas", "0", *TINY[TINY.index("--seeds") :]]
+    flags = [*TINY[: TINY.index("--gamma")], "--gamma", "0", *TINY[TINY.index("--seeds") :]]
     out = tmp_path / "mx"
     assert main(["simulate", *flags, "--weighting", "maxrl", "--out", str(out)]) == 0
     rows = list(csv.DictReader((out / "fig2.csv").open()))
@@ -90,15 +90,15 @@ def test_preset_with_out_writes_figure_csv_records_and_config(tmp_path):
 @pytest.mark.parametrize(
     "argv,needle",
     [
-        (["--group-sizes", "2,x"], "--group-sizes"),
-        (["--group-sizes", "0"], "group_sizes"),
-        (["--group-sizes", ",,"], "--group-sizes"),
-        (["--group-sizes", "2,2"], "group_sizes"),
-        (["--group-sizes", str(2**40)], "group_sizes"),
-        (["--group-sizes", str(2**70)], "group_sizes"),
-        (["--gammas", "-1"], "gammas"),
-        (["--gammas", "nan"], "gammas"),
-        (["--gammas", "inf"], "gammas"),
+        (["--group-size", "2,x"], "--group-size"),
+        (["--group-size", "0"], "group_sizes"),
+        (["--group-size", ",,"], "--group-size"),
+        (["--group-size", "2,2"], "group_sizes"),
+        (["--group-size", str(2**40)], "group_sizes"),
+        (["--group-size", str(2**70)], "group_sizes"),
+        (["--gamma", "-1"], "gammas"),
+        (["--gamma", "nan"], "gammas"),
+        (["--gamma", "inf"], "gammas"),
         (["--seeds", ""], "--seeds"),
         (["--seeds", "-1"], "seeds"),
         (["--seeds", "1.5"], "--seeds"),
@@ -113,7 +113,7 @@ def test_preset_with_out_writes_figure_csv_records_and_config(tmp_path):
         (["--workers", "-3"], "workers"),
         (["--workers", str(10**9)], "workers"),
         (["--engine", "sparse", "--surrogate", "prob"], "sparse"),
-        (["--gammas", "1,1.0000001"], "gammas must differ"),
+        (["--gamma", "1,1.0000001"], "gammas must differ"),
         (["--device", "cpu"], "--engine torch only"),
     ],
 )

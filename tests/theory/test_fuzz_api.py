@@ -1064,7 +1064,7 @@ def cli_argv(draw, hostile: bool):
         else:
             n = draw(st.integers(1, 10**9))
             flags = {
-                "--n": str(n),
+                "--samples": str(n),
                 "--c": draw(lst(st.integers(0, n))),
                 "--k": draw(lst(st.integers(1, min(n, 300)))),
             }
@@ -1077,9 +1077,9 @@ def cli_argv(draw, hostile: bool):
             flags["--tau"] = f"{mu * draw(st.floats(0.01, 0.9)):.4g}"
         if command == "tail-miss":
             if draw(st.booleans()):
-                flags["--n"] = draw(lst(st.integers(1, 10**6)))
+                flags["--group-size"] = draw(lst(st.integers(1, 10**6)))
             else:
-                flags["--n-max"] = str(draw(st.integers(1, 200)))
+                flags["--max-group-size"] = str(draw(st.integers(1, 200)))
             if draw(st.integers(0, 9)) == 0:
                 flags["--plot"] = f"{_TMP}/plot.png"
     bad = ()

@@ -17,7 +17,7 @@ import fgrpo_theory
 for mod in pkgutil.iter_modules(fgrpo_theory.__path__):
     importlib.import_module(f"fgrpo_theory.{mod.name}")
 from fgrpo_theory.cli import main
-assert main(["tail-miss", "--mu", "0.3", "--rho", "0.1", "--n", "1,8", "--json"]) == 0
+assert main(["tail-miss", "--mu", "0.3", "--rho", "0.1", "--group-size", "1,8", "--json"]) == 0
 assert "torch" not in sys.modules
 print("ok")
 """

@@ -113,7 +113,7 @@ def test_cli_reads_outcomes_and_counts_and_writes_json_and_a_plot(tmp_path, caps
     d = tmp_path / "eval"
     d.mkdir()
     np.save(d / "outcomes_test.npy", out)
-    argv = ["plan", "--outcomes", str(d), "--split", "test", "--group-sizes", "2,8", "--json"]
+    argv = ["plan", "--outcomes", str(d), "--split", "test", "--group-size", "2,8", "--json"]
     assert main(argv) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["prompts"] == 20 and [r["N"] for r in res["rows"]] == [2, 8]
@@ -121,7 +121,7 @@ def test_cli_reads_outcomes_and_counts_and_writes_json_and_a_plot(tmp_path, caps
     csv = tmp_path / "c.csv"
     csv.write_text("prompt_id,n,c\n" + "".join(f"p{i},32,{v}\n" for i, v in enumerate(out.sum(1))))
     png = tmp_path / "plan.png"
-    assert main(["plan", "--counts", str(csv), "--group-sizes", "2,8", "--plot", str(png)]) == 0
+    assert main(["plan", "--counts", str(csv), "--group-size", "2,8", "--plot", str(png)]) == 0
     text = capsys.readouterr().out
     assert "tail misses peak at N =" in text and png.stat().st_size > 0
     assert main(["plan", "--mu", "0.2,0.5", "--weightings", "focal:0.5,maxrl"]) == 0
@@ -134,7 +134,7 @@ def test_cli_reads_outcomes_and_counts_and_writes_json_and_a_plot(tmp_path, caps
         (["plan", "--mu", "0.2", "--counts", "x.csv"], "exactly one of"),
         (["plan", "--mu", "1.5"], "mu"),
         (["plan", "--mu", "0.2", "--weightings", "ppo"], "weighting"),
-        (["plan", "--mu", "0.2", "--group-sizes", "0"], "--group-sizes"),
+        (["plan", "--mu", "0.2", "--group-size", "0"], "--group-size"),
         (["plan", "--mu", "0.2", "--rho", "2"], "rho"),
         (["plan", "--counts", "nowhere.csv"], "not found"),
         (["plan", "--outcomes", "nowhere.npy"], "not found"),
@@ -282,6 +282,6 @@ def test_a_peak_the_pass_rates_uncertainty_leaves_open_is_not_named_alone(tmp_pa
     csv = tmp_path / "c.csv"
     rows = zip(*counts(16), strict=True)
     csv.write_text("prompt_id,n,c\n" + "".join(f"p{i},{a},{b}\n" for i, (a, b) in enumerate(rows)))
-    assert main(["plan", "--counts", str(csv), "--group-sizes", "2,4,8,16,32,64"]) == 0
+    assert main(["plan", "--counts", str(csv), "--group-size", "2,4,8,16,32,64"]) == 0
     text = capsys.readouterr().out
     assert "does not resolve the peak between N = 8, 16" in text

@@ -23,7 +23,7 @@ from fgrpo_theory.sim import SimConfig, run_cached, run_sweep
 CFG = SimConfig(
     actions=200, correct=20, group_sizes=(4,), gammas=(0.0,), seeds=(0,), steps=20, lr=0.01
 )
-TINY = ["--actions", "200", "--correct", "20", "--group-sizes", "4", "--gammas", "0"]
+TINY = ["--actions", "200", "--correct", "20", "--group-size", "4", "--gamma", "0"]
 TINY += ["--steps", "5", "--workers", "1", "--no-progress"]
 
 
@@ -184,7 +184,7 @@ def _repo_root() -> str:
 
 def test_the_cli_refuses_an_overflowing_lr_with_one_line(tmp_path, capsys):
     path = tmp_path / "x.csv"
-    flags = ["--group-sizes", "2,64", "--gammas", "0"]
+    flags = ["--group-size", "2,64", "--gamma", "0"]
     argv = ["simulate", "--actions", "200", "--correct", "20", *flags, "--steps", "10"]
     argv += ["--optimizer", "sgd", "--lr", "1.7e308", "--workers", "1", "--no-progress"]
     with np.errstate(all="ignore"):

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fgrpo_common.progress import bar_disabled
+from fgrpo_common.cli import bar_disabled
 from fgrpo_llm.environment import (
     KERNEL_FAMILIES,
     kernel_family_env,
