@@ -277,3 +277,12 @@ def test_a_bar_is_off_when_stderr_is_not_a_terminal():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "True" and done.stderr == ""
+
+
+@pytest.mark.slow
+def test_theory_demo_json(tmp_path, capfd):
+    assert theory_main(["demo", "--out", str(tmp_path), "--fast", "--no-progress", "--json"]) == 0
+    out, err = capfd.readouterr()
+    summary = json.loads(out)
+    assert summary["theory"]["figures"] and summary["regimes"]["csv"]
+    assert "theory: Fig. 1(a)" in err  # the stage lines go to stderr

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -108,15 +109,32 @@ def _tracked(*folders: str) -> set[str]:
     return {line for line in out.splitlines() if line}
 
 
+def _untracked() -> set[str]:
+    """New files git does not ignore (a change not yet committed is checked too)."""
+    out = subprocess.run(
+        ["git", "ls-files", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {line for line in out.splitlines() if line}
+
+
 @pytest.mark.slow
 def test_build_check_and_install_the_wheel_alone(tmp_path):
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: the tracked files are unknown")
+    src = tmp_path / "src"  # the files a clone holds (the build writes its egg-info beside them)
+    for name in _tracked(".") | _untracked():
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
     floor = tmp_path / "floor.txt"
     floor.write_text(f"setuptools=={_setuptools_floor()}\n")  # the build at the declared floor
     dist = tmp_path / "dist"
     env = {**os.environ, "PIP_CONSTRAINT": str(floor)}
-    _run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], env=env, timeout=600)
+    _run([sys.executable, "-m", "build", "--outdir", str(dist), str(src)], env=env, timeout=600)
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
     _run([sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)], timeout=120)
@@ -137,8 +155,8 @@ def test_build_check_and_install_the_wheel_alone(tmp_path):
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], timeout=300)
-    # (without PYTHONPATH: a source tree on it holds the build's fgrpo.egg-info, which pip would
-    # take for an installed fgrpo)
+    # (without PYTHONPATH: a source tree on it may hold an fgrpo.egg-info, which pip would take
+    # for an installed fgrpo)
     alone = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     pip = [str(venv / "bin/python"), "-m", "pip", "install", "-q", str(wheel)]
     _run(pip, env=alone, timeout=900)

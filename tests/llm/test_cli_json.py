@@ -105,3 +105,14 @@ def test_demo_json(tmp_path, capfd):
     argv = ["demo", "--out", str(tmp_path / "d"), "--fast", "--workers", "1", "--device", "cpu"]
     assert main([*argv, "--no-progress", "--json"]) == 0
     assert _json(capfd)["report"]
+
+
+@pytest.mark.slow
+def test_maze_json(tmp_path, capfd):
+    tiny = ["--grid-size", "7", "--num-train", "60", "--num-test", "3", "--hidden-size", "32"]
+    tiny += ["--num-layers", "1", "--num-heads", "2", "--sft-steps", "3", "--sft-batch-size", "4"]
+    tiny += ["--rl-steps", "1", "--prompts-per-step", "2", "--group-size", "2", "--gamma", "0"]
+    tiny += ["--lr-matched-gammas", ",", "--k-max", "2", "--eval-every", "1", "--workers", "1"]
+    argv = ["maze", "--out", str(tmp_path / "m"), *tiny, "--device", "cpu", "--no-progress"]
+    assert main([*argv, "--json"]) == 0
+    assert _json(capfd)["runs"]
