@@ -128,8 +128,9 @@ def _answer_rows(tokenizer, task, problem, T: int, skip_ids, eos: int):
     if not prompt_ids:
         raise ValueError(f"the prompt of problem {problem.id!r} encodes to no token")
     ids, rows, owners = [], [], []
-    for k, y in enumerate(answers):
-        c = list(tokenizer(y, add_special_tokens=False)["input_ids"])
+    encoded = tokenizer(answers, add_special_tokens=False)["input_ids"]  # one batched call
+    for k, (y, c) in enumerate(zip(answers, encoded, strict=True)):
+        c = list(c)
         if tokenizer.decode(c, skip_special_tokens=True) != y or any(
             t in skip_ids or t == eos for t in c
         ):
