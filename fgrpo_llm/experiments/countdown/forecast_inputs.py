@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_common.files import atomic_write
-from fgrpo_llm.files import read_jsonl, strict_json
+from fgrpo_llm.files import read_jsonl
 from fgrpo_llm.tracking import check_group_record
 from fgrpo_theory.forecast import PromptAnswers
 
@@ -76,7 +76,8 @@ def write_answers(path, groups: dict[str, list[PromptAnswers]], meta: dict) -> P
         "meta": meta,
         "groups": {k: [answers_to_json(pa) for pa in v] for k, v in groups.items()},
     }
-    raw = gzip.compress(strict_json(data).encode("utf-8"), mtime=0)
+    # -inf is already null (answers_to_json): plain json.dumps, which refuses any NaN left
+    raw = gzip.compress(json.dumps(data, allow_nan=False).encode("utf-8"), compresslevel=6, mtime=0)
     return atomic_write(path, lambda fh: fh.write(raw))
 
 
