@@ -17,13 +17,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fgrpo_llm.evaluation.mechanism import mechanism_report
+from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.files import strict_json
 
 
 def default_base_exact(run_dir: Path) -> Path:
     """The study's base exact file of a run: ``<dir of the base model>/base_exact/...``, the base
     named by the run's config.json; a ValueError when the run does not name one."""
-    from fgrpo_llm.experiments.countdown.exact_stage import base_exact_path
+    from fgrpo_llm.experiments.countdown.exact_stage import base_exact_path  # lazy: torch
 
     path = run_dir / "config.json"
     try:
@@ -39,10 +41,8 @@ def default_base_exact(run_dir: Path) -> Path:
 
 def _mechanism(args) -> int:
     from fgrpo_llm.evaluation.exact_eval import load_exact_eval, rare_delta_nll  # lazy: torch
-    from fgrpo_llm.evaluation.mechanism import mechanism_report  # lazy: scipy
     from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
-    from fgrpo_llm.evaluation.runs import load_run
-    from fgrpo_llm.experiments.countdown.exact_stage import run_exact_path
+    from fgrpo_llm.experiments.countdown.exact_stage import run_exact_path  # lazy: torch
 
     run_dir = Path(args.run)
     run = load_run(run_dir)  # checks every group record

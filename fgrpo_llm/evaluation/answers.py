@@ -40,6 +40,7 @@ import numpy as np
 from fgrpo_common.checks import check_integer
 from fgrpo_llm.evaluation.exact import _logsumexp, _score_rows, check_character_vocabulary
 from fgrpo_llm.tasks.base import encode_prompt
+from fgrpo_llm.tasks.countdown import CountdownTask, all_expressions
 from fgrpo_theory.forecast import PromptAnswers
 
 if TYPE_CHECKING:
@@ -78,8 +79,6 @@ class AnswerDistribution:
 
 def supports_answer_enumeration(task) -> bool:
     """True for a task whose well-formed answers this module can list (Countdown)."""
-    from fgrpo_llm.tasks.countdown import CountdownTask
-
     return isinstance(task, CountdownTask)
 
 
@@ -87,8 +86,6 @@ def well_formed_answers(task, problem) -> list[str]:
     """Every well-formed answer text of ``problem``, in the task's rank order: Countdown's
     parenthesis-free expressions over the prompt's numbers and the task's operators. TypeError
     for a task whose answers cannot be listed."""
-    from fgrpo_llm.tasks.countdown import all_expressions
-
     if not supports_answer_enumeration(task):
         raise TypeError(
             f"task {getattr(task, 'name', type(task).__name__)!r} cannot list its well-formed "

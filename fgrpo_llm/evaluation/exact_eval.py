@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fgrpo_common.files import atomic_write_text
-from fgrpo_llm.evaluation.answers import answer_distributions, mean_exact_pass_at_k
+from fgrpo_llm.evaluation.answers import _check_sampling, answer_distributions, mean_exact_pass_at_k
 from fgrpo_llm.evaluation.exact import _score_rows
+from fgrpo_llm.evaluation.passk import default_eval_splits, split_role
 from fgrpo_llm.files import read_json, strict_json
 from fgrpo_llm.tasks.base import check_split
 
@@ -68,8 +69,6 @@ def rare_logprobs(model, tokenizer, rare_set, *, sampling: SamplingParams) -> np
     """(S,) log pi(y | x) of each rare trajectory under ``sampling``: its completion tokens as
     sampled (EOS last, or cut at ``max_new_tokens``); -inf for one the sampler cannot return
     under these settings (longer than ``max_new_tokens``, or short without EOS)."""
-    from fgrpo_llm.evaluation.answers import _check_sampling
-
     T, kwargs = _check_sampling(sampling)
     eos = tokenizer.eos_token_id
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
@@ -90,8 +89,6 @@ def rare_logprobs(model, tokenizer, rare_set, *, sampling: SamplingParams) -> np
 
 
 def _split_entry(task, split: str, dists, ks) -> dict:
-    from fgrpo_llm.evaluation.passk import split_role
-
     log_mu = np.array([d.answers.log_mu for d in dists])  # (P,)
     malformed = np.array([d.malformed for d in dists])  # (P,)
     return {
@@ -121,8 +118,6 @@ def evaluate_exact(
     """The exact evaluation (module docstring) of ``model`` under ``sampling``: every split of
     ``splits`` (default: all but "train"), its first ``max_problems`` problems (None: all), and
     the trajectories of ``rare_set``. Returns the file's content without ``environment``."""
-    from fgrpo_llm.evaluation.passk import default_eval_splits
-
     splits = list(splits) if splits else default_eval_splits(task)
     for split in splits:
         check_split(task, split)

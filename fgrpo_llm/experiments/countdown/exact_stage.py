@@ -21,10 +21,13 @@ from fgrpo_llm.config import run_sampling
 from fgrpo_llm.environment import environment
 from fgrpo_llm.evaluation.exact_eval import (
     EXACT_EVAL,
+    evaluate_exact,
     exact_delta_nll_rare,
     load_exact_eval,
     rare_delta_nll,
+    write_exact_eval,
 )
+from fgrpo_llm.evaluation.rare import RareSet, load_rare_set
 from fgrpo_llm.tracking import model_step
 
 __all__ = [
@@ -50,10 +53,7 @@ def exact_eval_stage(model_dir, out_dir, cfg, *, task, rare_set) -> dict:
     """The exact evaluation of ``model_dir`` written to ``out_dir/exact_eval.json`` (read back
     when it exists): ``cfg`` a ``DemoConfig`` (its ``max_new_tokens``, ``batch_size``,
     ``eval_max_problems``, ``device``), ``rare_set`` the base's rare set (a path or a RareSet)."""
-    from fgrpo_llm.evaluation.exact_eval import evaluate_exact, write_exact_eval  # lazy: torch
-    from fgrpo_llm.evaluation.rare import RareSet, load_rare_set  # lazy: torch
-
-    # lazy: torch, transformers
+    # lazy: transformers
     from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
     from fgrpo_llm.rollout import SamplingParams  # lazy: transformers
 

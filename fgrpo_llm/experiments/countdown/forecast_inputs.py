@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from fgrpo_common.files import atomic_write
+from fgrpo_llm.experiments.countdown.stages import task_for
 from fgrpo_llm.files import read_jsonl
 from fgrpo_llm.tracking import check_group_record
 from fgrpo_theory.forecast import PromptAnswers
@@ -108,8 +109,6 @@ def base_answers(base_dir, cfg, *, task=None, progress: bool = False):
     """``{"train": [PromptAnswers], <eval split>: [...]}`` of the base ``<base_dir>/base`` under
     the plan's sampling (temperature 1, ``cfg.max_new_tokens``), read from the cache
     ``<base_dir>/base_answers.json.gz`` or computed and cached. ``cfg`` is a ``DemoConfig``."""
-    from fgrpo_llm.experiments.countdown.stages import task_for
-
     base_dir = Path(base_dir)
     task = task if task is not None else task_for(base_dir / "base")
     problems = _problems_of(task, cfg)
