@@ -21,7 +21,8 @@ which keeps 1 - mu accurate when mu is close to 1. The unbiased sampled estimato
 Exactness needs one spelling per string (``exact.check_character_vocabulary``: the built-in
 character tokenizer). Spellings with a skipped special token inside ("3*5<pad>+7") decode to a
 well-formed answer but are not summed: they stay in the malformed remainder, bounded by
-``slack`` (the same bound as ``exact.exact_mu_tau``'s), tiny for a trained base.
+``slack`` (the same bound as ``exact.exact_mu_tau``'s), tiny for a trained base. The scores are
+float32 log-softmax values: a sum a hair above 1 (at most 1e-5, ``within_one``) is divided out.
 
     from fgrpo_llm.evaluation.answers import answer_distributions, mean_exact_pass_at_k
     dists = answer_distributions(model, tok, task, task.problems("test"),
@@ -51,6 +52,7 @@ __all__ = [
     "well_formed_answers",
     "answer_distributions",
     "log1mexp",
+    "within_one",
     "exact_pass_at_k",
     "mean_exact_pass_at_k",
     "supports_answer_enumeration",
@@ -212,13 +214,33 @@ def answer_distributions(
                         prompt_id=pr.id,
                         answers=tuple(answers),
                         tokens=tuple(tuple(tokenizer.convert_ids_to_tokens(c)) for c in ids),
-                        logp=np.minimum(logp, 0.0),  # float rounding of a sure answer
+                        logp=within_one(logp, pr.id),
                         correct=np.array([bool(task.is_correct(pr, y)) for y in answers]),
                     ),
                     slack=_slack(mine, ids, owners, T),
                 )
             )
     return out
+
+
+#: How far above 1 the enumerated mass may come from float32 rounding of the scores.
+ROUNDING = 1e-5
+
+
+def within_one(logp, prompt_id: str = "") -> np.ndarray:
+    """(K,) ``logp`` whose probabilities sum to at most 1: a sum in (1, 1 + ROUNDING] (float32
+    scores of a model with nearly all its mass on well-formed answers) is divided out, so the
+    malformed remainder is 0; a larger sum is a ValueError (the scores are not one policy's)."""
+    logp = np.minimum(np.asarray(logp, dtype=np.float64), 0.0)
+    total = _logsumexp(logp.tolist())
+    if total <= 0.0:
+        return logp
+    if total > math.log1p(ROUNDING):
+        raise ValueError(
+            f"the answers of prompt {prompt_id!r} hold probability {math.exp(total):.9g} > 1: "
+            "their scores are not one sampling policy's"
+        )
+    return logp - total
 
 
 def log1mexp(a):

@@ -23,6 +23,7 @@ from fgrpo_llm.evaluation.answers import (  # noqa: E402
     log1mexp,
     mean_exact_pass_at_k,
     well_formed_answers,
+    within_one,
 )
 from fgrpo_llm.evaluation.exact import exact_mu_tau  # noqa: E402
 from fgrpo_llm.evaluation.passk import sample_outcomes  # noqa: E402
@@ -171,3 +172,14 @@ def test_bad_settings_and_tasks(trained, char_tokenizer, countdown_task, problem
         answer_distributions(
             trained, char_tokenizer, countdown_task, [], sampling=SamplingParams(T)
         )
+
+
+def test_enumerated_mass_never_above_one():
+    """float32 scores of a policy with all its mass on the answers can sum a hair above 1: that
+    is divided out (malformed = 0), more is refused."""
+    logp = np.log([0.5, 0.5 + 3e-6])
+    fixed = within_one(logp, "p")
+    assert np.exp(fixed).sum() == pytest.approx(1.0, abs=1e-15)
+    assert np.array_equal(within_one(np.log([0.5, 0.25]), "p"), np.log([0.5, 0.25]))
+    with pytest.raises(ValueError, match="probability 1.01"):
+        within_one(np.log([0.5, 0.51]), "p")
