@@ -235,3 +235,31 @@ def test_run_prompt_order(tiny_run, tmp_path):
     (tmp_path / "groups.jsonl").write_text(json.dumps({**g("p", 5)}) + "\n")
     with pytest.raises(ValueError, match="num_correct"):
         run_prompt_order(tmp_path)
+
+
+def test_an_engines_records_are_read_the_same_way(tmp_path, countdown_task):
+    """A TRL / verl run's records (``integrations.records.RunRecorder``, forms by the task's
+    rule) class the rare trajectories as our trainer's log does."""
+    from fgrpo_llm.evaluation.runs import load_run
+    from fgrpo_llm.integrations.records import RunRecorder
+
+    p, q = [x for x in countdown_task.problems("test") if len(countdown_task.solutions(x)) >= 3][:2]
+    sp, sq = countdown_task.solutions(p), countdown_task.solutions(q)
+    rec = RunRecorder(tmp_path, engine="trl", algo="grpo", group_size=4, gamma=0.0)
+    rec.log_batch(
+        step=1,
+        prompt_ids=[p.id] * 4 + [q.id] * 4,
+        completions=[sp[0], sp[0], "1+", "x", sq[0], sq[1], sq[0], sq[0]],
+        correct=[True, True, False, False, True, True, True, True],
+        task=countdown_task,
+        problems={p.id: p, q.id: q},
+    )
+    rec.close()
+    run = load_run(tmp_path)
+    rep = mechanism_report(
+        [p.id, p.id, q.id, q.id, "other"],
+        [sp[1], sp[0], sq[1], sq[2], sp[0]],
+        run.groups,
+        [0.1, 0.2, 0.3, 0.4, 0.5],
+    )
+    assert rep.classes == ("B", "S", "S", "I", "U")
