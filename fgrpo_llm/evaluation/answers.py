@@ -4,7 +4,8 @@ Countdown's well-formed answers are finite: every parenthesis-free expression th
 the prompt's numbers once (``fgrpo_llm.tasks.countdown.all_expressions``; at most 54 with 3
 numbers, 648 with 4). For each such answer y the sampler's probability log pi(y | x) is scored
 exactly (``fgrpo_llm.evaluation.exact``: the tokens of y, then EOS, under
-softmax(filter(logits / temperature))), so a prompt's distribution is
+softmax(filter(logits / temperature)); the prompt encoded once for all its answers,
+``fgrpo_llm.evaluation.shared_prompt``), so a prompt's distribution is
 
     pi(y_k | x), k = 1..K,     pi(malformed | x) = 1 - sum_k pi(y_k | x),
 
@@ -39,7 +40,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fgrpo_common.checks import check_integer
-from fgrpo_llm.evaluation.exact import _logsumexp, _score_rows, check_character_vocabulary
+from fgrpo_llm.evaluation.exact import _logsumexp, check_character_vocabulary
+from fgrpo_llm.evaluation.shared_prompt import score_shared_prompts
 from fgrpo_llm.tasks.base import encode_prompt
 from fgrpo_llm.tasks.countdown import CountdownTask, all_expressions
 from fgrpo_theory.forecast import PromptAnswers
@@ -192,19 +194,25 @@ def answer_distributions(
             _answer_rows(tokenizer, task, pr, T, skip_ids, eos)
             for pr in problems[start : start + per_chunk]
         ]
-        scored = _score_rows(
-            model,
-            [row for plan in plans for row in plan[2]],
-            skip_ids=skip_ids,
-            pad_id=pad_id,
-            **kwargs,
+        # each prompt encoded once for all its answers (shared_prompt; = exact._score_rows)
+        scoring = [i for i, plan in enumerate(plans) if plan[2]]
+        scored = dict(
+            zip(
+                scoring,
+                score_shared_prompts(
+                    model,
+                    [(plans[i][2][0][0], [c for _, c in plans[i][2]]) for i in scoring],
+                    skip_ids=skip_ids,
+                    pad_id=pad_id,
+                    **kwargs,
+                ),
+                strict=True,
+            )
         )
-        at = 0
-        for pr, (answers, ids, rows, owners) in zip(
-            problems[start : start + per_chunk], plans, strict=True
+        for i, (pr, (answers, ids, _rows, owners)) in enumerate(
+            zip(problems[start : start + per_chunk], plans, strict=True)
         ):
-            mine = scored[at : at + len(rows)]
-            at += len(rows)
+            mine = scored.get(i, [])
             logp = np.full(len(answers), -np.inf)  # (K,)
             for (tok, _), k in zip(mine, owners, strict=True):
                 logp[k] = float(tok.sum())
