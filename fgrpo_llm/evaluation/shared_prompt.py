@@ -117,18 +117,22 @@ def score_shared_prompts(
                         **{cache_kw: cache},
                     )
                 logq = logq_of(second["logits"])  # (R, A, V): column j predicts c_{j+1}
+            n_max = A + 1
+            ids = torch.zeros((len(rows), n_max), dtype=torch.long)  # (R, A + 1) right-padded
+            for r, c in enumerate(rows):
+                ids[r, : len(c)] = torch.tensor(c, dtype=torch.long)
+            dists = logq0[idx][:, None]  # (R, 1, V), then (R, A + 1, V): column t predicts c_t
+            if logq is not None:
+                dists = torch.cat([dists, logq], dim=1)
+            tok = dists.gather(2, ids.to(device)[:, :, None]).squeeze(2).double().cpu().numpy()
+            mass = (
+                torch.logsumexp(dists[:, :, skip], dim=-1).double().cpu().numpy()  # (R, A + 1)
+                if len(skip)
+                else None
+            )
             for r, (b, c) in enumerate(zip(owner, rows, strict=True)):
-                ids = torch.tensor(c, dtype=torch.long, device=device)  # (n,)
-                dists = logq0[b][None]  # (1, V), then (n, V) below
-                if len(c) > 1:
-                    dists = torch.cat([dists, logq[r, : len(c) - 1]], dim=0)
-                tok = dists.gather(1, ids[:, None]).squeeze(1).double().cpu().numpy()
-                mass = (
-                    torch.logsumexp(dists[:, skip], dim=-1).double().cpu().numpy()
-                    if len(skip)
-                    else None
-                )
-                out[lo + b].append((tok, mass))
+                n = len(c)
+                out[lo + b].append((tok[r, :n], None if mass is None else mass[r, :n]))
     finally:
         model.train(was_training)
     return out
