@@ -263,3 +263,24 @@ def test_an_engines_records_are_read_the_same_way(tmp_path, countdown_task):
         [0.1, 0.2, 0.3, 0.4, 0.5],
     )
     assert rep.classes == ("B", "S", "S", "I", "U")
+
+
+def test_forecast_inputs_feed_the_forecast(tiny_run):
+    """The base's cached answers, the rare pairs and the run's order are what the theory's
+    forecast takes: it builds its base and replays the run's 3 steps."""
+    from fgrpo_llm.experiments.countdown.config import DemoConfig
+    from fgrpo_llm.experiments.countdown.forecast_inputs import base_answers, rare_pairs, run_order
+    from fgrpo_theory.forecast import ForecastBase, RunSchedule, forecast
+    from fgrpo_theory.weighting import parse_weighting
+
+    base_dir, run_dir, rare, problems = tiny_run
+    task = OnePromptCountdown(problems, seed=0, num_test=20, num_ood=10)  # the rare prompts
+    answers = base_answers(base_dir, DemoConfig(max_new_tokens=T, eval_max_problems=1), task=task)
+    pairs = rare_pairs(base_dir)
+    assert pairs == list(zip(rare.prompt_ids, rare.texts, strict=True))
+    order = run_order(run_dir)
+    assert order == [[problems[0].id]] * 3
+    base = ForecastBase(answers["train"], answers["test"] + answers["ood"], pairs)
+    run = RunSchedule(order=order, group_size=4, weighting=parse_weighting("none"), lr=3e-3)
+    f = forecast(base, run, lr_theta_scale=1.0, lr_phi_scale=1.0, seed=0)
+    assert 0.0 <= f.pass_at[1] <= 1.0

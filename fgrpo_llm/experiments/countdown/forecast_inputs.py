@@ -7,12 +7,17 @@ answer distributions and a run's prompt order.
   ``stages.evaluate_stage``). Computed once per base and cached as gzipped JSON in
   ``<base_dir>/base_answers.json.gz`` (never pickle); a cache made under other sampling settings
   or for other problems is refused, not reused.
-- :func:`run_prompt_order`: per training step, the ids of the prompts whose groups the step
-  trained on, in the order the group log (``groups.jsonl``, ``fgrpo_llm.tracking.group_record``)
-  lists them; a group with ``trained: false`` (dropped by dynamic sampling) is left out.
+- :func:`rare_pairs`: the base's rare-correct trajectories as (prompt id, answer text);
+- :func:`run_prompt_order` (and :func:`run_order`, the ids alone): per training step, the ids
+  of the prompts whose groups the step trained on, in the order the group log (``groups.jsonl``,
+  ``fgrpo_llm.tracking.group_record``) lists them; a group with ``trained: false`` (dropped by
+  dynamic sampling) is left out.
 
     answers = base_answers(out / "base0", cfg)          # {"train": [...], "test": [...], ...}
     order = run_prompt_order(out / "base0/seed0/grpo_n8")  # [(1, ["3-5-7_22", ...]), ...]
+    base = ForecastBase(answers["train"], answers["test"] + answers["ood"],
+                        rare_pairs(out / "base0"))
+    schedule = RunSchedule(order=run_order(out / "base0/seed0/grpo_n8"), ...)
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ __all__ = [
     "read_answers",
     "base_answers",
     "run_prompt_order",
+    "run_order",
+    "rare_pairs",
 ]
 
 #: The cache file in a base directory, and its format version.
@@ -181,3 +188,20 @@ def run_prompt_order(run_dir) -> list[tuple[int, list[str]]]:
         if g.get("trained", True):
             by_step.setdefault(g["step"], []).append(str(g["prompt_id"]))
     return sorted(by_step.items())
+
+
+def run_order(run_dir) -> list[list[str]]:
+    """The run's prompt order as ``fgrpo_theory.forecast.RunSchedule(order=...)`` takes it: per
+    step (in step order), the ids of the prompts trained (a step without a trained group, which
+    our trainer never logs, is left out)."""
+    return [ids for _, ids in run_prompt_order(run_dir)]
+
+
+def rare_pairs(base_dir) -> list[tuple[str, str]]:
+    """The base's rare-correct trajectories as (prompt id, answer text), in the set's order
+    (the ``rare`` argument of ``fgrpo_theory.forecast.ForecastBase``), from
+    ``<base_dir>/rare_set.json``."""
+    from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
+
+    rare = load_rare_set(Path(base_dir) / "rare_set.json")
+    return list(zip(rare.prompt_ids, rare.texts, strict=True))
