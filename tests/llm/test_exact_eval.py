@@ -205,3 +205,15 @@ def test_cli_and_study_stage(trained, char_tokenizer, countdown_task, rare, tmp_
         rare_set=tmp_path / "b0" / "rare_set.json",
     )
     assert run_exact_path(tmp_path / "r0").stat().st_mtime_ns == stamp  # skipped when present
+    for other in (
+        DemoConfig(max_new_tokens=T + 1, eval_max_problems=1),
+        DemoConfig(max_new_tokens=T, eval_max_problems=2),
+    ):
+        with pytest.raises(ValueError, match="other settings"):
+            exact_eval_stage(
+                model_dir,
+                run_exact_path(tmp_path / "r0").parent,
+                other,
+                task=countdown_task,
+                rare_set=tmp_path / "b0" / "rare_set.json",
+            )

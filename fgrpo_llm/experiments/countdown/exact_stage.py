@@ -27,6 +27,7 @@ from fgrpo_llm.evaluation.exact_eval import (
     rare_delta_nll,
     write_exact_eval,
 )
+from fgrpo_llm.evaluation.passk import default_eval_splits
 from fgrpo_llm.evaluation.rare import RareSet, load_rare_set
 from fgrpo_llm.tracking import model_step
 
@@ -58,12 +59,12 @@ def exact_eval_stage(model_dir, out_dir, cfg, *, task, rare_set) -> dict:
     from fgrpo_llm.rollout import SamplingParams  # lazy: transformers
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
+    sampling = run_sampling(model_dir) or SamplingParams(max_new_tokens=cfg.max_new_tokens)
     if (out_dir / EXACT_EVAL).is_file():
-        return load_exact_eval(out_dir)
+        return _check_saved(load_exact_eval(out_dir), out_dir, sampling.policy(), task, cfg)
     model, tok = load_model_and_tokenizer(model_dir, device=cfg.device)
     rare = rare_set if isinstance(rare_set, RareSet) else load_rare_set(rare_set)
     device = next(model.parameters()).device
-    sampling = run_sampling(model_dir) or SamplingParams(max_new_tokens=cfg.max_new_tokens)
     sampling = dataclasses.replace(
         sampling, batch_size=cfg.batch_size, autocast_dtype=resolve_autocast_dtype(device)
     )
@@ -74,6 +75,20 @@ def exact_eval_stage(model_dir, out_dir, cfg, *, task, rare_set) -> dict:
     results["environment"] = environment(device)
     write_exact_eval(results, out_dir)
     return load_exact_eval(out_dir)
+
+
+def _check_saved(saved: dict, out_dir: Path, policy: dict, task, cfg) -> dict:
+    """``saved`` when it was made under ``policy`` on the plan's problems; else a ValueError (a
+    rerun with a changed plan must not reuse it)."""
+    want = {s: len(task.problems(s)[: cfg.eval_max_problems]) for s in default_eval_splits(task)}
+    got = {s: e["problems"] for s, e in saved["splits"].items()}
+    if saved.get("sampling") != policy or got != want:
+        raise ValueError(
+            f"{out_dir / EXACT_EVAL} was made with other settings (sampling "
+            f"{saved.get('sampling')}, problems {got}; now {policy}, {want}): remove it to "
+            "recompute"
+        )
+    return saved
 
 
 def rare_delta_nll_of(base_dir, run_dir, *, per_token: bool = False):
