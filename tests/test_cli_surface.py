@@ -52,6 +52,8 @@ COMMANDS = {
         "eval": True,
         "compare": False,
         "rare-set": True,
+        "exact": True,
+        "mechanism": False,
         "validate": False,
         "maze": True,
         "demo": True,

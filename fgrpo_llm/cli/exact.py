@@ -15,10 +15,16 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from fgrpo_common.cli import parse_key_values, parse_list
+from fgrpo_common.cli import (
+    add_json_flag,
+    add_progress_flag,
+    json_result,
+    parse_key_values,
+    parse_list,
+)
 from fgrpo_llm.config import run_sampling
 from fgrpo_llm.environment import environment
-from fgrpo_llm.files import strict_json, writable_directory
+from fgrpo_llm.files import writable_directory
 from fgrpo_llm.tasks.for_model import check_base_task, task_for_model
 from fgrpo_llm.tracking import model_step
 
@@ -96,8 +102,7 @@ def _exact(args) -> int:
     path = write_exact_eval(results, out)
     summary = exact_summary(results, path)
     if args.json:
-        print(strict_json(summary))
-        return 0
+        return json_result(args, summary)
     for split, e in summary["splits"].items():
         shown = ", ".join(f"pass@{k}={v:.4f}" for k, v in e["pass@k"].items())
         print(f"{split} ({e['problems']} problems): {shown}, malformed {e['malformed_mass']:.4f}")
@@ -135,6 +140,6 @@ def register(subparsers) -> None:
         "--max-new-tokens", type=int, default=None, help="completion limit (default: the run's)"
     )
     p.add_argument("--batch-size", type=int, default=512, help="rows scored at once")
-    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_progress_flag(p)
+    add_json_flag(p, "the per-split summary and the file written")
     p.set_defaults(func=_exact)

@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fgrpo_common.cli import add_json_flag, json_result
 from fgrpo_llm.evaluation.mechanism import mechanism_report
 from fgrpo_llm.evaluation.runs import load_run
-from fgrpo_llm.files import strict_json
 
 
 def default_base_exact(run_dir: Path) -> Path:
@@ -58,8 +58,7 @@ def _mechanism(args) -> int:
     report = mechanism_report(rare.prompt_ids, rare.forms, run.groups, delta)
     summary = {"run": str(run_dir), "per_token": bool(args.per_token), **report.summary()}
     if args.json:
-        print(strict_json(summary))
-        return 0
+        return json_result(args, summary)
     unit = "nats/token" if args.per_token else "nats"
     print(
         f"{run_dir}: Delta NLL_rare {summary['delta_nll_rare']:+.4f} {unit} over "
@@ -92,5 +91,5 @@ def register(subparsers) -> None:
     p.add_argument(
         "--per-token", action="store_true", help="divide each Delta NLL by |y| (App. M.2)"
     )
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    add_json_flag(p, "the per-class report")
     p.set_defaults(func=_mechanism)
