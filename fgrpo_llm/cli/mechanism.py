@@ -54,12 +54,12 @@ def _mechanism(args) -> int:
     base, trained = load_exact_eval(base_path), load_exact_eval(run_path)
     if base["rare"]["prompt_ids"] != rare.prompt_ids or base["rare"]["answers"] != rare.texts:
         raise ValueError(f"{base_path} was not made with the rare set {args.rare_set}")
-    delta = rare_delta_nll(base, trained, per_token=args.per_token)
+    delta = rare_delta_nll(base, trained, per_token=not args.per_trajectory)
     report = mechanism_report(rare.prompt_ids, rare.forms, run.groups, delta)
-    summary = {"run": str(run_dir), "per_token": bool(args.per_token), **report.summary()}
+    summary = {"run": str(run_dir), "per_token": not args.per_trajectory, **report.summary()}
     if args.json:
         return json_result(args, summary)
-    unit = "nats/token" if args.per_token else "nats"
+    unit = "nats" if args.per_trajectory else "nats/token"
     print(
         f"{run_dir}: Delta NLL_rare {summary['delta_nll_rare']:+.4f} {unit} over "
         f"{summary['trajectories']} rare trajectories"
@@ -89,7 +89,9 @@ def register(subparsers) -> None:
     p.add_argument("--base-exact", default=None, help="the base's exact_eval.json")
     p.add_argument("--run-exact", default=None, help="the run's exact_eval.json")
     p.add_argument(
-        "--per-token", action="store_true", help="divide each Delta NLL by |y| (App. M.2)"
+        "--per-trajectory",
+        action="store_true",
+        help="Delta NLL in nats per trajectory (default: per token, divided by |y| as in App. M.2)",
     )
     add_json_flag(p, "the per-class report")
     p.set_defaults(func=_mechanism)

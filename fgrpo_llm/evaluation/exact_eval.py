@@ -14,8 +14,8 @@ Between a base and a run trained from it,
     Delta NLL(x, y) = log pi_base(y | x) - log pi_run(y | x)       (NLL = -log pi),
     Delta NLL_rare (exact) = mean over the set of Delta NLL(x, y),
 
-in nats per trajectory; ``per_token=True`` divides each term by |y| (tokens with EOS), the
-length normalisation of App. M.2 (the sampled ``rare/delta_nll``).
+in nats per token: each term divided by |y| (tokens with EOS), the length normalisation of
+App. M.2 and of the sampled ``rare/delta_nll``; ``per_token=False`` keeps nats per trajectory.
 
 The file (format 1; other readers rely on these keys)::
 
@@ -186,10 +186,10 @@ def load_exact_eval(path) -> dict:
     return data
 
 
-def rare_delta_nll(base: dict, run: dict, *, per_token: bool = False) -> np.ndarray:
+def rare_delta_nll(base: dict, run: dict, *, per_token: bool = True) -> np.ndarray:
     """(S,) Delta NLL(x, y) = log pi_base(y | x) - log pi_run(y | x) of each rare trajectory,
     from two loaded evaluations of the same rare set (ValueError when their trajectories
-    differ); ``per_token`` divides by |y| (App. M.2's length normalisation)."""
+    differ); ``per_token`` (the default) divides by |y| (App. M.2's length normalisation)."""
     b, r = base["rare"], run["rare"]
     if b["prompt_ids"] != r["prompt_ids"] or b["answers"] != r["answers"]:
         raise ValueError(
@@ -205,7 +205,7 @@ def rare_delta_nll(base: dict, run: dict, *, per_token: bool = False) -> np.ndar
     return delta
 
 
-def exact_delta_nll_rare(base: dict, run: dict, *, per_token: bool = False) -> float:
+def exact_delta_nll_rare(base: dict, run: dict, *, per_token: bool = True) -> float:
     """Delta NLL_rare (exact): the mean of :func:`rare_delta_nll` over the set."""
     delta = rare_delta_nll(base, run, per_token=per_token)
     if delta.size == 0:

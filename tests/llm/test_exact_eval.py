@@ -144,10 +144,10 @@ def test_delta_nll_matches_the_sampled_set_evaluator(trained, char_tokenizer, co
     assert exact_delta_nll_rare(base, base) == 0.0
     want = delta_nll_rare(run_model, rare)
     assert abs(want) > 1e-3  # the test has power
-    assert exact_delta_nll_rare(base, run, per_token=True) == pytest.approx(want, abs=1e-4)
-    per = rare_delta_nll(base, run)
+    assert exact_delta_nll_rare(base, run) == pytest.approx(want, abs=1e-4)  # per token
+    per = rare_delta_nll(base, run, per_token=False)
     assert per == pytest.approx(np.array(base["rare"]["logp"]) - run["rare"]["logp"])
-    assert exact_delta_nll_rare(base, run) == pytest.approx(6 * want, abs=1e-3)
+    assert exact_delta_nll_rare(base, run, per_token=False) == pytest.approx(6 * want, abs=1e-3)
     other = dict(run, rare=dict(run["rare"], answers=run["rare"]["answers"][::-1]))
     with pytest.raises(ValueError, match="different rare trajectories"):
         rare_delta_nll(base, other)

@@ -91,7 +91,7 @@ def _check_saved(saved: dict, out_dir: Path, policy: dict, task, cfg) -> dict:
     return saved
 
 
-def rare_delta_nll_of(base_dir, run_dir, *, per_token: bool = False):
+def rare_delta_nll_of(base_dir, run_dir, *, per_token: bool = True):
     """(S,) Delta NLL per rare trajectory of a run against its base, from their files."""
     return rare_delta_nll(
         load_exact_eval(base_exact_path(base_dir)),
@@ -100,7 +100,7 @@ def rare_delta_nll_of(base_dir, run_dir, *, per_token: bool = False):
     )
 
 
-def exact_delta_nll_rare_of(base_dir, run_dir, *, per_token: bool = False) -> float:
+def exact_delta_nll_rare_of(base_dir, run_dir, *, per_token: bool = True) -> float:
     """Delta NLL_rare (exact) of a run against its base, from their files."""
     return exact_delta_nll_rare(
         load_exact_eval(base_exact_path(base_dir)),
