@@ -106,7 +106,8 @@ def main(argv=None) -> int:
 
     G = a.group_size
     args = FocalGRPOConfig(
-        output_dir=str(out / "run"),
+        output_dir=str(out / "trainer"),
+        focal_run_dir=str(out / "run"),  # the run records, beside the trainer's output
         focal_gamma=a.gamma,
         focal_algo=a.algo,
         **method_args(a.algo),

@@ -10,6 +10,16 @@ computed from the raw outcomes of the current group only. A completion is correc
 scalar score is at least ``correct_threshold`` (default: halfway between the correct and the
 wrong reward, 0.5 for the paper's 0/1 reward; verl's DAPO recipe scores +1 / -1, threshold 0).
 gamma = 0 gives g = 1 exactly. The weight itself is :func:`fgrpo_llm.advantages.focal_weight`.
+
+Exact counting. A score is compared with the threshold in its own precision, never a lower one:
+float64 scores (TRL's reward functions' own values, Python floats) in float64; a score an engine
+holds in float32 (verl's ``token_level_rewards``) against the threshold as float32 holds it, so
+a reward of 0.7 stored as float32 meets a threshold of 0.7. X and N are integers and
+mu_hat = X / N, g are float64.
+
+:func:`focal_metrics` defines the focal metrics every engine logs (one meaning each):
+``focal/weight_mean`` the mean of g over all groups of the batch, ``focal/weight_mean_active``
+the mean over the active groups (0 < X < N), absent when none is.
 """
 
 from __future__ import annotations
@@ -23,7 +33,15 @@ from fgrpo_common.checks import is_finite_number
 from fgrpo_llm.advantages import focal_weight, maxrl_weight
 from fgrpo_llm.config import WEIGHTINGS
 
-__all__ = ["FocalSettings", "group_index", "group_focal_weights"]
+__all__ = [
+    "FocalSettings",
+    "as_scores",
+    "correct_mask",
+    "focal_metrics",
+    "group_index",
+    "group_focal_weights",
+    "group_weights",
+]
 
 
 @dataclass(frozen=True)
@@ -39,6 +57,9 @@ class FocalSettings:
     """"focal" (g = (1 - mu_hat)^gamma) or "maxrl" (g = sqrt((1 - mu_hat) / mu_hat), 0 at
     mu_hat = 0: times the engine's GRPO advantage this is MaxRL's (r - mu_hat) / mu_hat with
     the population std and eps -> 0; with the Bessel std, that times sqrt((N - 1) / N))"""
+    strict_rewards: bool = False
+    """A reward the weight cannot read as right or wrong is an error (default: one warning;
+    :mod:`fgrpo_llm.integrations.reward_check`)."""
 
     def __post_init__(self):
         if self.weighting not in WEIGHTINGS:
@@ -72,6 +93,10 @@ class FocalSettings:
                 f"focal correct_threshold must lie in (reward_wrong, reward_correct] = "
                 f"({self.reward_wrong}, {self.reward_correct}], got correct_threshold={t!r}"
             )
+        if not isinstance(self.strict_rewards, bool):
+            raise ValueError(
+                f"focal strict_rewards must be True or False, got {self.strict_rewards!r}"
+            )
 
     @property
     def threshold(self) -> float:
@@ -79,6 +104,31 @@ class FocalSettings:
         if self.correct_threshold is not None:
             return float(self.correct_threshold)
         return 0.5 * (self.reward_correct + self.reward_wrong)
+
+
+def as_scores(scores) -> tuple[torch.Tensor, torch.dtype]:
+    """``(scores as float64 (M,), the precision they came in)``: a tensor keeps its values
+    (float32 widens exactly; integers up to 2^53); anything else (Python floats) is read as
+    float64."""
+    if isinstance(scores, torch.Tensor):
+        scores = scores.detach()
+        held = scores.dtype if scores.is_floating_point() else torch.float64
+    else:
+        scores = torch.as_tensor(scores, dtype=torch.float64)
+        held = torch.float64
+    return scores.to(torch.float64).reshape(-1), held
+
+
+def held_as(value: float, dtype: torch.dtype) -> float:
+    """``value`` as a number of ``dtype`` holds it (rounded to nearest), as a Python float."""
+    return float(torch.tensor(float(value), dtype=torch.float64).to(dtype).item())
+
+
+def correct_mask(scores, settings: FocalSettings) -> torch.Tensor:
+    """(M,) bool: score >= ``settings.threshold``, compared in the scores' own precision (module
+    docstring); NaN (an unscored row) is wrong."""
+    s, held = as_scores(scores)  # (M,)
+    return s >= held_as(settings.threshold, held)  # NaN >= t is False
 
 
 def group_index(group_ids) -> tuple[torch.Tensor, list]:
@@ -92,25 +142,50 @@ def group_index(group_ids) -> tuple[torch.Tensor, list]:
     return torch.tensor(inverse, dtype=torch.long), list(keys)
 
 
-def group_focal_weights(scores: torch.Tensor, group_ids, settings: FocalSettings):
-    """Per-row focal weight g (M,), and per-row X and N (M,), for the groups named by ``group_ids``.
+def group_weights(scores, group_ids, settings: FocalSettings):
+    """Per group: ``(g (G,) float64, X (G,) int64, N (G,) int64, inverse (M,))`` for the groups
+    named by ``group_ids`` (order of first appearance); ``inverse`` is each row's group.
 
     ``scores`` (M,) are the completions' scalar rewards; NaN scores (unscorable rows) count as
     wrong but still belong to their group's N.
     """
-    scores = torch.as_tensor(scores).detach().float().reshape(-1)  # (M,)
+    correct = correct_mask(scores, settings)  # (M,)
     inverse, keys = group_index(group_ids)  # (M,)
-    if inverse.numel() != scores.numel():
-        raise ValueError(f"got {scores.numel()} scores but {inverse.numel()} group ids")
-    inverse = inverse.to(scores.device)
-    correct = (scores >= settings.threshold).float()  # (M,), NaN >= t is False
+    if inverse.numel() != correct.numel():
+        raise ValueError(f"got {correct.numel()} scores but {inverse.numel()} group ids")
+    inverse = inverse.to(correct.device)
     G = len(keys)
-    X = torch.zeros(G, device=scores.device).index_add_(0, inverse, correct)  # (G,)
-    # (G,)
-    N = torch.zeros(G, device=scores.device).index_add_(0, inverse, torch.ones_like(correct))
-    mu_hat = X / N  # (G,)
+    X = torch.zeros(G, dtype=torch.long, device=correct.device)  # (G,)
+    X.index_add_(0, inverse, correct.long())
+    N = torch.zeros(G, dtype=torch.long, device=correct.device)  # (G,)
+    N.index_add_(0, inverse, torch.ones_like(inverse))
+    mu_hat = X.to(torch.float64) / N.to(torch.float64)  # (G,)
     if settings.weighting == "maxrl":
         g = maxrl_weight(mu_hat)  # (G,)
     else:
         g = focal_weight(mu_hat, gamma=float(settings.gamma))  # (G,)
-    return g[inverse], X[inverse].long(), N[inverse].long()
+    return g, X, N, inverse
+
+
+def group_focal_weights(scores, group_ids, settings: FocalSettings):
+    """Per-row focal weight g (M,) float64, and per-row X and N (M,) int64, for the groups named
+    by ``group_ids`` (:func:`group_weights`)."""
+    g, X, N, inverse = group_weights(scores, group_ids, settings)
+    return g[inverse], X[inverse], N[inverse]
+
+
+def focal_metrics(g: torch.Tensor, X: torch.Tensor, N: torch.Tensor) -> dict[str, float]:
+    """The focal metrics of one batch from its groups' g, X, N (each (G,), one entry per group):
+
+    - ``focal/weight_mean``: mean of g over all G groups (inactive ones, X = 0 or X = N, with
+      their own g);
+    - ``focal/weight_mean_active``: mean of g over the active groups (0 < X < N), the ones whose
+      advantages are not 0; absent when no group is active (never NaN).
+    """
+    if g.numel() == 0:
+        return {}
+    active = (X > 0) & (X < N)  # (G,)
+    out = {"focal/weight_mean": float(g.to(torch.float64).mean())}
+    if bool(active.any()):
+        out["focal/weight_mean_active"] = float(g[active].to(torch.float64).mean())
+    return out

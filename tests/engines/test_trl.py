@@ -30,6 +30,7 @@ from fgrpo_llm.tasks.countdown import ALPHABET  # noqa: E402
 from fgrpo_llm.tokenizer import build_char_tokenizer  # noqa: E402
 
 TOK = build_char_tokenizer(ALPHABET)
+RECORDS = trainer_module.RUN_RECORDS_DIR  # the run records' directory inside output_dir
 
 
 def target_reward(completions, target, **kwargs):
@@ -122,7 +123,7 @@ def test_split_group_weight_comes_from_rewards_of_both_processes(tmp_path, monke
         settings=FocalSettings(gamma=1.0),
     )
     assert X.tolist() == [3, 3, 3, 3, 3, 3] and N.tolist() == [4] * 6
-    assert torch.allclose(g_local, torch.full((6,), 0.25))
+    assert g_local.dtype == torch.float64 and torch.allclose(g_local, torch.full((6,), 0.25).double())
 
 
 @pytest.mark.parametrize("gamma", [0.0, 0.5])
@@ -157,7 +158,7 @@ def test_evaluation_groups_rows_by_num_generations_eval(tmp_path):
     expected = (g[:, None] * grpo_advantages(R, eps=1e-4)).reshape(-1)
     torch.testing.assert_close(out["advantages"], expected, rtol=1e-5, atol=1e-6)
     trainer.recorder.close()
-    assert load_run(tmp_path / "out").groups == []
+    assert load_run(tmp_path / "out" / RECORDS).groups == []
 
 
 @pytest.mark.parametrize("algo", ["grpo", "dapo", "cispo"])
@@ -340,7 +341,7 @@ def test_x_comes_from_the_verifier_column_alone(tmp_path, choice):
     rows = [{**r, "target": 0} for r in _rows([0] * 4)]
     trainer._generate_and_score_completions(rows)
     trainer.recorder.close()
-    run = load_run(tmp_path / "out")
+    run = load_run(tmp_path / "out" / RECORDS)
     assert [g["num_correct"] for g in run.groups] == [0]
     assert trainer._metrics["train"]["focal/weight_mean"] == [1.0]
 
@@ -380,7 +381,7 @@ def test_several_verifiers_each_score_their_own_rows(tmp_path):
         warnings.simplefilter("error", RuntimeWarning)
         both._generate_and_score_completions(rows)
     both.recorder.close()
-    assert [g["num_correct"] for g in load_run(tmp_path / "both" / "out").groups] == [3, 3]
+    assert [g["num_correct"] for g in load_run(tmp_path / "both" / "out" / RECORDS).groups] == [3, 3]
     assert both._metrics["train"]["focal/weight_mean"] == [pytest.approx(0.25)]
 
     one = _trainer(
@@ -393,7 +394,7 @@ def test_several_verifiers_each_score_their_own_rows(tmp_path):
     with pytest.warns(RuntimeWarning, match=r"1 group\(s\) .* no score .*'math_reward'"):
         one._generate_and_score_completions(rows)
     one.recorder.close()
-    assert [g["num_correct"] for g in load_run(tmp_path / "one" / "out").groups] == [3, 0]
+    assert [g["num_correct"] for g in load_run(tmp_path / "one" / "out" / RECORDS).groups] == [3, 0]
     assert one._metrics["train"]["focal/weight_mean"] == [pytest.approx(np.mean([0.25, 1.0]))]
 
 
@@ -436,10 +437,10 @@ def test_a_resumed_run_records_each_step_once(tmp_path):
 
     shutil.rmtree(out / "checkpoint-4")  # the run is taken back to its step-2 checkpoint
     run(4, True)
-    steps = [json.loads(line)["step"] for line in (out / "groups.jsonl").read_text().splitlines()]
+    steps = [json.loads(line)["step"] for line in (out / RECORDS / "groups.jsonl").read_text().splitlines()]
     assert sorted(steps) == [1, 2, 3, 4]
     metric_steps = [
-        json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
+        json.loads(line)["step"] for line in (out / RECORDS / "metrics.jsonl").read_text().splitlines()
     ]
     assert len(metric_steps) == len(set(metric_steps)) == 4
 
@@ -456,13 +457,13 @@ def test_a_new_run_into_the_same_directory_starts_its_records_afresh(tmp_path):
         t.recorder.log_metrics(0, {"eval_pass@1/test": 0.5})  # an earlier evaluation on start
         t.train()
         t.recorder.close()
-    steps = [json.loads(line)["step"] for line in (out / "groups.jsonl").read_text().splitlines()]
+    steps = [json.loads(line)["step"] for line in (out / RECORDS / "groups.jsonl").read_text().splitlines()]
     assert sorted(set(steps)) == [1, 2] and len(steps) == 2  # one group of 4 per step
     metric_steps = [
-        json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
+        json.loads(line)["step"] for line in (out / RECORDS / "metrics.jsonl").read_text().splitlines()
     ]
     assert sorted(metric_steps) == [1, 2]
-    assert json.loads((out / "run.json").read_text())["gamma"] == 0.5
+    assert json.loads((out / RECORDS / "run.json").read_text())["gamma"] == 0.5
 
 
 def test_callback_metrics_reach_the_trainers_loggers(tmp_path):
@@ -496,7 +497,7 @@ def test_callback_metrics_reach_the_trainers_loggers(tmp_path):
     passk._emit(trainer.state, passk.evaluate(trainer.model, 2))
     assert {"eval_pass@1/test", "eval_pass@2/test"} <= set(seen[-1])
     trainer.recorder.close()
-    lines = [json.loads(x) for x in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    lines = [json.loads(x) for x in (tmp_path / "out" / RECORDS / "metrics.jsonl").read_text().splitlines()]
     assert sum("rare/delta_nll" in m for m in lines) == 2
     assert any("eval_pass@1/test" in m for m in lines)
 
@@ -683,7 +684,7 @@ def test_maxrl_weighting_multiplies_trls_advantage(tmp_path):
     w = ((1 - 0.25) / 0.25) ** 0.5
     expected = (w * grpo_advantages(R, eps=1e-4))[0]
     torch.testing.assert_close(out["advantages"], expected, rtol=1e-5, atol=1e-6)
-    assert json.loads((tmp_path / "out" / "run.json").read_text())["weighting"] == "maxrl"
+    assert json.loads((tmp_path / "out" / RECORDS / "run.json").read_text())["weighting"] == "maxrl"
 
 
 def test_a_chat_dataset_keeps_the_system_prompt(tmp_path):
@@ -756,3 +757,161 @@ def test_the_rare_callback_warns_under_mixed_precision(tmp_path):
     rare = RareSet(["p0"], [[1, 2, 3]], [2], ["3"], [None], np.zeros(1), {})
     with pytest.warns(RuntimeWarning, match="bf16"):
         DeltaNLLRareCallback(rare).attach(trainer)
+
+
+def length_reward(completions, **kwargs):
+    """A length reward in [0.5, 1]: no verdict, every completion at or above the halfway cut."""
+    return [0.5 + min(len(c), 50) / 100 for c in completions]
+
+
+def test_a_length_reward_warns_at_the_first_step(tmp_path):
+    """A reward that is not a verdict marks every completion correct (X = N, g = 0): the model
+    would never move. The first step says so once (both findings in one warning); under
+    focal_strict_rewards the first step stops with a ValueError."""
+    trainer = _trainer(tmp_path / "warn", reward_funcs=[length_reward], max_steps=2)
+    with pytest.warns(RuntimeWarning, match="does not read as right or wrong") as shown:
+        trainer.train()
+    ours = [w for w in shown if "does not read as right or wrong" in str(w.message)]
+    assert len(ours) == 1  # once, though both steps show it
+    text = str(ours[0].message)
+    assert "neither reward_wrong=0 nor reward_correct=1" in text
+    assert "every group's focal weight is 0" in text and "focal_strict_rewards=True" in text
+    strict = _trainer(
+        tmp_path / "strict", reward_funcs=[length_reward], max_steps=2, focal_strict_rewards=True
+    )
+    with pytest.raises(ValueError, match="does not read as right or wrong"):
+        strict.train()
+    assert strict.state.global_step == 0  # stopped in the first step
+
+
+def test_a_verdict_reward_trains_without_the_warning(tmp_path):
+    """0/1 rewards (here every group all correct, TRL's advantages 0): no finding."""
+    trainer = _trainer(tmp_path, max_steps=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        trainer.train()
+
+
+def test_without_args_the_trainer_builds_its_default_config(tmp_path, monkeypatch):
+    """As TRL's ``GRPOTrainer(model, reward_funcs, train_dataset=...)``: a default config named
+    after the model, here FocalGRPOConfig; its gamma 0 is plain GRPO, and a warning says so.
+    (TRL's default config asks for bf16, which transformers allows on a GPU only unless
+    use_cpu is set: the check is told bf16 is available, as on a GPU.)"""
+    import transformers.training_args
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(transformers.training_args, "is_torch_bf16_gpu_available", lambda: True)
+    model = build_tiny_model(
+        TOK, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=64, seed=0
+    )
+    model.config._name_or_path = "local/tiny-countdown"
+    ds = Dataset.from_dict({"prompt": ["1 2=3:"] * 8, "target": [1] * 8})
+    with pytest.warns(UserWarning, match="focal_gamma=0.*plain GRPO"):
+        trainer = FocalGRPOTrainer(model, [target_reward], train_dataset=ds, processing_class=TOK)
+    assert type(trainer.args) is FocalGRPOConfig
+    assert trainer.args.output_dir == "tiny-countdown-F-GRPO"
+    with pytest.raises(TypeError, match="FocalGRPOConfig"):
+        FocalGRPOTrainer(model, [target_reward], args=trl.GRPOConfig("x"), train_dataset=ds)
+
+
+def band_reward(completions, **kwargs):
+    """A verifier scoring wrong 0.4999999999 and correct 0.5000000001: the first completion of
+    each group of 4 correct. In float32 both are 0.5."""
+    return [0.5000000001 if i % 4 == 0 else 0.4999999999 for i in range(len(completions))]
+
+
+def test_correctness_is_counted_on_the_verifiers_own_values(tmp_path):
+    """TRL keeps rewards in float32, where 0.4999999999 and 0.5000000001 are both 0.5 (>= the
+    halfway threshold: X = N, g = 0); X is counted on the reward function's own values: X = 1 of
+    4, g = 3/4."""
+    from fgrpo_llm.evaluation.runs import load_run
+
+    trainer = _trainer(
+        tmp_path,
+        reward_funcs=[band_reward],
+        focal_reward_wrong=0.4999999999,
+        focal_reward_correct=0.5000000001,
+    )
+    trainer.model.train()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the rewards are the verifier's two values
+        trainer._generate_and_score_completions(_rows([1, 1, 1, 1]))
+    trainer.recorder.close()
+    assert [g["num_correct"] for g in load_run(tmp_path / "out" / RECORDS).groups] == [1]
+    assert trainer._metrics["train"]["focal/weight_mean"] == [0.75]
+
+
+def first_of_four_reward(completions, **kwargs):
+    """1 for the first completion of each group of 4, else 0: every group active, X = 1."""
+    return [1.0 if i % 4 == 0 else 0.0 for i in range(len(completions))]
+
+
+def test_the_focal_metrics_mean_one_thing_in_metrics_jsonl(tmp_path):
+    """metrics.jsonl of a TRL run: focal/weight_mean is the mean of g over every group of the
+    step, focal/weight_mean_active over the active ones, and with no active group the active
+    mean is absent (never NaN)."""
+    import json
+    import math
+
+    def lines(run):
+        path = run / "out" / RECORDS / "metrics.jsonl"
+        return [json.loads(x) for x in path.read_text().splitlines()]
+
+    active = _trainer(tmp_path / "a", reward_funcs=[first_of_four_reward], max_steps=2)
+    active.train()
+    active.recorder.close()
+    steps = [m for m in lines(tmp_path / "a") if "loss" in m]
+    assert len(steps) == 2
+    for m in steps:
+        assert m["focal/weight_mean"] == pytest.approx(0.75)
+        assert m["focal/weight_mean_active"] == pytest.approx(0.75)
+    # every group all correct: g = 0 everywhere, no active group
+    idle = _trainer(tmp_path / "i", max_steps=2)
+    idle.train()
+    idle.recorder.close()
+    steps = [m for m in lines(tmp_path / "i") if "loss" in m]
+    assert len(steps) == 2
+    for m in steps:
+        assert m["focal/weight_mean"] == 0.0 and "focal/weight_mean_active" not in m
+        assert all(not (isinstance(v, float) and math.isnan(v)) for v in m.values())
+
+
+def test_the_model_card_names_f_grpo_and_its_paper(tmp_path):
+    """TRL's own model card for a FocalGRPOTrainer run: trained with F-GRPO, the paper arXiv
+    2602.06717 cited, the f-grpo tag."""
+    trainer = _trainer(tmp_path)
+    trainer.create_model_card(model_name="tiny-f-grpo")
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "trained with F-GRPO" in card and "2602.06717" in card
+    assert "Don't Let Your Policy Learn the Obvious and Forget the Rare" in card
+    assert "- f-grpo" in card and "trained with GRPO" not in card
+
+
+def test_push_to_hub_leaves_the_run_records_out(tmp_path, monkeypatch):
+    """push_to_hub uploads output_dir under transformers' ignore patterns: the model and its card
+    go, the run records (in <output_dir>/_fgrpo_run) stay."""
+    import transformers.trainer as hf_trainer
+    from huggingface_hub.utils import filter_repo_objects
+
+    calls = []
+
+    class FakeApi:
+        def upload_folder(self, **kwargs):
+            calls.append(kwargs)
+
+    monkeypatch.setattr(hf_trainer, "hf_api", lambda: FakeApi())
+    trainer = _trainer(tmp_path, max_steps=1)
+    trainer.train()
+    trainer.hub_model_id = "someone/tiny-f-grpo"
+    trainer.push_to_hub(blocking=True)
+    (call,) = calls
+    root = tmp_path / "out"
+    files = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]
+    sent = set(filter_repo_objects(files, ignore_patterns=call["ignore_patterns"]))
+    assert {"README.md", "model.safetensors"} <= sent
+    records = {f for f in files if f.startswith(RECORDS + "/")}
+    assert {f"{RECORDS}/run.json", f"{RECORDS}/groups.jsonl"} <= records
+    assert not records & sent
+    # records put inside output_dir under a name the patterns do not cover: a warning
+    with pytest.warns(UserWarning, match="push_to_hub would upload the run records"):
+        _trainer(tmp_path / "b", focal_run_dir=str(tmp_path / "b" / "out" / "records"))

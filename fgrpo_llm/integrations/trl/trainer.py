@@ -28,22 +28,34 @@ TRL's advantage eps is 1e-4 (ours and verl's 1e-6); both use the Bessel std.
 
 from __future__ import annotations
 
+import functools
+import os
+import textwrap
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
+import trl.trainer.grpo_trainer as _grpo_module
 from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer
 
 from fgrpo_common.checks import is_finite_number
 from fgrpo_llm.environment import environment
-from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
+from fgrpo_llm.integrations.focal import (
+    FocalSettings,
+    correct_mask,
+    focal_metrics,
+    group_weights,
+)
 from fgrpo_llm.integrations.records import RunRecorder, row_forms, text_prompt_id
+from fgrpo_llm.integrations.reward_check import RewardCheck
 from fgrpo_llm.integrations.trl.callbacks import trl_sampling
 from fgrpo_llm.integrations.trl.version import TESTED_TRL, check_trl_version
 from fgrpo_llm.tasks import chat_messages
 
 __all__ = [
+    "RUN_RECORDS_DIR",
     "FocalGRPOConfig",
     "FocalGRPOTrainer",
     "gathered_focal_weights",
@@ -52,6 +64,11 @@ __all__ = [
     "task_dataset",
     "task_reward_func",
 ]
+
+#: Where the run records go by default, inside ``output_dir``: a name that ``push_to_hub`` leaves
+#: out (transformers uploads ``output_dir`` with ``ignore_patterns=["_*", "checkpoint-*"]``), so
+#: the records stay with the run and never reach the Hub with the model.
+RUN_RECORDS_DIR = "_fgrpo_run"
 
 _METHODS = {
     "grpo": dict(loss_type="dapo", epsilon=0.2, epsilon_high=0.2, beta=0.0, scale_rewards="group"),
@@ -111,7 +128,18 @@ class FocalGRPOConfig(GRPOConfig):
     )
     focal_run_dir: str | None = field(
         default=None,
-        metadata={"help": "Where run.json / groups.jsonl go (default: output_dir; '' disables)."},
+        metadata={
+            "help": "Where run.json / groups.jsonl / metrics.jsonl go (default: "
+            f"<output_dir>/{RUN_RECORDS_DIR}, which push_to_hub leaves out; '' disables)."
+        },
+    )
+    focal_strict_rewards: bool = field(
+        default=False,
+        metadata={
+            "help": "Stop with an error (instead of one warning) when the verifier's rewards are "
+            "neither focal_reward_wrong nor focal_reward_correct, or when every group's weight is "
+            "0 while TRL's advantages are not."
+        },
     )
     focal_prompt_id_column: str = field(
         default="prompt_id", metadata={"help": "Dataset column of prompt ids."}
@@ -155,7 +183,15 @@ class FocalGRPOConfig(GRPOConfig):
             reward_wrong=self.focal_reward_wrong,
             correct_threshold=self.focal_correct_threshold,
             weighting=str(self.focal_weighting),
+            strict_rewards=self.focal_strict_rewards,
         )
+
+    def focal_records_dir(self) -> str | None:
+        """The run records' directory: ``focal_run_dir``, by default ``<output_dir>/_fgrpo_run``
+        (:data:`RUN_RECORDS_DIR`); None when disabled (``focal_run_dir=''``)."""
+        if self.focal_run_dir is None:
+            return os.path.join(self.output_dir, RUN_RECORDS_DIR)
+        return self.focal_run_dir or None
 
 
 def correct_reward_index(choice, names: list[str]) -> int:
@@ -212,7 +248,7 @@ def verifier_scores(rewards_per_func: torch.Tensor, columns) -> torch.Tensor:
     ``columns`` that scored it (a verifier returns None, NaN here, for rows not its own); NaN
     when none did."""
     columns = (columns,) if isinstance(columns, int) else tuple(columns)
-    rpf = rewards_per_func.float()  # (R, F)
+    rpf = rewards_per_func  # (R, F), in its own precision
     score = rpf[:, columns[0]]  # (R,)
     for c in columns[1:]:
         score = torch.fmax(score, rpf[:, c])  # NaN-aware: fmax(x, NaN) = x
@@ -223,7 +259,7 @@ def unscored_groups(rewards_per_func: torch.Tensor, columns, num_generations: in
     """The number of groups that no verifier scored while another reward function did: X = 0
     and g = 1 for them, most likely a verifier left out of ``focal_correct_reward``."""
     columns = (columns,) if isinstance(columns, int) else tuple(columns)
-    rpf = rewards_per_func.float()  # (R, F)
+    rpf = rewards_per_func  # (R, F)
     groups = rpf.shape[0] // num_generations
     verified = (~torch.isnan(verifier_scores(rpf, columns))).reshape(groups, -1).any(dim=1)  # (G,)
     others = [c for c in range(rpf.shape[1]) if c not in columns]
@@ -233,6 +269,33 @@ def unscored_groups(rewards_per_func: torch.Tensor, columns, num_generations: in
     return int((~verified & scored).sum())
 
 
+def gathered_group_weights(
+    rewards_per_func: torch.Tensor,
+    *,
+    num_generations: int,
+    settings: FocalSettings,
+    column=0,
+):
+    """Per group of TRL's gathered (R, F) reward matrix: ``(g, X, N)``, each (G,), and the
+    verifier's score of each row (R,).
+
+    Rows ``k * num_generations .. (k+1) * num_generations - 1`` are group k; a row is correct
+    when its verifier's reward (``column``, or the one of several columns that scored it,
+    :func:`verifier_scores`) is >= ``settings.threshold``, compared in the matrix's own
+    precision (float64 for the reward functions' own values); an unscored row (NaN) is wrong.
+    """
+    rpf = rewards_per_func  # (R, F)
+    if rpf.shape[0] % num_generations:
+        raise ValueError(
+            f"{rpf.shape[0]} gathered rows are not whole groups of "
+            f"num_generations={num_generations}"
+        )
+    score = verifier_scores(rpf, column)  # (R,)
+    group = torch.arange(rpf.shape[0]) // num_generations  # (R,)
+    g, X, N, _ = group_weights(score, group.tolist(), settings)  # (G,) each
+    return g, X, N, score
+
+
 def gathered_focal_weights(
     rewards_per_func: torch.Tensor,
     *,
@@ -240,21 +303,12 @@ def gathered_focal_weights(
     settings: FocalSettings,
     column=0,
 ):
-    """The per-row focal weight ``(g, X, N)``, each (R,), of TRL's gathered (R, F) reward matrix.
-
-    Rows ``k * num_generations .. (k+1) * num_generations - 1`` are group k; a row is correct
-    when its verifier's reward (``column``, or the one of several columns that scored it,
-    :func:`verifier_scores`) is >= ``settings.threshold``; an unscored row (NaN) counts as wrong.
-    """
-    rpf = rewards_per_func.float()  # (R, F)
-    if rpf.shape[0] % num_generations:
-        raise ValueError(
-            f"{rpf.shape[0]} gathered rows are not whole groups of "
-            f"num_generations={num_generations}"
-        )
-    score = verifier_scores(rpf, column)  # (R,)
-    group = torch.arange(rpf.shape[0], device=rpf.device) // num_generations  # (R,)
-    return group_focal_weights(score, group.tolist(), settings)
+    """The per-row focal weight ``(g, X, N)``, each (R,), of TRL's gathered (R, F) reward matrix
+    (:func:`gathered_group_weights`, each group's values on its ``num_generations`` rows)."""
+    g, X, N, _ = gathered_group_weights(
+        rewards_per_func, num_generations=num_generations, settings=settings, column=column
+    )
+    return tuple(v.repeat_interleave(num_generations) for v in (g, X, N))
 
 
 def local_focal_weights(
@@ -291,23 +345,98 @@ def task_dataset(task, split: str, *, chat: bool = False):
     return Dataset.from_dict(rows)
 
 
+#: The F-GRPO paper, for the model card TRL writes (and GRPO's, whose advantage F-GRPO weights).
+F_GRPO_PAPER = {
+    "title": "F-GRPO: Don't Let Your Policy Learn the Obvious and Forget the Rare",
+    "id": "2602.06717",
+    # docstyle-ignore
+    "citation": textwrap.dedent("""\
+        @article{fgrpo2026,
+            title        = {{F-GRPO: Don't Let Your Policy Learn the Obvious and Forget the Rare}},
+            year         = 2026,
+            eprint       = {arXiv:2602.06717},
+            url          = {https://arxiv.org/abs/2602.06717},
+        }""")
+    + "\n\n"
+    + GRPOTrainer._paper["citation"],
+}
+
+
+def _recording(func, column: int, store: dict):
+    """``func`` (a TRL reward function, sync or async) that also keeps its own values, as it
+    returned them, in ``store[column]``: TRL keeps them in float32, the verdict needs them
+    exact."""
+    if _grpo_module.is_async_callable(func):
+
+        @functools.wraps(func)
+        async def recorded_async(*args, **kwargs):
+            values = list(await func(*args, **kwargs))
+            store[column] = values
+            return values
+
+        return recorded_async
+
+    @functools.wraps(func)
+    def recorded(*args, **kwargs):
+        values = list(func(*args, **kwargs))
+        store[column] = values
+        return values
+
+    return recorded
+
+
 class FocalGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` whose advantages are multiplied by each group's focal weight g.
 
     Extra argument: ``task`` (optional): the task whose ``solution_form`` names the forms in
-    ``groups.jsonl`` (else the stripped completion text is the form).
+    ``groups.jsonl`` (else the stripped completion text is the form). Without ``args`` it builds
+    ``FocalGRPOConfig("<model name>-F-GRPO")``, as TRL's trainer builds its default config.
+    The model card TRL writes names F-GRPO and its paper (arXiv 2602.06717).
     """
 
-    def __init__(self, *args, task=None, **kwargs):
+    _tag_names = ["trl", "grpo", "f-grpo"]
+    _name = "F-GRPO"
+    _paper = F_GRPO_PAPER
+
+    def __init__(self, model, reward_funcs=None, args=None, *more, task=None, **kwargs):
         check_trl_version()
-        super().__init__(*args, **kwargs)
-        if not isinstance(self.args, FocalGRPOConfig):
-            raise TypeError(
-                f"FocalGRPOTrainer needs args=FocalGRPOConfig(...), got {type(self.args).__name__}"
+        if args is None:  # as GRPOTrainer does, with this trainer's config and name
+            name = (
+                model if isinstance(model, str) else _grpo_module.get_config_model_id(model.config)
             )
+            args = FocalGRPOConfig(f"{str(name).split('/')[-1]}-F-GRPO")
+        if not isinstance(args, FocalGRPOConfig):
+            raise TypeError(
+                f"FocalGRPOTrainer needs args=FocalGRPOConfig(...), got {type(args).__name__}"
+            )
+        super().__init__(model, reward_funcs, args, *more, **kwargs)
         self.focal = self.args.focal_settings()
+        if self.focal.weighting == "focal" and self.focal.gamma == 0:
+            warnings.warn(
+                "FocalGRPOTrainer with focal_gamma=0: g = (1 - X/N)^0 = 1 for every group, so this "
+                "run is plain GRPO; set focal_gamma > 0 (e.g. 1.0) for F-GRPO",
+                UserWarning,
+                stacklevel=2,
+            )
         self.focal_columns = correct_reward_columns(
             self.args.focal_correct_reward, list(self.reward_func_names)
+        )
+        # the verifiers' own values (TRL keeps float32 copies): X is counted on them
+        self._raw_rewards: dict[int, list] = {}
+        self._exact_columns = []
+        for c in self.focal_columns:
+            if not isinstance(self.reward_funcs[c], torch.nn.Module):
+                self.reward_funcs[c] = _recording(self.reward_funcs[c], c, self._raw_rewards)
+                self._exact_columns.append(c)
+        self.reward_check = RewardCheck(
+            self.focal,
+            where="FocalGRPOTrainer",
+            advice=(
+                "Let focal_correct_reward name the reward function that returns the verifier's "
+                "verdict, or set focal_reward_wrong / focal_reward_correct (and "
+                "focal_correct_threshold) to that verifier's two values"
+            ),
+            strict_setting="focal_strict_rewards",
         )
         self._warned_unscored = False
         self.task = task
@@ -317,9 +446,9 @@ class FocalGRPOTrainer(GRPOTrainer):
                 self._problems.update({p.id: p for p in task.problems(split)})
         self._focal_captured = None
         self.recorder = None
-        run_dir = (
-            self.args.output_dir if self.args.focal_run_dir is None else self.args.focal_run_dir
-        )
+        run_dir = self.args.focal_records_dir()
+        if run_dir:
+            _warn_if_pushed(run_dir, self.args.output_dir)
         if run_dir and self.accelerator.is_main_process:
             self.recorder = RunRecorder(
                 run_dir,
@@ -355,11 +484,34 @@ class FocalGRPOTrainer(GRPOTrainer):
 
     # TRL private hook 1: the gathered rewards (and this process's completions) of one batch
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        self._raw_rewards.clear()
         rewards_per_func = super()._calculate_rewards(
             inputs, prompts, completions, completion_ids_list
         )
-        self._focal_captured = (rewards_per_func, inputs, completions)
+        exact = self._exact_rewards(rewards_per_func, len(prompts))
+        self._focal_captured = (exact, inputs, completions)
         return rewards_per_func
+
+    def _exact_rewards(self, rewards_per_func: torch.Tensor, B: int) -> torch.Tensor:
+        """TRL's gathered (R, F) rewards in float64, the verifiers' columns holding their own
+        values (None as NaN) gathered from every process as TRL gathers its float32 copy."""
+        exact = rewards_per_func.detach().to(torch.float64)  # (R, F)
+        if not self._exact_columns:
+            return exact
+        start = self.accelerator.process_index * B
+        local = exact[start : start + B].clone()  # (B, F) this process's rows
+        for c in self._exact_columns:
+            values = self._raw_rewards.get(c)
+            if values is not None and len(values) == B:
+                local[:, c] = torch.tensor(
+                    [float("nan") if v is None else float(v) for v in values],
+                    dtype=torch.float64,
+                    device=local.device,
+                )
+        gathered = _grpo_module.gather(local)  # (R, F), TRL's own gather
+        cols = list(self._exact_columns)
+        exact[:, cols] = gathered[:, cols].to(exact.device)
+        return exact
 
     # TRL private hook 2: TRL's (sliced) advantages times the matching slice of g
     def _generate_and_score_completions(self, inputs):
@@ -373,24 +525,37 @@ class FocalGRPOTrainer(GRPOTrainer):
         self._focal_captured = None
         mode = "train" if self.model.training else "eval"
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
-        g_all, _, _ = gathered_focal_weights(
+        g_groups, X, N, score = gathered_group_weights(
             rewards_per_func,
             num_generations=num_generations,
             settings=self.focal,
             column=self.focal_columns,
-        )  # (R,) every process's rows
+        )  # (G,) each, every process's groups; score (R,)
+        g_all = g_groups.repeat_interleave(num_generations)  # (R,) every process's rows
         self._warn_unscored(rewards_per_func, num_generations)
+        adv = output["advantages"]
+        engine = self._engine_advantages(len(g_all))  # (R,) TRL's, before the weight
+        nonzero = bool((engine if engine is not None else adv).ne(0).any())
+        self.reward_check(score, g_groups, nonzero)
         start = self.accelerator.process_index * len(local_inputs)
         g = g_all[start : start + len(local_inputs)]  # (B,) the rows TRL kept for this process
-        adv = output["advantages"]
         output["advantages"] = adv * g.to(adv.device, adv.dtype).reshape(
             adv.shape[:1] + (1,) * (adv.dim() - 1)
         )
         self._log_weighted_advantages(g_all)
-        self._metrics[mode]["focal/weight_mean"].append(g_all.float().mean().item())
+        for key, value in focal_metrics(g_groups, X, N).items():
+            self._metrics[mode][key].append(value)
         if mode == "train":
             self._record_groups(rewards_per_func, local_inputs, completions, num_generations)
         return output
+
+    def _engine_advantages(self, R: int) -> torch.Tensor | None:
+        """(R,) the advantages TRL computed for every process's rows of this batch (the last R
+        it logged for the completions table), before the weight; None if it logged fewer."""
+        logged = getattr(self, "_logs", {}).get("advantages")
+        if logged is None or len(logged) < R:
+            return None
+        return torch.tensor(list(logged)[-R:], dtype=torch.float64)
 
     def _warn_unscored(self, rewards_per_func, num_generations: int) -> None:
         """Once per trainer: groups that no verifier scored while another reward function did."""
@@ -435,7 +600,7 @@ class FocalGRPOTrainer(GRPOTrainer):
         score = verifier_scores(
             rewards_per_func[start : start + len(local_inputs)], self.focal_columns
         )
-        correct = (score >= self.focal.threshold).tolist()  # (B,), NaN is wrong
+        correct = correct_mask(score, self.focal).tolist()  # (B,), NaN is wrong
         texts = [
             c if isinstance(c, str) else (c[-1].get("content", "") if c else "")
             for c in completions
@@ -461,6 +626,25 @@ class FocalGRPOTrainer(GRPOTrainer):
                 if isinstance(v, (int, float)) and not isinstance(v, bool)
             }
             self.recorder.log_metrics(int(self.state.global_step), keep)
+
+
+def _warn_if_pushed(run_dir, output_dir) -> None:
+    """A warning when the run records would be uploaded by ``push_to_hub``: inside
+    ``output_dir`` under a name that transformers' ignore patterns (``_*``, ``checkpoint-*``)
+    do not cover."""
+    try:
+        rel = Path(run_dir).resolve().relative_to(Path(output_dir).resolve())
+    except ValueError:
+        return  # outside output_dir
+    first = rel.parts[0] if rel.parts else ""
+    if not first.startswith("_") and not first.startswith("checkpoint-"):
+        warnings.warn(
+            f"focal_run_dir={str(run_dir)!r} lies inside output_dir={str(output_dir)!r}, so "
+            "push_to_hub would upload the run records (run.json, groups.jsonl, metrics.jsonl) "
+            f"with the model; the default, <output_dir>/{RUN_RECORDS_DIR}, is left out",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _trl_version() -> str:
