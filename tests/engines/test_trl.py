@@ -76,6 +76,12 @@ def _trainer(
     return trainer
 
 
+def _jsonl(path) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def _rows(targets, start=0):
     return [
         {"prompt": "1 2=3:", "prompt_id": f"q{(start + i) // 4}", "target": t}
@@ -123,7 +129,8 @@ def test_split_group_weight_comes_from_rewards_of_both_processes(tmp_path, monke
         settings=FocalSettings(gamma=1.0),
     )
     assert X.tolist() == [3, 3, 3, 3, 3, 3] and N.tolist() == [4] * 6
-    assert g_local.dtype == torch.float64 and torch.allclose(g_local, torch.full((6,), 0.25).double())
+    assert g_local.dtype == torch.float64
+    assert torch.allclose(g_local, torch.full((6,), 0.25, dtype=torch.float64))
 
 
 @pytest.mark.parametrize("gamma", [0.0, 0.5])
@@ -381,7 +388,8 @@ def test_several_verifiers_each_score_their_own_rows(tmp_path):
         warnings.simplefilter("error", RuntimeWarning)
         both._generate_and_score_completions(rows)
     both.recorder.close()
-    assert [g["num_correct"] for g in load_run(tmp_path / "both" / "out" / RECORDS).groups] == [3, 3]
+    both_run = load_run(tmp_path / "both" / "out" / RECORDS)
+    assert [g["num_correct"] for g in both_run.groups] == [3, 3]
     assert both._metrics["train"]["focal/weight_mean"] == [pytest.approx(0.25)]
 
     one = _trainer(
@@ -416,7 +424,6 @@ def test_the_verifiers_are_named_once_each():
 def test_a_resumed_run_records_each_step_once(tmp_path):
     """Resuming from the checkpoint of step 2 drops the records of steps 3 and 4 before the
     steps are trained again: groups.jsonl and metrics.jsonl hold each step once."""
-    import json
 
     out = tmp_path / "out"
 
@@ -437,11 +444,9 @@ def test_a_resumed_run_records_each_step_once(tmp_path):
 
     shutil.rmtree(out / "checkpoint-4")  # the run is taken back to its step-2 checkpoint
     run(4, True)
-    steps = [json.loads(line)["step"] for line in (out / RECORDS / "groups.jsonl").read_text().splitlines()]
+    steps = [line["step"] for line in _jsonl(out / RECORDS / "groups.jsonl")]
     assert sorted(steps) == [1, 2, 3, 4]
-    metric_steps = [
-        json.loads(line)["step"] for line in (out / RECORDS / "metrics.jsonl").read_text().splitlines()
-    ]
+    metric_steps = [line["step"] for line in _jsonl(out / RECORDS / "metrics.jsonl")]
     assert len(metric_steps) == len(set(metric_steps)) == 4
 
 
@@ -457,11 +462,9 @@ def test_a_new_run_into_the_same_directory_starts_its_records_afresh(tmp_path):
         t.recorder.log_metrics(0, {"eval_pass@1/test": 0.5})  # an earlier evaluation on start
         t.train()
         t.recorder.close()
-    steps = [json.loads(line)["step"] for line in (out / RECORDS / "groups.jsonl").read_text().splitlines()]
+    steps = [line["step"] for line in _jsonl(out / RECORDS / "groups.jsonl")]
     assert sorted(set(steps)) == [1, 2] and len(steps) == 2  # one group of 4 per step
-    metric_steps = [
-        json.loads(line)["step"] for line in (out / RECORDS / "metrics.jsonl").read_text().splitlines()
-    ]
+    metric_steps = [line["step"] for line in _jsonl(out / RECORDS / "metrics.jsonl")]
     assert sorted(metric_steps) == [1, 2]
     assert json.loads((out / RECORDS / "run.json").read_text())["gamma"] == 0.5
 
@@ -469,7 +472,6 @@ def test_a_new_run_into_the_same_directory_starts_its_records_afresh(tmp_path):
 def test_callback_metrics_reach_the_trainers_loggers(tmp_path):
     """The callbacks log through Trainer.log: every reporting callback's on_log sees
     rare/delta_nll and eval_pass@k, and they land in log_history and metrics.jsonl."""
-    import json
 
     import numpy as np
     from transformers import TrainerCallback
@@ -497,7 +499,7 @@ def test_callback_metrics_reach_the_trainers_loggers(tmp_path):
     passk._emit(trainer.state, passk.evaluate(trainer.model, 2))
     assert {"eval_pass@1/test", "eval_pass@2/test"} <= set(seen[-1])
     trainer.recorder.close()
-    lines = [json.loads(x) for x in (tmp_path / "out" / RECORDS / "metrics.jsonl").read_text().splitlines()]
+    lines = _jsonl(tmp_path / "out" / RECORDS / "metrics.jsonl")
     assert sum("rare/delta_nll" in m for m in lines) == 2
     assert any("eval_pass@1/test" in m for m in lines)
 
