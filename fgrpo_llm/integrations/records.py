@@ -302,8 +302,19 @@ def records_from_verl_dump(
     ValueError, since its records would match no problem of the rare set), else
     :func:`text_prompt_id`.
     verl dumps only the groups it trained on, so every record has ``trained: true``.
+
+    ``metrics.jsonl`` gets one line per step with the focal metrics of the dumped groups
+    (:func:`fgrpo_llm.integrations.focal.focal_metrics`: ``focal/weight_mean`` over every group,
+    ``focal/weight_mean_active`` over the active ones, absent when none is), the definitions the
+    TRL trainer logs; lines that others wrote there (an evaluation's) are kept, and a second
+    conversion replaces the first's focal lines.
     """
-    from fgrpo_llm.integrations.focal import FocalSettings  # lazy: torch
+    from fgrpo_llm.integrations.focal import (  # lazy: torch
+        FocalSettings,
+        correct_mask,
+        focal_metrics,
+        group_weights,
+    )
 
     if settings is not None and float(settings.gamma) != float(gamma):
         raise ValueError(
@@ -330,7 +341,7 @@ def records_from_verl_dump(
                 step=step,
                 prompt_ids=ids,
                 completions=[r["output"] for r in step_rows],
-                correct=[float(r["score"]) >= settings.threshold for r in step_rows],
+                correct=correct_mask([float(r["score"]) for r in step_rows], settings).tolist(),
                 group_ids=[
                     (_verl_group_key(r), pid) for r, pid in zip(step_rows, ids, strict=True)
                 ],
@@ -354,6 +365,11 @@ def records_from_verl_dump(
         weighting=settings.weighting,
         sampling=sampling.policy() if hasattr(sampling, "policy") else sampling,
     )
+    metrics = []
+    for batch in batches:
+        scores = [float(r["score"]) for r in by_step[batch["step"]]]
+        g, X, N, _ = group_weights(scores, batch["group_ids"], settings)
+        metrics.append({"step": batch["step"], **focal_metrics(g, X, N)})
     try:
         # the groups are rebuilt from the whole dump: a second conversion replaces the first's
         # (metrics.jsonl, which an evaluation of the run may have written, is kept)
@@ -362,7 +378,26 @@ def records_from_verl_dump(
             rec.log_batch(**batch, task=task, problems=problems)
     finally:
         rec.close()
+    _replace_focal_metrics(Path(run_dir) / "metrics.jsonl", metrics)
     return Path(run_dir)
+
+
+def _replace_focal_metrics(path: Path, lines: list[dict]) -> None:
+    """``metrics.jsonl`` with its focal lines (a line with a ``focal/`` key) replaced by
+    ``lines``; every other line kept, in order."""
+    import json
+
+    from fgrpo_common.files import atomic_write_text
+
+    kept = []
+    if path.is_file():
+        kept = [
+            m
+            for m in read_jsonl(path, what="metrics file")
+            if not any(str(k).startswith("focal/") for k in m)
+        ]
+    text = "".join(json.dumps(m) + "\n" for m in kept + lines)
+    atomic_write_text(path, text)
 
 
 def _plain_config(config) -> dict:

@@ -30,8 +30,9 @@ def test_flat_weights_times_grpo_equal_focal_advantages(B, N, gamma, seed):
     R = torch.tensor(rng.integers(0, 2, size=(B, N)), dtype=torch.float32)  # (B, N)
     ids = np.repeat([f"p{b}" for b in range(B)], N)  # contiguous groups, string ids
     g, X, Nrow = group_focal_weights(R.reshape(-1), ids, FocalSettings(gamma=gamma))
-    flat = g.reshape(B, N) * grpo_advantages(R)
-    torch.testing.assert_close(flat, focal_advantages(R, gamma=gamma), rtol=0, atol=0)
+    R64 = R.double()  # g is float64: the same equation in float64 gives the same bits
+    flat = g.reshape(B, N) * grpo_advantages(R64)
+    torch.testing.assert_close(flat, focal_advantages(R64, gamma=gamma), rtol=0, atol=0)
     assert torch.equal(X.reshape(B, N)[:, 0], R.sum(1).long()) and torch.all(Nrow == N)
 
 
@@ -46,7 +47,7 @@ def test_ragged_groups_interleaved_ids_and_thresholds():
         ["a"] * 3,
         FocalSettings(gamma=2.0, correct_threshold=0.5),
     )
-    assert X2.tolist() == [1, 1, 1] and torch.allclose(g2, torch.full((3,), (2 / 3) ** 2))
+    assert X2.tolist() == [1, 1, 1] and g2.tolist() == pytest.approx([(2 / 3) ** 2] * 3, rel=1e-15)
     with pytest.raises(ValueError, match="reward_correct"):
         FocalSettings(reward_correct=0.0, reward_wrong=0.0)
     with pytest.raises(ValueError, match="gamma"):
@@ -153,7 +154,7 @@ def test_maxrl_weighting_gives_maxrls_advantage_with_the_population_std():
     R = torch.tensor([[1.0, 0, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0]])  # (B, N)
     ids = np.repeat(["a", "b", "c"], 4)
     g, X, _ = group_focal_weights(R.reshape(-1), ids, FocalSettings(weighting="maxrl"))
-    A = g.reshape(3, 4) * grpo_advantages(R, std="population", eps=0.0)
+    A = g.to(R.dtype).reshape(3, 4) * grpo_advantages(R, std="population", eps=0.0)
     torch.testing.assert_close(A, maxrl_advantages(R.bool()), rtol=1e-6, atol=1e-6)
     assert g.reshape(3, 4)[2].abs().sum() == 0
     with pytest.raises(ValueError, match="weighting"):

@@ -778,3 +778,108 @@ def test_verls_dapo_group_filter_with_our_overrides_and_scores(monkeypatch):
     dropped, counts = buffer._dapo_filtered_keys("train")
     assert dropped == {"u1", "u2"}
     assert counts == {0.0: 1, 1.0: 1}
+
+
+def _float64_batch(scores, uids, T=3):
+    """As _batch, with the rewards in float64 (a reward manager that keeps them so)."""
+    M = len(scores)
+    rewards = torch.zeros(M, T, dtype=torch.float64)
+    rewards[:, -1] = torch.tensor(scores, dtype=torch.float64)
+    return DataProto.from_dict(
+        tensors={"token_level_rewards": rewards, "response_mask": torch.ones(M, T)},
+        non_tensors={"uid": np.array(uids, dtype=object)},
+    )
+
+
+def test_float64_scores_are_counted_exactly():
+    """A verifier scoring wrong 0.4999999999 and correct 0.5000000001 in float64: X = 1 of 4,
+    g = 3/4 (in float32 both are 0.5: X = 4, g = 0, and the batch would train nothing)."""
+    w, c = 0.4999999999, 0.5000000001
+    scores = [c, w, w, w]
+    cfg = _algo_config(focal_gamma=1.0, focal_reward_wrong=w, focal_reward_correct=c)
+    out = compute_advantage(
+        _float64_batch(scores, ["p"] * 4), adv_estimator="focal_grpo", config=cfg
+    )
+    base = compute_advantage(_float64_batch(scores, ["p"] * 4), adv_estimator="grpo")
+    assert base.batch["advantages"].abs().max() > 0  # verl's eps 1e-6 keeps them small
+    torch.testing.assert_close(out.batch["advantages"], 0.75 * base.batch["advantages"])
+
+
+def test_a_score_that_is_no_verdict_warns_once_or_stops_when_strict(monkeypatch):
+    """Length-like scores in [0.5, 1]: every completion counts as correct, g = 0 everywhere
+    while verl's advantages are not; one warning per run, an error under
+    +algorithm.focal_strict_rewards=True."""
+    import warnings
+
+    from fgrpo_llm.integrations.verl import estimator
+
+    monkeypatch.setattr(estimator, "_CHECKS", {})
+    scores = [0.6, 0.7, 0.8, 0.9]
+    cfg = _algo_config(focal_gamma=1.0)
+    with pytest.warns(RuntimeWarning, match="verl focal_grpo: the reward does not read") as shown:
+        out = compute_advantage(_batch(scores, ["p"] * 4), adv_estimator="focal_grpo", config=cfg)
+    assert len(shown) == 1 and "+algorithm.focal_strict_rewards=True" in str(shown[0].message)
+    assert out.batch["advantages"].abs().max() == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # once per run
+        compute_advantage(_batch(scores, ["p"] * 4), adv_estimator="focal_grpo", config=cfg)
+    strict = _algo_config(focal_gamma=1.0, focal_strict_rewards=True)
+    with pytest.raises(ValueError, match="neither reward_wrong=0 nor reward_correct=1"):
+        compute_advantage(_batch(scores, ["p"] * 4), adv_estimator="focal_grpo", config=strict)
+    with pytest.raises(ValueError, match="focal_strict_rewards must be True or False"):
+        estimator.focal_settings(_algo_config(focal_strict_rewards="yes"))
+    composed = _compose(
+        method_overrides("grpo", gamma=1.0, group_size=8) + ["+algorithm.focal_strict_rewards=true"]
+    )
+    assert estimator.focal_settings(composed.algorithm).strict_rewards is True
+
+
+def test_the_focal_metrics_of_a_batch_have_one_definition():
+    """LAST_METRICS after verl's compute_advantage on ragged groups: the mean of g over every
+    uid group (the lone, inactive one with g = 0 included) and over the active ones; a batch
+    with no active group has no active mean (never NaN)."""
+    from fgrpo_llm.integrations.verl import estimator
+
+    compute_advantage(
+        _batch(**RAGGED), adv_estimator="focal_grpo", config=_algo_config(focal_gamma=1.0)
+    )
+    g = [2 / 3, 1 / 4, 0.0, 3 / 5]  # a7f3-x 1/3, q-2 3/4, lone 1/1, zz 2/5
+    assert estimator.LAST_METRICS == {
+        "focal/weight_mean": pytest.approx(sum(g) / 4),
+        "focal/weight_mean_active": pytest.approx((2 / 3 + 1 / 4 + 3 / 5) / 3),
+    }
+    compute_advantage(
+        _batch([1, 1, 0, 0], ["a", "a", "b", "b"]),
+        adv_estimator="focal_grpo",
+        config=_algo_config(focal_gamma=1.0),
+    )
+    assert estimator.LAST_METRICS == {"focal/weight_mean": 0.5}
+
+
+def test_converted_records_carry_the_focal_metrics_per_step(tmp_path):
+    """records_from_verl_dump writes the focal metrics of each step's groups to metrics.jsonl
+    (the keys and meaning the TRL trainer logs); an evaluation's line is kept, and a second
+    conversion replaces the focal lines instead of adding to them."""
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    from fgrpo_llm.integrations.records import records_from_verl_dump
+
+    dump = tmp_path / "dump"
+    keys = [f"uidA_0_{j}" for j in range(4)] + [f"uidB_0_{j}" for j in range(2)]
+    inputs = ["Q one"] * 4 + ["Q two"] * 2
+    steps = {1: [1.0, 0.0, 0.0, 0.0, 1.0, 1.0], 2: [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]}
+    for step, scores in steps.items():
+        RayPPOTrainer._write_generations(
+            inputs, ["x"] * 6, [None] * 6, scores, {"uid": keys}, str(dump), step
+        )
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 2, "eval_pass@1/test": 0.25}) + "\n")
+    for _ in range(2):
+        records_from_verl_dump(dump, run, algo="grpo", group_size=4, gamma=1.0)
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert lines == [
+        {"step": 2, "eval_pass@1/test": 0.25},
+        {"step": 1, "focal/weight_mean": 0.375, "focal/weight_mean_active": 0.75},
+        {"step": 2, "focal/weight_mean": 0.5},  # both groups inactive: g = 0 and 1
+    ]

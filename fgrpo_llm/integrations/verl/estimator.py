@@ -14,10 +14,20 @@ may be ragged), ``config`` verl's ``algorithm`` section. This estimator
 
 Settings, read from ``algorithm`` (add them with Hydra's ``+``): ``focal_gamma`` (default 0:
 exactly verl's ``grpo``), ``focal_reward_correct`` / ``focal_reward_wrong`` (1 / 0) and
-``focal_correct_threshold`` (default halfway between them; a score at or above it is correct),
+``focal_correct_threshold`` (default halfway between them; a score at or above it is correct,
+compared in the score's own precision: :mod:`fgrpo_llm.integrations.focal`),
 ``focal_weighting`` ("focal", the default, or "maxrl": g = sqrt((1 - mu_hat) / mu_hat), which
-takes no gamma). Another ``focal_*`` key is refused (a typo), as is a value that is not a number.
-They are read only when ``algorithm.adv_estimator=focal_grpo``: verl's own estimators ignore them.
+takes no gamma), ``focal_strict_rewards`` (default False). Another ``focal_*`` key is refused (a
+typo), as is a value that is not a number. They are read only when
+``algorithm.adv_estimator=focal_grpo``: verl's own estimators ignore them.
+
+Every call checks that the scores read as right or wrong
+(:mod:`fgrpo_llm.integrations.reward_check`): scores that are neither reward, or every group's
+weight 0 while verl's advantages are not, give one warning per run (an error with
+``focal_strict_rewards=True``). The batch's focal metrics (``focal/weight_mean`` over every uid
+group, ``focal/weight_mean_active`` over the active ones; :func:`focal_metrics`) are kept in
+:data:`LAST_METRICS`: verl has no way for an estimator to log, so the run's records carry them
+(:func:`fgrpo_llm.integrations.records.records_from_verl_dump` writes them per step).
 """
 
 from __future__ import annotations
@@ -25,11 +35,25 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fgrpo_llm.integrations.focal import FocalSettings, group_focal_weights
+from fgrpo_llm.integrations.focal import FocalSettings, focal_metrics, group_weights
+from fgrpo_llm.integrations.reward_check import RewardCheck
 
 ESTIMATOR_NAME = "focal_grpo"
 
-__all__ = ["ESTIMATOR_NAME", "SETTING_KEYS", "focal_settings", "focal_grpo_advantage", "register"]
+__all__ = [
+    "ESTIMATOR_NAME",
+    "LAST_METRICS",
+    "SETTING_KEYS",
+    "focal_settings",
+    "focal_grpo_advantage",
+    "register",
+]
+
+#: The focal metrics of the last batch this process weighted (:func:`focal_metrics`).
+LAST_METRICS: dict[str, float] = {}
+
+#: One reward check per distinct settings (each warns once per finding in this process).
+_CHECKS: dict[FocalSettings, RewardCheck] = {}
 
 
 def _get(config, key, default=None):
@@ -47,6 +71,7 @@ SETTING_KEYS = (
     "focal_reward_wrong",
     "focal_correct_threshold",
     "focal_weighting",
+    "focal_strict_rewards",
 )
 
 
@@ -75,7 +100,11 @@ def focal_settings(config) -> FocalSettings:
                 f"algorithm.{key} is not a focal_grpo setting; the settings are "
                 + ", ".join(f"algorithm.{k}" for k in SETTING_KEYS)
             )
+    strict = _get(config, "focal_strict_rewards", False)
+    if not isinstance(strict, bool):
+        raise ValueError(f"algorithm.focal_strict_rewards must be True or False, got {strict!r}")
     values = dict(
+        strict_rewards=strict,
         gamma=_number(config, "focal_gamma", 0.0),
         reward_correct=_number(config, "focal_reward_correct", 1.0),
         reward_wrong=_number(config, "focal_reward_wrong", 0.0),
@@ -110,12 +139,31 @@ def focal_grpo_advantage(
         norm_adv_by_std_in_grpo=norm,
         config=config,
     )
+    scores = token_level_rewards.detach().sum(dim=-1)  # (bs,) in verl's own precision
+    g, X, N, inverse = group_weights(scores, index, settings)  # (G,) each; inverse (bs,)
+    _reward_check(settings)(scores, g, bool(advantages.ne(0).any()))
+    LAST_METRICS.clear()
+    LAST_METRICS.update(focal_metrics(g, X, N))
     if settings.weighting == "focal" and settings.gamma == 0:
         return advantages, returns  # exactly verl's grpo
-    scores = token_level_rewards.sum(dim=-1)  # (bs,)
-    g, _, _ = group_focal_weights(scores, index, settings)  # (bs,)
-    g = g.to(advantages.dtype)[:, None]  # (bs, 1)
-    return advantages * g, returns * g
+    g_rows = g[inverse].to(advantages.device, advantages.dtype)[:, None]  # (bs, 1)
+    return advantages * g_rows, returns * g_rows
+
+
+def _reward_check(settings: FocalSettings) -> RewardCheck:
+    if settings not in _CHECKS:
+        _CHECKS[settings] = RewardCheck(
+            settings,
+            where="verl focal_grpo",
+            advice=(
+                "Return the verifier's verdict as the score (compute_score; other terms in "
+                "reward_extra_info), or set +algorithm.focal_reward_wrong / "
+                "+algorithm.focal_reward_correct (and +algorithm.focal_correct_threshold) to its "
+                "two values"
+            ),
+            strict_setting="+algorithm.focal_strict_rewards",
+        )
+    return _CHECKS[settings]
 
 
 def register() -> str:
