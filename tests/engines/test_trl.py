@@ -917,3 +917,105 @@ def test_push_to_hub_leaves_the_run_records_out(tmp_path, monkeypatch):
     # records put inside output_dir under a name the patterns do not cover: a warning
     with pytest.warns(UserWarning, match="push_to_hub would upload the run records"):
         _trainer(tmp_path / "b", focal_run_dir=str(tmp_path / "b" / "out" / "records"))
+
+
+RECIPE = (
+    trainer_module.Path(__file__).resolve().parents[2] / "examples" / "trl_qwen25_05b_gsm8k.yaml"
+)
+
+
+def _launch(cwd, *args):
+    import os
+    import subprocess
+    import sys
+
+    root = str(RECIPE.parents[1])
+    return subprocess.run(
+        [sys.executable, "-m", "fgrpo_llm.integrations.trl.launch", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": root},
+    )
+
+
+def _launch_here(monkeypatch, capsys, cwd, *args):
+    """The launcher's main in this process: (exit status, stdout, stderr)."""
+    from fgrpo_llm.integrations.trl.launch import main
+
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_launcher_dry_runs_the_shipped_recipe(tmp_path, monkeypatch, capsys):
+    """``python -m fgrpo_llm.integrations.trl.launch --config <the shipped GPU recipe>
+    --dry_run true`` on the CPU: TRL's parser reads the recipe into F-GRPO's classes, the reward
+    functions, task files and rare set are checked, and the accelerate command it would start is
+    printed; --accelerate_config and --num_processes go to accelerate as with ``trl grpo``; a bad
+    value is one line and exit status 2."""
+    import json
+
+    import numpy as np
+
+    from fgrpo_llm.evaluation.rare import RareSet, save_rare_set
+
+    data = tmp_path / "data" / "gsm8k"
+    data.mkdir(parents=True)
+    for split, n in (("train", 3), ("test", 2)):
+        rows = [{"problem": f"Tom has {i} apples and buys 2. How many?", "answer": str(i + 2)}
+                for i in range(n)]  # fmt: skip
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rare_path = tmp_path / "runs" / "trl_qwen25_05b_gsm8k" / "rare_set.json"
+    rare_path.parent.mkdir(parents=True)
+    save_rare_set(RareSet(["p0"], [[1, 2, 3]], [2], ["3"], [None], np.zeros(1), {}), rare_path)
+
+    done = _launch(tmp_path, "--config", str(RECIPE), "--dry_run", "true")
+    assert done.returncode == 0, done.stderr[-3000:]
+    plan = json.loads(done.stdout)
+    assert (plan["trainer"], plan["config"]) == ("FocalGRPOTrainer", "FocalGRPOConfig")
+    assert plan["model"].endswith("Qwen2.5-0.5B-Instruct")
+    assert plan["generation"]["use_vllm"] and plan["generation"]["vllm_mode"] == "colocate"
+    assert plan["focal"]["gamma"] == 1.0 and plan["focal"]["strict_rewards"] is True
+    assert plan["reward_funcs"] == plan["focal"]["correct_reward"] == ["boxed_math_reward"]
+    assert plan["data"] == {"train": 3, "test": 2}
+    assert (
+        plan["callbacks"]["pass@k"]["n"] == 16 and plan["callbacks"]["delta_nll_rare"]["size"] == 1
+    )
+    assert plan["records_dir"].endswith("f-grpo/_fgrpo_run") and plan["notes"] == []
+    assert plan["command"] == [
+        "accelerate", "launch", "-m", "fgrpo_llm.integrations.trl.grpo_script",
+        "--config", str(RECIPE),
+    ]  # fmt: skip
+    # in this process from here on (one import of TRL): accelerate's flags and TRL's accelerate
+    # presets, as `trl grpo` takes them
+    code, out, err = _launch_here(
+        monkeypatch, capsys, tmp_path, "--config", str(RECIPE), "--accelerate_config", "zero2",
+        "--num_processes", "2", "--focal_gamma", "0", "--dry_run", "true",
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    plan = json.loads(out)
+    command = plan["command"]
+    assert command[:3] == ["accelerate", "launch", "--config_file"]
+    assert command[3].endswith("accelerate_configs/zero2.yaml")
+    assert command[4:6] == ["--num_processes", "2"] and command[-2:] == ["--focal_gamma", "0"]
+    assert plan["notes"] == ["focal_gamma=0: g = 1 for every group, so the run is plain GRPO"]
+    for bad, needle in (
+        (["--focal_gamma", "-1"], "gamma must be >= 0"),
+        (["--reward_funcs", "nope"], "reward function 'nope'"),
+        (["--focal_correct_reward", "format"], "'format' is not the reward functions"),
+    ):
+        code, out, err = _launch_here(
+            monkeypatch, capsys, tmp_path, "--config", str(RECIPE), *bad, "--dry_run", "true"
+        )
+        assert code == 2 and out == "", err[-2000:]
+        lines = [x for x in err.splitlines() if x.startswith("fgrpo-trl: error:")]
+        assert len(lines) == 1 and needle in lines[0], err
+    rare_path.unlink()
+    code, _, err = _launch_here(
+        monkeypatch, capsys, tmp_path, "--config", str(RECIPE), "--dry_run", "true"
+    )
+    assert code == 2 and "build it first" in err
