@@ -883,3 +883,33 @@ def test_converted_records_carry_the_focal_metrics_per_step(tmp_path):
         {"step": 1, "focal/weight_mean": 0.375, "focal/weight_mean_active": 0.75},
         {"step": 2, "focal/weight_mean": 0.5},  # both groups inactive: g = 0 and 1
     ]
+
+
+def test_the_one_gpu_example_composes_and_validates(tmp_path):
+    """examples/verl_qwen25_05b_gsm8k_1gpu.sh with DRY_RUN=1: the script's overrides compose with
+    verl's ppo_trainer config through the launch check (exit 0), and verl's validate_config
+    accepts them for one GPU (batch sizes divisible, no critic, no reference policy)."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        ["bash", str(root / "examples" / "verl_qwen25_05b_gsm8k_1gpu.sh")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(root), "DRY_RUN": "1", "PY": sys.executable},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "focal_grpo checked: weighting focal, gamma 1" in done.stderr
+    overrides = [line for line in done.stdout.splitlines() if "=" in line]
+    method = method_overrides("grpo", gamma=1.0, group_size=8)
+    assert overrides[: len(method)] == method
+    cfg = _compose(overrides)
+    assert cfg.trainer.n_gpus_per_node == 1 and cfg.actor_rollout_ref.rollout.n == 8
+    assert "0.5B-Instruct" in cfg.actor_rollout_ref.model.path
+    assert cfg.actor_rollout_ref.rollout.name == "vllm"
+    validate_config(
+        cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg)
+    )
