@@ -11,7 +11,8 @@ the repository, ``pip install -c constraints/torch-cpu.txt -e ".[llm,trl]"``, or
 The trainer hooks two private methods of TRL's ``GRPOTrainer`` (``_calculate_rewards`` and
 ``_generate_and_score_completions``), so it is pinned to the TRL versions it was tested with
 (:data:`TESTED_TRL`) and refuses others with a clear message (set ``FGRPO_ALLOW_UNTESTED_TRL=1`` to
-try anyway). See docs/engines.md.
+try anyway). ``python -m fgrpo_llm.integrations.trl.launch`` is ``trl grpo`` with these classes
+(:mod:`fgrpo_llm.integrations.trl.launch`). See docs/engines.md.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from fgrpo_llm.integrations.trl.callbacks import (  # noqa: E402
     trl_sampling,
 )
 from fgrpo_llm.integrations.trl.trainer import (  # noqa: E402
+    RUN_RECORDS_DIR,
     FocalGRPOConfig,
     FocalGRPOTrainer,
     local_focal_weights,
@@ -48,6 +50,7 @@ from fgrpo_llm.integrations.trl.trainer import (  # noqa: E402
 __all__ = [
     "TESTED_TRL",
     "check_trl_version",
+    "RUN_RECORDS_DIR",
     "FocalGRPOConfig",
     "FocalGRPOTrainer",
     "local_focal_weights",
