@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU smoke test of F-GRPO with TRL: the shipped one-GPU recipe (configs/trl_qwen25_05b_gsm8k.yaml) for
+# GPU smoke test of F-GRPO with TRL: the shipped one-GPU recipe (examples/trl_qwen25_05b_gsm8k.yaml) for
 # two steps, through the launcher, with vLLM colocated, pass@k and Delta NLL_rare; then the run records
 # are checked (run.json, groups.jsonl, metrics.jsonl with focal/weight_mean).
 #
@@ -42,7 +42,7 @@ fi
 "$PY" -m fgrpo_llm.cli rare-set --base "$MODEL" --task boxed_math --task-arg path="$DATA/train.jsonl" \
     --prompts 8 --rollouts 16 --top 0.1 --max-new-tokens 256 --out "$OUT/rare_set.json"
 # two steps of the shipped recipe, smaller batches, one evaluation at the end
-"$PY" -m fgrpo_llm.integrations.trl.launch --config configs/trl_qwen25_05b_gsm8k.yaml \
+"$PY" -m fgrpo_llm.integrations.trl.launch --config "$(dirname "$0")/trl_qwen25_05b_gsm8k.yaml" \
     --model_name_or_path "$MODEL" --task_train_file "$DATA/train.jsonl" --task_test_file "$DATA/test.jsonl" \
     --rare_set "$OUT/rare_set.json" --rare_every_steps 1 --output_dir "$OUT/f-grpo" \
     --max_steps 2 --eval_steps 2 --save_steps 2 --per_device_train_batch_size 16 \
