@@ -41,3 +41,18 @@ def test_the_verl_plugin_check_without_verl_is_one_line():
     assert out.returncode == 2 and "Traceback" not in out.stderr
     err = out.stderr.strip().splitlines()
     assert len(err) == 1 and ".venv-verl" in err[0], err
+
+
+def test_the_trl_launcher_without_trl_is_one_line():
+    if find_spec("trl") is not None:
+        pytest.skip("trl is installed here")
+    out = subprocess.run(
+        [sys.executable, "-m", "fgrpo_llm.integrations.trl.launch", "--config", "x.yaml"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fgrpo-trl: error:") and ".venv-trl" in err[0], err

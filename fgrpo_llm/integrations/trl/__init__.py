@@ -17,18 +17,27 @@ try anyway). ``python -m fgrpo_llm.integrations.trl.launch`` is ``trl grpo`` wit
 
 from __future__ import annotations
 
+import os
+import sys
 from importlib.util import find_spec
 
 from fgrpo_llm.integrations.trl.version import TESTED_TRL, check_trl_version
 
 if find_spec("trl") is None:
-    raise ImportError(
+    _MISSING = (
         "fgrpo_llm.integrations.trl needs trl "
         + TESTED_TRL
         + ", not installed in this environment: from the repository, pip install -c "
         'constraints/torch-cpu.txt -e ".[llm,trl]", or use make\'s .venv-trl '
         "(make .venv-trl/.installed)"
     )
+    _argv = list(getattr(sys, "orig_argv", ()))
+    _as_module = "-m" in _argv[:-1] and _argv[_argv.index("-m") + 1].startswith(__name__ + ".")
+    _as_script = any(os.path.basename(a) == "fgrpo-trl" for a in _argv[:2])
+    if _as_module or _as_script:  # run as a command: one line, no traceback
+        print(f"fgrpo-trl: error: {_MISSING}", file=sys.stderr)
+        raise SystemExit(2)
+    raise ImportError(_MISSING)
 
 check_trl_version()
 

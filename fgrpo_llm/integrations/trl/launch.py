@@ -136,6 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     """Parse as ``trl grpo`` does; a dry run prints :func:`describe`, else ``accelerate launch``
     starts the training script."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    from importlib.util import find_spec
+
+    if find_spec("trl") is None or find_spec("accelerate") is None:
+        print(
+            f"{PROG}: error: needs TRL and accelerate (pip install 'fgrpo[llm,trl]', or from the "
+            'repository pip install -e ".[llm,trl]")',
+            file=sys.stderr,
+        )
+        return 2
     dry = _dry_run_requested(argv)
     try:
         from trl.cli.accelerate_config import resolve_accelerate_config_argument
