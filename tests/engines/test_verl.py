@@ -913,3 +913,16 @@ def test_the_one_gpu_example_composes_and_validates(tmp_path):
     validate_config(
         cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg)
     )
+
+
+def test_the_startup_check_warns_when_gamma_0_makes_plain_grpo(capsys):
+    """focal_grpo with focal_gamma=0 (its default) is verl's grpo bit for bit: the launch check
+    says so, and stays silent at gamma > 0 and for maxrl (which takes no gamma)."""
+    from fgrpo_llm.integrations.verl.startup import FocalCheck
+
+    FocalCheck().on_job_start(config=_compose(method_overrides("grpo", gamma=0.0, group_size=8)))
+    assert "focal_gamma=0 gives g = 1 for every group" in capsys.readouterr().err
+    FocalCheck().on_job_start(config=_compose(method_overrides("grpo", gamma=1.0, group_size=8)))
+    maxrl = method_overrides("grpo", gamma=0.0, group_size=8) + ["+algorithm.focal_weighting=maxrl"]
+    FocalCheck().on_job_start(config=_compose(maxrl))
+    assert "warning" not in capsys.readouterr().err
