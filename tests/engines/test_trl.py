@@ -502,6 +502,9 @@ def test_callback_metrics_reach_the_trainers_loggers(tmp_path):
     lines = _jsonl(tmp_path / "out" / RECORDS / "metrics.jsonl")
     assert sum("rare/delta_nll" in m for m in lines) == 2
     assert any("eval_pass@1/test" in m for m in lines)
+    # the callback's log at a step's end leaves that step's own training log in place
+    assert [m["step"] for m in lines if "loss" in m] == [1, 2]
+    assert sum("loss" in d for d in seen) == 2
 
 
 def test_an_empty_rare_set_warns_and_logs_nothing():
@@ -1019,3 +1022,53 @@ def test_the_launcher_dry_runs_the_shipped_recipe(tmp_path, monkeypatch, capsys)
         monkeypatch, capsys, tmp_path, "--config", str(RECIPE), "--dry_run", "true"
     )
     assert code == 2 and "build it first" in err
+
+
+def test_the_launcher_trains_through_accelerate_on_cpu(tmp_path):
+    """The launcher for real, on the CPU: the shipped recipe with a local tiny model (a character
+    tokenizer with a chat template) and CPU overrides (no vLLM, float32, one step) goes through
+    ``accelerate launch`` to the training script, which trains FocalGRPOTrainer with both
+    callbacks and leaves the model and the run records."""
+    import json
+    import string
+
+    import numpy as np
+
+    from fgrpo_llm.evaluation.rare import RareSet, save_rare_set
+    from fgrpo_llm.evaluation.runs import load_run
+
+    tok = build_char_tokenizer(string.printable)
+    tok.chat_template = (
+        "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}A:{% endif %}"
+    )
+    model = build_tiny_model(
+        tok, hidden_size=32, num_layers=1, num_heads=2, max_position_embeddings=1024, seed=0
+    )
+    model.save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    for split, n in (("train", 4), ("test", 2)):
+        rows = [{"problem": f"What is {i}+1?", "answer": str(i + 1)} for i in range(n)]
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ids = tok("What is 1+1?")["input_ids"] + tok("2")["input_ids"]
+    rare = RareSet(["p0"], [ids], [len(ids) - 1], ["2"], [None], np.zeros(1), {})
+    save_rare_set(rare, tmp_path / "rare.json")
+    done = _launch(
+        tmp_path, "--config", str(RECIPE), "--model_name_or_path", "model",
+        "--task_train_file", "train.jsonl", "--task_test_file", "test.jsonl",
+        "--rare_set", "rare.json", "--rare_every_steps", "1", "--output_dir", "out",
+        "--use_vllm", "false", "--use_cpu", "true", "--bf16", "false", "--dtype", "float32",
+        "--attn_implementation", "eager", "--max_steps", "1", "--eval_steps", "1",
+        "--save_steps", "1", "--per_device_train_batch_size", "8", "--num_generations", "4",
+        "--gradient_accumulation_steps", "1", "--max_completion_length", "8",
+        "--passk_n", "2", "--passk_ks", "1", "2", "--passk_max_problems", "2",
+        "--per_device_eval_batch_size", "4", "--focal_strict_rewards", "false",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+    records = tmp_path / "out" / RECORDS
+    run = load_run(records)
+    assert run.engine == "trl" and len(run.groups) == 2 and all(g["N"] == 4 for g in run.groups)
+    lines = _jsonl(records / "metrics.jsonl")
+    assert any("focal/weight_mean" in m for m in lines)
+    assert any("eval_pass@2/test" in m for m in lines) and any("rare/delta_nll" in m for m in lines)

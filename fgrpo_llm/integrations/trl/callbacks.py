@@ -139,8 +139,13 @@ class _FgrpoCallback(TrainerCallback):
         if recorder is not None:
             recorder.log_metrics(int(state.global_step), metrics)
         # transformers' own log (not TRL's, which would flush its running training metrics):
-        # log_history and every reporting callback (report_to)
+        # log_history and every reporting callback (report_to). Its on_log clears
+        # control.should_log, which at a step end would drop the step's own training log (loss,
+        # rewards, focal/*) from the trackers and metrics.jsonl: the flag is kept as it was.
+        control = self.trainer.control
+        pending = control.should_log
         Trainer.log(self.trainer, dict(metrics))
+        self.trainer.control.should_log = pending
 
 
 def trl_sampling(args, *, warn: bool = True) -> SamplingParams:
