@@ -62,6 +62,10 @@ class TrainConfig:
     """Keyword arguments of the task (e.g. {"path": "data.jsonl"} for boxed_math)."""
     split: str = "train"
     """Task split the prompts are drawn from."""
+    prompt_pool: int | None = None
+    """Train on the first P problems of ``split`` only (None: all of them). A small pool makes
+    the run revisit its prompts: 150 steps x 32 prompts over a pool of 1,200 visit each about 4
+    times (the paper's runs revisit theirs, App. L Table 5)."""
     steps: int = 200
     """Number of training steps (one batch of prompts each)."""
     prompts_per_step: int = 32
@@ -245,6 +249,7 @@ RULES = {
     "task": Text(),
     "task_kwargs": Mapping(),
     "split": Text(),
+    "prompt_pool": Optional(_POSITIVE),
     "steps": _POSITIVE,
     "prompts_per_step": _POSITIVE,
     "group_size": _POSITIVE,

@@ -483,6 +483,8 @@ def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
     task = task if task is not None else get_task(cfg.task, model_tokenizer=tok, **cfg.task_kwargs)
     check_task(task)
     problems = task.problems(check_split(task, cfg.split))
+    if cfg.prompt_pool is not None:  # a pool the run revisits: its first P problems
+        problems = problems[: cfg.prompt_pool]
     probe = _probe_ids(tok, problems[0].prompt if problems else "", device)
     # before anything is written: a checkpoint whose finite weights overflow is no place to resume
     if point is not None:

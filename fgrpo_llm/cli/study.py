@@ -4,6 +4,9 @@ seeds per base, with intervals over bases, variance components and a verdict per
     fgrpo-llm study --out runs/study                                  # 6 bases x 2 seeds, 2 workers
     fgrpo-llm study --out runs/study --bases 0,1,2,3 --seeds 0 --sweep-bases 0
     fgrpo-llm study --out runs/fast --bases 0,1 --seeds 0,1 --fast    # tiny budgets (the tests')
+    fgrpo-llm study --out runs/study --cells fit,published            # before the forecast
+    fgrpo-llm study --out runs/study --cells blind --forecast docs/data/forecast.json
+    fgrpo-llm study --from-units docs/data/countdown_study_units.csv  # the verdicts from the data
 
 Base b is pretrained with seed b; bases alternate between this CPU's default kernels and the other
 family (``--families`` to choose). Every base trains GRPO and F-GRPO at N = 8 and the lr-matched
@@ -27,10 +30,31 @@ from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result, pars
 from fgrpo_llm.cli.common import add_workers_device_args, config_presets, resolve_config
 from fgrpo_llm.experiments.countdown.config import load_demo_config
 from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
+from fgrpo_llm.experiments.countdown.study_cells import parse_cells
 from fgrpo_llm.files import directory_lock, writable_file
 
 
+def _from_units(args) -> int:
+    """The claims judged again from a units.csv alone (``study_units.judge_units``)."""
+    import json
+    from pathlib import Path
+
+    from fgrpo_llm.experiments.countdown.study_units import judge_units
+
+    prediction = None
+    if args.prediction:
+        prediction = json.loads(Path(args.prediction).read_text())
+    claims = judge_units(args.from_units, prediction)
+    if args.json:
+        return json_result(args, {"units": args.from_units, "claims": claims})
+    for c in claims:
+        print(f"claim {c['claim']}: {c['verdict']}: {c['text']}\n  {c['evidence']}")
+    return 0
+
+
 def _study(args) -> int:
+    if args.from_units:
+        return _from_units(args)
     from fgrpo_llm.model import resolve_device  # lazy: torch, transformers
 
     lists = {}
@@ -82,8 +106,17 @@ def _study(args) -> int:
         + (" --fast" if args.fast else "")
     )
 
+    cells = parse_cells(args.cells)
     with directory_lock(args.out, what="fgrpo-llm study"):  # one process per output directory
-        result = run_study(args.out, cfg, design, command=command, spread_file=args.spread_file)
+        result = run_study(
+            args.out,
+            cfg,
+            design,
+            command=command,
+            spread_file=args.spread_file,
+            cells=cells,
+            forecast=args.forecast,
+        )
     if args.json:
         return json_result(args, {"report": f"{args.out}/report.md", "claims": result["claims"]})
     for c in result["claims"]:
@@ -147,6 +180,30 @@ def register(subparsers) -> None:
     p.add_argument(
         "--spread-file", default=None, help="also write the measured seed spread to this JSON file"
     )
+    p.add_argument(
+        "--cells",
+        default="all",
+        help="which cells to train: fit (GRPO N = 8, lr x 1, first seed, every base), published "
+        "(the rest of the plan before the forecast), blind (the lr frontier, the sweep on every "
+        "base, the other gammas, the revisit arm), comma-separated, or all (default all)",
+    )
+    p.add_argument(
+        "--forecast",
+        default=None,
+        help="the forecast file, committed in git, that the blind cells are trained after "
+        "(needed to train a blind run; recorded in OUT/forecast_record.json)",
+    )
+    p.add_argument(
+        "--from-units",
+        default=None,
+        metavar="CSV",
+        help="judge every claim again from a study's units.csv alone and print the verdicts "
+        "(trains nothing)",
+    )
+    p.add_argument(
+        "--prediction",
+        default=None,
+        help="with --from-units: the study's simulator_prediction.json (claim 10)",
+    )
     add_progress_flag(p)
     add_json_flag(p, "the verdict per claim and the report's path")
-    p.set_defaults(func=_study)

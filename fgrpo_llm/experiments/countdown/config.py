@@ -88,6 +88,21 @@ class DemoConfig:
     """Entropy-bonus coefficients a study's tuning base tries (paper Table 3's grid)."""
     kl_grid: tuple = (1e-3, 1e-2)
     """KL-penalty coefficients a study's tuning base tries (paper Table 3's grid)."""
+    blind_group_sizes: tuple = (32,)
+    """Group sizes of the sweep no base trained before the forecast: a study trains them on every
+    base as blind cells (``study_cells``), the others on its ``sweep_bases`` as published ones."""
+    lr_frontier: tuple = (0.9, 0.75)
+    """GRPO lr scales of the lr frontier beside x 1 and the control's x m_gamma (claim 5: F-GRPO
+    against GRPO at the lr scale that loses as much rare likelihood; the study's blind cells)."""
+    blind_gammas: tuple = (0.25, 3.0)
+    """F-GRPO exponents at N = ``group_size`` the study adds as blind cells (paper Table 6's
+    range, on both sides of the extended plan's)."""
+    revisit_visits: int = 4
+    """Visits per prompt of the revisit arm: GRPO and F-GRPO at N = ``group_size`` train on the
+    first max(rare_prompts, steps x prompts_per_step / revisit_visits) training problems (1,200:
+    the rare set's 256 prompts among them), so each prompt is trained about this many times in
+    the same steps (the paper's runs revisit their prompts, App. L Table 5); 0: no revisit
+    arm."""
     prediction_preset: str = "small"
     """Simulator preset (``fgrpo_theory.sim``) of the weighting comparison's prediction."""
     eval_every: int = 25
@@ -157,6 +172,12 @@ DEMO_RULES = {
     "kl_coef": Real(0, open_low=True),
     "entropy_grid": Sequence(Real(0, open_low=True), distinct=True),
     "kl_grid": Sequence(Real(0, open_low=True), distinct=True),
+    "blind_group_sizes": Sequence(Integer(2), nonempty=False),
+    "lr_frontier": Sequence(
+        Real(0, 1, open_low=True, open_high=True), nonempty=False, distinct=True
+    ),
+    "blind_gammas": Sequence(Real(0, open_low=True), nonempty=False, distinct=True),
+    "revisit_visits": Integer(0),
     "prediction_preset": Text(),
     "eval_every": Integer(0),
     "train_overrides": Mapping(),
@@ -205,6 +226,7 @@ FAST = dict(
     prompts_per_step=4,
     group_size=4,
     sweep_group_sizes=(2,),
+    blind_group_sizes=(),
     eval_every=2,
     eval_n=4,
     eval_max_problems=4,
@@ -247,10 +269,42 @@ class RunSpec(NamedTuple):
     """The trainer's weighting: "focal" (gamma) or "maxrl"."""
     entropy_coef: float = 0.0
     kl_coef: float = 0.0
+    lr_scale: float = 1.0
+    """Multiplies the plan's lr (the lr frontier's GRPO runs: x 0.9, x 0.75)."""
+    prompt_pool: int | None = None
+    """Train on the first P training problems only (the revisit arm), or None for all."""
 
     @property
     def path(self) -> str:
         return self.dir or self.name
+
+
+def revisit_pool(cfg: DemoConfig) -> int:
+    """P of the revisit arm: steps x B / visits prompts, and at least the rare set's (the pool is
+    the first P training problems, the rare set's prompts the first ``rare_prompts``)."""
+    return max(cfg.rare_prompts, cfg.steps * cfg.prompts_per_step // max(cfg.revisit_visits, 1))
+
+
+def blind_specs(cfg: DemoConfig, *, seed: int | None = None, prefix: str = "") -> list[RunSpec]:
+    """The cells added after the forecast, on one (base, RL seed): GRPO at N = ``group_size`` at
+    every scale of ``lr_frontier``; F-GRPO at every gamma of ``blind_gammas``; the revisit arm
+    (GRPO and F-GRPO on a pool of :func:`revisit_pool` prompts). The group-size sweep's blind
+    part is the plan's own ``grpo_n{N}`` runs (``run_specs``) on the bases that had not trained
+    it."""
+    seed = cfg.seed if seed is None else seed
+    N, pool = cfg.group_size, revisit_pool(cfg)
+
+    def spec(name, gamma=0.0, **kw):
+        return RunSpec(name, N, float(gamma), None, seed, f"{prefix}{name}", **kw)
+
+    specs = [spec(f"grpo_n{N}_lr{s:g}", lr_scale=float(s)) for s in cfg.lr_frontier]
+    specs += [spec(f"fgrpo_n{N}_g{g:g}", g) for g in cfg.blind_gammas if float(g) != cfg.gamma]
+    if cfg.revisit_visits:
+        specs += [
+            spec(f"grpo_n{N}_pool{pool}", prompt_pool=pool),
+            spec(f"fgrpo_n{N}_pool{pool}", cfg.gamma, prompt_pool=pool),
+        ]
+    return specs
 
 
 def run_specs(cfg: DemoConfig, *, seed: int | None = None, prefix: str = "") -> list[RunSpec]:

@@ -288,6 +288,10 @@ def train_config_for(out: Path, cfg: DemoConfig, spec: RunSpec):
         data["entropy_coef"] = float(spec.entropy_coef)
     if spec.kl_coef:
         data["kl_coef"] = float(spec.kl_coef)
+    if spec.lr_scale != 1.0:  # the lr frontier (x 0.9, x 0.75): the multiplier, not the lr
+        data["lr_multiplier"] = float(spec.lr_scale)
+    if spec.prompt_pool is not None:  # the revisit arm
+        data["prompt_pool"] = int(spec.prompt_pool)
     return TrainConfig.from_dict(data)
 
 

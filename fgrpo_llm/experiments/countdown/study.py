@@ -42,7 +42,7 @@ from fgrpo_llm.environment import (
     write_environment,
 )
 from fgrpo_llm.evaluation.runs import load_run
-from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec, extended_specs, run_specs
+from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec, run_specs
 from fgrpo_llm.experiments.countdown.stages import (
     check_plan,
     evaluate_stage,
@@ -53,6 +53,7 @@ from fgrpo_llm.experiments.countdown.stages import (
     task_for,
     train_and_evaluate,
 )
+from fgrpo_llm.experiments.countdown.study_cells import CELLS, cell_specs, committed_forecast
 from fgrpo_llm.experiments.countdown.study_claims import METRICS, judge_claims
 from fgrpo_llm.experiments.countdown.study_report import run_numbers, write_study_outputs
 from fgrpo_llm.experiments.countdown.study_tuning import (
@@ -60,6 +61,7 @@ from fgrpo_llm.experiments.countdown.study_tuning import (
     tuned_config,
     tuning_specs,
 )
+from fgrpo_llm.experiments.countdown.study_units import exact_columns, realised_weight
 from fgrpo_llm.experiments.runner import Task, cpu_seconds, run_tasks, write_json
 from fgrpo_llm.files import writable_file
 from fgrpo_theory.sim import config_from_preset, run_sweep
@@ -158,30 +160,19 @@ def base_config(cfg: DemoConfig, base: int) -> DemoConfig:
     return dataclasses.replace(cfg, seed=base)
 
 
-def study_specs(cfg: DemoConfig, design: StudyDesign, base: int) -> list[RunSpec]:
-    """The runs of one base: the core (N = ``group_size``) for every RL seed, then on a sweep base
-    the other group sizes, and on an extended base the extended plan, at the first seed."""
-    specs = core_specs(cfg, design, base)
-    s = design.seeds[0]
-    if base in design.extended_bases:
-        specs += extended_specs(cfg, seed=s, prefix=f"seed{s}/")
-    return specs
+def study_specs(cfg: DemoConfig, design: StudyDesign, base: int, cells=CELLS) -> list[RunSpec]:
+    """The runs of one base in ``cells`` (``study_cells``: fit, published, blind; default all):
+    the core (N = ``group_size``) for every RL seed, the sweep, the extended plan and the blind
+    cells."""
+    by_cell = cell_specs(cfg, design, base)
+    return [spec for cell in CELLS if cell in cells for spec in by_cell[cell]]
 
 
 def core_specs(cfg: DemoConfig, design: StudyDesign, base: int) -> list[RunSpec]:
-    """The runs of one base without the extended plan."""
-    specs = [
-        spec
-        for s in design.seeds
-        for spec in run_specs(cfg, seed=s, prefix=f"seed{s}/")
-        if spec.N == cfg.group_size
-    ]
-    s = design.seeds[0]
-    if base in design.sweep_bases:
-        specs += [
-            spec for spec in run_specs(cfg, seed=s, prefix=f"seed{s}/") if spec.N != cfg.group_size
-        ]
-    return specs
+    """The runs of one base without the extended plan (every cell; the extended plan trains with
+    the coefficients its tuning chose, so what OUT holds of it is checked against those)."""
+    by_cell = cell_specs(cfg, design, base, extended=False)
+    return [spec for cell in CELLS for spec in by_cell[cell]]
 
 
 # ----------------------------------------------------------------------------- stages
@@ -226,12 +217,12 @@ def exact_stage(out: Path, cfg: DemoConfig, rare) -> dict | None:
     return summary
 
 
-def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign, *, extended: bool = True):
-    """The bases to prepare, then the runs to train: the core runs of every base (first RL seed
-    of every base first, so an interrupted study has the most bases), then the sweep and the
-    tuning runs, then (with ``extended``) the extended plan, each tier longest first. Every
-    base's kernel family is checked against the one it was drawn under before anything is
-    written."""
+def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign, *, extended=True, cells=CELLS):
+    """The bases to prepare, then the runs of ``cells`` to train: the fit cell first (GRPO at
+    N = 8 on every base), then the published core seed by seed (an interrupted study then has
+    the most bases), the sweep and the tuning runs, (with ``extended``) the extended plan, and
+    the blind cells last, each tier longest first. Every base's kernel family is checked against
+    the one it was drawn under before anything is written."""
     for check_only in (True, False):  # every base checked before any is pinned
         for b in design.bases:
             pin_kernel_family(base_dir(out, b), design.family(b), check_only=check_only)
@@ -248,37 +239,40 @@ def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign, *, extended: bool = 
     ]
     if cfg.workers > 1:  # progress bars of parallel runs would interleave
         cfg = dataclasses.replace(cfg, train_overrides={**cfg.train_overrides, "progress": False})
-    planned = {s.name for s in run_specs(cfg)}
     runs = []
     for b in design.bases:
         cfg_b = base_config(cfg, b)
-        specs = study_specs(cfg, design, b) if extended else core_specs(cfg, design, b)
+        by_cell = cell_specs(cfg, design, b, extended=extended)
         if b == design.tune_base:
-            specs += tuning_specs(cfg, seed=design.seeds[0], prefix=f"seed{design.seeds[0]}/")
-        for spec in specs:
-            if run_done(base_dir(out, b), spec, cfg_b):
-                continue
-            tier = _tier(cfg, design, spec, planned)
-            task = Task(
-                f"base{b}/{spec.path}",
-                train_and_evaluate,
-                (base_dir(out, b), cfg_b, spec),
-                kernel_family_env(design.family(b)),
-                cost=float(spec.N),
+            by_cell["published"] = by_cell["published"] + tuning_specs(
+                cfg, seed=design.seeds[0], prefix=f"seed{design.seeds[0]}/"
             )
-            runs.append((tier, -spec.N, task))
+        for cell in cells:
+            for spec in by_cell[cell]:
+                if run_done(base_dir(out, b), spec, cfg_b):
+                    continue
+                task = Task(
+                    f"base{b}/{spec.path}",
+                    train_and_evaluate,
+                    (base_dir(out, b), cfg_b, spec),
+                    kernel_family_env(design.family(b)),
+                    cost=float(spec.N),
+                )
+                runs.append((_tier(cfg, design, spec, cell), -spec.N, task))
     runs.sort(key=lambda r: (r[0], r[1]))
     return prep, [task for *_, task in runs]
 
 
-def _tier(cfg: DemoConfig, design: StudyDesign, spec: RunSpec, planned: set) -> tuple:
-    """Training order: the core runs seed by seed, then the sweep and the tuning runs, then the
-    extended plan (an interrupted study then has the most bases for the claims that rest on
-    every base).
-    ``planned``: the names of the plan's runs (core and sweep)."""
-    if spec.name in planned:
-        return (0, design.seeds.index(spec.seed)) if spec.N == cfg.group_size else (1, 0)
-    return (1, 0) if "/tune/" in f"/{spec.path}" else (2, 0)
+def _tier(cfg: DemoConfig, design: StudyDesign, spec: RunSpec, cell: str) -> tuple:
+    """Training order: the fit cell, the published core seed by seed, then the published sweep
+    and the tuning runs, the extended plan, and the blind cells."""
+    if cell == "fit":
+        return (0, 0)
+    if cell == "blind":
+        return (4, 0)
+    if spec.name in {s.name for s in run_specs(cfg)}:
+        return (1, design.seeds.index(spec.seed)) if spec.N == cfg.group_size else (2, 0)
+    return (2, 0) if "/tune/" in f"/{spec.path}" else (3, 0)
 
 
 def _run(tasks, workers: int, what: str) -> None:
@@ -316,22 +310,52 @@ def _collect(out: Path, cfg: DemoConfig, design: StudyDesign) -> tuple[dict, dic
             "exact": rare.meta.get("exact"),
             "base_eval": json.loads((out_b / "base_eval" / "eval.json").read_text()),
         }
-        for spec in study_specs(cfg, design, b):
-            if not run_done(out_b, spec):
-                continue
-            run = load_run(out_b / spec.path)
-            numbers.setdefault(spec.name, {})[(b, spec.seed)] = {
-                **run_numbers(run, rare, early_steps=cfg.early_steps, exact=rare.has_exact),
-                "label": run.label
-                + (f" gamma={spec.gamma:g}" if spec.gamma not in (0, cfg.gamma) else "")
-                + (f" + entropy {spec.entropy_coef:g}" if spec.entropy_coef else "")
-                + (f" + KL {spec.kl_coef:g}" if spec.kl_coef else ""),
-                "environment": run.environment,
-                "N": spec.N,
-                "gamma": spec.gamma,
-                "lr_match_gamma": spec.lr_match_gamma,
-            }
+        by_cell = cell_specs(cfg, design, b)
+        for cell in CELLS:
+            for spec in by_cell[cell]:
+                if run_done(out_b, spec):
+                    numbers.setdefault(spec.name, {})[(b, spec.seed)] = _unit_numbers(
+                        out_b, cfg, spec, cell, rare
+                    )
     return numbers, bases
+
+
+def _unit_numbers(out_b: Path, cfg: DemoConfig, spec: RunSpec, cell: str, rare) -> dict:
+    """One finished run's row of the per-unit table (``study_units.COLUMNS``)."""
+    from fgrpo_llm.evaluation.runs import split_pass_at
+    from fgrpo_theory.focal import lr_multiplier  # lazy: scipy
+
+    run = load_run(out_b / spec.path)
+    lr_scale = spec.lr_scale * (
+        float(lr_multiplier(spec.lr_match_gamma)) if spec.lr_match_gamma is not None else 1.0
+    )
+    return {
+        **run_numbers(run, rare, early_steps=cfg.early_steps, exact=rare.has_exact),
+        "label": run.label
+        + (f" gamma={spec.gamma:g}" if spec.gamma not in (0, cfg.gamma) else "")
+        + (f" + entropy {spec.entropy_coef:g}" if spec.entropy_coef else "")
+        + (f" + KL {spec.kl_coef:g}" if spec.kl_coef else "")
+        + (f" lr x {spec.lr_scale:g}" if spec.lr_scale != 1.0 else "")
+        + (f", pool {spec.prompt_pool}" if spec.prompt_pool else ""),
+        "environment": run.environment,
+        "cell": cell,
+        "N": spec.N,
+        "gamma": spec.gamma,
+        "weighting": spec.weighting,
+        "lr_scale": lr_scale,
+        "lr_match_gamma": spec.lr_match_gamma,
+        "prompt_pool": spec.prompt_pool,
+        "entropy_coef": spec.entropy_coef,
+        "kl_coef": spec.kl_coef,
+        "tail_miss_steps": cfg.early_steps,
+        "id_pass8": split_pass_at(run.eval, "in_domain", 8),
+        "ood_pass8": split_pass_at(run.eval, "ood", 8),
+        "focal_weight": realised_weight(run.groups, gamma=spec.gamma, weighting=spec.weighting),
+        **exact_columns(
+            out_b / spec.path / "exact" / "exact_eval.json",
+            out_b / "base_exact" / "exact_eval.json",
+        ),
+    }
 
 
 #: Simulator seeds of the weighting comparison's prediction (its own interval needs several).
@@ -404,26 +428,46 @@ def run_study(
     *,
     command: str = "fgrpo-llm study",
     spread_file=None,
+    cells=CELLS,
+    forecast=None,
 ) -> dict:
-    """Run (or resume) the study; write OUT/report.md, OUT/study.json, OUT/seed_spread.json and
+    """Run (or resume) the runs of ``cells`` (``study_cells``: fit, published, blind); write
+    OUT/report.md, OUT/study.json, OUT/units.csv (one row per run), OUT/seed_spread.json and
     OUT/timings.json (wall and CPU seconds of each invocation), and ``spread_file`` when given
-    (checked first, not after the study)."""
+    (checked first, not after the study). A blind run is trained only with ``forecast``, a
+    forecast file committed in git (``study_cells.committed_forecast``), recorded in
+    OUT/forecast_record.json first."""
     design = design or StudyDesign()
     out = Path(out_dir)
+    cells = tuple(c for c in CELLS if c in cells)
+    if not cells:
+        raise ValueError(f"cells must name one of {CELLS}, got {cells!r}")
     if spread_file is not None:
         writable_file(spread_file, what="spread_file")
-    for b in design.bases:  # what OUT holds must be this plan's (the untuned core of it)
+    for b in design.bases:  # what OUT holds must be this plan's (the untuned part of it)
         check_plan(base_dir(out, b), base_config(cfg, b), core_specs(cfg, design, b))
+    record = committed_forecast(forecast) if forecast is not None else None
+    tune = design.tune_base is not None and "published" in cells
+    prep, runs = _tasks(out, cfg, design, extended=not tune, cells=cells)
+    blind = [t for t in runs if _is_blind(cfg, design, t)]
+    if blind and record is None:
+        raise ValueError(
+            f"{len(blind)} runs of the blind cells to train (the first: {blind[0].name}): they "
+            "are trained only after the forecast is committed; pass its file as forecast "
+            "(--forecast), or leave the blind cells out (--cells fit,published)"
+        )
     out.mkdir(parents=True, exist_ok=True)
     write_json(
-        out / "study_config.json", {"design": design.to_dict(), "plan": dataclasses.asdict(cfg)}
+        out / "study_config.json",
+        {"design": design.to_dict(), "plan": dataclasses.asdict(cfg), "cells": list(cells)},
     )
+    if blind:
+        _record_forecast(out, record, [t.name for t in blind])
     t0, cpu0 = time.perf_counter(), cpu_seconds()
-    tune = design.tune_base is not None
-    prep, runs = _tasks(out, cfg, design, extended=not tune)
     print(
         f"[study] {len(design.bases)} bases ({len(prep)} to prepare), {len(runs)} runs to train "
-        f"on {cfg.workers} worker(s)" + (" before the extended plan" if tune else ""),
+        f"({', '.join(cells)}; {len(blind)} blind) on {cfg.workers} worker(s)"
+        + (" before the extended plan" if tune else ""),
         file=sys.stderr,
         flush=True,
     )
@@ -434,7 +478,7 @@ def run_study(
         b, s = design.tune_base, design.seeds[0]
         tuning = choose_coefficients(out, base_dir(out, b), cfg, b, s)
         cfg = tuned_config(cfg, tuning)
-        _, runs = _tasks(out, cfg, design)
+        _, runs = _tasks(out, cfg, design, cells=cells)
         print(
             f"[study] tuned on base {b}: "
             + ", ".join(f"{k} = {v['chosen']:g}" for k, v in tuning["knobs"].items())
@@ -465,3 +509,24 @@ def run_study(
         timing=timing,
         tuning=tuning,
     )
+
+
+def _is_blind(cfg: DemoConfig, design: StudyDesign, task) -> bool:
+    """Whether a training task (``base<b>/<run path>``) is a run of the blind cells."""
+    b = int(task.name.split("/", 1)[0][len("base") :])
+    path = task.name.split("/", 1)[1]
+    return any(spec.path == path for spec in cell_specs(cfg, design, b)["blind"])
+
+
+def _record_forecast(out: Path, record: dict, runs: list[str]) -> None:
+    """Append the forecast the blind runs about to train follow (its path, sha256, commit), with
+    the time and the runs, to OUT/forecast_record.json."""
+    path = out / "forecast_record.json"
+    try:
+        log = json.loads(path.read_text())
+        assert isinstance(log, list)
+    except (FileNotFoundError, ValueError, AssertionError):
+        log = []
+    log.append({**record, "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "runs": runs})  # fmt: skip
+    write_json(path, log)

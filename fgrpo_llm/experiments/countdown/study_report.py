@@ -25,6 +25,7 @@ from fgrpo_llm.experiments.claims import family_verdict
 from fgrpo_llm.experiments.countdown.report import markdown_table, write_report
 from fgrpo_llm.experiments.countdown.study_claims import METRICS, interval, unit_values
 from fgrpo_llm.experiments.countdown.study_tuning import tuning_text
+from fgrpo_llm.experiments.countdown.study_units import unit_rows, write_units
 from fgrpo_llm.experiments.runner import write_json
 
 __all__ = ["run_numbers", "write_study_outputs", "component_rows", "family_rows"]
@@ -434,7 +435,8 @@ def _interval_from(d: dict):
 def write_study_outputs(
     out: Path, cfg, design, numbers, bases, claims, *, command, spread_file, timing, tuning=None
 ) -> dict:
-    """Tables, figures, OUT/report.md, OUT/study.json and OUT/seed_spread.json; the result."""
+    """Tables, figures, OUT/report.md, OUT/study.json, OUT/units.csv (``study_units``) and
+    OUT/seed_spread.json; the result."""
     for b, s in sorted({u for runs in numbers.values() for u in runs}):
         paired_envs = {
             name: runs[(b, s)].get("environment")
@@ -478,6 +480,7 @@ def write_study_outputs(
         "tuning": tuning,
     }
     write_json(out / "study.json", result)
+    write_units(out / "units.csv", unit_rows(numbers, bases))
     write_json(out / "seed_spread.json", spread_)
     if spread_file:
         write_json(Path(spread_file), spread_)

@@ -1,0 +1,220 @@
+"""The study's per-unit table: one row per (base, RL seed, run) with every number the claims
+read, written as ``OUT/units.csv`` (committed as ``docs/data/countdown_study_units.csv``), and
+the claims judged again from that file alone (``judge_units``), so that every verdict can be
+recomputed from the repository.
+
+Columns: the unit (base, kernel family, RL seed), the run (name, cell, label, N, weighting,
+gamma, lr scale, lr_match_gamma, prompt pool, entropy and KL coefficients), the claims' metrics
+(``study_claims.METRICS``: Delta NLL_rare, in-domain and OOD pass@1 and pass@k_max, the early
+tail-miss frequencies) with pass@8 and k_max, the realised mean focal weight over active groups
+(the advantage weight g = (1 - X/N)^gamma of Eq. 11, averaged over the trained groups with
+0 < X < N; MaxRL's sqrt((1 - X/N) / (X/N)) for a MaxRL run), and, where the run has an exact
+evaluation (``<run>/exact/exact_eval.json`` beside the base's ``base_exact/exact_eval.json``),
+the exact Delta NLL_rare = mean over rare trajectories of (log p_base - log p_run) and the exact
+pass@k.
+
+    fgrpo-llm study --from-units docs/data/countdown_study_units.csv
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from fgrpo_llm.experiments.countdown.study_claims import METRICS, judge_claims
+
+__all__ = [
+    "COLUMNS",
+    "EXACT_KS",
+    "realised_weight",
+    "exact_columns",
+    "unit_rows",
+    "write_units",
+    "read_units",
+    "judge_units",
+]
+
+#: The exact pass@k columns written per split role.
+EXACT_KS = (1, 8, 64)
+
+_RUN = ["base", "family", "seed", "name", "cell", "label", "N", "weighting", "gamma", "lr_scale",
+        "lr_match_gamma", "prompt_pool", "entropy_coef", "kl_coef"]  # fmt: skip
+_METRIC = [*METRICS, "tail_miss_groups", "tail_miss_steps", "id_pass8", "ood_pass8", "kmax",
+           "focal_weight"]  # fmt: skip
+_EXACT = ["exact_delta_nll_rare", "exact_rare_trajectories"] + [
+    f"exact_{role}_pass{k}" for role in ("id", "ood") for k in EXACT_KS
+]
+#: Every column of units.csv, in order.
+COLUMNS = tuple(_RUN + _METRIC + _EXACT)
+
+_INTS = {"base", "seed", "N", "prompt_pool", "tail_miss_groups", "tail_miss_steps", "kmax",
+         "exact_rare_trajectories"}  # fmt: skip
+_TEXT = {"family", "name", "cell", "label", "weighting"}
+
+
+# ----------------------------------------------------------------------------- per-run numbers
+def realised_weight(groups: list[dict], *, gamma: float, weighting: str = "focal") -> float | None:
+    """Mean advantage weight over the trained active groups (0 < X < N) of a group log:
+    g = (1 - X/N)^gamma (Eq. 11; 1 for GRPO), or MaxRL's w = sqrt((1 - X/N) / (X/N)); None when
+    no trained group was active."""
+    x = np.array(
+        [(g["num_correct"], g["N"]) for g in groups if g.get("trained", True)], dtype=np.float64
+    ).reshape(-1, 2)
+    active = (x[:, 0] > 0) & (x[:, 0] < x[:, 1])
+    if not active.any():
+        return None
+    mu_hat = x[active, 0] / x[active, 1]
+    w = np.sqrt((1.0 - mu_hat) / mu_hat) if weighting == "maxrl" else (1.0 - mu_hat) ** gamma
+    return float(w.mean())
+
+
+def exact_columns(run_exact: Path, base_exact: Path) -> dict:
+    """The exact columns of one run from its ``exact_eval.json`` and its base's (both
+    ``{"splits": {split: {"pass@k": {k: p}}}, "rare": {"prompt_ids", "answers", "logp"}}``);
+    empty when the run's file is missing. Delta NLL_rare exact = mean over the rare
+    trajectories both files list of (log p_base - log p_run); a split's role is in-domain unless
+    its name says OOD (``fgrpo_llm.evaluation.passk``)."""
+    if not Path(run_exact).is_file():
+        return {}
+    run = json.loads(Path(run_exact).read_text())
+    out: dict = {}
+    for role in ("id", "ood"):
+        splits = [
+            s
+            for name, s in run.get("splits", {}).items()
+            if ("ood" in name.lower()) == (role == "ood")
+        ]
+        for k in EXACT_KS:
+            vals = [float(s["pass@k"][str(k)]) for s in splits if str(k) in s.get("pass@k", {})]
+            out[f"exact_{role}_pass{k}"] = float(np.mean(vals)) if vals else None
+    if Path(base_exact).is_file() and run.get("rare"):
+        base = json.loads(Path(base_exact).read_text()).get("rare") or {}
+
+        def keyed(r: dict) -> dict:
+            return {
+                (str(p), str(a)): float(lp)
+                for p, a, lp in zip(r["prompt_ids"], r["answers"], r["logp"], strict=True)
+            }
+
+        lp_run, lp_base = keyed(run["rare"]), keyed(base) if base else {}
+        common = sorted(lp_run.keys() & lp_base.keys())
+        if common:
+            out["exact_delta_nll_rare"] = float(np.mean([lp_base[t] - lp_run[t] for t in common]))
+            out["exact_rare_trajectories"] = len(common)
+    return out
+
+
+def unit_rows(numbers: dict, bases: dict) -> list[dict]:
+    """The rows of units.csv from the study's ``numbers[name][(base, seed)]`` (each value holding
+    the claims' metrics and the run's settings) and ``bases[b]["family"]``; sorted by base, seed
+    and name."""
+    rows = []
+    for name, runs in numbers.items():
+        for (b, s), vals in runs.items():
+            row = {c: vals.get(c) for c in COLUMNS}
+            row.update(base=b, seed=s, name=name, family=bases.get(b, {}).get("family"))
+            rows.append(row)
+    return sorted(rows, key=lambda r: (r["base"], r["seed"], r["name"]))
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
+def write_units(path, rows: list[dict]) -> Path:
+    """Write ``rows`` (:func:`unit_rows`) as CSV with the header :data:`COLUMNS` (an empty cell
+    for a missing value; floats written in full, so the file reproduces the study's numbers)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(COLUMNS)
+        for r in rows:
+            w.writerow([_cell(r.get(c)) for c in COLUMNS])
+    return path
+
+
+def _parse(column: str, text: str):
+    if text == "":
+        return None
+    if column in _TEXT:
+        return text
+    return int(text) if column in _INTS else float(text)
+
+
+def read_units(path) -> dict:
+    """units.csv -> ``numbers[name][(base, seed)]`` as the claims read it; a ValueError naming a
+    file without the study's columns."""
+    path = Path(path)
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        header = reader.fieldnames or []
+        missing = [c for c in ("base", "seed", "name", *METRICS) if c not in header]
+        if missing:
+            raise ValueError(f"{path} is not a study's units.csv: no column {missing[0]!r}")
+        numbers: dict = {}
+        for i, raw in enumerate(reader, 2):
+            try:
+                row = {c: _parse(c, raw.get(c) or "") for c in COLUMNS if c in raw}
+            except ValueError:
+                raise ValueError(f"{path}:{i}: a number column holds text") from None
+            unit = (row.pop("base"), row.pop("seed"))
+            numbers.setdefault(row.pop("name"), {})[unit] = row
+    return numbers
+
+
+def plan_from_units(numbers: dict):
+    """The plan settings the claims read, from the rows themselves: N = the fit cell's (GRPO
+    at lr x 1 on every base) or the F-GRPO run's, its gamma, the sweep's group sizes, the other
+    gammas, the regularisers' coefficients, the early window."""
+    from fgrpo_llm.experiments.countdown.config import DemoConfig
+
+    first = {name: next(iter(runs.values())) for name, runs in numbers.items()}
+    fgrpo = [n for n in first if n.startswith("fgrpo_n") and "_" not in n[len("fgrpo_n") :]]
+    if len(fgrpo) != 1:
+        raise ValueError(f"the units name {len(fgrpo)} main F-GRPO runs (fgrpo_n<N>), need one")
+    N = int(first[fgrpo[0]]["N"])
+    sweep = sorted(
+        {int(v["N"]) for n, v in first.items() if n == f"grpo_n{v['N']}" and int(v["N"]) != N}
+    )
+    gammas = sorted(
+        {
+            float(v["gamma"])
+            for n, v in first.items()
+            if n.startswith(f"fgrpo_n{N}_g") and not v.get("prompt_pool")
+        }
+    )
+    coef = {
+        k: next((float(v[k]) for v in first.values() if v.get(k)), getattr(DemoConfig, k))
+        for k in ("entropy_coef", "kl_coef")
+    }
+    steps = next((int(v["tail_miss_steps"]) for v in first.values() if v.get("tail_miss_steps")),
+                 DemoConfig.early_steps)  # fmt: skip
+    scales = sorted(
+        {float(v["lr_scale"]) for v in first.values() if v.get("lr_scale") not in (None, 1.0)}
+    )
+    return SimpleNamespace(
+        group_size=N,
+        gamma=float(first[fgrpo[0]]["gamma"]),
+        sweep_group_sizes=tuple(sweep),
+        extended_gammas=tuple(gammas),
+        blind_gammas=(),
+        lr_frontier=tuple(scales),
+        early_steps=steps,
+        prediction_preset=DemoConfig.prediction_preset,
+        **coef,
+    )
+
+
+def judge_units(path, prediction: dict | None = None) -> list[dict]:
+    """Every claim judged from units.csv alone (``prediction``: the simulator's, for claim 10;
+    without it claim 10 is not resolved)."""
+    numbers = read_units(path)
+    return judge_claims(numbers, plan_from_units(numbers), prediction)
