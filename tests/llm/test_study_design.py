@@ -144,12 +144,13 @@ def test_the_design_checks_its_fields():
 def test_every_base_trains_the_core_and_sweep_bases_the_sweep():
     cfg = load_demo_config()
     design = StudyDesign(bases=(0, 1), seeds=(3, 4), sweep_bases=(1,))
-    core = study_specs(cfg, design, 0)
+    core = study_specs(cfg, design, 0, cells=("fit", "published"))
     assert sorted((s.name, s.seed) for s in core) == sorted(
         (name, seed) for name in ("grpo_n8", "fgrpo_n8", "grpo_n8_lrmatched") for seed in (3, 4)
     )
-    sweep = [s for s in study_specs(cfg, design, 1) if s not in core]
-    assert sorted(s.N for s in sweep) == [2, 4, 16, 32] and {s.seed for s in sweep} == {3}
+    sweep = [s for s in study_specs(cfg, design, 1, cells=("fit", "published")) if s not in core]
+    # N = 32 no base had trained before the forecast: a blind cell on every base
+    assert sorted(s.N for s in sweep) == [2, 4, 16] and {s.seed for s in sweep} == {3}
 
 
 def test_bad_study_arguments_are_one_line_errors(tmp_path, capsys):
@@ -214,6 +215,7 @@ def _study(out, extended: bool) -> list[str]:
     """The fast study's argv: both kernel families (one base each) x 2 RL seeds, and, when
     ``extended``, the extended plan on base 1 with its coefficients tuned on base 0."""
     argv = ["study", "--out", str(out), "--fast", "--bases", "0,1", "--seeds", "0,1"]
+    argv += ["--cells", "fit,published"]
     argv += ["--sweep-bases", "", "--extended-bases", "1" if extended else "", "--workers", "2"]
     return argv + (["--tune-base", "0"] if extended else [])
 

@@ -447,22 +447,27 @@ def run_study(
     for b in design.bases:  # what OUT holds must be this plan's (the untuned part of it)
         check_plan(base_dir(out, b), base_config(cfg, b), core_specs(cfg, design, b))
     record = committed_forecast(forecast) if forecast is not None else None
-    tune = design.tune_base is not None and "published" in cells
-    prep, runs = _tasks(out, cfg, design, extended=not tune, cells=cells)
-    blind = [t for t in runs if _is_blind(cfg, design, t)]
-    if blind and record is None:
+    blind = [
+        f"base{b}/{spec.path}"
+        for b in design.bases
+        for spec in cell_specs(cfg, design, b)["blind"]
+        if "blind" in cells and not run_done(base_dir(out, b), spec)
+    ]
+    if blind and record is None:  # before anything is written
         raise ValueError(
-            f"{len(blind)} runs of the blind cells to train (the first: {blind[0].name}): they "
-            "are trained only after the forecast is committed; pass its file as forecast "
+            f"{len(blind)} runs of the blind cells to train (the first: {blind[0]}): they are "
+            "trained only after the forecast is committed; pass its file as forecast "
             "(--forecast), or leave the blind cells out (--cells fit,published)"
         )
+    tune = design.tune_base is not None and "published" in cells
+    prep, runs = _tasks(out, cfg, design, extended=not tune, cells=cells)
     out.mkdir(parents=True, exist_ok=True)
     write_json(
         out / "study_config.json",
         {"design": design.to_dict(), "plan": dataclasses.asdict(cfg), "cells": list(cells)},
     )
     if blind:
-        _record_forecast(out, record, [t.name for t in blind])
+        _record_forecast(out, record, blind)
     t0, cpu0 = time.perf_counter(), cpu_seconds()
     print(
         f"[study] {len(design.bases)} bases ({len(prep)} to prepare), {len(runs)} runs to train "
@@ -509,13 +514,6 @@ def run_study(
         timing=timing,
         tuning=tuning,
     )
-
-
-def _is_blind(cfg: DemoConfig, design: StudyDesign, task) -> bool:
-    """Whether a training task (``base<b>/<run path>``) is a run of the blind cells."""
-    b = int(task.name.split("/", 1)[0][len("base") :])
-    path = task.name.split("/", 1)[1]
-    return any(spec.path == path for spec in cell_specs(cfg, design, b)["blind"])
 
 
 def _record_forecast(out: Path, record: dict, runs: list[str]) -> None:
