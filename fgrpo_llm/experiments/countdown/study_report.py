@@ -171,102 +171,18 @@ def spread(components: list[dict], design, command: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- figures
-def _errorbar(ax, x, iv, **kw):
-    lo = iv.mean - iv.lo if math.isfinite(iv.lo) else 0.0
-    hi = iv.hi - iv.mean if math.isfinite(iv.hi) else 0.0
-    ax.errorbar([x], [iv.mean], yerr=[[lo], [hi]], capsize=3, **kw)
-
-
 def _plot(out: Path, numbers: dict, cfg, bases: dict) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
+    """Save the study's figures (``study_figures``) under OUT; their file names."""
     import matplotlib.pyplot as plt
 
-    N = cfg.group_size
-    runs = [
-        (f"grpo_n{N}", "GRPO"),
-        (f"fgrpo_n{N}", f"F-GRPO (gamma {cfg.gamma:g})"),
-        (f"grpo_n{N}_lrmatched", "GRPO, lr-matched"),
-    ]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    for ax, metric in zip(axes, ("delta_nll_rare", "id_pass1", "ood_passk"), strict=True):
-        _per_base_panel(ax, numbers, runs, metric, bases)
-    fig.suptitle(
-        "Per base, mean over its RL seeds (blue: this CPU's default kernels, orange: the other "
-        "family); black: mean and 95% CI over bases",
-        fontsize=9,
-    )
-    fig.tight_layout()
-    save_figure(fig, out / "study_bases.png", dpi=110)
-    plt.close(fig)
-    figs = ["study_bases.png"]
+    from fgrpo_llm.experiments.countdown.study_figures import study_figures
 
-    sweep = sorted({N, *cfg.sweep_group_sizes})
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for ax, metric in zip(axes, ("delta_nll_rare", "ood_passk"), strict=True):
-        pts = [(n, interval(numbers, f"grpo_n{n}", metric)) for n in sweep]
-        for n, iv in pts:
-            if iv is not None:
-                _errorbar(ax, n, iv, fmt="o", color="tab:blue")
-        iv = interval(numbers, f"fgrpo_n{N}", metric)
-        if iv is not None:
-            _errorbar(ax, N * 1.08, iv, fmt="*", ms=11, color="tab:red", label="F-GRPO")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("group size N (GRPO: dots)")
-        ax.set_title(f"{METRICS[metric]}: mean, 95% CI over bases", fontsize=9)
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    save_figure(fig, out / "study_sweep.png", dpi=110)
-    plt.close(fig)
-    figs.append("study_sweep.png")
-
-    if f"maxrl_n{N}" in numbers:  # the extended plan, on the units it was trained on
-        units = set(numbers[f"maxrl_n{N}"])
-        ext = {name: {u: v for u, v in r.items() if u in units} for name, r in numbers.items()}
-        runs = [(f"grpo_n{N}", "GRPO")]
-        runs += [
-            (f"fgrpo_n{N}" if g == cfg.gamma else f"fgrpo_n{N}_g{g:g}", f"F-GRPO {g:g}")
-            for g in sorted({float(cfg.gamma), *(float(g) for g in cfg.extended_gammas)})
-            if g > 0
-        ]
-        runs += [(f"maxrl_n{N}", "MaxRL"), (f"grpo_n{N}_entropy", "+entropy"),
-                 (f"grpo_n{N}_kl", "+KL")]  # fmt: skip
-        runs = [(name, label) for name, label in runs if ext.get(name)]
-        fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
-        for ax, metric in zip(axes, ("delta_nll_rare", "id_pass1", "ood_passk"), strict=True):
-            _per_base_panel(ax, ext, runs, metric, bases)
-        fig.suptitle(
-            f"The extended plan at N = {N} on the {len({u[0] for u in units})} bases that trained "
-            "it (RL seed " + ", ".join(sorted({str(u[1]) for u in units})) + "): per base (blue / "
-            "orange: kernel family); black: mean and 95% CI over bases",
-            fontsize=9,
-        )
-        fig.tight_layout()
-        save_figure(fig, out / "study_extended.png", dpi=110)
+    names = []
+    for name, fig in study_figures(numbers, cfg, bases).items():
+        save_figure(fig, out / name, dpi=110)
         plt.close(fig)
-        figs.append("study_extended.png")
-    return figs
-
-
-def _per_base_panel(ax, numbers: dict, runs: list, metric: str, bases: dict) -> None:
-    """One line per base (its mean over its RL seeds, coloured by kernel family) across ``runs``,
-    and beside each run the mean with its 95% interval over bases."""
-    colors = {"default": "tab:blue", "other": "tab:orange"}
-    for b, info in bases.items():
-        ys = []
-        for name, _ in runs:
-            xs = [v for (bb, _s), v in unit_values(numbers, name, metric).items() if bb == b]
-            ys.append(float(np.mean(xs)) if xs else np.nan)
-        if not all(np.isnan(ys)):
-            ax.plot(range(len(runs)), ys, "o-", color=colors[info["family"]], alpha=0.6, lw=1)
-    for i, (name, _) in enumerate(runs):
-        iv = interval(numbers, name, metric)
-        if iv is not None:
-            _errorbar(ax, i + 0.15, iv, fmt="ks", ms=6)
-    ax.set_xticks(range(len(runs)), [label for _, label in runs], fontsize=7)
-    ax.set_title(METRICS[metric], fontsize=9)
-    ax.grid(alpha=0.3)
+        names.append(name)
+    return names
 
 
 # ----------------------------------------------------------------------------- report

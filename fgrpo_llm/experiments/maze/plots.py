@@ -2,8 +2,8 @@
 
 Lines are means over the RL seeds; bands and error bars are 95% Student-t intervals over seeds
 (``fgrpo_llm.evaluation.stats.t_interval``, cut to [0, 1]; none with one seed). The lr-matched
-controls are dashed. Written by ``maze.study.summarize`` to OUT/maze_curves.png and
-OUT/maze_final.png.
+controls are dashed; one legend per figure, below its panels (it covers no data). Written by
+``maze.study.summarize`` to OUT/maze_curves.png and OUT/maze_final.png.
 """
 
 from __future__ import annotations
@@ -48,8 +48,7 @@ def plot_curves(axes, cfg: MazeConfig, results: dict, k: int) -> None:
         ax.set_title(f"N = {N}", fontsize=9)
         ax.set_xlabel("RL step")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"held-out pass@{k}")
-    axes[0].legend(fontsize=6)
+    axes[0].set_ylabel(f"held-out pass@{k} (fraction of mazes)")
 
 
 def plot_final(ax, cfg: MazeConfig, results: dict, paper: dict | None, k: int) -> None:
@@ -104,9 +103,49 @@ def plot_final(ax, cfg: MazeConfig, results: dict, paper: dict | None, k: int) -
     ticks = sorted(set(cfg.group_sizes) | (set(paper["N"]) if in_paper else set()))
     ax.set_xticks(ticks, [str(N) for N in ticks])
     ax.set_xlabel("group size N")
-    ax.set_ylabel(f"final held-out pass@{k}")
+    ax.set_ylabel(f"final held-out pass@{k} (fraction of mazes)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=5)
+
+
+def _legend_below(fig, axes) -> None:
+    """One legend for the figure, below its panels, so that it covers no data."""
+    seen: dict = {}
+    for ax in np.ravel(axes):
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, h)
+    rows = -(-len(seen) // 4) if seen else 0
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(len(seen), 4),
+                   fontsize=7, frameon=False)  # fmt: skip
+    fig.tight_layout(rect=(0, 0.02 + 0.05 * rows, 1, 1))
+
+
+def curves_figure(cfg: MazeConfig, results: dict, paper: dict | None):
+    """pass@1 (top) and pass@k_max (bottom) over RL steps, one panel per N."""
+    import matplotlib.pyplot as plt
+
+    nN, S = len(cfg.group_sizes), len(cfg.rl_seeds)
+    fig, axes = plt.subplots(2, nN, figsize=(2.8 * nN + 0.6, 5.6), squeeze=False, sharey="row")
+    plot_curves(axes[0], cfg, results, 1)
+    plot_curves(axes[1], cfg, results, cfg.eval_k_max)
+    fig.suptitle(
+        f"Maze {cfg.grid_size}x{cfg.grid_size}: held-out pass@1 (top), "
+        f"pass@{cfg.eval_k_max} (bottom); mean of {S} seed(s), 95% t band",
+        fontsize=9,
+    )
+    _legend_below(fig, axes)
+    return fig
+
+
+def final_figure(cfg: MazeConfig, results: dict, paper: dict | None):
+    """Final pass@1 and pass@k against N, ours beside the paper's Table 4."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
+    plot_final(axes[0], cfg, results, paper, 1)
+    plot_final(axes[1], cfg, results, paper, max(k for k in cfg.ks if k <= 256))
+    _legend_below(fig, axes)
+    return fig
 
 
 def write_figures(cfg: MazeConfig, results: dict, paper: dict | None, out: Path) -> list[Path]:
@@ -116,25 +155,9 @@ def write_figures(cfg: MazeConfig, results: dict, paper: dict | None, out: Path)
     import matplotlib.pyplot as plt
 
     paths = []
-    nN = len(cfg.group_sizes)
-    S = len(cfg.rl_seeds)
-    fig, axes = plt.subplots(2, nN, figsize=(2.8 * nN + 0.6, 5.0), squeeze=False, sharey="row")
-    plot_curves(axes[0], cfg, results, 1)
-    plot_curves(axes[1], cfg, results, cfg.eval_k_max)
-    fig.suptitle(
-        f"Maze {cfg.grid_size}x{cfg.grid_size}: held-out pass@1 (top), "
-        f"pass@{cfg.eval_k_max} (bottom); mean of {S} seed(s), 95% t band",
-        fontsize=9,
-    )
-    fig.tight_layout()
-    paths.append(out / "maze_curves.png")
-    save_figure(fig, paths[-1], dpi=110)
-    plt.close(fig)
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    plot_final(axes[0], cfg, results, paper, 1)
-    plot_final(axes[1], cfg, results, paper, max(k for k in cfg.ks if k <= 256))
-    fig.tight_layout()
-    paths.append(out / "maze_final.png")
-    save_figure(fig, paths[-1], dpi=110)
-    plt.close(fig)
+    for name, make in (("maze_curves.png", curves_figure), ("maze_final.png", final_figure)):
+        fig = make(cfg, results, paper)
+        paths.append(out / name)
+        save_figure(fig, paths[-1], dpi=110)
+        plt.close(fig)
     return paths

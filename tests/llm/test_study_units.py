@@ -1,0 +1,158 @@
+"""The per-unit table (``study_units``): units.csv round-trips the study's numbers, every claim
+judged from the file alone equals the claim judged from the study's numbers (claim 2's interval
+in particular), the realised focal weight and the exact columns by hand."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fgrpo_llm.evaluation.stats import format_interval
+from fgrpo_llm.experiments.countdown.config import DemoConfig
+from fgrpo_llm.experiments.countdown.study_claims import judge_claims, paired
+from fgrpo_llm.experiments.countdown.study_units import (
+    COLUMNS,
+    exact_columns,
+    judge_units,
+    read_units,
+    realised_weight,
+    unit_rows,
+    write_units,
+)
+
+RUNS = {  # name: (N, gamma, lr scale, weighting, mean Delta NLL_rare, in-domain pass@1)
+    "grpo_n8": (8, 0.0, 1.0, "focal", 0.40, 0.44),
+    "fgrpo_n8": (8, 1.0, 1.0, "focal", 0.30, 0.45),
+    "grpo_n8_lrmatched": (8, 0.0, 0.5, "focal", 0.20, 0.41),
+    "grpo_n8_lr0.9": (8, 0.0, 0.9, "focal", 0.36, 0.44),
+    "grpo_n8_lr0.75": (8, 0.0, 0.75, "focal", 0.30, 0.43),
+    "grpo_n2": (2, 0.0, 1.0, "focal", 0.20, 0.43),
+    "grpo_n4": (4, 0.0, 1.0, "focal", 0.30, 0.44),
+    "grpo_n16": (16, 0.0, 1.0, "focal", 0.35, 0.44),
+    "grpo_n32": (32, 0.0, 1.0, "focal", 0.30, 0.45),
+    "fgrpo_n8_g0.5": (8, 0.5, 1.0, "focal", 0.33, 0.45),
+    "fgrpo_n8_g3": (8, 3.0, 1.0, "focal", 0.25, 0.40),
+    "maxrl_n8": (8, 0.0, 1.0, "maxrl", 0.32, 0.44),
+}
+UNITS = [(b, s) for b in range(4) for s in (0, 1)]
+
+
+def _numbers() -> dict:
+    rng = np.random.default_rng(7)
+    numbers = {}
+    for name, (N, gamma, lr, weighting, d, p) in RUNS.items():
+        numbers[name] = {}
+        for u in UNITS:
+            if name not in ("grpo_n8", "fgrpo_n8") and u[1] == 1:
+                continue  # the rest on the first seed only, as the study trains them
+            numbers[name][u] = {
+                "delta_nll_rare": d + rng.normal(0, 0.02),
+                "id_pass1": p + rng.normal(0, 0.005),
+                "id_passk": 0.9 + rng.normal(0, 0.01),
+                "ood_pass1": 0.1 + rng.normal(0, 0.005),
+                "ood_passk": 0.6 + rng.normal(0, 0.01),
+                "tail_miss_obs": 0.5 + rng.normal(0, 0.01),
+                "tail_miss_pred": 0.5 + rng.normal(0, 0.01),
+                "tail_miss_groups": 40,
+                "tail_miss_steps": 50,
+                "kmax": 64,
+                "focal_weight": 0.58 if gamma else 1.0,
+                "label": f"{name}, run",
+                "cell": "published",
+                "N": N,
+                "gamma": gamma,
+                "lr_scale": lr,
+                "weighting": weighting,
+                "environment": {"not": "written"},
+            }
+    return numbers
+
+
+def test_the_csv_round_trips_every_number_the_claims_read(tmp_path):
+    numbers = _numbers()
+    bases = {b: {"family": "default" if b % 2 == 0 else "other"} for b in range(4)}
+    path = write_units(tmp_path / "units.csv", unit_rows(numbers, bases))
+    header = path.read_text().splitlines()[0].split(",")
+    assert tuple(header) == COLUMNS
+    back = read_units(path)
+    assert set(back) == set(numbers)
+    for name, runs in numbers.items():
+        assert set(back[name]) == set(runs)
+        for u, vals in runs.items():
+            for key, v in vals.items():
+                if key != "environment":
+                    assert back[name][u][key] == v, (name, u, key)
+            assert back[name][u]["family"] == bases[u[0]]["family"]
+
+
+def test_every_claim_from_the_csv_alone_equals_the_studys(tmp_path):
+    """Claim 2's interval recomputed from units.csv is the study's, digit for digit; so is every
+    other claim's verdict and evidence (claim 10 without the simulator's prediction in both)."""
+    numbers = _numbers()
+    path = write_units(tmp_path / "units.csv", unit_rows(numbers, {}))
+    cfg = DemoConfig(extended_gammas=(0.5,), blind_gammas=(3.0,))
+    study = {c["claim"]: c for c in judge_claims(numbers, cfg)}
+    again = {c["claim"]: c for c in judge_units(path)}
+    d = paired(numbers, "fgrpo_n8", "grpo_n8", "delta_nll_rare")
+    shown = f"paired difference F-GRPO - GRPO {format_interval(d, 3, signed=True)}"
+    assert shown in study[2]["evidence"] and shown in again[2]["evidence"]
+    assert d.n == 4
+    for k in study:
+        assert (again[k]["verdict"], again[k]["evidence"]) == (
+            study[k]["verdict"],
+            study[k]["evidence"],
+        ), k
+
+
+def test_the_cli_judges_a_units_file(tmp_path, capsys):
+    from fgrpo_llm.cli import main
+
+    path = write_units(tmp_path / "units.csv", unit_rows(_numbers(), {}))
+    assert main(["study", "--from-units", str(path)]) == 0
+    printed = capsys.readouterr().out
+    study = judge_claims(_numbers(), DemoConfig(extended_gammas=(0.5,), blind_gammas=(3.0,)))
+    for c in study:
+        assert f"claim {c['claim']}: {c['verdict']}: " in printed
+    assert study[1]["evidence"] in printed
+
+
+def test_a_file_without_the_studys_columns_is_refused(tmp_path):
+    bad = tmp_path / "x.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a study's units.csv"):
+        read_units(bad)
+
+
+def test_the_realised_weight_is_the_mean_over_trained_active_groups():
+    groups = [
+        {"num_correct": 2, "N": 8},  # (1 - 1/4)^1 = 0.75
+        {"num_correct": 6, "N": 8},  # 0.25
+        {"num_correct": 0, "N": 8},  # inactive
+        {"num_correct": 8, "N": 8},  # inactive
+        {"num_correct": 4, "N": 8, "trained": False},  # not trained
+    ]
+    assert realised_weight(groups, gamma=1.0) == pytest.approx(0.5)
+    assert realised_weight(groups, gamma=2.0) == pytest.approx((0.75**2 + 0.25**2) / 2)
+    assert realised_weight(groups, gamma=0.0) == 1.0
+    maxrl = (np.sqrt(0.75 / 0.25) + np.sqrt(0.25 / 0.75)) / 2
+    assert realised_weight(groups, gamma=0.0, weighting="maxrl") == pytest.approx(maxrl)
+    assert realised_weight(groups[2:4], gamma=1.0) is None
+
+
+def test_the_exact_columns_by_hand(tmp_path):
+    run, base = tmp_path / "run.json", tmp_path / "base.json"
+    assert exact_columns(run, base) == {}
+    rare = {"prompt_ids": ["p", "p", "q"], "answers": ["1+2", "2+1", "3*1"]}
+    base.write_text(json.dumps({"format": 1, "splits": {}, "rare": {**rare, "logp": [-1, -2, -3]}}))
+    splits = {
+        "test": {"problems": 2, "pass@k": {"1": 0.4, "8": 0.7, "64": 0.9}, "malformed_mass": 0.0},
+        "ood": {"problems": 2, "pass@k": {"1": 0.1, "64": 0.5}, "malformed_mass": 0.1},
+    }
+    # the run lists one trajectory fewer (q is left out): the mean over the two both list
+    logp = {"prompt_ids": ["p", "p"], "answers": ["1+2", "2+1"], "logp": [-1.5, -3.0]}
+    run.write_text(json.dumps({"format": 1, "splits": splits, "rare": logp}))
+    cols = exact_columns(run, base)
+    assert cols["exact_delta_nll_rare"] == pytest.approx((0.5 + 1.0) / 2)
+    assert cols["exact_rare_trajectories"] == 2
+    assert cols["exact_id_pass64"] == 0.9 and cols["exact_ood_pass1"] == 0.1
+    assert cols["exact_ood_pass8"] is None
