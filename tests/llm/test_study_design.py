@@ -244,6 +244,17 @@ def _check_two_bases(out, result) -> None:
     spread = json.loads((out / "seed_spread.json").read_text())
     assert spread["num_bases"] == 2 and "between_base_sd" in spread
     assert [c["claim"] for c in result["claims"]] == list(range(1, 11))
+    # every claim judged again from OUT/units.csv alone prints what the report prints
+    from fgrpo_llm.experiments.countdown.study_units import judge_units
+
+    again = {c["claim"]: c for c in judge_units(out / "units.csv")}
+    assert again[2]["evidence"] in report
+    for c in result["claims"][:9]:  # claim 10 needs the simulator's prediction besides
+        assert (again[c["claim"]]["verdict"], again[c["claim"]]["evidence"]) == (
+            c["verdict"],
+            c["evidence"],
+        )
+    assert "## The lr frontier (claim 5)" in report
 
 
 def test_fast_study_two_bases_two_seeds(tmp_path, capsys):

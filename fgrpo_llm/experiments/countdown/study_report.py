@@ -210,7 +210,15 @@ def _design_text(cfg, design, bases: dict, command: str) -> str:
         + ". "
         f"{cfg.steps} RL steps per run; every run evaluated on "
         f"{cfg.eval_max_problems or 'all'} problems per split with n = {cfg.eval_n} "
-        f"(k_max = {max(default_ks(cfg.eval_n))}); the configuration is in `study_config.json`.\n\n"
+        f"(k_max = {max(default_ks(cfg.eval_n))}); the configuration is in `study_config.json`, "
+        "one row per run in `units.csv` (`fgrpo-llm study --from-units units.csv` judges every "
+        "claim again from it). The runs fall in three cells: fit (GRPO at N = "
+        f"{cfg.group_size}, lr x 1, RL seed {design.seeds[0]}, every base), published (the rest "
+        "of the plan above) and blind (GRPO at lr x "
+        f"{', '.join(f'{x:g}' for x in cfg.lr_frontier) or '–'} on every base and seed; at the "
+        f"first seed the sweep on every base, F-GRPO at gamma "
+        f"{', '.join(f'{g:g}' for g in cfg.blind_gammas) or '–'}, and the revisit arm), trained "
+        "only after a forecast file is committed (`forecast_record.json`).\n\n"
         "**Intervals take the base as the unit**: each value is averaged over a base's RL seeds, "
         "then the mean and 95% Student-t interval are over the K base means (K - 1 degrees of "
         "freedom). Differences are paired within (base, RL seed) before that. Delta NLL_rare's "
@@ -323,6 +331,7 @@ def _report(
         ("Study", _design_text(cfg, design, bases, command)),
         ("Verdicts", verdicts + "\n\nHow each verdict is decided:\n\n" + rules),
         ("Bases", _bases_table(bases, numbers, cfg)),
+        ("The lr frontier (claim 5)", frontier_table(numbers, cfg)),
         ("Runs: mean [95% CI] over bases", "".join(f"![{p}]({p})\n\n" for p in figs) + runs_table),
         (
             "Variance components",
@@ -341,6 +350,42 @@ def _report(
     ]
     return write_report(
         out / "report.md", "F-GRPO study: bases, seeds, intervals and verdicts", sections
+    )
+
+
+def frontier_table(numbers: dict, cfg) -> str:
+    """GRPO at N = ``group_size`` per lr scale (the paper's control, lr x m_gamma, one of its
+    rows) and F-GRPO: Delta NLL_rare, in-domain pass@1 and OOD pass@k_max, mean [95% CI] over
+    bases, and F-GRPO minus each row paired within units; per unit s* is in claim 5's
+    evidence. Units: ``OUT/units.csv``."""
+    from fgrpo_llm.experiments.countdown.study_claims import (
+        FRONTIER_METRICS,
+        StudyNumbers,
+        frontier_curves,
+        paired,
+    )
+
+    study = StudyNumbers(numbers, cfg)
+    curves = frontier_curves(study)
+    if not curves or study.fgrpo not in numbers:
+        return f"GRPO at N = {cfg.group_size} and F-GRPO were not both trained."
+    ms = list(FRONTIER_METRICS.values())
+    rows = []
+    for x, name in curves.items():
+        what = "the paper's control, lr x m_gamma" if name.endswith("_lrmatched") else "GRPO"
+        rows.append(
+            [f"{what} (x {x:.3g})", len({u[0] for u in numbers[name]})]
+            + [_iv(interval(numbers, name, m)) for m in ms]
+            + [_iv(paired(numbers, study.fgrpo, name, m), True) for m in ms]
+        )
+    rows.append(
+        [f"F-GRPO (gamma {cfg.gamma:g}, x 1)", len({u[0] for u in numbers[study.fgrpo]})]
+        + [_iv(interval(numbers, study.fgrpo, m)) for m in ms]
+        + ["", "", ""]
+    )
+    heads = [METRICS[m] for m in ms]
+    return markdown_table(
+        ["run (lr scale)", "bases", *heads, *[f"F-GRPO - row: {h}" for h in heads]], rows
     )
 
 
