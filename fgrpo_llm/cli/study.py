@@ -207,3 +207,4 @@ def register(subparsers) -> None:
     )
     add_progress_flag(p)
     add_json_flag(p, "the verdict per claim and the report's path")
+    p.set_defaults(func=_study)

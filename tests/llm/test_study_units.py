@@ -142,17 +142,19 @@ def test_the_realised_weight_is_the_mean_over_trained_active_groups():
 def test_the_exact_columns_by_hand(tmp_path):
     run, base = tmp_path / "run.json", tmp_path / "base.json"
     assert exact_columns(run, base) == {}
-    rare = {"prompt_ids": ["p", "p", "q"], "answers": ["1+2", "2+1", "3*1"]}
+    rare = {"trajectories": 3, "prompt_ids": ["p", "p", "q"], "answers": ["1+2", "2+1", "3*1"],
+            "lengths": [4, 4, 2]}  # fmt: skip
     base.write_text(json.dumps({"format": 1, "splits": {}, "rare": {**rare, "logp": [-1, -2, -3]}}))
     splits = {
         "test": {"problems": 2, "pass@k": {"1": 0.4, "8": 0.7, "64": 0.9}, "malformed_mass": 0.0},
         "ood": {"problems": 2, "pass@k": {"1": 0.1, "64": 0.5}, "malformed_mass": 0.1},
     }
-    # the run lists one trajectory fewer (q is left out): the mean over the two both list
-    logp = {"prompt_ids": ["p", "p"], "answers": ["1+2", "2+1"], "logp": [-1.5, -3.0]}
+    logp = {**rare, "logp": [-1.5, -3.0, -3.0]}
     run.write_text(json.dumps({"format": 1, "splits": splits, "rare": logp}))
     cols = exact_columns(run, base)
-    assert cols["exact_delta_nll_rare"] == pytest.approx((0.5 + 1.0) / 2)
-    assert cols["exact_rare_trajectories"] == 2
+    assert cols["exact_delta_nll_rare"] == pytest.approx((0.5 + 1.0 + 0.0) / 3)
+    assert cols["exact_delta_nll_rare_per_token"] == pytest.approx((0.5 / 4 + 1.0 / 4) / 3)
+    assert cols["exact_rare_trajectories"] == 3
     assert cols["exact_id_pass64"] == 0.9 and cols["exact_ood_pass1"] == 0.1
     assert cols["exact_ood_pass8"] is None
+    assert "exact_delta_nll_rare" not in exact_columns(run, tmp_path / "none.json")

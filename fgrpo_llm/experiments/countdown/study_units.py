@@ -19,7 +19,6 @@ pass@k.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -46,7 +45,7 @@ _RUN = ["base", "family", "seed", "name", "cell", "label", "N", "weighting", "ga
         "lr_match_gamma", "prompt_pool", "entropy_coef", "kl_coef"]  # fmt: skip
 _METRIC = [*METRICS, "tail_miss_groups", "tail_miss_steps", "id_pass8", "ood_pass8", "kmax",
            "focal_weight"]  # fmt: skip
-_EXACT = ["exact_delta_nll_rare", "exact_rare_trajectories"] + [
+_EXACT = ["exact_delta_nll_rare", "exact_delta_nll_rare_per_token", "exact_rare_trajectories"] + [
     f"exact_{role}_pass{k}" for role in ("id", "ood") for k in EXACT_KS
 ]
 #: Every column of units.csv, in order.
@@ -74,38 +73,38 @@ def realised_weight(groups: list[dict], *, gamma: float, weighting: str = "focal
 
 
 def exact_columns(run_exact: Path, base_exact: Path) -> dict:
-    """The exact columns of one run from its ``exact_eval.json`` and its base's (both
-    ``{"splits": {split: {"pass@k": {k: p}}}, "rare": {"prompt_ids", "answers", "logp"}}``);
-    empty when the run's file is missing. Delta NLL_rare exact = mean over the rare
-    trajectories both files list of (log p_base - log p_run); a split's role is in-domain unless
-    its name says OOD (``fgrpo_llm.evaluation.passk``)."""
+    """The exact columns of one run from its ``exact_eval.json`` and its base's
+    (``fgrpo_llm.evaluation.exact_eval``); empty when the run's file is missing. Delta NLL_rare
+    exact = mean over the rare trajectories of (log p_base - log p_run), in nats per trajectory
+    (``exact_delta_nll_rare``) and per token (``..._per_token``, App. M.2's normalisation, the
+    sampled Delta NLL_rare's); pass@k per split role (in-domain, OOD)."""
+    from fgrpo_llm.evaluation.exact_eval import (  # lazy: torch
+        exact_delta_nll_rare,
+        load_exact_eval,
+    )
+    from fgrpo_llm.evaluation.passk import split_role  # lazy: torch
+
     if not Path(run_exact).is_file():
         return {}
-    run = json.loads(Path(run_exact).read_text())
+    run = load_exact_eval(run_exact)
     out: dict = {}
     for role in ("id", "ood"):
         splits = [
-            s
-            for name, s in run.get("splits", {}).items()
-            if ("ood" in name.lower()) == (role == "ood")
+            e
+            for name, e in run["splits"].items()
+            if split_role(name) == ("ood" if role == "ood" else "in_domain")
         ]
         for k in EXACT_KS:
-            vals = [float(s["pass@k"][str(k)]) for s in splits if str(k) in s.get("pass@k", {})]
+            vals = [float(e["pass@k"][str(k)]) for e in splits if str(k) in e["pass@k"]]
             out[f"exact_{role}_pass{k}"] = float(np.mean(vals)) if vals else None
-    if Path(base_exact).is_file() and run.get("rare"):
-        base = json.loads(Path(base_exact).read_text()).get("rare") or {}
-
-        def keyed(r: dict) -> dict:
-            return {
-                (str(p), str(a)): float(lp)
-                for p, a, lp in zip(r["prompt_ids"], r["answers"], r["logp"], strict=True)
-            }
-
-        lp_run, lp_base = keyed(run["rare"]), keyed(base) if base else {}
-        common = sorted(lp_run.keys() & lp_base.keys())
-        if common:
-            out["exact_delta_nll_rare"] = float(np.mean([lp_base[t] - lp_run[t] for t in common]))
-            out["exact_rare_trajectories"] = len(common)
+    if Path(base_exact).is_file():
+        base = load_exact_eval(base_exact)
+        out["exact_rare_trajectories"] = len(run["rare"]["logp"])
+        out["exact_delta_nll_rare"] = exact_delta_nll_rare(base, run)
+        try:
+            out["exact_delta_nll_rare_per_token"] = exact_delta_nll_rare(base, run, per_token=True)
+        except ValueError:  # no trajectory lengths recorded
+            out["exact_delta_nll_rare_per_token"] = None
     return out
 
 
