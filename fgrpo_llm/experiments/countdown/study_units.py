@@ -100,7 +100,7 @@ def exact_columns(run_exact: Path, base_exact: Path) -> dict:
     if Path(base_exact).is_file():
         base = load_exact_eval(base_exact)
         out["exact_rare_trajectories"] = len(run["rare"]["logp"])
-        out["exact_delta_nll_rare"] = exact_delta_nll_rare(base, run)
+        out["exact_delta_nll_rare"] = exact_delta_nll_rare(base, run, per_token=False)
         try:
             out["exact_delta_nll_rare_per_token"] = exact_delta_nll_rare(base, run, per_token=True)
         except ValueError:  # no trajectory lengths recorded
