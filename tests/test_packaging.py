@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("fgrpo_common", "fgrpo_theory", "fgrpo_llm")
+PACKAGES = ("fgrpo", "fgrpo_common", "fgrpo_theory", "fgrpo_llm")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
 

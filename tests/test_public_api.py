@@ -27,6 +27,7 @@ def test_every_public_name_resolves_and_has_a_docstring(package):
 @pytest.mark.parametrize(
     "package,heavy",
     [
+        ("fgrpo", ("torch", "sympy", "matplotlib", "numba", "scipy")),
         ("fgrpo_common", ("torch", "sympy", "matplotlib", "numba", "scipy")),
         ("fgrpo_theory", ("torch", "sympy", "matplotlib")),
         ("fgrpo_llm", ("torch", "transformers")),
@@ -38,3 +39,15 @@ def test_importing_a_package_is_light(package, heavy):
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_import_fgrpo_names_the_packages():
+    """``pip install fgrpo`` then ``import fgrpo``: the version, and the packages by name."""
+    import fgrpo
+    import fgrpo_common
+    import fgrpo_theory
+
+    assert fgrpo.__version__ == fgrpo_common.__version__
+    assert fgrpo.theory is fgrpo_theory
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = fgrpo.no_such_name
