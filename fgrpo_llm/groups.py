@@ -59,8 +59,8 @@ def sample_round(
         tok,
         [problems[i].prompt for i in idx],
         num_samples=N,
+        sampling=sampling,
         generator=generator,
-        **sampling.kwargs(),
     )
     row_problem = [problems[i] for i in idx for _ in range(N)]
     pairs = list(zip(row_problem, batch.completions, strict=True))
