@@ -23,7 +23,7 @@ import torch
 
 from fgrpo_llm.losses import grpo_loss
 from fgrpo_llm.model import build_tiny_model
-from fgrpo_llm.rollout import sample_completions, token_logprobs_and_entropy
+from fgrpo_llm.rollout import SamplingParams, sample_completions, token_logprobs_and_entropy
 from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask
 from fgrpo_llm.tokenizer import build_char_tokenizer
 
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
             tok,
             prompts,
             num_samples=N,
-            max_new_tokens=T,
+            sampling=SamplingParams(max_new_tokens=T),
             generator=torch.Generator().manual_seed(0),
         )
 

@@ -68,6 +68,7 @@ def main(argv=None) -> int:
         task_reward_func,
     )
     from fgrpo_llm.model import load_model_and_tokenizer
+    from fgrpo_llm.rollout import SamplingParams
     from fgrpo_llm.tasks.countdown import CountdownTask
 
     out = Path(a.out)
@@ -96,7 +97,7 @@ def main(argv=None) -> int:
             task.problems("train")[:8],
             num_rollouts=32,
             top_fraction=0.05,
-            max_new_tokens=12,
+            sampling=SamplingParams(max_new_tokens=12),
             generator=torch.Generator().manual_seed(a.seed),
         )
         save_rare_set(rare, out / "rare_set.json")

@@ -9,16 +9,24 @@ tested against.
 - focal:       g = (1 - mu_hat)^gamma with mu_hat = X/N = (mean R - R_w) / (R_c - R_w), one scalar
                per group from the current group's raw outcomes only; A_i^F = g * A_i.
                gamma = 0 gives g = 1 (the base method exactly).
+- any weighting (``fgrpo_theory.weighting``: "none", "focal:GAMMA", "maxrl" or a registered
+  rule): ``weighted_advantages`` gives (g, A) from the rewards and the verifier's verdicts, the
+  trainer's one call.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from typing import NamedTuple
 
 import torch
 
+from fgrpo_theory.weighting import Weighting, focal, maxrl, resolve_weighting
+
 __all__ = [
+    "WeightedAdvantages",
+    "weighted_advantages",
     "maxrl_advantages",
     "maxrl_weight",
     "grpo_advantages",
@@ -144,16 +152,14 @@ def focal_weight(mu_hat: torch.Tensor, *, gamma: float) -> torch.Tensor:
     bad = ~((mu_hat >= 0) & (mu_hat <= 1))
     if bad.any():
         raise ValueError(f"mu_hat must lie in [0, 1], got mu_hat={mu_hat[bad][0].item()}")
-    if gamma == 0:
-        return torch.ones_like(mu_hat)
-    return (1.0 - mu_hat).pow(gamma)
+    return focal(gamma).rule.weight_torch(mu_hat, gamma)  # (1 - mu_hat)^gamma, 1 at gamma = 0
 
 
 def maxrl_weight(mu_hat: torch.Tensor) -> torch.Tensor:
     """MaxRL's success-rate weight w = sqrt((1 - mu_hat) / mu_hat) (0 at mu_hat = 0),
     elementwise: GRPO's advantage (population std, eps -> 0) times w is MaxRL's
     (``maxrl_advantages``; ``fgrpo_theory.weighting.maxrl`` in numpy)."""
-    return torch.where(mu_hat > 0, ((1 - mu_hat) / mu_hat.clamp_min(1e-30)).sqrt(), 0.0)
+    return maxrl().rule.weight_torch(mu_hat, 0.0)
 
 
 def maxrl_advantages(correct: torch.Tensor) -> torch.Tensor:
@@ -166,9 +172,7 @@ def maxrl_advantages(correct: torch.Tensor) -> torch.Tensor:
     ``correct`` (B, N) bool or 0/1; returns (B, N) float."""
     if not isinstance(correct, torch.Tensor) or correct.dim() != 2:
         raise ValueError("correct must be a (groups, N) tensor of verdicts")
-    r = correct.float()  # (B, N)
-    mu = r.mean(dim=1, keepdim=True)  # (B, 1)
-    return torch.where(mu > 0, (r - mu) / mu.clamp_min(torch.finfo(r.dtype).tiny), 0.0)
+    return maxrl().rule.advantages_torch(None, None, correct)  # (B, N)
 
 
 def focal_advantages(
@@ -201,3 +205,40 @@ def focal_advantages(
         )  # (B,)
     g = focal_weight(mu_hat, gamma=gamma)  # (B,)
     return g[:, None] * A
+
+
+class WeightedAdvantages(NamedTuple):
+    """One step's advantages: the weight g (B,) of each group, its advantages A (B, N) and which
+    groups carry a learning signal (B,) bool (GRPO's advantage not all 0: rewards not all equal)."""
+
+    g: torch.Tensor
+    A: torch.Tensor
+    active: torch.Tensor
+
+
+def weighted_advantages(
+    weighting: Weighting | str,
+    rewards: torch.Tensor,
+    correct: torch.Tensor,
+    *,
+    std: str = "bessel",
+    eps: float = 1e-6,
+) -> WeightedAdvantages:
+    """A = g * A^GRPO with g = w(mu_hat) one weight per group, mu_hat = X / N from the verifier's
+    verdicts (Eq. 11-13 for w = (1 - mu_hat)^gamma), for any weighting (a ``Weighting`` or its
+    spelling, ``fgrpo_theory.weighting``); a rule may give its own advantage (MaxRL:
+    (r - mu_hat) / mu_hat on the verdicts). ``rewards`` and ``correct`` (B, N), B >= 0; ``std``
+    and ``eps`` as :func:`grpo_advantages`."""
+    w = resolve_weighting(weighting)
+    mu_hat = success_rate(correct)  # (B,) X / N from the verifier's verdicts
+    if rewards.shape != correct.shape:
+        raise ValueError(
+            f"correct must have the rewards' shape {tuple(rewards.shape)}, "
+            f"got {tuple(correct.shape)}"
+        )
+    if rewards.shape[0] == 0:  # no group trained this step
+        return WeightedAdvantages(w.rule.weight_torch(mu_hat, w.gamma), rewards, mu_hat > 0)
+    A_grpo = grpo_advantages(rewards, std=std, eps=eps)  # (B, N)
+    g = w.rule.weight_torch(mu_hat, w.gamma)  # (B,) one weight per group
+    A = w.rule.advantages_torch(A_grpo, g, correct)  # (B, N)
+    return WeightedAdvantages(g, A, (A_grpo != 0).any(dim=1))

@@ -32,10 +32,10 @@ from fgrpo_common.fields import (
     dataclass_from_dict,
 )
 from fgrpo_llm.files import atomic_write_text
+from fgrpo_theory.weighting import WEIGHTINGS as WEIGHTINGS  # the names, for the integrations
+from fgrpo_theory.weighting import Weighting, resolve_weighting
 
 ALGOS = ("grpo", "dapo", "cispo")
-#: Success-rate weightings of the advantages (``fgrpo_theory.weighting``).
-WEIGHTINGS = ("focal", "maxrl")
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,13 @@ class TrainConfig:
     gamma: float = 0.0
     """Focal exponent: advantages are multiplied by g = (1 - X/N)^gamma (Eq. 11-13). 0 = base
     method."""
-    weighting: str = "focal"
-    """How a group's success rate weights its advantages: "focal" (g = (1 - X/N)^gamma times
-    GRPO's, the default) or "maxrl" (MaxRL's (r - X/N) / (X/N) on the verifier's verdicts r;
-    gamma must be 0)."""
+    weighting: str | Weighting = "focal"
+    """How a group's success rate weights its advantages (``fgrpo_theory.weighting``): "focal"
+    (g = (1 - X/N)^gamma times GRPO's, with ``gamma``; the default), "none" (GRPO), "maxrl"
+    (MaxRL's (r - X/N) / (X/N) on the verifier's verdicts r; gamma must be 0), any registered
+    rule, a spelling with its exponent ("focal:0.5", which sets ``gamma``) or a ``Weighting``.
+    Stored as the rule's name, its exponent in ``gamma``; :attr:`advantage_weighting` is the
+    ``Weighting``."""
     task: str = "countdown"
     """Task name for ``fgrpo_llm.tasks.get_task``."""
     task_kwargs: dict = field(default_factory=dict)
@@ -155,14 +158,13 @@ class TrainConfig:
         def fail(name, rule):
             raise ValueError(f"{name} must be {rule}, got {name}={getattr(self, name)!r}")
 
+        self._resolve_weighting()
         check_fields(self, RULES)  # every field's type and range (fgrpo_common.fields)
         if self.adv_std == "bessel" and self.group_size < 2:
             fail("group_size", "at least 2 with the Bessel std (adv_std='bessel')")
         if self.num_mini_batches > self.prompts_per_step:
             fail("num_mini_batches", f"at most prompts_per_step={self.prompts_per_step}")
         check_training_dtype(self.dtype)
-        if self.weighting == "maxrl" and self.gamma != 0:
-            fail("gamma", "0 with weighting='maxrl' (MaxRL has no exponent)")
         # Resolve the algorithm-dependent defaults so the saved config states what ran.
         if self.clip_eps_low is None:
             object.__setattr__(self, "clip_eps_low", 0.2)
@@ -182,6 +184,26 @@ class TrainConfig:
                 f"must be a finite number > 0, got {lr:g} (lr={self.lr}, lr_multiplier="
                 f"{self.lr_multiplier}, lr_match_gamma={self.lr_match_gamma})"
             )
+
+    def _resolve_weighting(self) -> None:
+        """(weighting, gamma) as the rule's name and its exponent, whatever spelling came in."""
+        if not isinstance(self.weighting, (str, Weighting)):
+            raise TypeError(
+                f"weighting must be a string such as 'focal:0.5' or a Weighting, got "
+                f"weighting={self.weighting!r}"
+            )
+        gamma = self.gamma
+        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)):
+            return  # check_fields names the bad gamma
+        w = resolve_weighting(self.weighting, gamma)
+        object.__setattr__(self, "weighting", w.kind)
+        object.__setattr__(self, "gamma", w.gamma)
+
+    @property
+    def advantage_weighting(self) -> Weighting:
+        """The run's :class:`~fgrpo_theory.weighting.Weighting` (its ``str`` is the spelling
+        run.json records: "focal:0.5", "maxrl")."""
+        return Weighting(self.weighting, self.gamma)
 
     @property
     def effective_lr(self) -> float:
@@ -245,7 +267,7 @@ RULES = {
     "out": Text(),
     "algo": Choice(ALGOS),
     "gamma": _NONNEG,
-    "weighting": Choice(WEIGHTINGS),
+    "weighting": Text(),  # a registered rule's name (checked by resolve_weighting)
     "task": Text(),
     "task_kwargs": Mapping(),
     "split": Text(),

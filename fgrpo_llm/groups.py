@@ -59,8 +59,8 @@ def sample_round(
         tok,
         [problems[i].prompt for i in idx],
         num_samples=N,
+        sampling=sampling,
         generator=generator,
-        **sampling.kwargs(),
     )
     row_problem = [problems[i] for i in idx for _ in range(N)]
     pairs = list(zip(row_problem, batch.completions, strict=True))
@@ -122,8 +122,8 @@ class Groups:
 
     def records(self, step: int, problems, N: int, g: torch.Tensor, *, weighting: str = "focal"):
         """One groups.jsonl record per sampled group; a trained one carries the weight g it was
-        trained with (g: (B_k,), in the order of the trained groups), under ``focal_weight`` or
-        ``maxrl_weight`` as ``weighting`` says."""
+        trained with (g: (B_k,), in the order of the trained groups), under ``<weighting>_weight``
+        (``focal_weight``, ``maxrl_weight``: the rule's name)."""
         weights = g.tolist()
         t = 0  # trained groups so far: the index into g
         for n_round, (r, k) in enumerate(zip(self.rounds, self.keep, strict=True)):

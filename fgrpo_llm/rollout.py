@@ -14,7 +14,8 @@ temperature-1 log-probs. The paper samples at temperature 1, where all of this i
 Dimension letters: ``B`` prompts, ``N`` group size, ``M = B*N`` sequences, ``P`` prompt columns,
 ``L`` sequence columns, ``V`` vocabulary.
 
-    batch = sample_completions(model, tok, ["1 2 3 -> 6:"], num_samples=8, max_new_tokens=16,
+    batch = sample_completions(model, tok, ["1 2 3 -> 6:"], num_samples=8,
+                               sampling=SamplingParams(max_new_tokens=16),
                                generator=torch.Generator().manual_seed(0))
 """
 
@@ -140,22 +141,11 @@ def _encode_prompts(
 
 
 @torch.no_grad()
-def _generate_chunk(
-    model,
-    prompt_ids,
-    prompt_mask,
-    *,
-    max_new_tokens,
-    temperature,
-    top_p,
-    top_k,
-    eos_id,
-    pad_id,
-    generator,
-    autocast_dtype,
-):
-    """Decode one chunk with a KV cache. Returns (M, T) tokens, (M, T) mask, (M, T) log-probs,
-    (M,) finished."""
+def _generate_chunk(model, prompt_ids, prompt_mask, *, sampling, eos_id, pad_id, generator):
+    """Decode one chunk with a KV cache under ``sampling`` (a :class:`SamplingParams`). Returns
+    (M, T) tokens, (M, T) mask, (M, T) log-probs, (M,) finished."""
+    max_new_tokens, temperature = sampling.max_new_tokens, sampling.temperature
+    top_p, top_k, autocast_dtype = sampling.top_p, sampling.top_k, sampling.autocast_dtype
     device = prompt_ids.device
     M = prompt_ids.shape[0]
     cache_kw = _cache_kwarg(model)
@@ -233,12 +223,12 @@ def generator_on(generator: torch.Generator, device) -> torch.Generator:
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How a policy is sampled: one set of settings, built once (``TrainConfig.sampling``) and
-    handed to training rollouts, pass@k, the rare-correct set and exact (mu, tau), so that a run is
-    evaluated under the policy it was trained with.
+    """How a policy is sampled: one set of settings, built once (``TrainConfig.sampling``, or
+    from a CLI's flags) and handed as ``sampling`` to training rollouts, pass@k, the rare-correct
+    set and exact (mu, tau), so that a run is evaluated under the policy it was trained with.
 
         sp = SamplingParams(max_new_tokens=16, temperature=0.7, top_k=20)
-        sample_completions(model, tok, prompts, num_samples=8, generator=g, **sp.kwargs())
+        sample_completions(model, tok, prompts, num_samples=8, sampling=sp, generator=g)
     """
 
     max_new_tokens: int
@@ -265,24 +255,28 @@ class SamplingParams:
             raise ValueError(f"top_p must lie in (0, 1], got top_p={self.top_p}")
         if isinstance(self.top_k, bool) or int(self.top_k) != self.top_k or self.top_k < 0:
             raise ValueError(f"top_k must be an integer >= 0, got top_k={self.top_k!r}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got batch_size={self.batch_size}")
-
-    def kwargs(self) -> dict:
-        """The keyword arguments of :func:`sample_completions` (and of the evaluations)."""
-        return {
-            "max_new_tokens": int(self.max_new_tokens),
-            "temperature": float(self.temperature),
-            "top_p": float(self.top_p),
-            "top_k": int(self.top_k),
-            "batch_size": self.batch_size,
-            "autocast_dtype": self.autocast_dtype,
-        }
+        if self.batch_size is not None and (
+            isinstance(self.batch_size, bool)
+            or int(self.batch_size) != self.batch_size
+            or self.batch_size < 1
+        ):
+            raise ValueError(
+                f"batch_size must be >= 1 (an integer), got batch_size={self.batch_size!r}"
+            )
+        for name, kind in (("max_new_tokens", int), ("temperature", float), ("top_p", float),
+                           ("top_k", int)):  # fmt: skip
+            object.__setattr__(self, name, kind(getattr(self, name)))
+        if self.batch_size is not None:
+            object.__setattr__(self, "batch_size", int(self.batch_size))
 
     def policy(self) -> dict:
         """What decides the sampled distribution (not how it is batched): for records."""
-        kwargs = self.kwargs()
-        return {k: kwargs[k] for k in ("max_new_tokens", "temperature", "top_p", "top_k")}
+        return {
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+        }
 
 
 def sample_completions(
@@ -291,15 +285,11 @@ def sample_completions(
     prompts: list[str],
     *,
     num_samples: int,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
+    sampling: SamplingParams,
     generator: torch.Generator,
-    batch_size: int | None = None,
-    autocast_dtype: torch.dtype | None = None,
 ) -> RolloutBatch:
-    """Sample ``num_samples`` (N) completions for each prompt with a KV cache.
+    """Sample ``num_samples`` (N) completions for each prompt with a KV cache, under
+    ``sampling`` (:class:`SamplingParams`, checked on construction).
 
     Each row stops at the tokenizer's EOS (kept, masked True) or after ``max_new_tokens``; columns
     after a row's end hold the pad id with all masks False. ``temperature = 0`` decodes greedily.
@@ -312,16 +302,8 @@ def sample_completions(
         raise ValueError("prompts must not be empty, got []")
     if num_samples < 1:
         raise ValueError(f"num_samples must be >= 1, got num_samples={num_samples}")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got max_new_tokens={max_new_tokens}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got temperature={temperature}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p must lie in (0, 1], got top_p={top_p}")
-    if top_k < 0:
-        raise ValueError(f"top_k must be >= 0, got top_k={top_k}")
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got batch_size={batch_size}")
+    if not isinstance(sampling, SamplingParams):
+        raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
     eos_id = tokenizer.eos_token_id
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
     if pad_id is None:
@@ -333,7 +315,7 @@ def sample_completions(
     prompt_ids = prompt_ids.repeat_interleave(N, dim=0).to(device)  # (M, P)
     prompt_mask = prompt_mask.repeat_interleave(N, dim=0).to(device)  # (M, P)
     M, P = prompt_ids.shape
-    chunk = batch_size or M
+    chunk = sampling.batch_size or M
 
     was_training = model.training
     model.eval()
@@ -343,14 +325,10 @@ def sample_completions(
                 model,
                 prompt_ids[s : s + chunk],
                 prompt_mask[s : s + chunk],
-                max_new_tokens=max_new_tokens,
-                temperature=temperature,
-                top_p=top_p,
-                top_k=top_k,
+                sampling=sampling,
                 eos_id=eos_id,
                 pad_id=pad_id,
                 generator=generator,
-                autocast_dtype=autocast_dtype,
             )
             for s in range(0, M, chunk)
         ]

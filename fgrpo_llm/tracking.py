@@ -19,8 +19,8 @@ from tqdm.auto import tqdm
 
 from fgrpo_common.checks import is_finite_number
 from fgrpo_common.cli import bar_disabled
-from fgrpo_llm.config import WEIGHTINGS
 from fgrpo_llm.files import atomic_write_text, read_json, strict_json
+from fgrpo_theory.weighting import resolve_weighting
 
 __all__ = [
     "JsonlWriter",
@@ -173,7 +173,9 @@ def write_run_info(
     """Write ``run_dir/run.json`` (atomically) after checking every field. ``environment``
     (``fgrpo_llm.environment.environment``): what the run ran on, when known. ``sampling``: how
     the engine sampled its policy (``SamplingParams.policy()``: max_new_tokens, temperature,
-    top_p, top_k), which ``fgrpo-llm eval --run`` samples the run's checkpoint with."""
+    top_p, top_k), which ``fgrpo-llm eval --run`` samples the run's checkpoint with.
+    ``weighting``: the advantages' weighting as ``str(Weighting)`` spells it ("focal:0.5",
+    "maxrl"), or a bare rule name whose exponent is ``gamma`` (``resolve_weighting``)."""
     info = {
         "engine": engine,
         "algo": algo,
@@ -182,8 +184,8 @@ def write_run_info(
         "lr_scale": lr_scale,
         "lr_match_gamma": lr_match_gamma,
     }
-    if weighting != "focal":  # (absent: the focal weight, as every earlier run)
-        info["weighting"] = weighting
+    if weighting != "focal":  # its spelling ("focal:0.5"); a bare "focal" takes gamma
+        info["weighting"] = str(weighting)
     for key, coef in (("entropy_coef", entropy_coef), ("kl_coef", kl_coef)):
         if coef:  # (absent: none)
             info[key] = float(coef)
@@ -219,10 +221,10 @@ def _check_run_info(info, path: Path) -> dict:
     g = info.get("lr_match_gamma")
     if g is not None and (not is_finite_number(g) or g < 0):
         raise ValueError(f"{path}: lr_match_gamma must be null or a finite number >= 0, got {g!r}")
-    if info.get("weighting", "focal") not in WEIGHTINGS:
-        raise ValueError(
-            f"{path}: weighting must be one of {WEIGHTINGS}, got {info['weighting']!r}"
-        )
+    try:  # "focal:0.5" (absent or "focal" in earlier runs: the focal weight with gamma)
+        resolve_weighting(info.get("weighting", "focal"), info["gamma"])
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{path}: {err}") from None
     if info.get("environment") is not None and not isinstance(info["environment"], dict):
         raise ValueError(f"{path}: environment must be an object")
     _check_sampling(info.get("sampling"), path)

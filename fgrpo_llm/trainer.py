@@ -49,13 +49,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fgrpo_llm.advantages import (
-    focal_weight,
-    grpo_advantages,
-    maxrl_advantages,
-    maxrl_weight,
-    success_rate,
-)
+from fgrpo_llm.advantages import weighted_advantages
 from fgrpo_llm.checkpoint import (
     SETTINGS_JSON,
     capture_rng,
@@ -527,7 +521,7 @@ def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
         lr_scale=cfg.effective_lr / cfg.lr,
         lr_match_gamma=cfg.lr_match_gamma,
         environment=environment(device),
-        weighting=cfg.weighting,
+        weighting=str(cfg.advantage_weighting),  # its spelling: "focal:0.5", "maxrl"
         sampling=cfg.sampling().policy(),  # as the engines' runs keep it (``eval --run``)
         entropy_coef=cfg.entropy_coef,
         kl_coef=cfg.kl_coef,
@@ -628,20 +622,11 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
             groups = _sample_groups(run, cfg)  # (B_k, N) rewards and verdicts, and rows
             clock.mark("sampled")
 
-            # --- advantages: A = g * A_GRPO, one weight g per group (Eq. 11-13) ---
-            mu_hat = success_rate(groups.correct)  # (B_k,) X / N from the verifier's verdicts
-            A_grpo = (  # (B_k, N)
-                grpo_advantages(groups.rewards, std=cfg.adv_std, eps=cfg.adv_eps)
-                if groups.Bk
-                else groups.rewards
-            )
-            if cfg.weighting == "maxrl":  # MaxRL instead: (r - mu_hat) / mu_hat on the verdicts
-                g = maxrl_weight(mu_hat)  # (B_k,) logged as the group's weight
-                A = maxrl_advantages(groups.correct) if groups.Bk else A_grpo  # (B_k, N)
-            else:
-                g = focal_weight(mu_hat, gamma=cfg.gamma)  # (B_k,) one focal weight per group
-                A = g[:, None] * A_grpo  # (B_k, N): the one change F-GRPO makes to GRPO
-            active = (A_grpo != 0).any(dim=1)  # (B_k,) groups that carry a learning signal
+            # --- advantages: A = g * A_GRPO, one weight g = w(X / N) per group (Eq. 11-13) ---
+            g, A, active = weighted_advantages(  # (B_k,), (B_k, N), (B_k,) carries a signal
+                cfg.advantage_weighting, groups.rewards, groups.correct,
+                std=cfg.adv_std, eps=cfg.adv_eps,
+            )  # fmt: skip
 
             # --- optimize: PPO epochs x mini-batches, token-mean loss, AdamW, grad clip ---
             lr_now, opt = run.scheduler.get_last_lr()[0], _OptimStats()

@@ -22,9 +22,10 @@ def _style(j: int) -> str:
 
 
 def _series(res, j: int) -> str:
-    """The j-th series' name: "gamma=<g>", or "MaxRL" for MaxRL's weighting."""
-    label = res.weighting_label(j)
-    return "MaxRL" if label == "maxrl" else label
+    """The j-th series' name: "gamma=<g>", or the weighting's label ("MaxRL") for one without
+    an exponent."""
+    w = res.config.weightings()[j]
+    return res.weighting_label(j) if w.rule.takes_gamma else w.label
 
 
 def plot_metric_vs_step(ax, res, key: str, *, gamma_index: int = 0, label: str | None = None):
@@ -92,11 +93,17 @@ def plot_fig2(res, *, figsize=(11, 7)):
         f"categorical policy: K={cfg.actions}, |P|={cfg.correct}, "
         f"{cfg.optimizer} lr={cfg.lr:g}, "
         f"{cfg.surrogate} surrogate, {cfg.advantage} advantage"
-        f"{', MaxRL weighting' if cfg.weighting == 'maxrl' else ''}, {cfg.steps} steps, "
+        f"{_weighting_note(cfg)}, {cfg.steps} steps, "
         f"{len(cfg.seeds)} seed(s)",
         fontsize=9,
     )
     return fig
+
+
+def _weighting_note(cfg) -> str:
+    """ ", MaxRL weighting" for a weighting without an exponent (the gammas name the focal ones)."""
+    w = cfg.weightings()[0]
+    return "" if w.rule.takes_gamma else f", {w.label} weighting"
 
 
 def plot_one_step_masses(ax, eta, dq_pos, dq_u_pos, *, predicted=None):

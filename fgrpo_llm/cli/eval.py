@@ -71,6 +71,7 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
 
     from fgrpo_llm.evaluation.passk import evaluate_model, write_eval_outputs  # lazy: torch
     from fgrpo_llm.model import resolve_autocast_dtype  # lazy: torch, transformers
+    from fgrpo_llm.rollout import SamplingParams  # lazy: torch, transformers
 
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(SEED("--seed", args.seed))
@@ -101,11 +102,11 @@ def _evaluate(args, model, tokenizer, task, splits, ks, model_dir, out) -> int:
         n=args.n,
         ks=ks,
         max_problems=args.max_problems,
+        sampling=SamplingParams(
+            **policy, batch_size=args.batch_size, autocast_dtype=resolve_autocast_dtype(device)
+        ),
         generator=generator,
-        batch_size=args.batch_size,
         progress=not args.no_progress,
-        autocast_dtype=resolve_autocast_dtype(device),
-        **policy,
     )
     results["model"] = str(model_dir)
     results["step"] = args.model_step

@@ -22,6 +22,7 @@ def _rare_set(args) -> int:
 
     # lazy: torch, transformers
     from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
+    from fgrpo_llm.rollout import SamplingParams  # lazy: torch, transformers
 
     if args.prompts < 1:
         raise ValueError(f"--prompts must be >= 1, got {args.prompts}")
@@ -38,11 +39,13 @@ def _rare_set(args) -> int:
         problems,
         num_rollouts=args.rollouts,
         top_fraction=args.top,
-        max_new_tokens=max_new_tokens_for(task, args.max_new_tokens),
+        sampling=SamplingParams(
+            max_new_tokens=max_new_tokens_for(task, args.max_new_tokens),
+            batch_size=args.batch_size,
+            autocast_dtype=resolve_autocast_dtype(device),
+        ),
         generator=torch.Generator(device=device).manual_seed(SEED("--seed", args.seed)),
-        batch_size=args.batch_size,
         progress=not args.no_progress,
-        autocast_dtype=resolve_autocast_dtype(device),
     )
     rare.meta.update({"base": str(args.base), "split": args.split, "seed": args.seed})
     path = save_rare_set(rare, args.out)  # the sampling's result, kept whatever follows

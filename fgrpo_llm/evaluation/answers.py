@@ -33,6 +33,7 @@ float32 log-softmax values: a sum a hair above 1 (at most 1e-5, ``within_one``) 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -99,8 +100,9 @@ def well_formed_answers(task, problem) -> list[str]:
     return [text for text, _ in all_expressions(numbers, task.operators)]
 
 
-def _check_sampling(sampling) -> tuple[int, dict]:
-    """(T, the keywords of ``exact._score_rows``) from a SamplingParams; greedy is refused."""
+def _check_sampling(sampling) -> tuple[int, SamplingParams]:
+    """(T, ``sampling`` with ``batch_size`` set: DEFAULT_ROWS when None) for
+    ``exact._score_rows`` and ``score_shared_prompts``; greedy is refused."""
     from fgrpo_llm.rollout import SamplingParams  # lazy: transformers
 
     if not isinstance(sampling, SamplingParams):
@@ -112,13 +114,9 @@ def _check_sampling(sampling) -> tuple[int, dict]:
             f"temperature must be > 0 (greedy decoding has no sampling distribution), got "
             f"temperature={sampling.temperature}"
         )
-    return int(sampling.max_new_tokens), {
-        "temperature": float(sampling.temperature),
-        "top_p": float(sampling.top_p),
-        "top_k": int(sampling.top_k),
-        "batch_size": int(sampling.batch_size or DEFAULT_ROWS),
-        "autocast_dtype": sampling.autocast_dtype,
-    }
+    return sampling.max_new_tokens, dataclasses.replace(
+        sampling, batch_size=sampling.batch_size or DEFAULT_ROWS
+    )
 
 
 def _answer_rows(tokenizer, task, problem, T: int, skip_ids, eos: int):
@@ -175,14 +173,14 @@ def answer_distributions(
     ``sampling.batch_size`` (default 512) at a time. The tokenizer must give each string one
     spelling (``check_character_vocabulary``: ValueError otherwise).
     """
-    T, kwargs = _check_sampling(sampling)
+    T, sampling = _check_sampling(sampling)
     problems = list(problems)
     if not problems:
         raise ValueError("problems must not be empty")
     eos = tokenizer.eos_token_id
     skip_ids = check_character_vocabulary(tokenizer)  # raises without an EOS or with BPE
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
-    per_chunk = max(1, kwargs["batch_size"] // 54)  # about one batch of 3-number rows per chunk
+    per_chunk = max(1, sampling.batch_size // 54)  # about one batch of 3-number rows per chunk
     starts = range(0, len(problems), per_chunk)
     if progress:
         from tqdm import tqdm
@@ -204,7 +202,7 @@ def answer_distributions(
                     [(plans[i][2][0][0], [c for _, c in plans[i][2]]) for i in scoring],
                     skip_ids=skip_ids,
                     pad_id=pad_id,
-                    **kwargs,
+                    sampling=sampling,
                 ),
                 strict=True,
             )

@@ -64,13 +64,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from fgrpo_common.checks import check_integer, check_probability, check_real_scalar
 from fgrpo_llm.evaluation.sampling_error import sampling_error_summary
 from fgrpo_llm.tasks.base import encode_prompt, solution_form
+
+if TYPE_CHECKING:
+    from fgrpo_llm.rollout import SamplingParams
 
 __all__ = [
     "ExactMass",
@@ -80,6 +83,7 @@ __all__ = [
     "completion_logprobs",
     "exact_mu_tau",
     "exact_rare_set",
+    "rare_set_sampling",
     "RECORDED_KEYS",
 ]
 
@@ -197,20 +201,23 @@ def check_character_vocabulary(tokenizer) -> frozenset[int]:
     return frozenset(skipped)
 
 
-def _check_settings(max_new_tokens, temperature, top_p, top_k, batch_size) -> tuple[int, dict]:
-    """The completion limit T and the sampler keywords of ``_score_rows`` (``temperature``,
-    ``top_p``, ``top_k``, ``batch_size``), each checked."""
-    T = int(check_integer("max_new_tokens", max_new_tokens, minimum=1))
-    temp = check_real_scalar("temperature", temperature)
-    if temp <= 0:
+#: Rows scored at once when ``sampling.batch_size`` is None.
+SCORE_BATCH = 64
+
+
+def _check_sampling(sampling) -> int:
+    """The completion limit T of ``sampling`` (a SamplingParams, checked on construction), which
+    must sample (temperature > 0)."""
+    from fgrpo_llm.rollout import SamplingParams  # lazy: transformers
+
+    if not isinstance(sampling, SamplingParams):
+        raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
+    if sampling.temperature <= 0:
         raise ValueError(
             f"temperature must be > 0 (greedy decoding has no sampling distribution), "
-            f"got temperature={temperature}"
+            f"got temperature={sampling.temperature}"
         )
-    p = float(check_probability("top_p", top_p, open_low=True))
-    k = int(check_integer("top_k", top_k, minimum=0))
-    b = int(check_integer("batch_size", batch_size, minimum=1))
-    return T, {"temperature": temp, "top_p": p, "top_k": k, "batch_size": b}
+    return sampling.max_new_tokens
 
 
 @torch.no_grad()
@@ -220,18 +227,17 @@ def _score_rows(
     *,
     skip_ids: frozenset[int],
     pad_id: int,
-    temperature: float,
-    top_p: float,
-    top_k: int,
-    batch_size: int,
-    autocast_dtype,
+    sampling: SamplingParams,
 ) -> list[tuple[np.ndarray, np.ndarray | None]]:
     """For each (prompt ids, completion ids) row: (n,) log pi(c_t | x, c_<t) over the completion
     tokens and, when ``skip_ids`` is not empty, (n,) log pi(S | x, c_<t) at the same positions
-    (the distribution each completion token was drawn from). Float64 numpy."""
+    (the distribution each completion token was drawn from, ``sampling``'s). Float64 numpy;
+    ``sampling.batch_size`` rows at a time (``SCORE_BATCH`` when None)."""
     from fgrpo_llm.model import autocast  # lazy: transformers
     from fgrpo_llm.rollout import filter_logits, position_ids_from_mask  # lazy: transformers
 
+    temperature, top_p, top_k = sampling.temperature, sampling.top_p, sampling.top_k
+    batch_size, autocast_dtype = sampling.batch_size or SCORE_BATCH, sampling.autocast_dtype
     device = next(model.parameters()).device
     skip = torch.tensor(sorted(skip_ids), dtype=torch.long, device=device)
     out: list[tuple[np.ndarray, np.ndarray | None]] = []
@@ -283,22 +289,17 @@ def completion_logprobs(
     prompt: str,
     completions: list[list[int]],
     *,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    batch_size: int = 64,
-    autocast_dtype: torch.dtype | None = None,
+    sampling: SamplingParams,
 ) -> np.ndarray:
-    """(K,) log-probability that the sampler returns exactly each completion token list for
-    ``prompt``.
+    """(K,) log-probability that the sampler (``sampling``) returns exactly each completion token
+    list for ``prompt``.
 
     A completion the sampler can return either ends with its first EOS and has at most
     ``max_new_tokens`` tokens, or has exactly ``max_new_tokens`` tokens and no EOS (cut at the
     limit); anything else (longer, EOS not last, short without EOS) gets -inf. The outcomes of the
     sampler are disjoint and exhaustive: their probabilities sum to 1.
     """
-    T, sampler = _check_settings(max_new_tokens, temperature, top_p, top_k, batch_size)
+    T = _check_sampling(sampling)
     eos = tokenizer.eos_token_id
     prompt_ids = encode_prompt(tokenizer, prompt)
     if not prompt_ids:
@@ -313,9 +314,7 @@ def completion_logprobs(
             continue
         rows.append((prompt_ids, c))
         where.append(j)
-    scored = _score_rows(
-        model, rows, skip_ids=frozenset(), pad_id=pad_id, autocast_dtype=autocast_dtype, **sampler
-    )
+    scored = _score_rows(model, rows, skip_ids=frozenset(), pad_id=pad_id, sampling=sampling)
     for j, (tok, _) in zip(where, scored, strict=True):
         result[j] = float(tok.sum())
     return result
@@ -357,27 +356,24 @@ def exact_mu_tau(
     problems,
     *,
     events: dict | None = None,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    batch_size: int = 64,
-    autocast_dtype: torch.dtype | None = None,
+    sampling: SamplingParams,
     allow_lower_bound: bool = False,
 ) -> dict[str, ExactMass]:
-    """Exact mu(x) and tau_E(x) of each problem under the sampling policy (module docstring).
+    """Exact mu(x) and tau_E(x) of each problem under the sampling policy ``sampling`` (module
+    docstring).
 
     ``events[problem.id]`` lists the solution forms of E(x) (the rare set's ``rare_forms``); a
     problem without an entry has an empty E (tau = 0). Every form in E must be the form of one of
     the task's solutions (ValueError otherwise: the event names an answer the enumeration lacks).
-    All (prompt, answer) rows of all problems are scored together in batches of ``batch_size``.
+    All (prompt, answer) rows of all problems are scored together in batches of
+    ``sampling.batch_size`` (``SCORE_BATCH`` when None).
     """
     if not supports_exact(task):
         raise TypeError(
             f"task {getattr(task, 'name', type(task).__name__)!r} has no solutions(problem) "
             f"method: its correct completions cannot be enumerated, keep the sampled estimates"
         )
-    T, sampler = _check_settings(max_new_tokens, temperature, top_p, top_k, batch_size)
+    T = _check_sampling(sampling)
     problems = list(problems)
     if not problems:
         raise ValueError("problems must not be empty")
@@ -437,9 +433,7 @@ def exact_mu_tau(
                 owners.append((pi_, ai))
         plan.append((answers, forms, event, tokens))
 
-    scored = _score_rows(
-        model, rows, skip_ids=skip_ids, pad_id=pad_id, autocast_dtype=autocast_dtype, **sampler
-    )
+    scored = _score_rows(model, rows, skip_ids=skip_ids, pad_id=pad_id, sampling=sampling)
     by_owner = dict(zip(owners, scored, strict=True))
     result: dict[str, ExactMass] = {}
     for pi_, (problem, (answers, forms, event, tokens)) in enumerate(
@@ -479,6 +473,25 @@ def _finite_or_none(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
+def rare_set_sampling(rare_set, **overrides) -> SamplingParams:
+    """The SamplingParams a rare set was built with (its ``meta``: max_new_tokens, temperature,
+    top_p, top_k), rows scored ``SCORE_BATCH`` at a time; ``overrides`` replace fields
+    (``autocast_dtype``, ``batch_size``). A ValueError when the meta lacks max_new_tokens."""
+    from fgrpo_llm.rollout import SamplingParams  # lazy: transformers
+
+    meta = rare_set.meta or {}
+    if meta.get("max_new_tokens") is None and "max_new_tokens" not in overrides:
+        raise ValueError("max_new_tokens is not in rare_set.meta: pass sampling")
+    settings = {
+        "max_new_tokens": meta.get("max_new_tokens"),
+        "temperature": meta.get("temperature", 1.0),
+        "top_p": meta.get("top_p", 1.0),
+        "top_k": meta.get("top_k", 0),
+        "batch_size": SCORE_BATCH,
+    }
+    return SamplingParams(**{**settings, **overrides})
+
+
 def exact_rare_set(
     model,
     tokenizer,
@@ -486,12 +499,7 @@ def exact_rare_set(
     problems,
     rare_set,
     *,
-    max_new_tokens: int | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    top_k: int | None = None,
-    batch_size: int = 64,
-    autocast_dtype: torch.dtype | None = None,
+    sampling: SamplingParams | None = None,
     record: bool = True,
     allow_lower_bound: bool = False,
 ) -> ExactComparison:
@@ -499,19 +507,13 @@ def exact_rare_set(
     sampled ones.
 
     ``problems`` must hold every prompt id of ``rare_set.prompts`` (the problems the set was built
-    from; extra ones are ignored). The sampling settings default to those the set was built with
-    (``rare_set.meta``). With ``record`` (default), each ``rare_set.prompts[pid]`` gains
+    from; extra ones are ignored). ``sampling`` defaults to the settings the set was built with
+    (:func:`rare_set_sampling`). With ``record`` (default), each ``rare_set.prompts[pid]`` gains
     ``RECORDED_KEYS`` (log values None where -inf, so the file stays plain JSON) and
     ``rare_set.meta["exact"]`` the summary (:func:`sampling_error_summary`, plus the settings and
     the largest slack). Pass the model the set was built from (the base).
     """
-    meta = rare_set.meta or {}
-    T = max_new_tokens if max_new_tokens is not None else meta.get("max_new_tokens")
-    if T is None:
-        raise ValueError("max_new_tokens is not in rare_set.meta: pass max_new_tokens")
-    temp = temperature if temperature is not None else meta.get("temperature", 1.0)
-    top_p = top_p if top_p is not None else meta.get("top_p", 1.0)
-    top_k = top_k if top_k is not None else meta.get("top_k", 0)
+    sampling = rare_set_sampling(rare_set) if sampling is None else sampling
     by_id = {pr.id: pr for pr in problems}
     pids = list(rare_set.prompts)
     missing = [pid for pid in pids if pid not in by_id]
@@ -528,12 +530,7 @@ def exact_rare_set(
         task,
         [by_id[pid] for pid in pids],
         events=events,
-        max_new_tokens=T,
-        temperature=temp,
-        top_p=top_p,
-        top_k=top_k,
-        batch_size=batch_size,
-        autocast_dtype=autocast_dtype,
+        sampling=sampling,
         allow_lower_bound=allow_lower_bound,
     )
     info = [rare_set.prompts[pid] for pid in pids]
@@ -550,10 +547,10 @@ def exact_rare_set(
         {
             "exact": all(m.exact for m in per_prompt.values()),
             "slack_max": _finite_or_none(max(slacks)),
-            "max_new_tokens": int(T),
-            "temperature": float(temp),
-            "top_p": float(top_p),
-            "top_k": int(top_k),
+            "max_new_tokens": sampling.max_new_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k,
         }
     )
     if record:

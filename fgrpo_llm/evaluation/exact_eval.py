@@ -69,7 +69,7 @@ def rare_logprobs(model, tokenizer, rare_set, *, sampling: SamplingParams) -> np
     """(S,) log pi(y | x) of each rare trajectory under ``sampling``: its completion tokens as
     sampled (EOS last, or cut at ``max_new_tokens``); -inf for one the sampler cannot return
     under these settings (longer than ``max_new_tokens``, or short without EOS)."""
-    T, kwargs = _check_sampling(sampling)
+    T, sampling = _check_sampling(sampling)
     eos = tokenizer.eos_token_id
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     out = np.full(len(rare_set), -np.inf)  # (S,)
@@ -82,7 +82,7 @@ def rare_logprobs(model, tokenizer, rare_set, *, sampling: SamplingParams) -> np
         rows.append((x, c))
         where.append(i)
     if rows:
-        scored = _score_rows(model, rows, skip_ids=frozenset(), pad_id=pad_id, **kwargs)
+        scored = _score_rows(model, rows, skip_ids=frozenset(), pad_id=pad_id, sampling=sampling)
         for i, (tok, _) in zip(where, scored, strict=True):
             out[i] = float(tok.sum())
     return out

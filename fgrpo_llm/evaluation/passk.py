@@ -21,6 +21,7 @@ import json
 import math
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -32,6 +33,9 @@ from fgrpo_llm.files import atomic_write_text, read_json
 from fgrpo_llm.tasks.base import check_split
 from fgrpo_theory.passk import mean_pass_at_k, paired_subsampling_test
 from fgrpo_theory.passk import pass_at_k_unbiased as pass_at_k
+
+if TYPE_CHECKING:
+    from fgrpo_llm.rollout import SamplingParams
 
 #: Name of the files written by :func:`write_eval_outputs`.
 EVAL_JSON = "eval.json"
@@ -70,17 +74,13 @@ def sampled_chunks(
     problems: list,
     *,
     n: int,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
+    sampling: SamplingParams,
     generator: torch.Generator,
-    batch_size: int | None = None,
     progress: str | None = None,
-    autocast_dtype: torch.dtype | None = None,
 ):
-    """Yield ``(start, chunk, batch)``: n samples of every problem, a chunk of about ``batch_size``
-    sequences at a time, in eval mode (the model's mode is restored afterwards).
+    """Yield ``(start, chunk, batch)``: n samples of every problem under ``sampling``, a chunk of
+    about ``sampling.batch_size`` sequences at a time, in eval mode (the model's mode is
+    restored afterwards).
 
     Rows of ``batch`` are grouped by prompt (``sample_completions`` contract): row ``b * n + j``
     is sample j of ``chunk[b] = problems[start + b]``. ``progress`` names a tqdm bar (None: none).
@@ -89,7 +89,7 @@ def sampled_chunks(
     # lazy: transformers
     from fgrpo_llm.rollout import sample_completions  # the sampler of the trainer; imported lazily
 
-    rows = int(batch_size) if batch_size else 512
+    rows = sampling.batch_size or 512
     prompts_per_chunk = max(1, rows // n)
     starts = range(0, len(problems), prompts_per_chunk)
     if progress:
@@ -109,13 +109,8 @@ def sampled_chunks(
                     tokenizer,
                     [p.prompt for p in chunk],
                     num_samples=n,
-                    max_new_tokens=max_new_tokens,
-                    temperature=temperature,
-                    top_p=top_p,
-                    top_k=top_k,
+                    sampling=sampling,
                     generator=generator,
-                    batch_size=batch_size,
-                    autocast_dtype=autocast_dtype,
                 ),
             )
     finally:
@@ -129,16 +124,12 @@ def sample_outcomes(
     problems,
     *,
     n: int,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
+    sampling: SamplingParams,
     generator: torch.Generator,
-    batch_size: int | None = None,
     progress: bool = False,
-    autocast_dtype: torch.dtype | None = None,
 ) -> np.ndarray:
-    """0/1 outcome of each of n samples of each problem, shape (P, n) with P = len(problems)."""
+    """0/1 outcome of each of n samples of each problem under ``sampling``, shape (P, n) with
+    P = len(problems)."""
     n = int(check_integer("n", n, minimum=1))
     problems = list(problems)
     if not problems:
@@ -149,14 +140,9 @@ def sample_outcomes(
         tokenizer,
         problems,
         n=n,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
+        sampling=sampling,
         generator=generator,
-        batch_size=batch_size,
         progress="eval" if progress else None,
-        autocast_dtype=autocast_dtype,
     ):
         for b, problem in enumerate(chunk):
             for j in range(n):
@@ -171,16 +157,11 @@ def sample_correct_counts(
     problems,
     *,
     n: int,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
+    sampling: SamplingParams,
     generator: torch.Generator,
-    batch_size: int | None = None,
     return_outcomes: bool = False,
-    autocast_dtype: torch.dtype | None = None,
 ):
-    """Number of correct samples c out of n for each problem, shape (P,) int.
+    """Number of correct samples c out of n for each problem under ``sampling``, shape (P,) int.
 
     With ``return_outcomes=True`` returns ``(counts, outcomes)`` where ``outcomes`` is the (P, n)
     0/1 matrix needed by the paired significance test.
@@ -191,13 +172,8 @@ def sample_correct_counts(
         task,
         problems,
         n=n,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
+        sampling=sampling,
         generator=generator,
-        batch_size=batch_size,
-        autocast_dtype=autocast_dtype,
     )
     counts = outcomes.sum(axis=1).astype(np.int64)
     return (counts, outcomes) if return_outcomes else counts
@@ -278,16 +254,12 @@ def evaluate_model(
     n: int,
     ks=None,
     max_problems: int | None = None,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
+    sampling: SamplingParams,
     generator: torch.Generator,
-    batch_size: int | None = None,
     progress: bool = False,
-    autocast_dtype: torch.dtype | None = None,
 ) -> tuple[dict, dict[str, np.ndarray]]:
-    """pass@k per split. Returns ``(results, outcomes)``.
+    """pass@k per split, n samples per problem under ``sampling``. Returns
+    ``(results, outcomes)``.
 
     ``results = {"n": n, "ks": [...], "splits": {split: {"role", "num_problems", "problem_ids",
     "counts", "pass@1", ...}}}``; ``outcomes[split]`` is the (P, n) 0/1 matrix. One ``generator``
@@ -298,9 +270,10 @@ def evaluate_model(
     n = int(check_integer("n", n, minimum=1))
     if max_problems is not None:
         max_problems = int(check_integer("max_problems", max_problems, minimum=1))
-    if batch_size is not None:
-        batch_size = int(check_integer("batch_size", batch_size, minimum=1))
-    max_new_tokens = int(check_integer("max_new_tokens", max_new_tokens, minimum=1))
+    from fgrpo_llm.rollout import SamplingParams  # lazy: transformers
+
+    if not isinstance(sampling, SamplingParams):
+        raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
     splits = list(splits) if splits else default_eval_splits(task)
     for split in splits:
         check_split(task, split)
@@ -310,11 +283,11 @@ def evaluate_model(
     results = {
         "n": int(n),
         "ks": [int(k) for k in ks],
-        "temperature": float(temperature),
-        "top_p": float(top_p),
-        "top_k": int(top_k),
-        "max_new_tokens": int(max_new_tokens),
-        "batch_size": batch_size,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "max_new_tokens": sampling.max_new_tokens,
+        "batch_size": sampling.batch_size,
         "max_problems": max_problems,
         "splits": {},
     }
@@ -333,14 +306,9 @@ def evaluate_model(
             task,
             problems,
             n=n,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k,
+            sampling=sampling,
             generator=generator,
-            batch_size=batch_size,
             return_outcomes=True,
-            autocast_dtype=autocast_dtype,
         )
         entry = {
             "role": split_role(split),

@@ -28,6 +28,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -36,6 +37,9 @@ from fgrpo_common.checks import check_integer, check_probability, is_finite_numb
 from fgrpo_llm.evaluation.passk import sampled_chunks
 from fgrpo_llm.files import atomic_write_text
 from fgrpo_llm.tasks.base import solution_form
+
+if TYPE_CHECKING:
+    from fgrpo_llm.rollout import SamplingParams
 
 #: Format version of the saved artifact.
 RARE_SET_VERSION = 1
@@ -145,17 +149,13 @@ def build_rare_set(
     *,
     num_rollouts: int = 800,
     top_fraction: float = 0.01,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
+    sampling: SamplingParams,
     generator: torch.Generator,
-    batch_size: int | None = None,
     progress: bool = False,
-    autocast_dtype: torch.dtype | None = None,
 ) -> RareSet:
-    """Sample M = ``num_rollouts`` base rollouts per problem, keep the correct ones, keep the top
-    ``top_fraction`` (q) of them by length-normalised base NLL (at least one when any is correct).
+    """Sample M = ``num_rollouts`` base rollouts per problem under ``sampling``, keep the correct
+    ones, keep the top ``top_fraction`` (q) of them by length-normalised base NLL (at least one
+    when any is correct).
 
     Also estimates, per prompt, mu = #correct / M and tau = base frequency of E(x) (module doc).
     """
@@ -172,14 +172,9 @@ def build_rare_set(
         tokenizer,
         problems,
         n=M,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
+        sampling=sampling,
         generator=generator,
-        batch_size=batch_size,
         progress="rare-set rollouts" if progress else None,
-        autocast_dtype=autocast_dtype,
     ):
         seq = batch.sequences.cpu()  # (B*M, L)
         att = batch.attention_mask.cpu()  # (B*M, L)
@@ -230,11 +225,12 @@ def build_rare_set(
         "top_fraction": q,
         "num_correct_pool": len(pool),
         "nll_threshold": threshold,
-        "temperature": float(temperature),
-        "top_p": float(top_p),
-        "top_k": int(top_k),
-        "max_new_tokens": int(max_new_tokens),
-        "batch_size": batch_size,  # one generator draws the chunks in turn: samples depend on it
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "max_new_tokens": sampling.max_new_tokens,
+        # one generator draws the chunks in turn: the samples depend on the batch size
+        "batch_size": sampling.batch_size,
         "task": getattr(task, "name", None),
         "pool_mean_nll": float(nll.mean()) if len(pool) else None,
     }

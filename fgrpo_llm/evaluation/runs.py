@@ -24,6 +24,7 @@ from pathlib import Path
 
 from fgrpo_llm.files import read_jsonl
 from fgrpo_llm.tracking import check_group_record, read_run_info
+from fgrpo_theory.weighting import Weighting, resolve_weighting
 
 __all__ = ["RunInfo", "run_label", "is_base_lr", "load_run", "split_pass_at"]
 
@@ -63,7 +64,8 @@ class RunInfo:
     environment: dict | None = None
     """What the run ran on (``fgrpo_llm.environment``), when recorded."""
     weighting: str = "focal"
-    """The advantage weighting: "focal" (GRPO at gamma = 0, F-GRPO above) or "maxrl"."""
+    """The advantage weighting's rule (``fgrpo_theory.weighting``): "focal" (GRPO at gamma = 0,
+    F-GRPO above), "none" (GRPO), "maxrl", ..."""
     entropy_coef: float = 0.0
     """The entropy bonus's coefficient (0: none), when recorded."""
     kl_coef: float = 0.0
@@ -73,7 +75,8 @@ class RunInfo:
     def sweep_point(self) -> bool:
         """A point of the group-size sweep: GRPO or F-GRPO at its configured lr, with no entropy
         bonus or KL penalty (the controls and regularised baselines are compared apart)."""
-        plain = self.weighting == "focal" and not self.entropy_coef and not self.kl_coef
+        grpo = Weighting(self.weighting, self.gamma).rule.grpo_family  # GRPO or F-GRPO
+        plain = grpo and not self.entropy_coef and not self.kl_coef
         return plain and is_base_lr(self.lr_scale)
 
 
@@ -88,14 +91,11 @@ def run_label(
     kl_coef: float = 0.0,
 ) -> str:
     """The paper's row name: ``"GRPO N=8"`` for gamma = 0, ``"F-GRPO N=8"`` otherwise,
-    ``"MaxRL N=8"`` (``"MaxRL-DAPO N=8"`` with another loss) for the MaxRL weighting; a run with
+    ``"MaxRL N=8"`` (``"MaxRL-DAPO N=8"`` with another loss) for the MaxRL weighting
+    (``weighting`` a rule's name taking ``gamma``, or its spelling); a run with
     an entropy bonus or a KL penalty gets ``" + entropy"`` / ``" + KL"``, one at a scaled learning
     rate (the low-LR control) ``" (lr x0.50)"``."""
-    name = algo.upper()
-    if weighting == "maxrl":
-        name = "MaxRL" if algo == "grpo" else f"MaxRL-{name}"
-    elif gamma > 0:
-        name = f"F-{name}"
+    name = resolve_weighting(weighting, gamma).row_name(algo)  # "GRPO", "F-DAPO", "MaxRL"
     name = f"{name} N={N}" if N is not None else name
     name += " + entropy" if entropy_coef else ""
     name += " + KL" if kl_coef else ""
@@ -148,7 +148,7 @@ def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
         float(info.get("lr_scale", 1.0)),
     )
     match = info.get("lr_match_gamma")
-    weighting = info.get("weighting", "focal")
+    weighting = resolve_weighting(info.get("weighting", "focal"), gamma).kind  # the rule's name
     penalties = {k: float(info.get(k, 0.0)) for k in ("entropy_coef", "kl_coef")}
     return RunInfo(
         path=run_dir,

@@ -18,8 +18,13 @@ columns fed, ``V`` vocabulary.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from fgrpo_llm.rollout import SamplingParams
 
 __all__ = ["score_shared_prompts"]
 
@@ -43,15 +48,13 @@ def score_shared_prompts(
     *,
     skip_ids: frozenset[int],
     pad_id: int,
-    temperature: float,
-    top_p: float,
-    top_k: int,
-    batch_size: int,
-    autocast_dtype,
+    sampling: SamplingParams,
 ) -> list[list[tuple[np.ndarray, np.ndarray | None]]]:
     """For each (prompt ids, [completion ids, ...]) group, per completion: (n,) log pi(c_t | x,
     c_<t) and, when ``skip_ids`` is not empty, (n,) log pi(S | x, c_<t) (the mass of the skipped
-    tokens S at the same positions), float64 numpy: ``exact._score_rows``'s outputs, grouped."""
+    tokens S at the same positions), float64 numpy: ``exact._score_rows``'s outputs, grouped.
+    ``sampling`` gives the distribution and, in ``batch_size`` (which must be set), the
+    completions scored at once."""
     from fgrpo_llm.model import autocast  # lazy: transformers
     from fgrpo_llm.rollout import (  # lazy: transformers
         _cache_kwarg,
@@ -60,6 +63,10 @@ def score_shared_prompts(
         position_ids_from_mask,
     )
 
+    temperature, top_p, top_k = sampling.temperature, sampling.top_p, sampling.top_k
+    batch_size, autocast_dtype = sampling.batch_size, sampling.autocast_dtype
+    if batch_size is None:
+        raise ValueError("sampling.batch_size must be set: the completions scored at once")
     device = next(model.parameters()).device
     skip = torch.tensor(sorted(skip_ids), dtype=torch.long, device=device)
     cache_kw = _cache_kwarg(model)

@@ -25,6 +25,7 @@ import numpy as np
 from fgrpo_common.cli import add_deprecated_alias, add_json_flag, json_result
 from fgrpo_common.files import save_figure
 from fgrpo_theory.cli.closed_forms import _check_plot_path, _float_list, _int_list
+from fgrpo_theory.weighting import parse_weighting
 
 #: A counts CSV holds at most this many rows.
 MAX_PROMPTS = 1_000_000
@@ -98,7 +99,6 @@ def _read_counts(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def run_plan(args) -> int:
     from fgrpo_theory.plan import plan  # lazy: scipy
-    from fgrpo_theory.weighting import parse_weighting  # lazy: scipy
 
     sources = [x is not None for x in (args.mu, args.outcomes, args.counts)]
     if sum(sources) != 1:

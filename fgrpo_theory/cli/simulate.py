@@ -76,8 +76,8 @@ def register(subparsers) -> None:
     p.add_argument(
         "--weighting",
         choices=SIM_WEIGHTINGS,
-        help="focal (w = (1 - X/N)^gamma, default) or maxrl (w = sqrt((1 - X/N) / (X/N)); "
-        "give one gamma)",
+        help="focal (w = (1 - X/N)^gamma, default), none (GRPO; give one gamma) or maxrl "
+        "(w = sqrt((1 - X/N) / (X/N)); give one gamma)",
     )
     p.add_argument(
         "--workers",

@@ -19,13 +19,14 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
-from fgrpo_common.fields import Choice, Integer, Optional, Real, Sequence, check_fields
+from fgrpo_common.fields import Choice, Integer, Optional, Real, Sequence, Text, check_fields
+from fgrpo_theory.weighting import WEIGHTINGS, Weighting, series, weighting_names
 
 OPTIMIZERS = ("sgd", "adam")
-#: How a group's advantages are weighted by its success rate (``fgrpo_theory.weighting``):
-#: 'focal' w = (1 - X/N)^gamma for each gamma of the sweep (gamma 0: GRPO); 'maxrl'
-#: w = sqrt((1 - X/N) / (X/N)) (one gamma, ignored).
-SIM_WEIGHTINGS = ("focal", "maxrl")
+#: How a group's advantages are weighted by its success rate: the weightings' names
+#: (``fgrpo_theory.weighting``, which holds the one tuple): 'focal' w = (1 - X/N)^gamma for each
+#: gamma of the sweep (gamma 0: GRPO); 'maxrl' w = sqrt((1 - X/N) / (X/N)) (one gamma, ignored).
+SIM_WEIGHTINGS = WEIGHTINGS
 SURROGATES = ("ratio", "prob")
 ADVANTAGES = ("centered", "grpo", "raw")
 
@@ -84,8 +85,9 @@ class SimConfig:
     adam_eps: float = 1e-8
     """Adam epsilon"""
     weighting: str = "focal"
-    """'focal' (w = (1 - X/N)^gamma per gamma) or 'maxrl' (w = sqrt((1 - X/N) / (X/N)); then
-    gammas must hold one value, which is ignored)"""
+    """the weighting's name (``fgrpo_theory.weighting``): 'focal' (w = (1 - X/N)^gamma per
+    gamma), 'none', 'maxrl' (w = sqrt((1 - X/N) / (X/N))) or a registered rule; one without an
+    exponent takes one gamma, which it ignores"""
 
     def __post_init__(self):
         check_fields(self, SIM_RULES)  # every field's type and range (fgrpo_common.fields)
@@ -101,10 +103,14 @@ class SimConfig:
                 f"reward_correct must exceed reward_wrong, got "
                 f"{self.reward_correct} <= {self.reward_wrong}"
             )
-        if self.weighting == "maxrl" and len(self.gammas) != 1:
+        if self.weighting not in weighting_names():
             raise ValueError(
-                f"weighting='maxrl' ignores gamma: give one gamma (e.g. gammas=(0.0,)), got "
-                f"gammas={self.gammas}"
+                f"weighting must be one of {weighting_names()}, got weighting={self.weighting!r}"
+            )
+        if not self.weightings()[0].rule.takes_gamma and len(self.gammas) != 1:
+            raise ValueError(
+                f"weighting={self.weighting!r} ignores gamma: give one gamma (e.g. "
+                f"gammas=(0.0,)), got gammas={self.gammas}"
             )
         if self.initial_logits is not None and len(self.initial_logits) != K:
             raise ValueError(
@@ -118,6 +124,10 @@ class SimConfig:
                 f"columns are labelled by them), got gammas={self.gammas}"
             )
         self._check_initial_masses()
+
+    def weightings(self) -> tuple[Weighting, ...]:
+        """The weighting of each series of the gamma axis (``fgrpo_theory.weighting.series``)."""
+        return tuple(series(self.weighting, g) for g in self.gammas)
 
     def _check_initial_masses(self) -> None:
         """ValueError unless pi_0 gives the correct actions positive float64 mass (M_ret, Eq. 26,
@@ -181,7 +191,7 @@ SIM_RULES = {
     "advantage": Choice(ADVANTAGES),
     "adam_betas": Sequence(Real(0, 1, open_high=True), length=2),
     "adam_eps": _POSITIVE,
-    "weighting": Choice(SIM_WEIGHTINGS),
+    "weighting": Text(),  # a registered weighting's name (checked in __post_init__)
 }
 
 

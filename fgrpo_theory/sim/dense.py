@@ -126,7 +126,7 @@ def simulate_batch(cfg: SimConfig, N: int, runs: list[tuple[float, int]], *, pro
             S=1.0,
             q_pos=rec["q_pos"][:, t],
         )
-        # --- advantages and focal weight g = (1 - mu_hat)^gamma
+        # --- advantages and the weight g = w(mu_hat), (1 - mu_hat)^gamma for the focal one
         r_c, r_w = group_advantages(X, N, R_c=R_c, R_w=R_w, kind=cfg.advantage)
         w = g_table[np.arange(R), X]  # (R,) g / N
         # --- ascent direction G (R, Kp)

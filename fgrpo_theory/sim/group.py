@@ -5,8 +5,8 @@ Lemma 3.1).
 A group of N draws with X correct ones has rewards R_c (X times) and R_w (N - X times), so every
 advantage is one of two numbers (r_c, r_w): ``group_advantages`` gives them in closed form,
 O(1) instead of O(N) per step (tested against the reference ``fgrpo_theory.advantages``). The
-focal weight g = (1 - X/N)^gamma depends on X only, so ``focal_table`` tabulates g / N for
-X = 0..N once per run.
+weight g = w(X/N) ((1 - X/N)^gamma for the focal one) depends on X only, so ``focal_table``
+tabulates g / N for X = 0..N once per run, for any weighting (``fgrpo_theory.weighting``).
 
     >>> import numpy as np
     >>> r_c, r_w = group_advantages(np.array([1]), 4, R_c=1.0, R_w=-1.0, kind="centered")
@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from fgrpo_theory.tail_miss import p_tail_miss
+from fgrpo_theory.weighting import series
 
 #: The records of a run: policy quantities at t = 0..T, group quantities for t = 0..T-1.
 POLICY_RECORDS = ("q_pos", "m_ret", "entropy", "tau")
@@ -63,19 +64,11 @@ def scalar_advantages(X: int, N: int, *, R_c: float, R_w: float, kind: str):
 
 
 def focal_table(N: int, gamma, weighting: str = "focal") -> np.ndarray:
-    """g / N for every possible X = 0..N, (R, N + 1): focal_weight(X / N, gamma) / N, or with
-    ``weighting='maxrl'`` sqrt((1 - X/N) / (X/N)) / N (``fgrpo_theory.weighting``; gamma only
-    sets R)."""
-    from fgrpo_theory.focal import focal_weight  # lazy: scipy
-
-    mu_hat = np.arange(N + 1) / N
+    """g / N for every possible X = 0..N, (R, N + 1): row j is w(X / N) / N of the weighting
+    ``weighting`` (a rule's name, ``fgrpo_theory.weighting``) at ``gamma[j]`` (ignored by a rule
+    without an exponent): (1 - X/N)^gamma / N for "focal"."""
     gamma = np.atleast_1d(np.asarray(gamma, dtype=np.float64))
-    if weighting == "maxrl":
-        from fgrpo_theory.weighting import maxrl  # lazy: scipy
-
-        w = np.broadcast_to(maxrl()(mu_hat), (gamma.size, N + 1))
-        return np.array(w, dtype=np.float64) / N
-    return np.asarray(focal_weight(mu_hat[None, :], gamma[:, None]), dtype=np.float64) / N
+    return np.stack([series(weighting, g).table(N) for g in gamma]) / N
 
 
 def new_records(R: int, T: int) -> dict:

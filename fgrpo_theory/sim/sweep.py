@@ -70,11 +70,11 @@ class SweepResult:
         raise AttributeError(name)
 
     def weighting_label(self, j: int) -> str:
-        """What the j-th series of the gamma axis is: "gamma=<g>" for the focal weight, "maxrl"
-        for MaxRL's weight (one series, whose gamma the simulator ignores)."""
-        if self.config.weighting == "maxrl":
-            return "maxrl"
-        return f"gamma={self.config.gammas[j]:g}"
+        """What the j-th series of the gamma axis is: "gamma=<g>" for a weighting with an
+        exponent (the focal weight), else its name, "maxrl" for MaxRL's weight (one series,
+        whose gamma the simulator ignores)."""
+        w = self.config.weightings()[j]
+        return f"gamma={w.gamma:g}" if w.rule.takes_gamma else w.kind
 
     def final_rows(self) -> list[dict]:
         """One row per (N, gamma, seed) with the final q_pos, m_ret, entropy."""
@@ -97,12 +97,14 @@ class SweepResult:
 
     def csv_text(self) -> str:
         """The CSV: one row per (N, gamma, seed): N, gamma, seed, q_pos, m_ret, entropy; with
-        MaxRL's weighting also a last column ``weighting`` = maxrl (gamma is then ignored)."""
-        maxrl = self.config.weighting == "maxrl"
-        lines = ["N,gamma,seed,q_pos,m_ret,entropy" + (",weighting" if maxrl else "")]
+        a weighting without an exponent (MaxRL's) also a last column ``weighting`` naming it
+        (gamma is then ignored)."""
+        w = self.config.weightings()[0]
+        named = "" if w.rule.takes_gamma else f",{w.kind}"
+        lines = ["N,gamma,seed,q_pos,m_ret,entropy" + (",weighting" if named else "")]
         lines += [
             f"{r['N']},{r['gamma']:g},{r['seed']},{r['q_pos']:.6g},{r['m_ret']:.6g},"
-            f"{r['entropy']:.6g}" + (",maxrl" if maxrl else "")
+            f"{r['entropy']:.6g}" + named
             for r in self.final_rows()
         ]
         return "\n".join(lines) + "\n"
@@ -112,7 +114,8 @@ class SweepResult:
 
     def write_jsonl(self, path) -> Path:
         """One JSON line per step t: {"step": t, "q_pos/N=2/gamma=0": seed mean, ...} for the
-        policy records (q_pos, m_ret, entropy, tau); "q_pos/N=2/maxrl" with MaxRL's weight."""
+        policy records (q_pos, m_ret, entropy, tau); "q_pos/N=2/maxrl" with MaxRL's weight
+        (``weighting_label``)."""
         cfg = self.config
         means = {k: self.records[k].mean(axis=2) for k in POLICY_RECORDS}
         lines = []

@@ -2,8 +2,9 @@
 many (N, gamma, seed) runs as one batch of (R, K) tensors, on a GPU when there is one.
 
 It computes what the dense engine (``fgrpo_theory.sim.dense``) computes, for every option: the
-ratio or Eq. 5 surrogate, centred / GRPO / raw advantages, the focal weight
-g = (1 - X/N)^gamma (Eq. 11-13), SGD or bias-corrected Adam, and the same records (Q_pos, M_ret
+ratio or Eq. 5 surrogate, centred / GRPO / raw advantages, the weighting's table g = w(X/N)
+(the focal (1 - X/N)^gamma, Eq. 11-13, by default; ``group.focal_table``), SGD or
+bias-corrected Adam, and the same records (Q_pos, M_ret
 Eq. 26, entropy, Q_u,pos, tau, the tail miss beside Lemma 3.1). Its draws are torch's: each run
 has its own ``torch.Generator`` seeded from (seed, N), and the N draws of a run invert its
 cumulative probabilities (``torch.searchsorted`` on a row of the batch), so the samples cannot
@@ -26,7 +27,13 @@ from __future__ import annotations
 import numpy as np
 
 from fgrpo_theory.sim.config import SimConfig
-from fgrpo_theory.sim.group import GROUP_RECORDS, GRPO_EPS, POLICY_RECORDS, finish_records
+from fgrpo_theory.sim.group import (
+    GROUP_RECORDS,
+    GRPO_EPS,
+    POLICY_RECORDS,
+    finish_records,
+    focal_table,
+)
 
 #: Elements (runs x max(K, largest N)) per batch; larger sweeps run in several batches.
 BATCH_ELEMENTS = {"cpu": 1 << 24, "cuda": 1 << 28}
@@ -72,8 +79,10 @@ def _batch(cfg: SimConfig, runs, torch, dev, progress) -> dict:
     R = len(runs)
     f64 = dict(dtype=torch.float64, device=dev)
     Ns = torch.tensor([n for n, _, _ in runs], **f64)  # (R,)
-    gamma = torch.tensor([g for _, g, _ in runs], **f64)  # (R,)
     Nmax = max(n for n, _, _ in runs)
+    g_table = torch.zeros((R, Nmax + 1), **f64)  # (R, Nmax + 1) g / N per X (the weighting's)
+    for r, (n, g, _) in enumerate(runs):
+        g_table[r, : n + 1] = torch.as_tensor(focal_table(n, g, cfg.weighting)[0], **f64)
     gens = []
     for n, _, s in runs:
         gen = torch.Generator(device=dev)
@@ -119,7 +128,7 @@ def _batch(cfg: SimConfig, runs, torch, dev, progress) -> dict:
         rec["mu_hat"][:, t] = X / Ns
         rec["tail_miss"][:, t] = (X > 0) & (X < Ns) & ~sampled[:, 1 : 1 + E].any(dim=1)
         rec["q_u_pos"][:, t] = rec["q_pos"][:, t] - (p[:, :C] * sampled[:, :C]).sum(dim=1)
-        # --- advantages (closed form, as group.group_advantages) and focal weight g / N
+        # --- advantages (closed form, as group.group_advantages) and the weight g / N
         if cfg.advantage == "raw":
             r_c, r_w = torch.full_like(X, R_c), torch.full_like(X, R_w)
         else:
@@ -129,10 +138,7 @@ def _batch(cfg: SimConfig, runs, torch, dev, progress) -> dict:
                 var = (R_c - R_w) ** 2 * X * (Ns - X) / (Ns * (Ns - 1).clamp_min(1.0))
                 scale = 1.0 / (var.sqrt() + GRPO_EPS)
                 r_c, r_w = r_c * scale, r_w * scale
-        if cfg.weighting == "maxrl":  # sqrt((1 - mu) / mu), 0 at X = 0
-            w = torch.where(X > 0, torch.sqrt((Ns - X) / X.clamp_min(1.0)), 0.0) / Ns
-        else:
-            w = torch.pow(1.0 - X / Ns, gamma) / Ns  # (R,) g / N
+        w = g_table.gather(1, X.long()[:, None])[:, 0]  # (R,) g / N = w(X / N) / N
         r_a = torch.empty_like(p)  # (R, K) r of each action
         r_a[:, :C] = r_c[:, None]
         r_a[:, C:] = r_w[:, None]

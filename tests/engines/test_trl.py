@@ -271,6 +271,7 @@ def test_cpu_example_end_to_end(tmp_path):
     from fgrpo_llm.evaluation.rare import delta_nll_rare, load_rare_set
     from fgrpo_llm.evaluation.runs import load_run
     from fgrpo_llm.model import load_model_and_tokenizer
+    from fgrpo_llm.rollout import SamplingParams
     from fgrpo_llm.tasks.countdown import CountdownTask
 
     example = Path(__file__).resolve().parents[2] / "examples" / "trl_countdown_cpu.py"
@@ -305,7 +306,7 @@ def test_cpu_example_end_to_end(tmp_path):
         n=4,
         ks=[1, 4],
         max_problems=4,
-        max_new_tokens=12,
+        sampling=SamplingParams(max_new_tokens=12),
         generator=torch.Generator().manual_seed(0),
     )
     assert 0.0 <= results["splits"]["test"]["pass@1"] <= 1.0

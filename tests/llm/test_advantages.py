@@ -381,3 +381,42 @@ def test_the_engines_group_weights_count_a_score_at_the_threshold_as_correct():
     g, X, N = group_focal_weights(scores, ["a", "a", "a", "a", "b", "b"], settings)
     assert X.tolist() == [1, 1, 1, 1, 2, 2] and N.tolist() == [4, 4, 4, 4, 2, 2]
     assert g.tolist() == pytest.approx([0.75] * 4 + [0.0] * 2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    X=st.lists(st.integers(0, 8), min_size=1, max_size=6),
+    spelling=st.sampled_from(["none", "focal:0", "focal:0.5", "focal:2", "maxrl"]),
+    std=st.sampled_from(["bessel", "population"]),
+)
+def test_weighted_advantages_are_the_weight_times_grpo_bit_for_bit(X, spelling, std):
+    """weighted_advantages(w, R, correct): g = w(X / N) from the verdicts, A = g * A_GRPO (MaxRL:
+    (r - mu_hat) / mu_hat), exactly as the formulas written out here; active where R varies."""
+    from fgrpo_theory.weighting import parse_weighting
+
+    N = 8
+    correct = torch.tensor([[j < x for j in range(N)] for x in X])  # (B, N)
+    R = correct.float() * 2.0 - 0.5  # (B, N) rewards other than the verdicts
+    g, A, active = adv.weighted_advantages(spelling, R, correct, std=std, eps=1e-6)
+    mu = correct.sum(dim=1).float() / N  # (B,)
+    w = parse_weighting(spelling)
+    if w.kind == "maxrl":
+        g_ref = torch.where(mu > 0, ((1 - mu) / mu.clamp_min(1e-30)).sqrt(), 0.0)
+        r = correct.float()
+        A_ref = torch.where(mu[:, None] > 0, (r - mu[:, None]) / mu[:, None].clamp_min(1e-38), 0.0)
+    else:
+        g_ref = (1.0 - mu).pow(w.gamma) if w.gamma else torch.ones_like(mu)
+        A_ref = g_ref[:, None] * adv.grpo_advantages(R, std=std, eps=1e-6)
+    assert torch.equal(g, g_ref) and torch.equal(A, A_ref)
+    assert active.tolist() == [0 < x < N for x in X]
+    np.testing.assert_allclose(g.numpy(), w(mu.double().numpy()), rtol=1e-6)
+
+
+def test_weighted_advantages_of_no_group_and_bad_shapes():
+    empty = torch.zeros((0, 4))
+    g, A, active = adv.weighted_advantages("focal:1", empty, empty.bool())
+    assert g.shape == (0,) and A.shape == (0, 4) and active.shape == (0,)
+    with pytest.raises(ValueError, match="shape"):
+        adv.weighted_advantages("maxrl", torch.zeros((2, 4)), torch.zeros((2, 3), dtype=torch.bool))
+    with pytest.raises(ValueError, match="ppo"):
+        adv.weighted_advantages("ppo", torch.zeros((2, 4)), torch.zeros((2, 4), dtype=torch.bool))

@@ -19,7 +19,7 @@ from fgrpo_llm.config import TrainConfig
 from fgrpo_llm.evaluation.passk import sample_outcomes
 from fgrpo_llm.evaluation.rare import build_rare_set
 from fgrpo_llm.evaluation.tail_miss import tail_miss_records
-from fgrpo_llm.rollout import sample_completions
+from fgrpo_llm.rollout import SamplingParams, sample_completions
 from fgrpo_llm.tasks.base import Problem, solution_form
 from fgrpo_llm.trainer import train
 
@@ -88,7 +88,7 @@ def test_trainer_counts_the_verdicts_not_the_reward_values(
         tok,
         [task.problems("train")[i].prompt for i in idx],
         num_samples=4,
-        max_new_tokens=4,
+        sampling=SamplingParams(max_new_tokens=4),
         generator=torch.Generator().manual_seed(0),
     )
     correct = np.array([task.is_correct(None, c) for c in batch.completions]).reshape(3, 4)
@@ -115,7 +115,7 @@ def test_pass_at_k_and_the_rare_set_ask_the_verdict(tiny_model, char_tokenizer):
         task,
         problems,
         n=8,
-        max_new_tokens=4,
+        sampling=SamplingParams(max_new_tokens=4),
         generator=torch.Generator().manual_seed(1),
     )
     batch = sample_completions(
@@ -123,9 +123,8 @@ def test_pass_at_k_and_the_rare_set_ask_the_verdict(tiny_model, char_tokenizer):
         char_tokenizer,
         [p.prompt for p in problems],
         num_samples=8,
-        max_new_tokens=4,
+        sampling=SamplingParams(max_new_tokens=4, batch_size=512),
         generator=torch.Generator().manual_seed(1),
-        batch_size=512,
     )
     assert (
         outcomes.tolist()
@@ -138,7 +137,7 @@ def test_pass_at_k_and_the_rare_set_ask_the_verdict(tiny_model, char_tokenizer):
         problems,
         num_rollouts=8,
         top_fraction=0.5,
-        max_new_tokens=4,
+        sampling=SamplingParams(max_new_tokens=4),
         generator=torch.Generator().manual_seed(1),
     )
     assert rare.meta["num_correct_pool"] == int(outcomes.sum())
@@ -160,7 +159,7 @@ def test_a_task_without_forms_gets_one_rule_in_training_logs_and_the_rare_set(
         task.problems("train"),
         num_rollouts=64,
         top_fraction=0.5,
-        max_new_tokens=1,
+        sampling=SamplingParams(max_new_tokens=1),
         generator=torch.Generator().manual_seed(0),
     )
     assert rare.forms == [t.strip() for t in rare.texts]

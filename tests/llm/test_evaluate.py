@@ -26,7 +26,7 @@ from fgrpo_llm.evaluation.passk import (  # noqa: E402
     sample_correct_counts,
     write_eval_outputs,
 )
-from fgrpo_llm.rollout import sample_completions  # noqa: E402
+from fgrpo_llm.rollout import SamplingParams, sample_completions  # noqa: E402
 
 
 def brute_pass_at_k(n: int, c: int, k: int) -> float:
@@ -95,9 +95,8 @@ def test_counts_are_the_verified_samples_of_the_sampler(tiny_model, char_tokeniz
         prefix_task,
         problems,
         n=6,
-        max_new_tokens=4,
+        sampling=SamplingParams(max_new_tokens=4, batch_size=64),
         generator=torch.Generator().manual_seed(3),
-        batch_size=64,
         return_outcomes=True,
     )
     batch = sample_completions(
@@ -105,9 +104,8 @@ def test_counts_are_the_verified_samples_of_the_sampler(tiny_model, char_tokeniz
         char_tokenizer,
         [p.prompt for p in problems],
         num_samples=6,
-        max_new_tokens=4,
+        sampling=SamplingParams(max_new_tokens=4, batch_size=64),
         generator=torch.Generator().manual_seed(3),
-        batch_size=64,
     )
     expected = np.array(
         [
@@ -127,7 +125,7 @@ def test_eval_outputs_round_trip(tiny_model, char_tokenizer, prefix_task, tmp_pa
         prefix_task,
         n=4,
         ks=[1, 2, 4],
-        max_new_tokens=3,
+        sampling=SamplingParams(max_new_tokens=3),
         generator=torch.Generator().manual_seed(0),
     )
     assert set(results["splits"]) == {"test", "ood"}

@@ -75,7 +75,13 @@ def test_every_well_formed_answer_listed_with_the_verifier_verdict(dists, countd
 def test_log_mu_equals_exact_mu(dists, trained, char_tokenizer, countdown_task, problems):
     """The correct answers' summed mass is the (separately tested) exact mu (up to float32
     rounding: the prompt is encoded once here, with every row there)."""
-    ref = exact_mu_tau(trained, char_tokenizer, countdown_task, problems, max_new_tokens=T)
+    ref = exact_mu_tau(
+        trained,
+        char_tokenizer,
+        countdown_task,
+        problems,
+        sampling=SamplingParams(max_new_tokens=T),
+    )
     for d in dists:
         assert d.answers.log_mu == pytest.approx(ref[d.answers.prompt_id].log_mu, abs=1e-6)
 
@@ -93,7 +99,7 @@ def test_sampled_pass_at_k_agrees_with_exact(
         countdown_task,
         problems,
         n=n,
-        max_new_tokens=T,
+        sampling=SamplingParams(max_new_tokens=T),
         generator=torch.Generator().manual_seed(3),
     )
     c = outcomes.sum(axis=1)
@@ -120,7 +126,7 @@ def test_malformed_remainder_matches_sampled_rate(
         char_tokenizer,
         [p.prompt for p in problems],
         num_samples=n,
-        max_new_tokens=T,
+        sampling=SamplingParams(max_new_tokens=T),
         generator=torch.Generator().manual_seed(4),
     )
     for b, (d, p) in enumerate(zip(dists, problems, strict=True)):
@@ -206,15 +212,10 @@ def test_shared_prompt_scoring_equals_row_scoring(
         cs = [tok(y, add_special_tokens=False)["input_ids"] + [eos] for y in ys]
         cs += [[eos], tok(ys[0][:2], add_special_tokens=False)["input_ids"]]
         groups.append((encode_prompt(tok, p.prompt), cs))
-    kw = dict(
-        skip_ids=frozenset({0, 1, 3}),
-        pad_id=tok.pad_token_id,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        batch_size=8,
-        autocast_dtype=None,
+    sampling = SamplingParams(
+        max_new_tokens=16, temperature=temperature, top_p=top_p, top_k=top_k, batch_size=8
     )
+    kw = dict(skip_ids=frozenset({0, 1, 3}), pad_id=tok.pad_token_id, sampling=sampling)
     rows = _score_rows(trained, [(x, c) for x, cs in groups for c in cs], **kw)
     shared = [r for g in score_shared_prompts(trained, groups, **kw) for r in g]
     assert len(rows) == len(shared) == 5 * 9

@@ -62,7 +62,7 @@ def rare(trained, char_tokenizer, countdown_task, problems):
         problems,
         num_rollouts=100,
         top_fraction=0.2,
-        max_new_tokens=T,
+        sampling=SamplingParams(max_new_tokens=T),
         generator=torch.Generator().manual_seed(0),
     )
 

@@ -32,7 +32,7 @@ from fgrpo_llm.evaluation.exact import (  # noqa: E402
 from fgrpo_llm.evaluation.rare import build_rare_set, load_rare_set, save_rare_set  # noqa: E402
 from fgrpo_llm.evaluation.sampling_error import sampling_error_summary  # noqa: E402
 from fgrpo_llm.model import build_tiny_model  # noqa: E402
-from fgrpo_llm.rollout import sample_completions  # noqa: E402
+from fgrpo_llm.rollout import SamplingParams, sample_completions  # noqa: E402
 from fgrpo_llm.tasks.countdown import all_expressions  # noqa: E402
 from fgrpo_llm.tokenizer import build_word_tokenizer  # noqa: E402
 from tests.llm._rl_helpers import ToyTask  # noqa: E402
@@ -155,16 +155,14 @@ def test_exact_agrees_with_sampling(
         countdown_task,
         problems,
         events=events,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
+        sampling=SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature),
     )
     batch = sample_completions(
         trained,
         char_tokenizer,
         [p.prompt for p in problems],
         num_samples=n,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
+        sampling=SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature),
         generator=torch.Generator().manual_seed(1),
     )
     for b, p in enumerate(problems):
@@ -191,7 +189,7 @@ def test_exact_agrees_with_sampling(
                             char_tokenizer(y, add_special_tokens=False)["input_ids"]
                             for y in countdown_task.solutions(p)
                         ],
-                        max_new_tokens=len(countdown_task.solutions(p)[0]),
+                        sampling=SamplingParams(max_new_tokens=len(countdown_task.solutions(p)[0])),
                     )
                 )
             )
@@ -206,13 +204,16 @@ def test_scores_match_the_samplers_logprobs(trained, char_tokenizer, problems):
         char_tokenizer,
         [problems[0].prompt],
         num_samples=64,
-        max_new_tokens=T,
-        temperature=1.3,
+        sampling=SamplingParams(max_new_tokens=T, temperature=1.3),
         generator=torch.Generator().manual_seed(3),
     )
     rows = [batch.sequences[i][batch.completion_mask[i]].tolist() for i in range(64)]
     mine = completion_logprobs(
-        trained, char_tokenizer, problems[0].prompt, rows, max_new_tokens=T, temperature=1.3
+        trained,
+        char_tokenizer,
+        problems[0].prompt,
+        rows,
+        sampling=SamplingParams(max_new_tokens=T, temperature=1.3),
     )
     theirs = (batch.old_logprobs * batch.completion_mask).sum(1).double().numpy()
     assert np.all(np.isfinite(mine))
@@ -231,13 +232,23 @@ def test_all_outcomes_sum_to_one(which, tiny_model, trained, char_tokenizer, pro
     outcomes = [list(w) + [eos] for n in range(T) for w in itertools.product(other, repeat=n)]
     outcomes += [list(w) for w in itertools.product(other, repeat=T)]
     lp = completion_logprobs(
-        model, char_tokenizer, problems[0].prompt, outcomes, max_new_tokens=T, batch_size=512
+        model,
+        char_tokenizer,
+        problems[0].prompt,
+        outcomes,
+        sampling=SamplingParams(max_new_tokens=T, batch_size=512),
     )
     assert len(outcomes) == 1 + 22 + 22**2 and np.all(np.isfinite(lp))
     assert math.isclose(float(np.exp(lp).sum()), 1.0, abs_tol=1e-4)
     impossible = [[5], [eos, 5], [5, 6, eos], [], [5, 6, 7]]
     assert np.all(
-        completion_logprobs(model, char_tokenizer, problems[0].prompt, impossible, max_new_tokens=T)
+        completion_logprobs(
+            model,
+            char_tokenizer,
+            problems[0].prompt,
+            impossible,
+            sampling=SamplingParams(max_new_tokens=T),
+        )
         == -np.inf
     )
 
@@ -253,8 +264,22 @@ def test_every_expression_together_is_at_most_one(
         char_tokenizer(t, add_special_tokens=False)["input_ids"] + [char_tokenizer.eos_token_id]
         for t in texts
     ]
-    mass = np.exp(completion_logprobs(trained, char_tokenizer, p.prompt, ids, max_new_tokens=8))
-    mu = exact_mu_tau(trained, char_tokenizer, countdown_task, [p], max_new_tokens=8)[p.id].mu
+    mass = np.exp(
+        completion_logprobs(
+            trained,
+            char_tokenizer,
+            p.prompt,
+            ids,
+            sampling=SamplingParams(max_new_tokens=8),
+        )
+    )
+    mu = exact_mu_tau(
+        trained,
+        char_tokenizer,
+        countdown_task,
+        [p],
+        sampling=SamplingParams(max_new_tokens=8),
+    )[p.id].mu
     correct = sum(m for t, m in zip(texts, mass, strict=True) if countdown_task.is_correct(p, t))
     assert mass.sum() <= 1 + 1e-6 and 0.3 < mass.sum()
     assert math.isclose(correct, mu, rel_tol=1e-5)
@@ -284,7 +309,11 @@ def test_against_hand_formula_on_a_position_model(
         c = char_tokenizer(y, add_special_tokens=False)["input_ids"]
         want[y] = sum(logq[P - 1 + t, c[t]] for t in range(len(c))) + logq[P - 1 + len(c), eos]
     got = exact_mu_tau(
-        model, char_tokenizer, countdown_task, [p], max_new_tokens=8, temperature=temperature
+        model,
+        char_tokenizer,
+        countdown_task,
+        [p],
+        sampling=SamplingParams(max_new_tokens=8, temperature=temperature),
     )[p.id]
     for y, v in want.items():
         assert math.isclose(got.answer_logprobs[y], v, rel_tol=1e-5)
@@ -295,7 +324,13 @@ def test_limiting_cases(trained, char_tokenizer, countdown_task, problems):
     p = problems[0]
     sols = countdown_task.solutions(p)
     forms = lambda E: {p.id: E}  # noqa: E731
-    empty = exact_mu_tau(trained, char_tokenizer, countdown_task, [p], max_new_tokens=8)[p.id]
+    empty = exact_mu_tau(
+        trained,
+        char_tokenizer,
+        countdown_task,
+        [p],
+        sampling=SamplingParams(max_new_tokens=8),
+    )[p.id]
     assert (
         empty.tau == 0.0
         and empty.log_tau == -math.inf
@@ -303,7 +338,12 @@ def test_limiting_cases(trained, char_tokenizer, countdown_task, problems):
         and empty.event == ()
     )
     everything = exact_mu_tau(
-        trained, char_tokenizer, countdown_task, [p], events=forms(sols), max_new_tokens=8
+        trained,
+        char_tokenizer,
+        countdown_task,
+        [p],
+        events=forms(sols),
+        sampling=SamplingParams(max_new_tokens=8),
     )[p.id]
     assert everything.tau == everything.mu and everything.tau_slack == everything.slack
     for r in (1, 2, len(sols) - 1):
@@ -314,12 +354,18 @@ def test_limiting_cases(trained, char_tokenizer, countdown_task, problems):
                 countdown_task,
                 [p],
                 events=forms(list(E)),
-                max_new_tokens=8,
+                sampling=SamplingParams(max_new_tokens=8),
             )[p.id]
             assert 0 < m.tau < m.mu == empty.mu and m.tau_slack <= m.slack
             assert math.isclose(m.tau, sum(math.exp(m.answer_logprobs[y]) for y in E), rel_tol=1e-9)
     # answers of 5 characters cannot appear within 4 tokens
-    short = exact_mu_tau(trained, char_tokenizer, countdown_task, [p], max_new_tokens=4)[p.id]
+    short = exact_mu_tau(
+        trained,
+        char_tokenizer,
+        countdown_task,
+        [p],
+        sampling=SamplingParams(max_new_tokens=4),
+    )[p.id]
     assert (
         short.mu == 0.0
         and short.slack == 0.0
@@ -337,7 +383,12 @@ def test_a_model_with_all_mass_on_one_answer(char_tokenizer, countdown_task, pro
         W[P - 1 + t] = -math.inf
         W[P - 1 + t, tok] = 0.0
     m = exact_mu_tau(
-        PositionTable(W), char_tokenizer, countdown_task, [p], events={p.id: [y]}, max_new_tokens=8
+        PositionTable(W),
+        char_tokenizer,
+        countdown_task,
+        [p],
+        events={p.id: [y]},
+        sampling=SamplingParams(max_new_tokens=8),
     )[p.id]
     assert m.log_mu == 0.0 and m.mu == 1.0 and m.tau == 1.0 and m.slack == 0.0
     assert all(m.answer_logprobs[o] == -math.inf for o in others)
@@ -347,7 +398,7 @@ def test_a_model_with_all_mass_on_one_answer(char_tokenizer, countdown_task, pro
         countdown_task,
         [p],
         events={p.id: others},
-        max_new_tokens=8,
+        sampling=SamplingParams(max_new_tokens=8),
     )[p.id]
     assert other.mu == 1.0 and other.tau == 0.0
     batch = sample_completions(
@@ -355,7 +406,7 @@ def test_a_model_with_all_mass_on_one_answer(char_tokenizer, countdown_task, pro
         char_tokenizer,
         [p.prompt],
         num_samples=20,
-        max_new_tokens=8,
+        sampling=SamplingParams(max_new_tokens=8),
         generator=torch.Generator().manual_seed(0),
     )
     assert set(batch.completions) == {y}
@@ -375,14 +426,20 @@ def test_skipped_special_tokens_stay_inside_the_slack(char_tokenizer, countdown_
     W[P - 1 + len(c) :, eos] = 4.0
     W[P - 1 + len(c) :, unk] = 3.4
     model = PositionTable(W)
-    m = exact_mu_tau(model, char_tokenizer, countdown_task, [p], max_new_tokens=8)[p.id]
+    m = exact_mu_tau(
+        model,
+        char_tokenizer,
+        countdown_task,
+        [p],
+        sampling=SamplingParams(max_new_tokens=8),
+    )[p.id]
     n = 4000
     batch = sample_completions(
         model,
         char_tokenizer,
         [p.prompt],
         num_samples=n,
-        max_new_tokens=8,
+        sampling=SamplingParams(max_new_tokens=8),
         generator=torch.Generator().manual_seed(2),
     )
     k = sum(countdown_task.is_correct(p, t) for t in batch.completions)
@@ -412,22 +469,35 @@ def test_refuses_what_it_cannot_compute_exactly(trained, char_tokenizer, countdo
     assert supports_exact(countdown_task) and not supports_exact(ToyTask())
     with pytest.raises(TypeError, match="toy.*no solutions"):
         exact_mu_tau(
-            trained, char_tokenizer, ToyTask(), ToyTask().problems("train"), max_new_tokens=8
+            trained,
+            char_tokenizer,
+            ToyTask(),
+            ToyTask().problems("train"),
+            sampling=SamplingParams(max_new_tokens=8),
         )
-    for kwargs, pattern in [
-        ({"temperature": 0.0}, "temperature must be > 0"),
-        ({"max_new_tokens": 0}, "max_new_tokens must be an integer >= 1"),
-        ({"top_p": 0.0}, r"top_p must lie in \(0, 1\]"),
-        ({"batch_size": 0}, "batch_size must be an integer >= 1"),
-        ({"events": {p.id: ["1+2+3"]}}, "'1\\+2\\+3', the form of none"),
-        ({"events": {"nope": []}}, "not in problems: \\['nope'\\]"),
+    for settings, events, pattern in [
+        ({"temperature": 0.0}, None, "temperature must be > 0"),
+        ({"max_new_tokens": 0}, None, "max_new_tokens must be >= 1"),
+        ({"top_p": 0.0}, None, r"top_p must lie in \(0, 1\]"),
+        ({"batch_size": 0}, None, "batch_size must be >= 1"),
+        ({}, {p.id: ["1+2+3"]}, "'1\\+2\\+3', the form of none"),
+        ({}, {"nope": []}, "not in problems: \\['nope'\\]"),
     ]:
-        with pytest.raises(ValueError, match=pattern):
+        with pytest.raises(ValueError, match=pattern):  # (SamplingParams checks its fields)
+            sampling = SamplingParams(**{"max_new_tokens": 8, **settings})
             exact_mu_tau(
-                trained, char_tokenizer, countdown_task, [p], **{"max_new_tokens": 8, **kwargs}
+                trained, char_tokenizer, countdown_task, [p], events=events, sampling=sampling
             )
+    with pytest.raises(TypeError, match="SamplingParams"):
+        exact_mu_tau(trained, char_tokenizer, countdown_task, [p], sampling={"max_new_tokens": 8})
     with pytest.raises(ValueError, match="distinct ids"):
-        exact_mu_tau(trained, char_tokenizer, countdown_task, [p, p], max_new_tokens=8)
+        exact_mu_tau(
+            trained,
+            char_tokenizer,
+            countdown_task,
+            [p, p],
+            sampling=SamplingParams(max_new_tokens=8),
+        )
 
 
 def test_lower_bound_mode_for_a_tokenizer_with_several_spellings(countdown_task, problems):
@@ -447,10 +517,21 @@ def test_lower_bound_mode_for_a_tokenizer_with_several_spellings(countdown_task,
 
     p = problems[0]
     with pytest.raises(ValueError, match="more than one character"):
-        exact_mu_tau(model, tok, SpacedCountdown(), [p], max_new_tokens=12)
-    m = exact_mu_tau(model, tok, SpacedCountdown(), [p], max_new_tokens=12, allow_lower_bound=True)[
-        p.id
-    ]
+        exact_mu_tau(
+            model,
+            tok,
+            SpacedCountdown(),
+            [p],
+            sampling=SamplingParams(max_new_tokens=12),
+        )
+    m = exact_mu_tau(
+        model,
+        tok,
+        SpacedCountdown(),
+        [p],
+        sampling=SamplingParams(max_new_tokens=12),
+        allow_lower_bound=True,
+    )[p.id]
     assert not m.exact and math.isnan(m.slack) and math.isnan(m.mu_upper) and 0 < m.mu < 1
 
 
@@ -481,7 +562,7 @@ def test_exact_rare_set_records_and_summarises(
         problems,
         num_rollouts=300,
         top_fraction=0.05,
-        max_new_tokens=8,
+        sampling=SamplingParams(max_new_tokens=8),
         generator=torch.Generator().manual_seed(4),
     )
     cmp_ = exact_rare_set(

@@ -20,21 +20,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 MUTATIONS = {
     "gamma ignored": (
-        "fgrpo_llm/trainer.py",
-        "g = focal_weight(mu_hat, gamma=cfg.gamma)",
-        "g = focal_weight(mu_hat, gamma=0.0)",
+        "fgrpo_llm/advantages.py",
+        "g = w.rule.weight_torch(mu_hat, w.gamma)",
+        "g = w.rule.weight_torch(mu_hat, 0.0)",
     ),
     "advantages reversed across rows": (
-        "fgrpo_llm/trainer.py",
-        "A = g[:, None] * A_grpo",
-        "A = (g[:, None] * A_grpo).flip(0)",
+        "fgrpo_theory/weighting.py",
+        "return g[:, None] * A_grpo",
+        "return (g[:, None] * A_grpo).flip(0)",
     ),
     "weight applied to another group": (
-        "fgrpo_llm/trainer.py",
-        "A = g[:, None] * A_grpo",
-        "A = g.roll(1)[:, None] * A_grpo",
+        "fgrpo_theory/weighting.py",
+        "return g[:, None] * A_grpo",
+        "return g.roll(1)[:, None] * A_grpo",
     ),
-    "sign flip": ("fgrpo_llm/trainer.py", "A = g[:, None] * A_grpo", "A = -g[:, None] * A_grpo"),
+    "sign flip": (
+        "fgrpo_theory/weighting.py",
+        "return g[:, None] * A_grpo",
+        "return -g[:, None] * A_grpo",
+    ),
     "clip bounds swapped": (
         "fgrpo_llm/losses.py",
         "torch.clamp(r, 1.0 - clip_eps_low, 1.0 + clip_eps_high)",

@@ -17,6 +17,7 @@ from fgrpo_llm.losses import (
     policy_loss,
     token_mean,
 )
+from fgrpo_llm.rollout import SamplingParams
 
 M, L, V = 6, 7, 5
 
@@ -67,7 +68,7 @@ def test_on_policy_same_gradient_through_a_model(char_tokenizer, tiny_model):
         tok,
         ["1:", "22:"],
         num_samples=3,
-        max_new_tokens=6,
+        sampling=SamplingParams(max_new_tokens=6),
         generator=torch.Generator().manual_seed(0),
     )
     A = torch.tensor([1.0, -0.5, 0.3, -1.0, 0.2, 0.9])

@@ -152,7 +152,7 @@ def tiny_run(tmp_path_factory, char_tokenizer, countdown_task):
         problems,
         num_rollouts=100,
         top_fraction=0.2,
-        max_new_tokens=T,
+        sampling=SamplingParams(max_new_tokens=T),
         generator=torch.Generator().manual_seed(0),
     )
     save_rare_set(rare, base_dir / "rare_set.json")

@@ -23,6 +23,7 @@ from fgrpo_llm.evaluation.rare import (  # noqa: E402
     make_rare_evaluator,
     save_rare_set,
 )
+from fgrpo_llm.rollout import SamplingParams  # noqa: E402
 
 
 class FirstCharTask:
@@ -47,7 +48,16 @@ class FirstCharTask:
         return completion[:2] if self.is_correct(problem, completion) else None
 
 
-def _first_char_rare_set(model, tokenizer, countdown_task, prompts: int, **kwargs):
+def _first_char_rare_set(
+    model,
+    tokenizer,
+    countdown_task,
+    prompts: int,
+    *,
+    batch_size=None,
+    autocast_dtype=None,
+    **kwargs,
+):
     """The FirstCharTask of the first ``prompts`` Countdown training problems and its rare set
     (4 new tokens, seed 0; ``kwargs``: the rest of ``build_rare_set``'s settings)."""
     task = FirstCharTask(countdown_task.problems("train")[:prompts])
@@ -56,7 +66,9 @@ def _first_char_rare_set(model, tokenizer, countdown_task, prompts: int, **kwarg
         tokenizer,
         task,
         task.problems("train"),
-        max_new_tokens=4,
+        sampling=SamplingParams(
+            max_new_tokens=4, batch_size=batch_size, autocast_dtype=autocast_dtype
+        ),
         generator=torch.Generator().manual_seed(0),
         **kwargs,
     )

@@ -7,6 +7,7 @@ import torch
 
 from fgrpo_llm.model import build_tiny_model
 from fgrpo_llm.rollout import (
+    SamplingParams,
     filter_logits,
     sample_completions,
     token_logprobs,
@@ -31,10 +32,13 @@ def model(tok):
     return m
 
 
-def _sample(model, tok, seed=0, **kw):
-    args = dict(num_samples=4, max_new_tokens=12, generator=torch.Generator().manual_seed(seed))
-    args.update(kw)
-    return sample_completions(model, tok, PROMPTS, **args)
+def _sample(model, tok, seed=0, num_samples=4, **kw):
+    """``kw``: the SamplingParams' fields (max_new_tokens 12 unless given)."""
+    sampling = SamplingParams(**{"max_new_tokens": 12, **kw})
+    generator = torch.Generator().manual_seed(seed)
+    return sample_completions(
+        model, tok, PROMPTS, num_samples=num_samples, sampling=sampling, generator=generator
+    )
 
 
 def test_shapes_and_grouping(model, tok):
@@ -144,7 +148,7 @@ def test_left_padding_gives_the_unpadded_distribution(model, tok, arch):
         tok,
         ["7=:", "12 34 5=60:"],
         num_samples=3,
-        max_new_tokens=10,
+        sampling=SamplingParams(max_new_tokens=10),
         generator=torch.Generator().manual_seed(0),
     )
     # really left-padded
@@ -260,9 +264,16 @@ def test_concat_rollouts_relayouts_batches_with_different_prompt_lengths(model, 
     from fgrpo_llm.rollout import concat_rollouts
 
     g = torch.Generator().manual_seed(0)
-    a = sample_completions(model, tok, ["7=:"], num_samples=2, max_new_tokens=5, generator=g)
+    a = sample_completions(
+        model, tok, ["7=:"], num_samples=2, sampling=SamplingParams(max_new_tokens=5), generator=g
+    )
     b = sample_completions(
-        model, tok, ["12 34 5=60:", "1=:"], num_samples=2, max_new_tokens=9, generator=g
+        model,
+        tok,
+        ["12 34 5=60:", "1=:"],
+        num_samples=2,
+        sampling=SamplingParams(max_new_tokens=9),
+        generator=g,
     )
     c = concat_rollouts([a, b], pad_id=tok.pad_token_id)
     assert c.prompt_index.tolist() == [0, 0, 1, 1, 2, 2]

@@ -150,3 +150,44 @@ def test_verl_sampling_reads_the_rollout_settings(tmp_path):
         verl_sampling({"actor_rollout_ref": {"rollout": {"top_k": float("inf")}}})
     with pytest.raises(FileNotFoundError, match="no_such"):
         verl_sampling(tmp_path / "no_such.yaml")
+
+
+def _functions(folder: str):
+    """(path, function node) for every function defined under ``folder`` of the repository."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for path in sorted((root / folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+                yield path.relative_to(root), node, names
+
+
+def test_only_sampling_params_holds_the_sampling_settings():
+    """Samplers, evaluators and rare-set builders take ``sampling: SamplingParams``: no other
+    function of fgrpo_llm has temperature, top_p and top_k among its parameters, and no
+    evaluation function takes more than 10."""
+    loose = [
+        f"{path}:{node.lineno} {node.name}"
+        for path, node, names in _functions("fgrpo_llm")
+        if {"temperature", "top_p", "top_k"} <= set(names) and node.name != "__init__"
+    ]
+    assert not loose, loose
+    long = [
+        f"{path}:{node.lineno} {node.name} ({len(names)})"
+        for path, node, names in _functions("fgrpo_llm/evaluation")
+        if len(names) > 10
+    ]
+    assert not long, long
+
+
+def test_sampling_params_normalise_their_numbers():
+    sp = SamplingParams(max_new_tokens=8.0, temperature=1, top_p=1, top_k=0, batch_size=4.0)
+    assert sp == SamplingParams(max_new_tokens=8, temperature=1.0, top_p=1.0, batch_size=4)
+    assert [type(v) for v in sp.policy().values()] == [int, float, float, int]
+    assert type(sp.batch_size) is int
+    with pytest.raises(ValueError, match="batch_size"):
+        SamplingParams(max_new_tokens=8, batch_size=2.5)

@@ -18,6 +18,7 @@ from fgrpo_llm.model import (
     resolve_device,
     save_model_and_tokenizer,
 )
+from fgrpo_llm.rollout import SamplingParams
 from fgrpo_llm.tasks.countdown import ALPHABET
 from fgrpo_llm.tokenizer import PRINTABLE_ALPHABET, build_char_tokenizer, build_word_tokenizer
 
@@ -294,7 +295,7 @@ def test_engine_style_checkpoint_with_bpe_and_chat_template(tmp_path, llm_data_d
         splits=["test"],
         n=2,
         ks=[1, 2],
-        max_new_tokens=4,
+        sampling=SamplingParams(max_new_tokens=4),
         generator=torch.Generator().manual_seed(0),
     )
     assert outcomes["test"].shape == (2, 2) and 0 <= results["splits"]["test"]["pass@2"] <= 1
@@ -304,7 +305,7 @@ def test_engine_style_checkpoint_with_bpe_and_chat_template(tmp_path, llm_data_d
         task,
         task.problems("train")[:2],
         num_rollouts=4,
-        max_new_tokens=4,
+        sampling=SamplingParams(max_new_tokens=4),
         generator=torch.Generator().manual_seed(0),
     )
     assert set(rare.prompts) == {q.id for q in task.problems("train")[:2]}

@@ -47,7 +47,7 @@ from fgrpo_llm.model import (
     resolve_device,
     save_model_and_tokenizer,
 )
-from fgrpo_llm.rollout import sample_completions
+from fgrpo_llm.rollout import SamplingParams, sample_completions
 from fgrpo_llm.sft import pad_sft_rows, sft_loop
 from fgrpo_llm.tasks.countdown import ALPHABET, CountdownTask, all_expressions
 from fgrpo_llm.tokenizer import build_char_tokenizer
@@ -290,10 +290,10 @@ def estimate_pass_at_1(
         tokenizer,
         [p.prompt for p in problems],
         num_samples=num_samples,
-        max_new_tokens=max_new_tokens,
-        temperature=1.0,
+        sampling=SamplingParams(
+            max_new_tokens=max_new_tokens, temperature=1.0, autocast_dtype=autocast_dtype
+        ),
         generator=generator,
-        autocast_dtype=autocast_dtype,
     )
     rewards = np.array(
         [

@@ -153,6 +153,7 @@ def rare_set_stage(out: Path, cfg: DemoConfig):
         return load_rare_set(path)
     # lazy: torch, transformers
     from fgrpo_llm.model import load_model_and_tokenizer, resolve_autocast_dtype
+    from fgrpo_llm.rollout import SamplingParams  # lazy: torch, transformers
 
     model, tok = load_model_and_tokenizer(out / "base", device=cfg.device)
     device = next(model.parameters()).device
@@ -164,11 +165,13 @@ def rare_set_stage(out: Path, cfg: DemoConfig):
         task.problems("train")[: cfg.rare_prompts],
         num_rollouts=cfg.rare_rollouts,
         top_fraction=cfg.rare_top_fraction,
-        max_new_tokens=cfg.max_new_tokens,
+        sampling=SamplingParams(
+            max_new_tokens=cfg.max_new_tokens,
+            batch_size=cfg.batch_size,
+            autocast_dtype=resolve_autocast_dtype(device),
+        ),
         generator=generator_for(device, cfg.seed + 1),
-        batch_size=cfg.batch_size,
         progress=True,
-        autocast_dtype=resolve_autocast_dtype(device),
     )
     rare.meta.update(
         {
@@ -239,8 +242,8 @@ def evaluate_stage(model_dir: Path, out_dir: Path, cfg: DemoConfig, *, task) -> 
         n=cfg.eval_n,
         ks=default_ks(cfg.eval_n),
         max_problems=cfg.eval_max_problems,
+        sampling=sampling,
         generator=generator_for(device, cfg.seed + 2),
-        **sampling.kwargs(),
     )
     results["model"] = str(model_dir)
     results["step"] = model_step(model_dir)  # as ``fgrpo-llm eval`` records it

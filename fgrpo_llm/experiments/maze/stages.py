@@ -159,6 +159,8 @@ def evaluate_heldout(model, tokenizer, task: MazeTask, cfg: MazeConfig, *, rl_se
     of every run of one RL seed is scored with the same random numbers (common random numbers:
     the paired differences between methods do not carry independent evaluation noise).
     """
+    from fgrpo_llm.rollout import SamplingParams  # lazy: transformers
+
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(eval_seed(rl_seed))
     counts = sample_correct_counts(
@@ -167,10 +169,10 @@ def evaluate_heldout(model, tokenizer, task: MazeTask, cfg: MazeConfig, *, rl_se
         task,
         task.problems("test"),
         n=cfg.eval_k_max,
-        max_new_tokens=cfg.max_new_tokens,
-        temperature=1.0,
+        sampling=SamplingParams(
+            max_new_tokens=cfg.max_new_tokens, temperature=1.0, batch_size=cfg.sample_batch_size
+        ),
         generator=generator,
-        batch_size=cfg.sample_batch_size,
     )
     table = pass_at_k_table(counts, cfg.eval_k_max, cfg.ks)
     metrics = {f"eval/test/{k}": v for k, v in table.items()}

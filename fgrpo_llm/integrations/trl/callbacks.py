@@ -236,8 +236,8 @@ class PassAtKCallback(_FgrpoCallback):
                     self.task,
                     [problems[p]],
                     n=self.n,
+                    sampling=sampling,
                     generator=gen,
-                    **sampling.kwargs(),
                 )
                 out.append((p, int(c[0])))
             return out
