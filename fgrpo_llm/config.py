@@ -31,7 +31,7 @@ from fgrpo_common.fields import (
     check_fields,
     dataclass_from_dict,
 )
-from fgrpo_llm.files import atomic_write_text
+from fgrpo_common.files import atomic_write_text
 
 ALGOS = ("grpo", "dapo", "cispo")
 #: Success-rate weightings of the advantages (``fgrpo_theory.weighting``).

@@ -1,6 +1,8 @@
 """The folders are layers and imports only go down (read from the source, nothing is imported).
 
-- ``fgrpo_common`` (checks, fields, CLI parsing, atomic files) imports neither other package.
+- ``fgrpo_common`` (checks, fields, CLI parsing, files, the process pool, the timer) imports
+  neither other package, and the plumbing both use lives there once: the process pool, the
+  directory lock and the strict-JSON writer each in one module.
 - ``fgrpo_theory`` never imports ``fgrpo_llm``, and torch only in its optional GPU engine.
 - ``fgrpo_llm``: the RL core (the package's top-level modules and ``tasks/``) <- ``evaluation/``
   <- ``experiments/`` <- ``cli/``; ``integrations/`` may use the core and evaluation, and nothing
@@ -113,6 +115,20 @@ def test_fgrpo_common_imports_neither_package():
         if target.split(".")[0] in ("fgrpo_theory", "fgrpo_llm")
     ]
     assert not bad, bad
+
+
+#: The plumbing both packages share, each written once, in its module of ``fgrpo_common``.
+PLUMBING = {
+    "ProcessPoolExecutor": "fgrpo_common.pool",
+    "fcntl.flock": "fgrpo_common.files",
+    "allow_nan=False": "fgrpo_common.files",
+}
+
+
+@pytest.mark.parametrize("needle,home", sorted(PLUMBING.items()))
+def test_the_shared_plumbing_is_written_once_below_both_packages(needle, home):
+    found = sorted(name for name, path in MODULES.items() if needle in path.read_text())
+    assert found == [home]
 
 
 def test_fgrpo_theory_never_imports_fgrpo_llm_and_torch_only_in_its_gpu_engine():
@@ -414,10 +430,13 @@ def test_every_function_local_import_says_why_it_is_deferred():
 @pytest.mark.parametrize(
     "source,expected",
     [
-        ("def f():\n    from fgrpo_llm.files import read_jsonl\n", "without '# lazy"),
-        ("def f():\n    from fgrpo_llm.files import read_jsonl  # lazy: torch\n", "does not add"),
+        ("def f():\n    from fgrpo_common.files import read_jsonl\n", "without '# lazy"),
         (
-            "def f():\n    from fgrpo_llm.files import read_jsonl  # lazy: optional\n",
+            "def f():\n    from fgrpo_common.files import read_jsonl  # lazy: torch\n",
+            "does not add",
+        ),
+        (
+            "def f():\n    from fgrpo_common.files import read_jsonl  # lazy: optional\n",
             "outside a try",
         ),
     ],

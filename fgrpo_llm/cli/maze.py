@@ -24,10 +24,10 @@ import argparse
 import os
 
 from fgrpo_common.cli import add_deprecated_alias, add_json_flag, json_result
+from fgrpo_common.files import directory_lock
 from fgrpo_llm.config import read_config_file
 from fgrpo_llm.experiments.maze.bases import run_maze_bases
 from fgrpo_llm.experiments.maze.config import FLAGS, make_config
-from fgrpo_llm.files import directory_lock
 
 #: MazeConfig field -> (type, help); the flag names are ``fgrpo_llm.experiments.maze.config.FLAGS``.
 _HELP = {

@@ -24,6 +24,7 @@ import numpy as np
 
 from fgrpo_common.cli import add_json_flag, json_result
 from fgrpo_common.fields import SEED
+from fgrpo_common.files import writable_directory
 from fgrpo_llm.environment import environment_differences, environment_section
 from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.evaluation.sweep import difference_noise
@@ -37,7 +38,6 @@ from fgrpo_llm.experiments.countdown.report import (
     write_report,
 )
 from fgrpo_llm.experiments.paper import load_paper_results
-from fgrpo_llm.files import writable_directory
 
 
 def _validate(args) -> int:

@@ -27,8 +27,7 @@ import torch
 
 from fgrpo_common.checks import check_integer
 from fgrpo_common.cli import bar_disabled
-from fgrpo_common.files import save_figure
-from fgrpo_llm.files import atomic_write_text, read_json
+from fgrpo_common.files import atomic_write_text, read_json, save_figure
 from fgrpo_llm.tasks.base import check_split
 from fgrpo_theory.passk import mean_pass_at_k, paired_subsampling_test
 from fgrpo_theory.passk import pass_at_k_unbiased as pass_at_k

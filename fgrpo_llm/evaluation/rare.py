@@ -33,8 +33,8 @@ import numpy as np
 import torch
 
 from fgrpo_common.checks import check_integer, check_probability, is_finite_number
+from fgrpo_common.files import atomic_write_text
 from fgrpo_llm.evaluation.passk import sampled_chunks
-from fgrpo_llm.files import atomic_write_text
 from fgrpo_llm.tasks.base import solution_form
 
 #: Format version of the saved artifact.

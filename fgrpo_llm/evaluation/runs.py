@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fgrpo_llm.files import read_jsonl
+from fgrpo_common.files import read_jsonl
 from fgrpo_llm.tracking import check_group_record, read_run_info
 
 __all__ = ["RunInfo", "run_label", "is_base_lr", "load_run", "split_pass_at"]

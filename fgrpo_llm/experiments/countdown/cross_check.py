@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.files import save_figure
+from fgrpo_common.files import atomic_write_text, save_figure, strict_json
 from fgrpo_llm.evaluation.runs import RunInfo
 from fgrpo_llm.evaluation.sweep import (
     control_rows,
@@ -35,7 +35,6 @@ from fgrpo_llm.evaluation.tail_miss import (
     summarise_tail_miss,
     tail_miss_records,
 )
-from fgrpo_llm.files import atomic_write_text, strict_json
 
 __all__ = ["cross_check"]
 

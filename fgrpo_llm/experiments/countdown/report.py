@@ -12,10 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.files import save_figure
+from fgrpo_common.files import atomic_write_text, save_figure
 from fgrpo_llm.environment import environment_section
 from fgrpo_llm.experiments.countdown.config import EXECUTION_FIELDS
-from fgrpo_llm.files import atomic_write_text
 
 
 def fmt(x, digits: int = 3) -> str:

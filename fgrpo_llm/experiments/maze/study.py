@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.files import write_json as _write_json
 from fgrpo_llm.evaluation.stats import (
     CONTRADICTED,
     HOLDS,
@@ -57,7 +58,6 @@ from fgrpo_llm.experiments.maze.config import (
 )
 from fgrpo_llm.experiments.maze.plots import write_figures
 from fgrpo_llm.experiments.paper import load_paper_results
-from fgrpo_llm.experiments.runner import write_json as _write_json
 
 __all__ = [
     "summarize",
