@@ -67,8 +67,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from scipy.special import logsumexp
 
 from fgrpo_common.checks import check_integer, check_probability, check_real_scalar
+from fgrpo_common.files import finite_or_none
 from fgrpo_llm.evaluation.sampling_error import sampling_error_summary
 from fgrpo_llm.tasks.base import encode_prompt, solution_form
 
@@ -322,11 +324,9 @@ def completion_logprobs(
 
 
 def _logsumexp(values) -> float:
-    values = [v for v in values if v != -math.inf]
-    if not values:
-        return -math.inf
-    top = max(values)
-    return top + math.log(sum(math.exp(v - top) for v in values))
+    """log sum_i exp(v_i) of the log-masses ``values`` (``scipy.special.logsumexp``); -inf for
+    none, or when all are -inf."""
+    return float(logsumexp(np.fromiter(values, dtype=float)))
 
 
 def _answers(task, problem) -> list[str]:
@@ -475,10 +475,6 @@ def exact_mu_tau(
     return result
 
 
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
-
-
 def exact_rare_set(
     model,
     tokenizer,
@@ -549,7 +545,7 @@ def exact_rare_set(
     summary.update(
         {
             "exact": all(m.exact for m in per_prompt.values()),
-            "slack_max": _finite_or_none(max(slacks)),
+            "slack_max": finite_or_none(max(slacks)),
             "max_new_tokens": int(T),
             "temperature": float(temp),
             "top_p": float(top_p),
@@ -563,10 +559,10 @@ def exact_rare_set(
                 {
                     "mu_exact": m.mu,
                     "tau_exact": m.tau,
-                    "log_mu_exact": _finite_or_none(m.log_mu),
-                    "log_tau_exact": _finite_or_none(m.log_tau),
-                    "mu_exact_slack": _finite_or_none(m.slack),
-                    "tau_exact_slack": _finite_or_none(m.tau_slack),
+                    "log_mu_exact": finite_or_none(m.log_mu),
+                    "log_tau_exact": finite_or_none(m.log_tau),
+                    "mu_exact_slack": finite_or_none(m.slack),
+                    "tau_exact_slack": finite_or_none(m.tau_slack),
                     "exact": m.exact,
                 }
             )
