@@ -387,15 +387,7 @@ def _sweep(cfg, workers, progress, engine, checkpoint, device) -> SweepResult:
                     ),
                 )
         else:
-            items = work_items(cfg, engine, todo)
-            if workers == 1 or len(items) == 1:
-                with pinned(1):
-                    for N, runs in items:
-                        collect(
-                            N, runs, simulate_runs(cfg, N, runs, engine=engine, progress=bar.update)
-                        )
-            else:
-                _run_pool(cfg, engine, items, workers, collect, bar)
+            _run_numpy(cfg, engine, todo, workers, collect, bar)
     finally:
         bar.close()
     records = {
@@ -408,6 +400,18 @@ def _sweep(cfg, workers, progress, engine, checkpoint, device) -> SweepResult:
         for k in RECORD_KEYS
     }  # (nN, nG, nS, ...)
     return SweepResult(config=cfg, records=records, family=_family(engine))
+
+
+def _run_numpy(cfg, engine, todo, workers, collect, bar) -> None:
+    """The runs ``todo`` on a numpy engine, in this process (one worker, or one work item) or
+    over ``workers`` processes, each collected as it finishes."""
+    items = work_items(cfg, engine, todo)
+    if workers == 1 or len(items) == 1:
+        with pinned(1):
+            for N, runs in items:
+                collect(N, runs, simulate_runs(cfg, N, runs, engine=engine, progress=bar.update))
+    else:
+        _run_pool(cfg, engine, items, workers, collect, bar)
 
 
 def _run_pool(cfg, engine, items, workers, collect, bar) -> None:
