@@ -12,6 +12,7 @@ cancels the queued ones and raises at once, without running them first.
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -24,11 +25,7 @@ def process_pool(
     """A pool of ``workers`` processes; ``spawn``: fresh interpreters (no forked torch thread
     pools), else the platform's default start method. ``initializer(*initargs)`` runs in each
     worker first (pinning its thread pools, say)."""
-    context = None
-    if spawn:
-        import multiprocessing  # lazy: optional (only a spawned pool needs its context)
-
-        context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("spawn") if spawn else None
     return ProcessPoolExecutor(
         max_workers=workers, mp_context=context, initializer=initializer, initargs=initargs
     )

@@ -20,7 +20,7 @@ __all__ = ["Timer", "cpu_seconds"]
 
 def cpu_seconds() -> float:
     """CPU seconds of this process and of every child process it has waited for."""
-    import resource  # lazy: optional (POSIX only)
+    import resource  # POSIX only: imported where it is used
 
     own, kids = (
         resource.getrusage(resource.RUSAGE_SELF),

@@ -141,7 +141,7 @@ def run_tasks(tasks, workers: int = 1) -> Iterator[tuple[Task, float]]:
 
 def _run_spawned(tasks: list[Task], workers: int) -> Iterator[tuple[Task, float]]:
     """``run_tasks`` on spawned processes, one per task."""
-    import multiprocessing  # lazy: optional (only spawned tasks need it)
+    import multiprocessing
     from multiprocessing.connection import wait
 
     ctx = multiprocessing.get_context("spawn")
