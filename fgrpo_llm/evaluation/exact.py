@@ -67,7 +67,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from scipy.special import logsumexp
 
 from fgrpo_common.checks import check_integer, check_probability, check_real_scalar
 from fgrpo_common.files import finite_or_none
@@ -326,6 +325,8 @@ def completion_logprobs(
 def _logsumexp(values) -> float:
     """log sum_i exp(v_i) of the log-masses ``values`` (``scipy.special.logsumexp``); -inf for
     none, or when all are -inf."""
+    from scipy.special import logsumexp  # deferred: scipy stays out of fgrpo_llm's imports
+
     return float(logsumexp(np.fromiter(values, dtype=float)))
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import kendalltau
 
 from fgrpo_llm.evaluation.runs import RunInfo, is_base_lr
 
@@ -139,6 +138,8 @@ def _kendall_tau(a, b) -> float:
     items, or when either sequence is constant."""
     if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
         return float("nan")
+    from scipy.stats import kendalltau  # deferred: scipy stays out of fgrpo_llm's imports
+
     return float(kendalltau(a, b).statistic)
 
 
