@@ -326,18 +326,23 @@ def refuse_other_settings(
 
 def finite_or_none(value):
     """``value`` with every non-finite float (NaN, inf), at any depth of dicts / lists / tuples,
-    replaced by None; numpy and torch scalars become Python numbers."""
+    replaced by None; numpy and torch scalars (and arrays) become Python numbers (and lists), a
+    dict key JSON has no type for its string."""
     if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
         value = value.item()
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, dict):  # keys JSON has no type for (a tuple) as strings
+        return {_json_key(k): finite_or_none(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [finite_or_none(v) for v in value]
     if hasattr(value, "tolist"):
         return finite_or_none(value.tolist())
     return value
+
+
+def _json_key(key):
+    return key if key is None or isinstance(key, (str, int, float, bool)) else str(key)
 
 
 def strict_json(data, **kwargs) -> str:
