@@ -1,8 +1,8 @@
 """The folders are layers and imports only go down (read from the source, nothing is imported).
 
 - ``fgrpo_common`` (checks, fields, CLI parsing, files, the process pool, the timer) imports
-  neither other package, and the plumbing both use lives there once: the process pool, the
-  directory lock and the strict-JSON writer each in one module.
+  neither other package, and the plumbing both use lives there once: the process pool and the
+  directory lock each in one module.
 - ``fgrpo_theory`` never imports ``fgrpo_llm``, and torch only in its optional GPU engine.
 - ``fgrpo_llm``: the RL core (the package's top-level modules and ``tasks/``) <- ``evaluation/``
   <- ``experiments/`` <- ``cli/``; ``integrations/`` may use the core and evaluation, and nothing
@@ -118,11 +118,7 @@ def test_fgrpo_common_imports_neither_package():
 
 
 #: The plumbing both packages share, each written once, in its module of ``fgrpo_common``.
-PLUMBING = {
-    "ProcessPoolExecutor": "fgrpo_common.pool",
-    "fcntl.flock": "fgrpo_common.files",
-    "allow_nan=False": "fgrpo_common.files",
-}
+PLUMBING = {"ProcessPoolExecutor": "fgrpo_common.pool", "fcntl.flock": "fgrpo_common.files"}
 
 
 @pytest.mark.parametrize("needle,home", sorted(PLUMBING.items()))
