@@ -29,14 +29,11 @@ def _pin_current_thread(cpu: int | None) -> None:
         os.sched_setaffinity(0, {cpu})  # 0: the calling thread (Linux)
 
 
-def main(argv=None) -> int:
-    import numpy as np
-
+def _arguments(argv):
+    """``(args, sizes, cpus)``: the checked command line and the cores this process may use;
+    argparse's usage error (exit 2) for a bad value, no compiled engine, or fewer than 2 cores."""
     from fgrpo_common.cli import parse_list
-    from fgrpo_theory.sim import PRESETS
-    from fgrpo_theory.sim.threads import pinned
 
-    base = PRESETS["paper-fig2"]
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="2048,8192,16384,65536,131072", help="group sizes N (even)")
     p.add_argument("--steps", type=int, default=100, help="steps per run (default 100)")
@@ -51,7 +48,7 @@ def main(argv=None) -> int:
             f"need --steps >= 1, --repeats >= 1 and every N even and >= 4, got "
             f"steps={args.steps} repeats={args.repeats} sizes={sizes}"
         )
-    from fgrpo_theory.sim.compiled import simulate_run_compiled, unavailable_reason
+    from fgrpo_theory.sim.compiled import unavailable_reason
 
     reason = unavailable_reason()
     if reason:
@@ -59,6 +56,18 @@ def main(argv=None) -> int:
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if len(cpus) < 2:
         p.error(f"needs two cores, this process may use {len(cpus) or 'an unknown number of'}")
+    return args, sizes, cpus
+
+
+def main(argv=None) -> int:
+    import numpy as np
+
+    from fgrpo_theory.sim import PRESETS
+    from fgrpo_theory.sim.compiled import simulate_run_compiled
+    from fgrpo_theory.sim.threads import pinned
+
+    args, sizes, cpus = _arguments(argv)
+    base = PRESETS["paper-fig2"]
     full = replace(base, steps=args.steps)
     half = replace(full, actions=full.actions // 2, correct=full.correct // 2)
 

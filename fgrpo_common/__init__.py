@@ -4,7 +4,11 @@
   naming the argument and the value);
 - ``fields``: the field rules every config dataclass checks itself with;
 - ``cli``: the subcommand parser, the one-line error runner, the list and KEY=VALUE parsers;
-- ``files``: files written through a temporary sibling and a rename (text, binary, figures);
+- ``files``: files written through a temporary sibling and a rename (text, strict JSON, binary,
+  figures, whole directories), JSON read with clear errors, and one process at a time in a
+  directory (the one ``flock`` lock);
+- ``pool``: the one pool of worker processes (the simulator's sweep, the experiments' runs);
+- ``timer``: wall and CPU seconds of a computation and its phases;
 - ``environment``: what a computation ran on (versions, git commit, CPU and its vector flags);
 - ``exports``: a package's public names, each imported from its module on first use.
 """

@@ -17,14 +17,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import json
-import math
 import os
 import re
 import sys
 from collections.abc import Callable, Iterator
 
-from fgrpo_common import __version__
+from fgrpo_common import __version__, files
 
 _ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
 
@@ -221,25 +219,10 @@ def json_result(args: argparse.Namespace, value) -> int:
 
 
 def strict_json(value) -> str:
-    """JSON that every parser reads: NaN and infinity written as null, numpy scalars and arrays
-    as numbers and lists, paths (and any other object JSON has no type for) as strings."""
-
-    def clean(v):
-        if hasattr(v, "item") and getattr(v, "ndim", 0) == 0:
-            v = v.item()
-        if isinstance(v, float):
-            return v if math.isfinite(v) else None
-        if isinstance(v, dict):
-            return {str(k): clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        if hasattr(v, "tolist"):
-            return clean(v.tolist())
-        if isinstance(v, os.PathLike):
-            return os.fspath(v)
-        return v
-
-    return json.dumps(clean(value), allow_nan=False, default=str)
+    """JSON that every parser reads (``fgrpo_common.files.strict_json``: NaN and infinity
+    written as null, numpy scalars and arrays as numbers and lists), paths and any other object
+    JSON has no type for as strings."""
+    return files.strict_json(value, default=str)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ A checkpoint is a directory ``OUT/checkpoints/step_000050/`` holding
 - ``manifest.json``, written last: the size and SHA-256 of every other file.
 
 The directory is built under a temporary name and renamed into place when complete
-(``fgrpo_llm.files.atomic_directory``), so a kill never leaves a partial checkpoint under its
+(``fgrpo_common.files.atomic_directory``), so a kill never leaves a partial checkpoint under its
 final name; :func:`resume_point` checks each checkpoint's manifest and falls back, saying so, from
 a damaged one (a truncated file, a changed byte) to the previous complete one. Restoring all of it
 makes a resumed run produce the same metrics as an uninterrupted one.
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fgrpo_llm.files import atomic_directory, atomic_write_text
+from fgrpo_common.files import atomic_directory, atomic_write_text
 
 __all__ = [
     "save_checkpoint",
@@ -57,14 +57,13 @@ class CorruptCheckpoint(ValueError):
     """A checkpoint directory whose files do not match its manifest, or cannot be read."""
 
 
-def capture_rng(generator: torch.Generator, np_rng: np.random.Generator) -> dict:
-    """Every random state of a run: the explicit generators plus the global ones
-    (dropout, Python)."""
+def capture_rng(generator: torch.Generator) -> dict:
+    """Every random state of a run: its explicit generator (sampling and mini-batch shuffling)
+    plus the global ones (dropout, Python)."""
     state = {
         "torch_generator": generator.get_state(),
         "torch_generator_device": generator.device.type,
         "torch_global": torch.get_rng_state(),
-        "numpy": np_rng.bit_generator.state,
         "python": random.getstate(),
     }
     if torch.cuda.is_available():
@@ -72,8 +71,9 @@ def capture_rng(generator: torch.Generator, np_rng: np.random.Generator) -> dict
     return state
 
 
-def restore_rng(state: dict, generator: torch.Generator, np_rng: np.random.Generator) -> None:
-    """Undo ``capture_rng``: put every random stream back where it was.
+def restore_rng(state: dict, generator: torch.Generator) -> None:
+    """Undo ``capture_rng``: put every random stream back where it was (the numpy state that
+    earlier versions saved, of a generator nothing drew from, is not needed).
 
     The sampling generator's state only fits a generator of the same device type (CPU and CUDA
     generators differ), so resuming on another kind of device is a ValueError naming both.
@@ -86,7 +86,6 @@ def restore_rng(state: dict, generator: torch.Generator, np_rng: np.random.Gener
         )
     generator.set_state(state["torch_generator"])
     torch.set_rng_state(state["torch_global"])
-    np_rng.bit_generator.state = state["numpy"]
     random.setstate(state["python"])
     if "torch_cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(list(state["torch_cuda"]))

@@ -31,7 +31,7 @@ from fgrpo_common.fields import (
     check_fields,
     dataclass_from_dict,
 )
-from fgrpo_llm.files import atomic_write_text
+from fgrpo_common.files import atomic_write_text
 from fgrpo_theory.weighting import WEIGHTINGS as WEIGHTINGS  # the names, for the integrations
 from fgrpo_theory.weighting import Weighting, resolve_weighting
 

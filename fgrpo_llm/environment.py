@@ -19,7 +19,7 @@ from pathlib import Path
 
 from fgrpo_common.environment import KERNEL_VARIABLES, machine_environment
 from fgrpo_common.environment import cpu as _cpu
-from fgrpo_llm.files import atomic_write_text, strict_json
+from fgrpo_common.files import atomic_write_text, strict_json
 
 __all__ = [
     "ENVIRONMENT_FILE",

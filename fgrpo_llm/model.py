@@ -30,7 +30,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
-from fgrpo_llm.files import atomic_directory
+from fgrpo_common.files import atomic_directory
 
 _DTYPES = {
     "float32": None,

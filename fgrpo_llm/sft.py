@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from collections.abc import Callable
 
 import torch
 
 from fgrpo_common.cli import bar_disabled
+from fgrpo_common.timer import Timer
 
 __all__ = ["pad_sft_rows", "completion_loss", "sft_loop"]
 
@@ -81,12 +81,12 @@ def sft_loop(
     from fgrpo_llm.model import autocast  # lazy: transformers
 
     model.train()
-    start, step, tokens, loss_value = time.perf_counter(), 0, 0, math.nan
+    timer, step, tokens, loss_value = Timer(), 0, 0, math.nan
     cap = seconds if seconds > 0 else math.inf
     stopped_by = "step budget"
     bar = tqdm(total=steps, unit="step", desc=desc, file=sys.stderr, disable=bar_disabled(progress))
     while step < steps:
-        if time.perf_counter() - start >= cap:
+        if timer.seconds() >= cap:
             stopped_by = f"time cap ({seconds:g} s) after {step} of {steps} steps"
             break
         lr = None
@@ -117,7 +117,7 @@ def sft_loop(
                     "grad_norm": float(grad_norm),
                     "lr": lr if lr is not None else optimizer.param_groups[0]["lr"],
                     "tokens": tokens,
-                    "elapsed_s": time.perf_counter() - start,
+                    "elapsed_s": timer.seconds(),
                 }
             )
             bar.set_postfix(loss=f"{loss_value:.3f}", step=step)
@@ -128,5 +128,5 @@ def sft_loop(
         "steps": step,
         "loss": loss_value,
         "stopped_by": stopped_by,
-        "seconds": time.perf_counter() - start,
+        "seconds": timer.seconds(),
     }

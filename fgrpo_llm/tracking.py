@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from fgrpo_common.checks import is_finite_number
 from fgrpo_common.cli import bar_disabled
-from fgrpo_llm.files import atomic_write_text, read_json, strict_json
+from fgrpo_common.files import atomic_write_text, read_json, strict_json
 from fgrpo_theory.weighting import resolve_weighting
 
 __all__ = [

@@ -2,11 +2,11 @@
 Table 5).
 
 One visible ``for step in range(...)`` loop (``_train``) after the run is opened
-(``_open_run``), in named phases: sample and score the groups (``_sample_groups``, a
-:class:`Groups`), advantages, optimize (``_optimize``), evaluate, log, checkpoint. Each step
-draws B prompts and samples N completions per prompt; the task's verifier marks each completion
-correct or not (``Task.is_correct``) and gives its reward. Per group, X is the number of correct
-completions, mu_hat = X / N, and
+(``fgrpo_llm.run_dir.open_run``), in named phases: sample and score the groups
+(``_sample_groups``, a :class:`Groups`), advantages, optimize (``_optimize``), evaluate, log,
+checkpoint. Each step draws B prompts and samples N completions per prompt; the task's verifier
+marks each completion correct or not (``Task.is_correct``) and gives its reward. Per group, X is
+the number of correct completions, mu_hat = X / N, and
 
     A_i = g * A_i^GRPO,   g = (1 - mu_hat)^gamma,   A_i^GRPO = (R_i - mean R) / (std R + eps),
 
@@ -19,14 +19,12 @@ when gradients are accumulated over micro-batches. DAPO's dynamic sampling drops
 X = 0 or X = N and samples more prompts, for at most ``max_sampling_rounds`` extra rounds, to
 refill the batch.
 
-Outputs in ``cfg.out``: config.json (resolved), run.json (``fgrpo_llm.tracking.write_run_info``),
+The run directory (``fgrpo_llm.run_dir``: its files, resume, the lock) gets config.json, run.json,
 metrics.jsonl (one line per step), groups.jsonl (one line per sampled group: step, prompt_id, N,
 num_correct, the solution form of each correct completion, and for a trained group its focal
-weight), checkpoints/step_*/ (resumable at any kill), model/ (the final policy, a HF checkpoint,
-with step.json naming its step; a run resumed to more steps moves an evaluation of the old
-policy, model/eval or eval, to eval_step_<its step> beside it when it replaces the policy).
+weight), checkpoints/step_*/ (resumable at any kill) and model/ (the final policy).
 Non-finite values in the loss, the gradients or the weights stop the run at that step with
-:class:`TrainingDiverged`; nothing non-finite is ever saved.
+:class:`TrainingDiverged` (``fgrpo_llm.divergence``); nothing non-finite is ever saved.
 
     from fgrpo_llm.config import TrainConfig
     from fgrpo_llm.trainer import train
@@ -35,11 +33,7 @@ Non-finite values in the loss, the gradients or the weights stop the run at that
 
 from __future__ import annotations
 
-import json
 import math
-import random
-import sys
-import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -49,99 +43,35 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fgrpo_common.timer import Timer
 from fgrpo_llm.advantages import weighted_advantages
-from fgrpo_llm.checkpoint import (
-    SETTINGS_JSON,
-    capture_rng,
-    restore_rng,
-    resume_point,
-    save_checkpoint,
-)
-from fgrpo_llm.config import TrainConfig, refuse_a_model_directory, save_config
-from fgrpo_llm.environment import environment
-from fgrpo_llm.files import changed_settings, directory_lock, remove_stale_temporaries
+from fgrpo_llm.config import TrainConfig
+from fgrpo_llm.divergence import TrainingDiverged, check_policy, check_weights, diverged
 from fgrpo_llm.groups import Groups, first_active, rows_of, sample_round
 from fgrpo_llm.losses import policy_loss
-from fgrpo_llm.model import (
-    MAX_WEIGHT,
-    autocast,
-    disable_dropout,
-    load_model_and_tokenizer,
-    resolve_autocast_dtype,
-    resolve_device,
-    save_model_and_tokenizer,
-    weight_problem,
-)
+from fgrpo_llm.model import resolve_autocast_dtype, resolve_device
 from fgrpo_llm.rollout import (
     RolloutBatch,
-    SamplingParams,
     sample_completions,
     token_logprobs,
     token_logprobs_and_entropy,
 )
-from fgrpo_llm.tasks import check_split, check_task, get_task
-from fgrpo_llm.tasks.for_model import check_base_task, model_task_kwargs
-from fgrpo_llm.tracking import (
-    STEP_RECORD,
-    JsonlWriter,
-    MetricsLogger,
-    model_step,
-    truncate_jsonl,
-    write_run_info,
+from fgrpo_llm.run_dir import (
+    RESUMABLE_FIELDS,
+    PromptStream,
+    Run,
+    checkpoint,
+    hold,
+    open_run,
+    save_policy,
 )
+from fgrpo_llm.tasks.for_model import check_base_task, model_task_kwargs
 
 __all__ = ["train", "PromptStream", "Evaluator", "RESUMABLE_FIELDS", "TrainingDiverged"]
 
 #: An evaluation hook: called as hook(model, step) every ``eval_every`` steps; its metrics join that
 #: step's line.
 Evaluator = Callable[[torch.nn.Module, int], dict]
-
-#: Config fields a resumed run may change (everything else must match the stopped run). ``out`` is
-#: where the run is now, not a setting: a copied or moved run directory resumes.
-RESUMABLE_FIELDS = (
-    "out",
-    "steps",
-    "progress",
-    "tensorboard",
-    "device",
-    "eval_every",
-    "checkpoint_every",
-    "keep_checkpoints",
-)
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss, a gradient or a weight became NaN or inf: the run stops at that step, unsaved."""
-
-
-class PromptStream:
-    """Deterministic prompt order: epoch e visits the problems in permutation
-    default_rng([seed, e]).
-
-    The whole state is one integer (``cursor``, prompts handed out so far), so it is trivially
-    saved.
-    """
-
-    def __init__(self, num_problems: int, *, seed: int, cursor: int = 0):
-        if num_problems < 1:
-            raise ValueError(f"the task split has no problems (num_problems={num_problems})")
-        self.num_problems, self.seed, self.cursor = num_problems, seed, cursor
-        self._epoch, self._order = -1, None
-
-    def take(self, k: int) -> list[int]:
-        """The next ``k`` problem indices."""
-        out = []
-        for _ in range(k):
-            epoch, pos = divmod(self.cursor, self.num_problems)
-            if epoch != self._epoch:
-                rng = np.random.default_rng([self.seed, epoch])
-                self._epoch, self._order = epoch, rng.permutation(self.num_problems)
-            out.append(int(self._order[pos]))
-            self.cursor += 1
-        return out
-
-    def state(self) -> dict:
-        return {"cursor": self.cursor}
 
 
 @dataclass
@@ -155,41 +85,6 @@ class _OptimStats:
 
     def means(self) -> dict:
         return {**{k: v / max(self.tokens, 1) for k, v in self.sums.items()}, **self.maxes}
-
-
-def _diverged(step: int, what: str) -> TrainingDiverged:
-    return TrainingDiverged(
-        f"step {step}: {what} became NaN or inf; the run stops here and nothing of this step "
-        f"is saved (the last checkpoint stays resumable). Lower the learning rate or keep "
-        f"gradient clipping on (grad_clip > 0)."
-    )
-
-
-def _probe_ids(tok, prompt: str, device) -> torch.Tensor:
-    """(1, P) token ids of one prompt: the input of ``_check_policy``."""
-    ids = tok(prompt, add_special_tokens=False)["input_ids"] or [tok.eos_token_id or 0]
-    return torch.tensor([ids], dtype=torch.long, device=device)
-
-
-@torch.no_grad()
-def _check_policy(model, probe: torch.Tensor, amp, where: str) -> None:
-    """TrainingDiverged when the policy's next-token logits on ``probe`` are not finite: weights
-    that are finite but huge (too large a learning rate) overflow in the forward pass, and the
-    next sampling would fail. Checked after each optimizer phase, before anything of the step is
-    logged or saved, and on the checkpoint a run resumes from."""
-    was_training = model.training
-    model.eval()
-    try:
-        with autocast(probe.device, amp):
-            logits = model(input_ids=probe).logits[:, -1, :]  # (1, V)
-    finally:
-        model.train(was_training)
-    if not torch.isfinite(logits).all():
-        raise TrainingDiverged(
-            f"{where}: the policy's logits are NaN or inf (its weights are finite but overflow "
-            "in the forward pass); the run stops and nothing of this step is saved. Lower the "
-            "learning rate or keep gradient clipping on (grad_clip > 0)."
-        )
 
 
 def _old_logprobs(model, batch: RolloutBatch, cfg, amp) -> torch.Tensor:
@@ -216,7 +111,7 @@ def _old_logprobs(model, batch: RolloutBatch, cfg, amp) -> torch.Tensor:
     return out
 
 
-def _optimize(step: int, run: _Run, batch: RolloutBatch, A_rows, B: int, cfg, amp) -> _OptimStats:
+def _optimize(step: int, run: Run, batch: RolloutBatch, A_rows, B: int, cfg, amp) -> _OptimStats:
     """PPO epochs x mini-batches of AdamW steps on the token-mean loss of ``cfg.algo``.
 
     ``A_rows`` (M,) is one advantage per row of ``batch`` (B groups of N rows). Raises
@@ -264,7 +159,7 @@ def _optimize(step: int, run: _Run, batch: RolloutBatch, A_rows, B: int, cfg, am
                     **cfg.loss_kwargs(),
                 )
                 if not torch.isfinite(loss):
-                    raise _diverged(step, "the loss")
+                    raise diverged(step, "the loss")
                 n_tok = int(cmask.sum())
                 # token mean over the whole mini-batch, accumulated over micro-batches
                 (loss * (n_tok / max(mb_tokens, 1))).backward()
@@ -278,33 +173,11 @@ def _optimize(step: int, run: _Run, batch: RolloutBatch, A_rows, B: int, cfg, am
                 params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf
             )
             if not torch.isfinite(norm):
-                raise _diverged(step, "the gradient")
+                raise diverged(step, "the gradient")
             stats.grad_norms.append(float(norm))
             optimizer.step()
-            for p in params:  # one reduction per weight: NaN / inf, or finite but overflowing
-                largest = float(p.detach().abs().max()) if p.numel() else 0.0
-                if not math.isfinite(largest):
-                    raise _diverged(step, "a weight")
-                if largest > MAX_WEIGHT:  # sampling from it would overflow
-                    raise TrainingDiverged(
-                        f"step {step}: {weight_problem(model)}; the run stops here and nothing "
-                        "of this step is saved (the last checkpoint stays resumable). Lower the "
-                        "learning rate or keep gradient clipping on (grad_clip > 0)."
-                    )
+            check_weights(step, model, params)  # NaN / inf, or finite but overflowing
     return stats
-
-
-class _StepClock:
-    """Wall time of a step's phases (timings only: no number of the run depends on them)."""
-
-    def __init__(self):
-        self.marks = {"start": time.perf_counter()}
-
-    def mark(self, name: str) -> None:
-        self.marks[name] = time.perf_counter()
-
-    def seconds(self, a: str, b: str) -> float:
-        return self.marks[b] - self.marks[a]
 
 
 def _step_metrics(
@@ -316,7 +189,7 @@ def _step_metrics(
     opt: _OptimStats,
     lr: float,
     eval_metrics: dict,
-    clock: _StepClock,
+    clock: Timer,
 ) -> dict:
     """One flat metrics line: the unfiltered first round's outcomes, the focal weight g that the
     update used (mean over groups with a learning signal), the optimiser's and the timings."""
@@ -346,45 +219,10 @@ def _step_metrics(
         "time/sample_s": sample_s,
         "time/train_s": train_s,
         "time/eval_s": clock.seconds("trained", "evaluated"),
-        "time/step_s": time.perf_counter() - clock.marks["start"],
+        "time/step_s": clock.seconds(),
         "time/rollout_tokens_per_s": sampled_tokens / max(sample_s, 1e-9),
         "time/train_tokens_per_s": opt.tokens / max(train_s, 1e-9),
     }
-
-
-def _fixed_settings(cfg: TrainConfig) -> dict:
-    """The settings a resume may not change (all but :data:`RESUMABLE_FIELDS`), as JSON."""
-    return {k: v for k, v in cfg.to_dict().items() if k not in RESUMABLE_FIELDS}
-
-
-def _check_resume(cfg: TrainConfig, out: Path, start: int, checkpoint: Path | None) -> None:
-    """A resumed run keeps every setting of the stopped one except :data:`RESUMABLE_FIELDS` (as
-    its config.json and the checkpoint it resumes from both say: a checkpoint copied from another
-    run, or a config.json edited since, is refused), and cannot be told to stop before the step
-    it already reached."""
-    saved = [(out / "config.json", f"settings differ from the stopped run in {out}")]
-    if checkpoint is not None:
-        saved.append(
-            (
-                checkpoint / SETTINGS_JSON,
-                f"the checkpoint {checkpoint} was made with other settings than the run's "
-                "config.json",
-            )
-        )
-    for path, what in saved:
-        diff = changed_settings(
-            path, cfg.to_dict(), free=RESUMABLE_FIELDS, hint=" (--resume reads it)"
-        )
-        if diff:
-            raise ValueError(
-                f"--resume: {what}: "
-                + ", ".join(f"{k}={old!r} -> {new!r}" for k, (old, new) in diff.items())
-            )
-    if cfg.steps < start:
-        raise ValueError(
-            f"--resume: the run in {out} already reached step {start}; steps must be >= {start}, "
-            f"got steps={cfg.steps}"
-        )
 
 
 def train(
@@ -412,143 +250,11 @@ def train(
     out = Path(cfg.out)
     device = resolve_device(cfg.device)
     amp = resolve_autocast_dtype(device, cfg.dtype)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out must be a directory, but {out} is a file")
-    with directory_lock(out, what="fgrpo-llm run"):  # one process at a time in a run directory
+    with hold(out):  # one process at a time in a run directory
         return _train(cfg, out, device, amp, resume, evaluators, task)
 
 
-@dataclass
-class _Run:
-    """An opened run: the policy, its task, the optimizer and the random streams, the logs, and
-    the step it starts after (0, or the checkpoint's on resume)."""
-
-    model: torch.nn.Module
-    tok: object
-    task: object
-    problems: list
-    probe: torch.Tensor  # (1, P) the prompt _check_policy runs the policy on
-    ref_model: torch.nn.Module | None  # the frozen base, only with the KL penalty
-    params: list
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    sampling: SamplingParams  # the rollouts' settings (and the evaluations')
-    generator: torch.Generator  # sampling and mini-batch shuffling
-    np_rng: np.random.Generator  # reserved for numpy-side randomness; saved with the rest
-    data: PromptStream
-    logger: MetricsLogger
-    group_log: JsonlWriter
-    start: int
-
-
-def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
-    """Refuse to overwrite a run, find the checkpoint to resume from, load the policy, the task and
-    the optimizer (restored on resume), write config.json and run.json, open the logs."""
-    refuse_a_model_directory(out)
-    if not resume and ((out / "metrics.jsonl").exists() or (out / "config.json").exists()):
-        raise ValueError(
-            f"{out} already holds a run; pass --resume to continue it or choose another --out"
-        )
-    remove_stale_temporaries(out)  # leftovers of a kill during an atomic write
-    remove_stale_temporaries(out / "checkpoints")
-    point = resume_point(out, device=device) if resume else None
-    start = int(point[3]["step"]) if point is not None else 0
-    if resume:
-        _check_resume(cfg, out, start, None if point is None else Path(point[0]))
-        if point is None and (out / "metrics.jsonl").exists():
-            print(
-                f"fgrpo-llm: {out} has no checkpoint yet; starting it again from step 0",
-                file=sys.stderr,
-            )
-    # the global streams (dropout, if any; Python's, which nothing draws from but a checkpoint
-    # saves, so that two runs write the same bytes): the trainer is an entry point
-    torch.manual_seed(cfg.seed)
-    random.seed(cfg.seed)
-    model, tok = (
-        (point[1], point[2])
-        if point is not None
-        else load_model_and_tokenizer(cfg.base, device=device)
-    )
-    # no dropout in the policy: the loss's log-probs must be those of the policy that sampled
-    # (r = 1 on the first mini-batch); the built-in model has none, a downloaded base may
-    dropped = disable_dropout(model)
-    if dropped:
-        print(f"fgrpo-llm: dropout switched off in the policy ({dropped})", file=sys.stderr)
-    task = task if task is not None else get_task(cfg.task, model_tokenizer=tok, **cfg.task_kwargs)
-    check_task(task)
-    problems = task.problems(check_split(task, cfg.split))
-    if cfg.prompt_pool is not None:  # a pool the run revisits: its first P problems
-        problems = problems[: cfg.prompt_pool]
-    probe = _probe_ids(tok, problems[0].prompt if problems else "", device)
-    # before anything is written: a checkpoint whose finite weights overflow is no place to resume
-    if point is not None:
-        problem = weight_problem(model)
-        if problem:
-            raise TrainingDiverged(
-                f"the checkpoint of step {start}: {problem}; it cannot be resumed. Remove it to "
-                "resume from an earlier one, or start again with a lower learning rate."
-            )
-        _check_policy(model, probe, amp, f"the checkpoint of step {start}")
-    ref_model = None
-    if cfg.kl_coef > 0:  # a frozen copy of the base only when the KL penalty is on
-        ref_model = load_model_and_tokenizer(cfg.base, device=device)[0].requires_grad_(False)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        params,
-        lr=cfg.effective_lr,
-        betas=(cfg.adam_beta1, cfg.adam_beta2),
-        eps=cfg.adam_eps,
-        weight_decay=cfg.weight_decay,
-    )
-    warmup = max(cfg.warmup_steps, 1)  # linear warm-up over training steps, then constant (Table 5)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
-    generator = torch.Generator(device=device).manual_seed(cfg.seed)
-    np_rng = np.random.default_rng(cfg.seed)
-    data = PromptStream(len(problems), seed=cfg.seed)
-    if point is not None:
-        state = point[3]
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        restore_rng(state["rng"], generator, np_rng)
-        data.cursor = state["data"]["cursor"]
-    save_config(cfg, out / "config.json")
-    write_run_info(
-        out,
-        engine="fgrpo",
-        algo=cfg.algo,
-        group_size=cfg.group_size,
-        gamma=cfg.gamma,
-        lr_scale=cfg.effective_lr / cfg.lr,
-        lr_match_gamma=cfg.lr_match_gamma,
-        environment=environment(device),
-        weighting=str(cfg.advantage_weighting),  # its spelling: "focal:0.5", "maxrl"
-        sampling=cfg.sampling().policy(),  # as the engines' runs keep it (``eval --run``)
-        entropy_coef=cfg.entropy_coef,
-        kl_coef=cfg.kl_coef,
-    )
-    logger = MetricsLogger(
-        out,
-        total_steps=cfg.steps,
-        start_step=start,
-        tensorboard=cfg.tensorboard,
-        progress=cfg.progress,
-    )
-    truncate_jsonl(out / "groups.jsonl", max_step=start)
-    group_log = JsonlWriter(out / "groups.jsonl")
-    if resume and start < cfg.steps and (out / "model" / "config.json").is_file():
-        held = _step_name(_old_step(out / "model"))
-        print(
-            f"fgrpo-llm: {out / 'model'} holds the policy of {held} "
-            f"until this run finishes step {cfg.steps}",
-            file=sys.stderr,
-        )
-    return _Run(
-        model, tok, task, problems, probe, ref_model, params, optimizer, scheduler,
-        cfg.sampling(device), generator, np_rng, data, logger, group_log, start,
-    )  # fmt: skip
-
-
-def _sample_groups(run: _Run, cfg) -> Groups:
+def _sample_groups(run: Run, cfg) -> Groups:
     """B prompts x N completions, scored per round; under DAPO's dynamic sampling more rounds
     refill the batch with groups that carry signal (0 < X < N), and the step keeps the first B."""
     B, N = cfg.prompts_per_step, cfg.group_size
@@ -593,32 +299,14 @@ def _evaluate(model, evaluators: list, cfg, step: int) -> dict:
     return metrics
 
 
-def _checkpoint(run: _Run, cfg, out: Path, step: int) -> None:
-    """Every ``checkpoint_every`` steps and after the last one (atomic: a kill leaves the previous
-    checkpoint intact)."""
-    if (cfg.checkpoint_every and step % cfg.checkpoint_every == 0) or step == cfg.steps:
-        save_checkpoint(
-            out,
-            step,
-            model=run.model,
-            tokenizer=run.tok,
-            optimizer=run.optimizer,
-            scheduler=run.scheduler,
-            rng=capture_rng(run.generator, run.np_rng),
-            data_state=run.data.state(),
-            keep=cfg.keep_checkpoints,
-            settings=_fixed_settings(cfg),
-        )
-
-
 def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
     """``train`` inside the run directory's lock: open the run, then the step loop."""
-    run = _open_run(cfg, out, device, amp, resume, task)
+    run = open_run(cfg, out, device, amp, resume, task)
     evaluators, N, metrics = list(evaluators), cfg.group_size, {}
     run.model.train()
     try:
         for step in range(run.start + 1, cfg.steps + 1):
-            clock = _StepClock()
+            clock = Timer()
             groups = _sample_groups(run, cfg)  # (B_k, N) rewards and verdicts, and rows
             clock.mark("sampled")
 
@@ -633,7 +321,7 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
             if groups.Bk > 0:  # a step whose groups were all dropped takes no optimizer step
                 batch = groups.batch(N, run.tok.pad_token_id)
                 opt = _optimize(step, run, batch, A.flatten().to(device), groups.Bk, cfg, amp)
-                _check_policy(run.model, run.probe, amp, f"step {step}")
+                check_policy(run.model, run.probe, amp, f"step {step}")
             _step_scheduler(run.scheduler)
             clock.mark("trained")
 
@@ -648,66 +336,10 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
             for record in groups.records(step, run.problems, N, g, weighting=cfg.weighting):
                 run.group_log.write(record)
             run.logger.log(step, metrics)
-            _checkpoint(run, cfg, out, step)
+            checkpoint(run, cfg, out, step)
     finally:
         run.logger.close()
         run.group_log.close()
 
-    run.model.eval()
-    if run.start < cfg.steps:  # a new policy replaces model/: its evaluations are of the old one
-        _set_aside_evaluation(out)
-    save_model_and_tokenizer(
-        run.model, run.tok, out / "model", records={STEP_RECORD: {"step": cfg.steps}}
-    )
+    save_policy(run, cfg, out)
     return {"step": cfg.steps, **metrics}
-
-
-def _old_step(model_dir: Path) -> int | None:
-    """The step of the policy in ``model_dir`` (``model_step``), None when unknown or damaged."""
-    try:
-        return model_step(model_dir)
-    except ValueError:
-        return None
-
-
-def _step_name(step: int | None) -> str:
-    return f"step {step}" if step is not None else "an earlier step"
-
-
-def _evaluated_step(ev: Path, model_dir: Path) -> tuple[bool, int | None]:
-    """Whether ``ev/eval.json`` evaluated the policy in ``model_dir`` (it names that model, or
-    lies inside it), and the step it says it evaluated (else model/'s recorded one)."""
-    try:
-        data = json.loads((ev / "eval.json").read_text())
-    except (OSError, ValueError, RecursionError):
-        return False, None
-    if not isinstance(data, dict):
-        return False, None
-    named = data.get("model")
-    ours = ev.parent == model_dir or (
-        isinstance(named, str) and Path(named).resolve() == model_dir.resolve()
-    )
-    step = data.get("step")
-    known = isinstance(step, int) and not isinstance(step, bool)
-    return ours, step if known else _old_step(model_dir)
-
-
-def _set_aside_evaluation(out: Path) -> None:
-    """Move an evaluation of the policy in ``out/model`` (``fgrpo-llm eval``'s default --out,
-    ``model/eval``, or ``out/eval``) to ``eval_step_<the step it evaluated>`` beside it, saying
-    so: the new policy is saved next, and nothing is lost or misnamed."""
-    model_dir = out / "model"
-    for ev in (model_dir / "eval", out / "eval"):
-        ours, step = _evaluated_step(ev, model_dir)
-        if not ours:
-            continue
-        stem = f"eval_step_{step}" if step is not None else "eval_earlier"
-        target, k = ev.parent / stem, 2
-        while target.exists():
-            target, k = ev.parent / f"{stem}_{k}", k + 1
-        ev.rename(target)
-        print(
-            f"fgrpo-llm: {ev} evaluated the policy of {_step_name(step)}, not the one saved now; "
-            f"moved to {target}",
-            file=sys.stderr,
-        )

@@ -1,6 +1,8 @@
 """The folders are layers and imports only go down (read from the source, nothing is imported).
 
-- ``fgrpo_common`` (checks, fields, CLI parsing, atomic files) imports neither other package.
+- ``fgrpo_common`` (checks, fields, CLI parsing, files, the process pool, the timer) imports
+  neither other package, and the plumbing both use lives there once: the process pool and the
+  directory lock each in one module.
 - ``fgrpo_theory`` never imports ``fgrpo_llm``, and torch only in its optional GPU engine.
 - ``fgrpo_llm``: the RL core (the package's top-level modules and ``tasks/``) <- ``evaluation/``
   <- ``experiments/`` <- ``cli/``; ``integrations/`` may use the core and evaluation, and nothing
@@ -115,6 +117,16 @@ def test_fgrpo_common_imports_neither_package():
     assert not bad, bad
 
 
+#: The plumbing both packages share, each written once, in its module of ``fgrpo_common``.
+PLUMBING = {"ProcessPoolExecutor": "fgrpo_common.pool", "fcntl.flock": "fgrpo_common.files"}
+
+
+@pytest.mark.parametrize("needle,home", sorted(PLUMBING.items()))
+def test_the_shared_plumbing_is_written_once_below_both_packages(needle, home):
+    found = sorted(name for name, path in MODULES.items() if needle in path.read_text())
+    assert found == [home]
+
+
 def test_fgrpo_theory_never_imports_fgrpo_llm_and_torch_only_in_its_gpu_engine():
     bad = []
     for name, path in MODULES.items():
@@ -174,16 +186,17 @@ def test_no_module_imports_another_packages_private_module():
     assert not bad, bad
 
 
-def test_no_cycle_among_imports_function_local_ones_included():
-    """A function-local import defers loading, not the dependency: it counts as an edge too."""
+def _import_graph() -> dict[str, set[str]]:
+    """Each project module -> the project modules it imports (function-local imports too)."""
     graph = {}
     for name, path in MODULES.items():
-        deps = set()
-        for target, _ in _imports(path):
-            target = _project_module(target)
-            if target and target != name:
-                deps.add(target)
-        graph[name] = deps
+        targets = (_project_module(target) for target, _ in _imports(path))
+        graph[name] = {t for t in targets if t and t != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every import cycle a depth-first walk of ``graph`` meets, as ``a -> b -> a``."""
     state, cycles = {}, []
 
     def visit(node, stack):
@@ -200,6 +213,12 @@ def test_no_cycle_among_imports_function_local_ones_included():
     for node in sorted(graph):
         if node not in state:
             visit(node, [node])
+    return cycles
+
+
+def test_no_cycle_among_imports_function_local_ones_included():
+    """A function-local import defers loading, not the dependency: it counts as an edge too."""
+    cycles = _cycles(_import_graph())
     assert not cycles, cycles
 
 
@@ -414,10 +433,13 @@ def test_every_function_local_import_says_why_it_is_deferred():
 @pytest.mark.parametrize(
     "source,expected",
     [
-        ("def f():\n    from fgrpo_llm.files import read_jsonl\n", "without '# lazy"),
-        ("def f():\n    from fgrpo_llm.files import read_jsonl  # lazy: torch\n", "does not add"),
+        ("def f():\n    from fgrpo_common.files import read_jsonl\n", "without '# lazy"),
         (
-            "def f():\n    from fgrpo_llm.files import read_jsonl  # lazy: optional\n",
+            "def f():\n    from fgrpo_common.files import read_jsonl  # lazy: torch\n",
+            "does not add",
+        ),
+        (
+            "def f():\n    from fgrpo_common.files import read_jsonl  # lazy: optional\n",
             "outside a try",
         ),
     ],

@@ -9,10 +9,10 @@
 from __future__ import annotations
 
 from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result
+from fgrpo_common.files import directory_lock
 from fgrpo_llm.cli.common import add_workers_device_args, config_presets, resolve_config
 from fgrpo_llm.experiments.countdown import pipeline
 from fgrpo_llm.experiments.countdown.config import load_demo_config
-from fgrpo_llm.files import directory_lock
 
 
 def _demo(args) -> int:

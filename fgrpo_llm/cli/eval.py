@@ -20,10 +20,10 @@ import numpy as np
 
 from fgrpo_common.cli import add_deprecated_alias, add_json_flag, add_progress_flag, json_result
 from fgrpo_common.fields import SEED
+from fgrpo_common.files import atomic_write_text, strict_json, writable_directory, writable_file
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 from fgrpo_llm.config import run_sampling
 from fgrpo_llm.environment import environment
-from fgrpo_llm.files import atomic_write_text, strict_json, writable_directory, writable_file
 from fgrpo_llm.tasks import check_split
 from fgrpo_llm.tasks.for_model import check_base_task
 from fgrpo_llm.tracking import model_step, read_run_info

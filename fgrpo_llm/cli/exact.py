@@ -22,9 +22,9 @@ from fgrpo_common.cli import (
     parse_key_values,
     parse_list,
 )
+from fgrpo_common.files import writable_directory
 from fgrpo_llm.config import run_sampling
 from fgrpo_llm.environment import environment
-from fgrpo_llm.files import writable_directory
 from fgrpo_llm.tasks.for_model import check_base_task, task_for_model
 from fgrpo_llm.tracking import model_step
 

@@ -24,10 +24,10 @@ import argparse
 import os
 
 from fgrpo_common.cli import add_deprecated_alias, add_json_flag, json_result
+from fgrpo_common.files import directory_lock
 from fgrpo_llm.config import read_config_file
 from fgrpo_llm.experiments.maze.bases import run_maze_bases
 from fgrpo_llm.experiments.maze.config import FLAGS, make_config
-from fgrpo_llm.files import directory_lock
 
 #: MazeConfig field -> (type, help); the flag names are ``fgrpo_llm.experiments.maze.config.FLAGS``.
 _HELP = {
@@ -121,6 +121,16 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _check_bases(args) -> None:
+    """--bases names at least one base when given; --families needs it, --seed excludes it."""
+    if args.bases is not None and not args.bases:  # --bases "": not "no --bases"
+        raise ValueError("--bases must name at least one base, e.g. --bases 0,1,2,3; got none")
+    if args.families and not args.bases:
+        raise ValueError("--families needs --bases (one kernel family per base)")
+    if args.bases and args.seed is not None:
+        raise ValueError("--seed and --bases exclude each other: base b is SFT seed b")
+
+
 def run(args) -> int:
     from fgrpo_llm.experiments.maze.pipeline import run_experiment  # lazy: torch
 
@@ -142,12 +152,7 @@ def run(args) -> int:
 
     resolve_device(cfg.device)  # a bad device fails before any file is written
 
-    if args.bases is not None and not args.bases:  # --bases "": not "no --bases"
-        raise ValueError("--bases must name at least one base, e.g. --bases 0,1,2,3; got none")
-    if args.families and not args.bases:
-        raise ValueError("--families needs --bases (one kernel family per base)")
-    if args.bases and args.seed is not None:
-        raise ValueError("--seed and --bases exclude each other: base b is SFT seed b")
+    _check_bases(args)
     with directory_lock(args.out, what="fgrpo-llm maze"):  # one process per output directory
         if args.bases:
             results = run_maze_bases(

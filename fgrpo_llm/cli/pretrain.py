@@ -13,8 +13,8 @@ import dataclasses
 import os
 
 from fgrpo_common.cli import add_json_flag, json_result
+from fgrpo_common.files import check_not_working_directory, directory_lock
 from fgrpo_llm.config import read_config_file
-from fgrpo_llm.files import check_not_working_directory, directory_lock
 
 
 def register(subparsers) -> None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result
 from fgrpo_common.fields import SEED
+from fgrpo_common.files import writable_file
 from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
 from fgrpo_llm.experiments.countdown.report import fmt
 from fgrpo_llm.experiments.countdown.stages import record_exact_mu_tau
-from fgrpo_llm.files import writable_file
 from fgrpo_llm.tasks.for_model import check_base_task
 
 

@@ -27,11 +27,11 @@ import shlex
 import sys
 
 from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result, parse_list
+from fgrpo_common.files import directory_lock, writable_file
 from fgrpo_llm.cli.common import add_workers_device_args, config_presets, resolve_config
 from fgrpo_llm.experiments.countdown.config import load_demo_config
 from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
 from fgrpo_llm.experiments.countdown.study_cells import parse_cells
-from fgrpo_llm.files import directory_lock, writable_file
 
 
 def _from_units(args) -> int:

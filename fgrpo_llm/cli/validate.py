@@ -24,6 +24,7 @@ import numpy as np
 
 from fgrpo_common.cli import add_json_flag, json_result
 from fgrpo_common.fields import SEED
+from fgrpo_common.files import writable_directory
 from fgrpo_llm.environment import environment_differences, environment_section
 from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.evaluation.sweep import difference_noise
@@ -37,19 +38,11 @@ from fgrpo_llm.experiments.countdown.report import (
     write_report,
 )
 from fgrpo_llm.experiments.paper import load_paper_results
-from fgrpo_llm.files import writable_directory
 
 
-def _validate(args) -> int:
-    from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
-
-    if not args.run:
-        raise ValueError("give at least one --run directory")
-    if args.label and len(args.label) != len(args.run):
-        raise ValueError(f"--label given {len(args.label)} times but --run {len(args.run)} times")
-    if args.early_steps < 1:
-        raise ValueError(f"--early-steps must be >= 1, got --early-steps={args.early_steps}")
-    writable_directory(args.out, what="--out")
+def _runs(args) -> list:
+    """The ``--run`` directories loaded, warning about a run without training groups and about
+    runs from different environments."""
     labels = args.label or [None] * len(args.run)
     runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels, strict=True)]
     for r, run in zip(args.run, runs, strict=True):  # the tail-miss check reads every group
@@ -65,14 +58,35 @@ def _validate(args) -> int:
             f"({line}); their differences include the kernels' rounding, not only the method",
             file=sys.stderr,
         )
-    spread = None
-    if args.spread_file is not None:
-        path = Path(args.spread_file)
-        if not path.is_file():
-            raise ValueError(f"--spread-file not found: {path}")
-        spread = load_seed_spread(path)
-        if spread is None:
-            raise ValueError(f"--spread-file {path} is not a seed_spread.json of fgrpo-llm study")
+    return runs
+
+
+def _spread(spread_file) -> dict | None:
+    """The seed spread of ``--spread-file`` (``fgrpo-llm study``'s seed_spread.json), None
+    without one; a ValueError for a missing file or another kind of file."""
+    if spread_file is None:
+        return None
+    path = Path(spread_file)
+    if not path.is_file():
+        raise ValueError(f"--spread-file not found: {path}")
+    spread = load_seed_spread(path)
+    if spread is None:
+        raise ValueError(f"--spread-file {path} is not a seed_spread.json of fgrpo-llm study")
+    return spread
+
+
+def _validate(args) -> int:
+    from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
+
+    if not args.run:
+        raise ValueError("give at least one --run directory")
+    if args.label and len(args.label) != len(args.run):
+        raise ValueError(f"--label given {len(args.label)} times but --run {len(args.run)} times")
+    if args.early_steps < 1:
+        raise ValueError(f"--early-steps must be >= 1, got --early-steps={args.early_steps}")
+    writable_directory(args.out, what="--out")
+    runs = _runs(args)
+    spread = _spread(args.spread_file)
     note = seed_spread_note(spread)
     rare = load_rare_set(args.rare_set)
     result = cross_check(

@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from fgrpo_common.files import finite_or_none
 from fgrpo_llm.evaluation.sampling_error import sampling_error_summary
 from fgrpo_llm.tasks.base import encode_prompt, solution_form
 
@@ -321,11 +322,11 @@ def completion_logprobs(
 
 
 def _logsumexp(values) -> float:
-    values = [v for v in values if v != -math.inf]
-    if not values:
-        return -math.inf
-    top = max(values)
-    return top + math.log(sum(math.exp(v - top) for v in values))
+    """log sum_i exp(v_i) of the log-masses ``values`` (``scipy.special.logsumexp``); -inf for
+    none, or when all are -inf."""
+    from scipy.special import logsumexp  # deferred: scipy stays out of fgrpo_llm's imports
+
+    return float(logsumexp(np.fromiter(values, dtype=float)))
 
 
 def _answers(task, problem) -> list[str]:
@@ -374,6 +375,37 @@ def exact_mu_tau(
             f"method: its correct completions cannot be enumerated, keep the sampled estimates"
         )
     T = _check_sampling(sampling)
+    problems, events = _checked_problems(problems, events)
+    eos, skip_ids, exact = _vocabulary(tokenizer, allow_lower_bound)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+
+    plan = []  # per problem: (answers, forms, event, token ids per answer)
+    rows, owners = [], []  # rows to score and (problem index, answer index) of each
+    for pi_, problem in enumerate(problems):
+        answers, forms, event = _answers_and_event(task, problem, events)
+        prompt_ids = encode_prompt(tokenizer, problem.prompt)
+        if not prompt_ids:
+            raise ValueError(f"the prompt of problem {problem.id!r} encodes to no token")
+        tokens = [_answer_ids(tokenizer, problem, y, skip_ids, eos) for y in answers]
+        for ai, c in enumerate(tokens):
+            if len(c) <= T:
+                rows.append((prompt_ids, c + [eos] if len(c) + 1 <= T else c))
+                owners.append((pi_, ai))
+        plan.append((answers, forms, event, tokens))
+
+    scored = _score_rows(model, rows, skip_ids=skip_ids, pad_id=pad_id, sampling=sampling)
+    by_owner = dict(zip(owners, scored, strict=True))
+    return {
+        problem.id: _problem_mass(
+            *planned, [by_owner.get((pi_, ai)) for ai in range(len(planned[0]))], T, exact
+        )
+        for pi_, (problem, planned) in enumerate(zip(problems, plan, strict=True))
+    }
+
+
+def _checked_problems(problems, events: dict | None) -> tuple[list, dict]:
+    """``problems`` as a non-empty list with distinct ids, and ``events`` as a dict naming only
+    those; a ValueError otherwise."""
     problems = list(problems)
     if not problems:
         raise ValueError("problems must not be empty")
@@ -387,6 +419,13 @@ def exact_mu_tau(
     unknown = sorted(set(events) - set(ids))
     if unknown:
         raise ValueError(f"events names problems that are not in problems: {unknown[:5]}")
+    return problems, events
+
+
+def _vocabulary(tokenizer, allow_lower_bound: bool) -> tuple[int, frozenset, bool]:
+    """``(eos, skip_ids, exact)``: the EOS id (a ValueError without one), the ids a character
+    vocabulary skips (``check_character_vocabulary``), and whether the masses are exact (else,
+    with ``allow_lower_bound``, lower bounds over the canonical tokenization only)."""
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ValueError(
@@ -394,83 +433,73 @@ def exact_mu_tau(
             "answers"
         )
     try:
-        skip_ids, exact = check_character_vocabulary(tokenizer), True
+        return eos, check_character_vocabulary(tokenizer), True
     except ValueError:
         if not allow_lower_bound:
             raise
-        skip_ids, exact = frozenset(), False
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+        return eos, frozenset(), False
 
-    plan = []  # per problem: (answers, forms, event, token ids per answer)
-    rows, owners = [], []  # rows to score and (problem index, answer index) of each
-    for pi_, problem in enumerate(problems):
-        answers = _answers(task, problem)
-        forms = [str(solution_form(task, problem, y)) for y in answers]
-        event = tuple(sorted({str(f) for f in events.get(problem.id, ())}))
-        missing = sorted(set(event) - set(forms))
-        if missing:
-            raise ValueError(
-                f"events[{problem.id!r}] holds {missing[0]!r}, the form of none of the task's "
-                f"solutions for that problem"
-            )
-        prompt_ids = encode_prompt(tokenizer, problem.prompt)
-        if not prompt_ids:
-            raise ValueError(f"the prompt of problem {problem.id!r} encodes to no token")
-        tokens = []
-        for ai, y in enumerate(answers):
-            c = list(tokenizer(y, add_special_tokens=False)["input_ids"])
-            if tokenizer.decode(c, skip_special_tokens=True) != y or any(
-                t in skip_ids or t == eos for t in c
-            ):
-                raise ValueError(
-                    f"answer {y!r} of problem {problem.id!r} does not round-trip through the "
-                    f"tokenizer (its ids {c} decode to "
-                    f"{tokenizer.decode(c, skip_special_tokens=True)!r})"
-                )
-            tokens.append(c)
-            if len(c) <= T:
-                rows.append((prompt_ids, c + [eos] if len(c) + 1 <= T else c))
-                owners.append((pi_, ai))
-        plan.append((answers, forms, event, tokens))
 
-    scored = _score_rows(model, rows, skip_ids=skip_ids, pad_id=pad_id, sampling=sampling)
-    by_owner = dict(zip(owners, scored, strict=True))
-    result: dict[str, ExactMass] = {}
-    for pi_, (problem, (answers, forms, event, tokens)) in enumerate(
-        zip(problems, plan, strict=True)
-    ):
-        # answer -> log pi(y | x); prefix ids -> (log pi(u | x) + log pi(S | x, u), in E)
-        logp, slack_terms = {}, {}
-        for ai, (y, c) in enumerate(zip(answers, tokens, strict=True)):
-            if (pi_, ai) not in by_owner:
-                logp[y] = -math.inf
-                continue
-            tok, skip = by_owner[(pi_, ai)]
-            logp[y] = float(tok.sum())
-            if skip is not None and len(c) + 1 <= T:
-                # (n+1,) log pi(c_<t | x), t = 0..n
-                prefix = np.concatenate([[0.0], np.cumsum(tok[: len(c)])])
-                for t in range(len(c) + 1):
-                    key = tuple(c[:t])
-                    value, in_event = slack_terms.get(key, (prefix[t] + skip[t], False))
-                    slack_terms[key] = (value, in_event or forms[ai] in event)
-        in_e = [y for y, f in zip(answers, forms, strict=True) if f in event]
-        result[problem.id] = ExactMass(
-            log_mu=_logsumexp(logp.values()),
-            log_tau=_logsumexp(logp[y] for y in in_e),
-            slack=math.exp(_logsumexp(v for v, _ in slack_terms.values())) if exact else math.nan,
-            tau_slack=math.exp(_logsumexp(v for v, e in slack_terms.values() if e))
-            if exact
-            else math.nan,
-            event=event,
-            answer_logprobs=logp,
-            exact=exact,
+def _answers_and_event(task, problem, events: dict) -> tuple[list[str], list[str], tuple]:
+    """The problem's answers, their solution forms, and its event E(x) (sorted forms); a
+    ValueError when E names a form of none of the answers."""
+    answers = _answers(task, problem)
+    forms = [str(solution_form(task, problem, y)) for y in answers]
+    event = tuple(sorted({str(f) for f in events.get(problem.id, ())}))
+    missing = sorted(set(event) - set(forms))
+    if missing:
+        raise ValueError(
+            f"events[{problem.id!r}] holds {missing[0]!r}, the form of none of the task's "
+            f"solutions for that problem"
         )
-    return result
+    return answers, forms, event
 
 
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
+def _answer_ids(tokenizer, problem, y: str, skip_ids, eos: int) -> list[int]:
+    """The token ids of answer ``y``; a ValueError when they do not decode back to ``y`` or hold
+    a skipped id or EOS."""
+    c = list(tokenizer(y, add_special_tokens=False)["input_ids"])
+    if tokenizer.decode(c, skip_special_tokens=True) != y or any(
+        t in skip_ids or t == eos for t in c
+    ):
+        raise ValueError(
+            f"answer {y!r} of problem {problem.id!r} does not round-trip through the "
+            f"tokenizer (its ids {c} decode to "
+            f"{tokenizer.decode(c, skip_special_tokens=True)!r})"
+        )
+    return c
+
+
+def _problem_mass(answers, forms, event, tokens, scored, T: int, exact: bool) -> ExactMass:
+    """One problem's :class:`ExactMass` from its answers' scored rows (``scored[i]``: (token
+    log-probs, skip log-probs) of answer i, None when it did not fit in T tokens)."""
+    # answer -> log pi(y | x); prefix ids -> (log pi(u | x) + log pi(S | x, u), in E)
+    logp, slack_terms = {}, {}
+    for ai, (y, c) in enumerate(zip(answers, tokens, strict=True)):
+        if scored[ai] is None:
+            logp[y] = -math.inf
+            continue
+        tok, skip = scored[ai]
+        logp[y] = float(tok.sum())
+        if skip is not None and len(c) + 1 <= T:
+            # (n+1,) log pi(c_<t | x), t = 0..n
+            prefix = np.concatenate([[0.0], np.cumsum(tok[: len(c)])])
+            for t in range(len(c) + 1):
+                key = tuple(c[:t])
+                value, in_event = slack_terms.get(key, (prefix[t] + skip[t], False))
+                slack_terms[key] = (value, in_event or forms[ai] in event)
+    in_e = [y for y, f in zip(answers, forms, strict=True) if f in event]
+    return ExactMass(
+        log_mu=_logsumexp(logp.values()),
+        log_tau=_logsumexp(logp[y] for y in in_e),
+        slack=math.exp(_logsumexp(v for v, _ in slack_terms.values())) if exact else math.nan,
+        tau_slack=math.exp(_logsumexp(v for v, e in slack_terms.values() if e))
+        if exact
+        else math.nan,
+        event=event,
+        answer_logprobs=logp,
+        exact=exact,
+    )
 
 
 def rare_set_sampling(rare_set, **overrides) -> SamplingParams:
@@ -546,7 +575,7 @@ def exact_rare_set(
     summary.update(
         {
             "exact": all(m.exact for m in per_prompt.values()),
-            "slack_max": _finite_or_none(max(slacks)),
+            "slack_max": finite_or_none(max(slacks)),
             "max_new_tokens": sampling.max_new_tokens,
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
@@ -560,10 +589,10 @@ def exact_rare_set(
                 {
                     "mu_exact": m.mu,
                     "tau_exact": m.tau,
-                    "log_mu_exact": _finite_or_none(m.log_mu),
-                    "log_tau_exact": _finite_or_none(m.log_tau),
-                    "mu_exact_slack": _finite_or_none(m.slack),
-                    "tau_exact_slack": _finite_or_none(m.tau_slack),
+                    "log_mu_exact": finite_or_none(m.log_mu),
+                    "log_tau_exact": finite_or_none(m.log_tau),
+                    "mu_exact_slack": finite_or_none(m.slack),
+                    "tau_exact_slack": finite_or_none(m.tau_slack),
                     "exact": m.exact,
                 }
             )

@@ -36,11 +36,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fgrpo_common.files import atomic_write_text
+from fgrpo_common.files import atomic_write_text, read_json, strict_json
 from fgrpo_llm.evaluation.answers import _check_sampling, answer_distributions, mean_exact_pass_at_k
 from fgrpo_llm.evaluation.exact import _score_rows
 from fgrpo_llm.evaluation.passk import default_eval_splits, split_role
-from fgrpo_llm.files import read_json, strict_json
 from fgrpo_llm.tasks.base import check_split
 
 if TYPE_CHECKING:

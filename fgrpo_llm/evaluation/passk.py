@@ -28,8 +28,7 @@ import torch
 
 from fgrpo_common.checks import check_integer
 from fgrpo_common.cli import bar_disabled
-from fgrpo_common.files import save_figure
-from fgrpo_llm.files import atomic_write_text, read_json
+from fgrpo_common.files import atomic_write_text, read_json, save_figure
 from fgrpo_llm.tasks.base import check_split
 from fgrpo_theory.passk import mean_pass_at_k, paired_subsampling_test
 from fgrpo_theory.passk import pass_at_k_unbiased as pass_at_k
@@ -476,12 +475,7 @@ def compare_evals(
             raise FileNotFoundError(
                 f"outcome matrix for split {split!r} missing in {dir_a} or {dir_b}"
             )
-        a, b = out_a[split], out_b[split]
-        ids_a, ids_b = res_a["splits"][split]["problem_ids"], res_b["splits"][split]["problem_ids"]
-        if ids_a != ids_b:
-            b = _rows_in_order(split, ids_a, ids_b, b)
-        if a.shape != b.shape:
-            raise ValueError(f"split {split!r}: outcome shapes differ, {a.shape} vs {b.shape}")
+        a, b = _paired_outcomes(split, res_a, out_a, res_b, out_b)
         n = a.shape[1]
         m_eff = max(n // 4, 1) if m is None else int(m)
         if not 1 <= m_eff < n:
@@ -506,6 +500,18 @@ def compare_evals(
     if not report:
         raise ValueError(f"{dir_a} and {dir_b} share no split with outcome matrices")
     return report
+
+
+def _paired_outcomes(split: str, res_a, out_a, res_b, out_b) -> tuple[np.ndarray, np.ndarray]:
+    """The (P, n) outcome matrices of ``split`` in A and B, B's rows in the order of A's problem
+    ids; a ValueError when their shapes differ."""
+    a, b = out_a[split], out_b[split]
+    ids_a, ids_b = res_a["splits"][split]["problem_ids"], res_b["splits"][split]["problem_ids"]
+    if ids_a != ids_b:
+        b = _rows_in_order(split, ids_a, ids_b, b)
+    if a.shape != b.shape:
+        raise ValueError(f"split {split!r}: outcome shapes differ, {a.shape} vs {b.shape}")
+    return a, b
 
 
 def _rows_in_order(split: str, ids_a: list, ids_b: list, b: np.ndarray) -> np.ndarray:

@@ -34,8 +34,8 @@ import numpy as np
 import torch
 
 from fgrpo_common.checks import check_integer, check_probability, is_finite_number
+from fgrpo_common.files import atomic_write_text
 from fgrpo_llm.evaluation.passk import sampled_chunks
-from fgrpo_llm.files import atomic_write_text
 from fgrpo_llm.tasks.base import solution_form
 
 if TYPE_CHECKING:
@@ -347,39 +347,48 @@ def check_rare_set_data(data, where: str, *, vocab_size: int | None = None) -> N
     if not isinstance(prompts, dict):
         raise ValueError(f"{bad}: 'prompts' must be an object, got {str(prompts)[:40]!r}")
     for pid, p in prompts.items():
-        if not isinstance(p, dict):
-            raise ValueError(f"{bad}: prompts[{pid!r}] must be an object")
-        for key in ("mu", "tau", "mu_exact", "tau_exact"):
-            if key in ("mu", "tau") and key not in p:
-                raise ValueError(f"{bad}: prompts[{pid!r}] has no {key}")
-            if key in p and not (is_finite_number(p[key]) and 0.0 <= p[key] <= 1.0):
-                raise ValueError(f"{bad}: prompts[{pid!r}].{key} must lie in [0, 1]")
-        if not isinstance(p.get("rare_forms"), list):
-            raise ValueError(f"{bad}: prompts[{pid!r}].rare_forms must be a list")
+        _check_prompt_entry(p, f"{bad}: prompts[{pid!r}]")
     if not isinstance(trajs, list):
         raise ValueError(f"{bad}: 'trajectories' must be a list")
     if "meta" in data and not isinstance(data["meta"], dict):
         raise ValueError(f"{bad}: 'meta' must be an object")
     for i, t in enumerate(trajs):
-        at = f"{bad}: trajectory {i}"
-        if not isinstance(t, dict):
-            raise ValueError(f"{at} must be an object")
-        ids, pl = t.get("token_ids"), t.get("prompt_length")
-        if not isinstance(ids, list) or not ids or not all(_is_int(x) and x >= 0 for x in ids):
-            raise ValueError(f"{at}: token_ids must be a non-empty list of integers >= 0")
-        if vocab_size is not None and max(ids) >= vocab_size:
-            raise ValueError(
-                f"{at}: token id {max(ids)} is outside the model's vocabulary of {vocab_size} "
-                "(a rare set built with another tokenizer?)"
-            )
-        if not _is_int(pl) or not 0 <= pl < len(ids):
-            raise ValueError(f"{at}: prompt_length must be an integer in [0, {len(ids)})")
-        if not is_finite_number(t.get("base_nll")):
-            raise ValueError(f"{at}: base_nll must be a finite number")
-        if not isinstance(t.get("text"), str) or not isinstance(t.get("prompt_id"), (str, int)):
-            raise ValueError(f"{at}: text and prompt_id must be strings")
-        if t.get("form") is not None and not isinstance(t["form"], str):
-            raise ValueError(f"{at}: form must be a string or null")
+        _check_trajectory(t, f"{bad}: trajectory {i}", vocab_size)
+
+
+def _check_prompt_entry(p, at: str) -> None:
+    """A ValueError starting with ``at`` unless ``p`` is a rare set's prompt entry."""
+    if not isinstance(p, dict):
+        raise ValueError(f"{at} must be an object")
+    for key in ("mu", "tau", "mu_exact", "tau_exact"):
+        if key in ("mu", "tau") and key not in p:
+            raise ValueError(f"{at} has no {key}")
+        if key in p and not (is_finite_number(p[key]) and 0.0 <= p[key] <= 1.0):
+            raise ValueError(f"{at}.{key} must lie in [0, 1]")
+    if not isinstance(p.get("rare_forms"), list):
+        raise ValueError(f"{at}.rare_forms must be a list")
+
+
+def _check_trajectory(t, at: str, vocab_size: int | None) -> None:
+    """A ValueError starting with ``at`` unless ``t`` is a rare set's trajectory."""
+    if not isinstance(t, dict):
+        raise ValueError(f"{at} must be an object")
+    ids, pl = t.get("token_ids"), t.get("prompt_length")
+    if not isinstance(ids, list) or not ids or not all(_is_int(x) and x >= 0 for x in ids):
+        raise ValueError(f"{at}: token_ids must be a non-empty list of integers >= 0")
+    if vocab_size is not None and max(ids) >= vocab_size:
+        raise ValueError(
+            f"{at}: token id {max(ids)} is outside the model's vocabulary of {vocab_size} "
+            "(a rare set built with another tokenizer?)"
+        )
+    if not _is_int(pl) or not 0 <= pl < len(ids):
+        raise ValueError(f"{at}: prompt_length must be an integer in [0, {len(ids)})")
+    if not is_finite_number(t.get("base_nll")):
+        raise ValueError(f"{at}: base_nll must be a finite number")
+    if not isinstance(t.get("text"), str) or not isinstance(t.get("prompt_id"), (str, int)):
+        raise ValueError(f"{at}: text and prompt_id must be strings")
+    if t.get("form") is not None and not isinstance(t["form"], str):
+        raise ValueError(f"{at}: form must be a string or null")
 
 
 def _policy_nll(model, rare_set: RareSet, *, batch_size: int, pad_token_id: int) -> np.ndarray:

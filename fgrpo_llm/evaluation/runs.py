@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fgrpo_llm.files import read_jsonl
+from fgrpo_common.files import read_jsonl
 from fgrpo_llm.tracking import check_group_record, read_run_info
 from fgrpo_theory.weighting import Weighting, resolve_weighting
 

@@ -133,15 +133,14 @@ METRIC_NAMES = {
 
 
 def _kendall_tau(a, b) -> float:
-    """Kendall rank correlation (tau-a) of two equally long sequences; nan below two items."""
-    n = len(a)
-    if n < 2:
+    """Kendall's rank correlation of two equally long sequences (``scipy.stats.kendalltau``,
+    tau-b: ties counted as neither agreeing nor disagreeing, and scaled out); nan below two
+    items, or when either sequence is constant."""
+    if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
         return float("nan")
-    s = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            s += np.sign(a[i] - a[j]) * np.sign(b[i] - b[j])
-    return float(s / (n * (n - 1) / 2))
+    from scipy.stats import kendalltau  # deferred: scipy stays out of fgrpo_llm's imports
+
+    return float(kendalltau(a, b).statistic)
 
 
 def difference_noise(spread: dict | None) -> dict[str, float] | None:
@@ -220,8 +219,6 @@ def ordering_sentences(rows: list[dict], noise: dict[str, float] | None = None) 
         if len(grpo) >= 3:
             ours = [r[key] for r in grpo]
             theirs = [r["paper"][key] for r in grpo]
-            kt = _kendall_tau(ours, theirs)
-            verdict = "agrees" if kt >= 0.6 else ("partly agrees" if kt > 0 else "disagrees")
             Ns = ", ".join(str(r["N"]) for r in grpo)
             if len(set(ours)) == 1:
                 out.append(
@@ -229,6 +226,8 @@ def ordering_sentences(rows: list[dict], noise: dict[str, float] | None = None) 
                     "the ordering cannot be compared with the paper's."
                 )
                 continue
+            kt = _kendall_tau(ours, theirs)
+            verdict = "agrees" if kt >= 0.6 else ("partly agrees" if kt > 0 else "disagrees")
             argmax_o, argmax_t = grpo[int(np.argmax(ours))]["N"], grpo[int(np.argmax(theirs))]["N"]
             n = (noise or {}).get(key)
             if n is None:

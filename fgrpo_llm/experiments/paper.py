@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fgrpo_llm.files import read_json
+from fgrpo_common.files import read_json
 
 __all__ = ["PAPER_RESULTS", "load_paper_results"]
 

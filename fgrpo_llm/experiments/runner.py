@@ -25,16 +25,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from fgrpo_common.environment import set_variables
-from fgrpo_llm.files import atomic_write_text, strict_json
+from fgrpo_common.timer import Timer
 
-__all__ = ["Task", "TaskFailed", "run_tasks", "cpu_seconds"]
+__all__ = ["Task", "TaskFailed", "run_tasks"]
 
 
 @dataclass(frozen=True)
@@ -53,17 +51,6 @@ class Task:
 
 class TaskFailed(RuntimeError):
     """A task's process ended with an error (its traceback went to stderr)."""
-
-
-def cpu_seconds() -> float:
-    """CPU seconds of this process and of every child process it has waited for (the tasks')."""
-    import resource
-
-    own, kids = (
-        resource.getrusage(resource.RUSAGE_SELF),
-        resource.getrusage(resource.RUSAGE_CHILDREN),
-    )
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _env_applies(env: Mapping[str, str | None]) -> bool:
@@ -140,42 +127,43 @@ def run_tasks(tasks, workers: int = 1) -> Iterator[tuple[Task, float]]:
         raise ValueError(f"workers must be an integer >= 1, got workers={workers!r}")
     if workers == 1 and all(_env_applies(t.env) for t in tasks):
         for task in tasks:
-            start = time.perf_counter()
+            timer = Timer()
             task.fn(*task.args)
-            yield task, time.perf_counter() - start
+            yield task, timer.seconds()
         return
+    previous = _raise_on_sigterm()
+    try:
+        yield from _run_spawned(tasks, workers)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run_spawned(tasks: list[Task], workers: int) -> Iterator[tuple[Task, float]]:
+    """``run_tasks`` on spawned processes, one per task."""
     import multiprocessing
     from multiprocessing.connection import wait
 
     ctx = multiprocessing.get_context("spawn")
     queue, running, failed = list(tasks), {}, None
-    previous = _raise_on_sigterm()
     try:
         while queue or running:
             while queue and len(running) < workers and failed is None:
                 task = queue.pop(0)
                 proc = _start(ctx, task)
-                running[proc.sentinel] = (proc, task, time.perf_counter())
+                running[proc.sentinel] = (proc, task, Timer())
             for sentinel in wait(list(running)):
-                proc, task, start = running.pop(sentinel)
+                proc, task, timer = running.pop(sentinel)
                 proc.join()
                 if proc.exitcode == 0:
-                    yield task, time.perf_counter() - start
+                    yield task, timer.seconds()
                 elif failed is None:
                     failed = (task, proc.exitcode)
                     queue.clear()  # cancel what has not started; the running tasks finish
     except BaseException:  # interrupted (Ctrl-C, SIGTERM, a consumer's error): stop every task
-        for proc, _task, _start_time in running.values():
+        for proc, _task, _timer in running.values():
             _stop(proc)
         raise
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     if failed is not None:
         task, code = failed
         raise TaskFailed(f"task {task.name} failed (exit code {code}); its traceback is above")
-
-
-def write_json(path: Path, data) -> None:
-    """Strict JSON (NaN / inf as null), written atomically."""
-    atomic_write_text(path, strict_json(data, indent=1, default=str) + "\n")

@@ -24,8 +24,8 @@ import math
 from pathlib import Path
 
 from fgrpo_common.checks import is_finite_number
+from fgrpo_common.files import read_jsonl
 from fgrpo_llm.config import read_config_file
-from fgrpo_llm.files import read_jsonl
 from fgrpo_llm.tasks.base import solution_form
 from fgrpo_llm.tracking import JsonlWriter, group_record, truncate_jsonl, write_run_info
 

@@ -383,6 +383,21 @@ def _conflicting(answers: list[str]) -> bool:
     return any(not answers_equivalent(first, other) for other in rest)
 
 
+def _conflicting_problems(rows: list[tuple[str, str]]) -> set[str]:
+    """The problems that ``(problem, answer)`` rows give answers for that disagree
+    (``_conflicting``; the same answer written twice is one answer)."""
+    distinct: dict[str, list[str]] = {}
+    for problem, answer in rows:
+        seen = distinct.setdefault(problem, [])
+        if all(compact_answer(answer) != compact_answer(a) for a in seen):
+            seen.append(answer)
+    return {
+        problem
+        for problem, answers in distinct.items()
+        if len(answers) > 1 and _conflicting(answers)
+    }
+
+
 def load_boxed_problems(
     path,
     split: str,
@@ -404,16 +419,7 @@ def load_boxed_problems(
         raise FileNotFoundError(f"dataset file not found: {path}")
     stats = DataStats(path=str(path))
     rows = _read_rows(path, stats)
-    distinct: dict[str, list[str]] = {}
-    for problem, answer in rows:
-        seen = distinct.setdefault(problem, [])
-        if all(compact_answer(answer) != compact_answer(a) for a in seen):
-            seen.append(answer)
-    conflict = {
-        problem
-        for problem, answers in distinct.items()
-        if len(answers) > 1 and _conflicting(answers)
-    }
+    conflict = _conflicting_problems(rows)
     out, emitted = [], set()
     for problem, answer in rows:
         if problem in conflict:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fgrpo_llm.files import atomic_write_text
+from fgrpo_common.files import atomic_write_text
 from fgrpo_llm.tasks import get_task
 
 __all__ = [

@@ -305,53 +305,59 @@ def run_peak(args) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
+def _exact_rows(args, ks) -> list[dict]:
+    """pass@k = 1 - (1 - p)^k for every --p and k."""
+    if args.n is not None or args.c is not None:
+        raise ValueError("--p cannot be combined with --samples/--c")
+    ps = _float_list("--p", args.p)
+    bad = [p for p in ps if not 0.0 <= p <= 1.0]
+    if bad:
+        raise ValueError(f"--p must lie in [0, 1], got --p={bad[0]:g}")
+    if len(ps) * len(ks) > MAX_ROWS:
+        raise ValueError(f"--p x --k is more than the {MAX_ROWS} rows allowed")
+    return [
+        {"p": float(p), "k": int(k), "pass_at_k": float(pass_at_k_exact(p, k))}
+        for p in ps
+        for k in ks
+    ]
+
+
+def _unbiased_rows(args, ks) -> list[dict]:
+    """The unbiased pass@k estimate from c of n correct for every --c and k, then its mean over
+    the --c values per k (``c = "mean"``)."""
+    if args.n is None or args.c is None:
+        raise ValueError("pass-at-k needs either --p, or both --samples and --c")
+    n = single("--samples", _int_list("--samples", args.n, minimum=1))
+    cs = _int_list("--c", args.c, minimum=0)
+    if len(cs) * len(ks) > MAX_ROWS:
+        raise ValueError(f"--c x --k is more than the {MAX_ROWS} rows allowed")
+    rows = []
+    for c in cs:
+        for k in ks:
+            if c > n:
+                raise ValueError(f"--c must be <= --samples={n}, got --c={int(c)}")
+            if k > n:
+                raise ValueError(f"--k must be <= --samples={n}, got --k={int(k)}")
+            rows.append(
+                {"n": n, "c": int(c), "k": int(k), "pass_at_k": float(pass_at_k_unbiased(n, c, k))}
+            )
+    for k in ks:
+        rows.append(
+            {
+                "n": n,
+                "c": "mean",
+                "k": int(k),
+                "pass_at_k": float(
+                    np.mean([r["pass_at_k"] for r in rows if r["k"] == k and r["c"] != "mean"])
+                ),
+            }
+        )
+    return rows
+
+
 def run_pass_at_k(args) -> int:
     ks = _int_list("--k", args.k, minimum=1)
-    rows = []
-    if args.p is not None:
-        if args.n is not None or args.c is not None:
-            raise ValueError("--p cannot be combined with --samples/--c")
-        ps = _float_list("--p", args.p)
-        bad = [p for p in ps if not 0.0 <= p <= 1.0]
-        if bad:
-            raise ValueError(f"--p must lie in [0, 1], got --p={bad[0]:g}")
-        if len(ps) * len(ks) > MAX_ROWS:
-            raise ValueError(f"--p x --k is more than the {MAX_ROWS} rows allowed")
-        for p in ps:
-            for k in ks:
-                rows.append({"p": float(p), "k": int(k), "pass_at_k": float(pass_at_k_exact(p, k))})
-    else:
-        if args.n is None or args.c is None:
-            raise ValueError("pass-at-k needs either --p, or both --samples and --c")
-        n = single("--samples", _int_list("--samples", args.n, minimum=1))
-        cs = _int_list("--c", args.c, minimum=0)
-        if len(cs) * len(ks) > MAX_ROWS:
-            raise ValueError(f"--c x --k is more than the {MAX_ROWS} rows allowed")
-        for c in cs:
-            for k in ks:
-                if c > n:
-                    raise ValueError(f"--c must be <= --samples={n}, got --c={int(c)}")
-                if k > n:
-                    raise ValueError(f"--k must be <= --samples={n}, got --k={int(k)}")
-                rows.append(
-                    {
-                        "n": n,
-                        "c": int(c),
-                        "k": int(k),
-                        "pass_at_k": float(pass_at_k_unbiased(n, c, k)),
-                    }
-                )
-        for k in ks:
-            rows.append(
-                {
-                    "n": n,
-                    "c": "mean",
-                    "k": int(k),
-                    "pass_at_k": float(
-                        np.mean([r["pass_at_k"] for r in rows if r["k"] == k and r["c"] != "mean"])
-                    ),
-                }
-            )
+    rows = _exact_rows(args, ks) if args.p is not None else _unbiased_rows(args, ks)
     if args.json:
         return json_result(args, rows)
     key = "p" if args.p is not None else "c"

@@ -127,35 +127,7 @@ def run_plan(args) -> int:
         _plot(res, plot)
     if args.json:
         return json_result(args, res)
-    labels = res["weightings"]
-    print(
-        f"{res['prompts']} prompts (mean pass rate {res['mean_mu']:.3f}; {res['hard_prompts']} "
-        f"hard, pass rate < 1/2), rare mode rho = tau / mu = {res['rho']:g}"
-    )
-    head = ["N", "rollouts/step", "active groups", "tail-miss rate [95%]"]
-    head += [f"hard share: {w}" for w in labels]
-    table = []
-    for r in res["rows"]:
-        tm = f"{r['tail_miss']:.3f}"
-        if r["tail_miss_lo"] is not None:
-            tm += f" [{r['tail_miss_lo']:.3f}, {r['tail_miss_hi']:.3f}]"
-        shares = [
-            "-" if r["hard_share"][w] is None else f"{r['hard_share'][w]:.3f}" for w in labels
-        ]
-        table.append([str(r["N"]), str(r["rollouts_per_step"]), f"{r['active']:.3f}", tm]
-                     + shares)  # fmt: skip
-    print(f"\n{markdown_table(head, table)}\n")
-    if res["peak_N"] is None:
-        print("no tail misses at any of the group sizes given (every pass rate 0 or 1, or rho = 1)")
-    elif len(res["peak_N_range"]) > 1:
-        among = ", ".join(str(N) for N in res["peak_N_range"])
-        print(
-            f"tail misses peak at N = {res['peak_N']} among the group sizes given, but the pass "
-            f"rates' uncertainty (n samples per prompt) does not resolve the peak between N = "
-            f"{among} (each holds it in at least 2.5% of the posterior draws)"
-        )
-    else:
-        print(f"tail misses peak at N = {res['peak_N']} among the group sizes given")
+    _print_plan(res)
     return 0
 
 
@@ -233,3 +205,36 @@ def register(subparsers) -> None:
     p.add_argument("--plot", help="also draw the table to this PNG file")
     add_json_flag(p, "the plan")
     p.set_defaults(func=run_plan)
+
+
+def _print_plan(res: dict) -> None:
+    """The plan as a table of the group sizes, and where its tail misses peak."""
+    labels = res["weightings"]
+    print(
+        f"{res['prompts']} prompts (mean pass rate {res['mean_mu']:.3f}; {res['hard_prompts']} "
+        f"hard, pass rate < 1/2), rare mode rho = tau / mu = {res['rho']:g}"
+    )
+    head = ["N", "rollouts/step", "active groups", "tail-miss rate [95%]"]
+    head += [f"hard share: {w}" for w in labels]
+    table = []
+    for r in res["rows"]:
+        tm = f"{r['tail_miss']:.3f}"
+        if r["tail_miss_lo"] is not None:
+            tm += f" [{r['tail_miss_lo']:.3f}, {r['tail_miss_hi']:.3f}]"
+        shares = [
+            "-" if r["hard_share"][w] is None else f"{r['hard_share'][w]:.3f}" for w in labels
+        ]
+        table.append([str(r["N"]), str(r["rollouts_per_step"]), f"{r['active']:.3f}", tm]
+                     + shares)  # fmt: skip
+    print(f"\n{markdown_table(head, table)}\n")
+    if res["peak_N"] is None:
+        print("no tail misses at any of the group sizes given (every pass rate 0 or 1, or rho = 1)")
+    elif len(res["peak_N_range"]) > 1:
+        among = ", ".join(str(N) for N in res["peak_N_range"])
+        print(
+            f"tail misses peak at N = {res['peak_N']} among the group sizes given, but the pass "
+            f"rates' uncertainty (n samples per prompt) does not resolve the peak between N = "
+            f"{among} (each holds it in at least 2.5% of the posterior draws)"
+        )
+    else:
+        print(f"tail misses peak at N = {res['peak_N']} among the group sizes given")

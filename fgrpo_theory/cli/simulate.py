@@ -145,6 +145,20 @@ def _config(args):
     return replace(PRESETS[args.preset], **overrides) if args.preset else SimConfig(**overrides)
 
 
+def _check_outputs(args) -> None:
+    """--csv a file (not a directory, not the --out directory) in a writable folder, --out a
+    writable directory: checked before the sweep starts."""
+    if args.csv:
+        csv_path = Path(args.csv)
+        if csv_path.is_dir():
+            raise ValueError(f"--csv: {args.csv!r} is a directory")
+        if args.out and csv_path.resolve() == Path(args.out).resolve():
+            raise ValueError(f"--csv: {args.csv!r} is the --out directory; give a file in it")
+        _writable_dir("--csv", csv_path.parent)
+    if args.out:
+        _writable_dir("--out", Path(args.out))
+
+
 def run_simulate(args) -> int:
     cfg = _config(args)
     if not args.out and not args.csv:
@@ -157,15 +171,7 @@ def run_simulate(args) -> int:
         raise ValueError(
             f"--device {args.device!r} applies to --engine torch only (got --engine {args.engine})"
         )
-    if args.csv:
-        csv_path = Path(args.csv)
-        if csv_path.is_dir():
-            raise ValueError(f"--csv: {args.csv!r} is a directory")
-        if args.out and csv_path.resolve() == Path(args.out).resolve():
-            raise ValueError(f"--csv: {args.csv!r} is the --out directory; give a file in it")
-        _writable_dir("--csv", csv_path.parent)
-    if args.out:
-        _writable_dir("--out", Path(args.out))
+    _check_outputs(args)
     progress = not args.no_progress
     announce_compilation(cfg, args.engine)
     kw = dict(workers=args.workers, progress=progress, engine=args.engine, device=args.device)

@@ -44,16 +44,8 @@ NUMPY_DRAWS = ("dense", "sparse", "compiled")
 BATCH_ELEMENTS = 1 << 17
 
 
-def choose_engine(cfg: SimConfig, engine: str) -> str:
-    """The engine that runs ``cfg``: ``engine`` itself, checked, or the one ``auto`` picks."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got engine={engine!r}")
-    if engine in ("sparse", "compiled", "split") and not sparse_applies(cfg):
-        raise ValueError(
-            f"engine={engine!r} needs surrogate='ratio' and advantage 'centered' "
-            f"or 'grpo', got surrogate={cfg.surrogate!r}, "
-            f"advantage={cfg.advantage!r}"
-        )
+def _check_available(cfg: SimConfig, engine: str) -> None:
+    """A ValueError when ``engine`` (torch, compiled, split) cannot run ``cfg`` here."""
     if engine == "torch":
         import importlib.util
 
@@ -71,6 +63,19 @@ def choose_engine(cfg: SimConfig, engine: str) -> str:
         why = split.unavailable_reason(cfg)
         if why:
             raise ValueError(f"engine='split' is not available here: {why}")
+
+
+def choose_engine(cfg: SimConfig, engine: str) -> str:
+    """The engine that runs ``cfg``: ``engine`` itself, checked, or the one ``auto`` picks."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got engine={engine!r}")
+    if engine in ("sparse", "compiled", "split") and not sparse_applies(cfg):
+        raise ValueError(
+            f"engine={engine!r} needs surrogate='ratio' and advantage 'centered' "
+            f"or 'grpo', got surrogate={cfg.surrogate!r}, "
+            f"advantage={cfg.advantage!r}"
+        )
+    _check_available(cfg, engine)
     if engine != "auto":
         return engine
     if not sparse_applies(cfg):

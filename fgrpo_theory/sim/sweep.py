@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import sys
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -38,7 +36,8 @@ import numpy as np
 from fgrpo_common.checks import check_integer
 from fgrpo_common.cli import bar_disabled
 from fgrpo_common.environment import machine_environment
-from fgrpo_common.files import TEMPORARY_MARK, atomic_write, atomic_write_text
+from fgrpo_common.files import TEMPORARY_MARK, atomic_write, atomic_write_text, directory_lock
+from fgrpo_common.pool import as_finished
 from fgrpo_theory.sim.config import SimConfig
 from fgrpo_theory.sim.engines import choose_engine, simulate_runs, work_items
 from fgrpo_theory.sim.group import GROUP_RECORDS, POLICY_RECORDS
@@ -197,66 +196,19 @@ def _family(engine: str) -> str:
 
 # ----------------------------------------------------------------------------- one sweep per folder
 
-#: The folders this process holds (``sweep_lock``): (device, inode) -> nesting depth.
-_HELD: dict[tuple[int, int], int] = {}
 
-
-@contextlib.contextmanager
 def sweep_lock(folder):
     """Hold ``folder`` (created if missing) for one sweep while the block runs: an exclusive OS
-    lock on the folder itself (``fcntl.flock`` on its descriptor), which the operating system
-    releases when the process ends, however it ends (``kill -9`` included). A sweep of another
-    process into the same folder is refused with a ValueError before it touches anything: two
-    sweeps would otherwise mix the runs of two configs in ``partial/`` and pair one's records
-    with the other's config. Re-entrant within a process. Where there is no such lock (no
-    ``fcntl``, a file system without ``flock``) the block runs unlocked."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    while True:
-        fd = os.open(folder, os.O_RDONLY)
-        st = os.fstat(fd)
-        key = (st.st_dev, st.st_ino)
-        if key in _HELD:  # this process holds it already
-            os.close(fd)
-            fd = None
-            break
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise ValueError(
-                f"{str(folder)!r} is in use by another sweep (fgrpo-theory simulate or "
-                "run_cached): wait for it to end or choose another folder"
-            ) from None
-        except OSError:  # no flock on this file system: unlocked
-            os.close(fd)
-            fd = key = None
-            break
-        try:  # the folder the path names now (not one removed meanwhile)
-            same = os.path.samestat(st, os.stat(folder))
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
-        folder.mkdir(parents=True, exist_ok=True)
-    if key is None:
-        yield
-        return
-    _HELD[key] = _HELD.get(key, 0) + 1
-    try:
-        yield
-    finally:
-        _HELD[key] -= 1
-        if not _HELD[key]:
-            del _HELD[key]
-        if fd is not None:
-            os.close(fd)  # releases the lock
+    lock on the folder itself (``fgrpo_common.files.directory_lock``, nothing written into it),
+    which the operating system releases when the process ends, however it ends (``kill -9``
+    included). A sweep of another process into the same folder is refused with a ValueError
+    before it touches anything: two sweeps would otherwise mix the runs of two configs in
+    ``partial/`` and pair one's records with the other's config. Re-entrant within a process.
+    Where there is no such lock (no ``fcntl``, a file system without ``flock``) the block runs
+    unlocked."""
+    return directory_lock(
+        folder, what="sweep (fgrpo-theory simulate or run_cached)", lock_file=None
+    )
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -438,15 +390,7 @@ def _sweep(cfg, workers, progress, engine, checkpoint, device) -> SweepResult:
                     ),
                 )
         else:
-            items = work_items(cfg, engine, todo)
-            if workers == 1 or len(items) == 1:
-                with pinned(1):
-                    for N, runs in items:
-                        collect(
-                            N, runs, simulate_runs(cfg, N, runs, engine=engine, progress=bar.update)
-                        )
-            else:
-                _run_pool(cfg, engine, items, workers, collect, bar)
+            _run_numpy(cfg, engine, todo, workers, collect, bar)
     finally:
         bar.close()
     records = {
@@ -461,25 +405,28 @@ def _sweep(cfg, workers, progress, engine, checkpoint, device) -> SweepResult:
     return SweepResult(config=cfg, records=records, family=_family(engine))
 
 
+def _run_numpy(cfg, engine, todo, workers, collect, bar) -> None:
+    """The runs ``todo`` on a numpy engine, in this process (one worker, or one work item) or
+    over ``workers`` processes, each collected as it finishes."""
+    items = work_items(cfg, engine, todo)
+    if workers == 1 or len(items) == 1:
+        with pinned(1):
+            for N, runs in items:
+                collect(N, runs, simulate_runs(cfg, N, runs, engine=engine, progress=bar.update))
+    else:
+        _run_pool(cfg, engine, items, workers, collect, bar)
+
+
 def _run_pool(cfg, engine, items, workers, collect, bar) -> None:
-    """The work items over ``workers`` processes, collected as they finish."""
-    T = cfg.steps
-    with ProcessPoolExecutor(
-        max_workers=min(workers, len(items)), initializer=pin_worker, initargs=(1,)
-    ) as pool:
-        pending = {pool.submit(_task, (cfg, N, runs, engine)) for N, runs in items}
-        try:
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    N, runs, rec = fut.result()
-                    collect(N, runs, rec)
-                    bar.update(len(runs) * T)
-        except BaseException:
-            for fut in pending:
-                fut.cancel()
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+    """The work items over ``workers`` processes (threads pinned to 1 each), collected as they
+    finish."""
+    jobs = [((cfg, N, runs, engine),) for N, runs in items]
+    finished = as_finished(
+        _task, jobs, workers=workers, spawn=False, initializer=pin_worker, initargs=(1,)
+    )
+    for N, runs, rec in finished:
+        collect(N, runs, rec)
+        bar.update(len(runs) * cfg.steps)
 
 
 # ----------------------------------------------------------------------------- cache

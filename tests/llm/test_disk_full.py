@@ -13,8 +13,8 @@ from pathlib import Path
 import matplotlib
 import pytest
 
+from fgrpo_common.files import atomic_write_text
 from fgrpo_llm.cli import main
-from fgrpo_llm.files import atomic_write_text
 from fgrpo_llm.model import save_model_and_tokenizer
 
 matplotlib.use("Agg")

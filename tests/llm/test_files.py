@@ -1,4 +1,4 @@
-"""``fgrpo_llm.files``: a directory written atomically gets the mode a plain ``mkdir`` gives
+"""``fgrpo_common.files``: a directory written atomically gets the mode a plain ``mkdir`` gives
 (0o777 less the umask), replaces an existing one, and leaves nothing behind on an error."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from fgrpo_llm.files import atomic_directory
+from fgrpo_common.files import atomic_directory
 
 
 def _umask() -> int:
@@ -43,7 +43,7 @@ def test_an_atomic_directory_replaces_the_old_one_and_an_error_keeps_it(tmp_path
 
 
 def test_changed_settings_names_what_differs_from_the_saved_file(tmp_path):
-    from fgrpo_llm.files import changed_settings
+    from fgrpo_common.files import changed_settings
 
     path = tmp_path / "config.json"
     assert changed_settings(path, {"a": 1}) == {}  # nothing saved yet
@@ -63,7 +63,7 @@ def test_a_kill_between_the_two_renames_loses_nothing(tmp_path, monkeypatch):
     """Interrupted right after the old directory was moved aside (before the new one took its
     place), NAME is missing and its contents sit in a temporary: the next clean-up (a resumed
     run's) puts them back instead of deleting them with the leftovers."""
-    import fgrpo_llm.files as files
+    import fgrpo_common.files as files
 
     target = tmp_path / "model"
     target.mkdir()

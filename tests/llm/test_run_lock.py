@@ -1,4 +1,4 @@
-"""One process at a time in a run directory (``fgrpo_llm.files.directory_lock``): a second
+"""One process at a time in a run directory (``fgrpo_common.files.directory_lock``): a second
 ``fgrpo-llm train`` on the same ``--out`` (``--resume`` included) refuses with one line naming
 the holder, and a lock held by a killed process does not block the next run."""
 
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from fgrpo_common.files import DirectoryInUse, directory_lock
 from fgrpo_llm.cli import main
-from fgrpo_llm.files import DirectoryInUse, directory_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLD = (
     "import sys, time\n"
     "from pathlib import Path\n"
-    "from fgrpo_llm.files import directory_lock\n"
+    "from fgrpo_common.files import directory_lock\n"
     "with directory_lock(sys.argv[1]):\n"
     "    Path(sys.argv[2]).write_text('held')\n"
     "    time.sleep(120)\n"

@@ -168,7 +168,7 @@ DRIVER = textwrap.dedent("""
     from tests.llm._rl_helpers import ToyTask
     from fgrpo_llm.config import TrainConfig
     from fgrpo_llm.trainer import train
-    import fgrpo_llm.checkpoint as ck, fgrpo_llm.tracking as tr, fgrpo_llm.files as fl
+    import fgrpo_llm.checkpoint as ck, fgrpo_llm.tracking as tr, fgrpo_common.files as fl
     kill_at = json.loads(sys.argv[2])  # {{"hook": name, "call": k}} or {{}}
     calls = {{"n": 0}}
     def killer(real):

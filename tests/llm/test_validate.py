@@ -386,6 +386,38 @@ def test_sweep_rows_and_ordering_sentences():
     assert sweep_rows(runs, None)[0].get("paper") is None
 
 
+def _tau_b_by_pairs(a, b) -> float:
+    """Kendall's tau-b from its definition: (concordant - discordant) pairs over
+    sqrt((pairs - ties in a) (pairs - ties in b))."""
+    pairs = [(i, j) for i in range(len(a)) for j in range(i + 1, len(a))]
+    s = sum(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j]) for i, j in pairs)
+    untied_a = sum(a[i] != a[j] for i, j in pairs)
+    untied_b = sum(b[i] != b[j] for i, j in pairs)
+    return s / math.sqrt(untied_a * untied_b)
+
+
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ([0.1, 0.2, 0.3, 0.4], [1, 2, 3, 4]),  # the same order: +1
+        ([0.1, 0.2, 0.3, 0.4], [4, 3, 2, 1]),  # reversed: -1
+        ([0.3, 0.1, 0.4, 0.2, 0.5], [2, 1, 5, 3, 4]),  # no ties: tau-a = tau-b
+        ([0.2, 0.2, 0.5, 0.1], [3, 1, 4, 2]),  # a tie in ours: tau-b, not tau-a (0.5)
+    ],
+)
+def test_kendall_tau_is_tau_b_by_its_definition(a, b):
+    from fgrpo_llm.evaluation.sweep import _kendall_tau
+
+    assert _kendall_tau(a, b) == pytest.approx(_tau_b_by_pairs(a, b), abs=1e-12)
+
+
+def test_kendall_tau_is_nan_without_an_order():
+    from fgrpo_llm.evaluation.sweep import _kendall_tau
+
+    assert math.isnan(_kendall_tau([0.5], [1]))
+    assert math.isnan(_kendall_tau([0.5, 0.5, 0.5], [1, 2, 3]))
+
+
 def test_cross_check_and_cli(tmp_path, capsys):
     rng = np.random.default_rng(0)
     rare = make_rare_set({"a": (0.4, 0.05), "b": (0.7, 0.07)})

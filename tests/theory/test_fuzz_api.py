@@ -257,51 +257,56 @@ def _tau_gt_mu(draw, kw):
     return {**kw, "mu": mu, "tau": min(1.0, mu + draw(st.floats(1e-9, 1.0)))}, ("tau", "mu")
 
 
+def _tm_given_active_check(kw, out):
+    r = _arr(out)
+    pa = _arr(_mod("tail_miss").p_active(kw["mu"], kw["N"]))
+    r, pa = np.broadcast_arrays(r, pa)
+    if (np.isnan(r) != (pa == 0)).any():
+        return "NaN where P(A) > 0, or a number where P(A) = 0"
+    return in_unit(r[~np.isnan(r)]) if (~np.isnan(r)).any() else None
+
+
+def _tm_count_check(kw, out):
+    B = np.broadcast(np.asarray(kw["mu"]), np.asarray(kw["tau"])).size
+    x = _arr(out)
+    return finite(x) or (f"count outside [0, {B}]: {x}" if ((x < 0) | (x > B)).any() else None)
+
+
+def _tm_stationary_check(kw, out):
+    x = _arr(out)
+    mu, tau = np.broadcast_arrays(_arr(kw["mu"]), _arr(kw["tau"]))
+    x = np.broadcast_to(x, mu.shape)
+    degenerate = (tau >= mu) | (mu <= 0) | (mu >= 1)
+    rising = (tau == 0) & ~degenerate
+    ok = ~degenerate & ~rising
+    if not np.isnan(x[degenerate]).all() or not np.isposinf(x[rising]).all():
+        return f"wrong special value: {x}"
+    if not (np.isfinite(x[ok]) & (x[ok] > 1)).all():
+        return f"N_c not a finite number > 1: {x[ok]}"
+    return None
+
+
+def _tm_peak_check(kw, out):
+    n_star, p_star = out
+    n = np.asarray(n_star)
+    if n.dtype.kind not in "iu" or (n < 1).any():
+        return f"N* not an integer >= 1: {n_star}"
+    if kw.get("n_max") is not None and (n > np.asarray(kw["n_max"])).any():
+        return f"N* above n_max: {n_star}"
+    return in_unit(p_star, "P*")
+
+
+@st.composite
+def _tm_peak_valid(draw, edge=False):
+    kw = draw(mu_tau_N(with_N=False, edge=edge))
+    if draw(st.booleans()) or np.any(np.asarray(kw["tau"]) == 0):
+        kw["n_max"] = draw(st.integers(1, 10**6))
+    return kw
+
+
 def _tail_miss_cases() -> list[Case]:
     tm = _mod("tail_miss")
     H = {"mu": hostile_prob, "tau": hostile_prob, "N": hostile_group_size}
-
-    def given_active_check(kw, out):
-        r = _arr(out)
-        pa = _arr(tm.p_active(kw["mu"], kw["N"]))
-        r, pa = np.broadcast_arrays(r, pa)
-        if (np.isnan(r) != (pa == 0)).any():
-            return "NaN where P(A) > 0, or a number where P(A) = 0"
-        return in_unit(r[~np.isnan(r)]) if (~np.isnan(r)).any() else None
-
-    def count_check(kw, out):
-        B = np.broadcast(np.asarray(kw["mu"]), np.asarray(kw["tau"])).size
-        x = _arr(out)
-        return finite(x) or (f"count outside [0, {B}]: {x}" if ((x < 0) | (x > B)).any() else None)
-
-    def stationary_check(kw, out):
-        x = _arr(out)
-        mu, tau = np.broadcast_arrays(_arr(kw["mu"]), _arr(kw["tau"]))
-        x = np.broadcast_to(x, mu.shape)
-        degenerate = (tau >= mu) | (mu <= 0) | (mu >= 1)
-        rising = (tau == 0) & ~degenerate
-        ok = ~degenerate & ~rising
-        if not np.isnan(x[degenerate]).all() or not np.isposinf(x[rising]).all():
-            return f"wrong special value: {x}"
-        if not (np.isfinite(x[ok]) & (x[ok] > 1)).all():
-            return f"N_c not a finite number > 1: {x[ok]}"
-        return None
-
-    def peak_check(kw, out):
-        n_star, p_star = out
-        n = np.asarray(n_star)
-        if n.dtype.kind not in "iu" or (n < 1).any():
-            return f"N* not an integer >= 1: {n_star}"
-        if kw.get("n_max") is not None and (n > np.asarray(kw["n_max"])).any():
-            return f"N* above n_max: {n_star}"
-        return in_unit(p_star, "P*")
-
-    @st.composite
-    def peak_valid(draw, edge=False):
-        kw = draw(mu_tau_N(with_N=False, edge=edge))
-        if draw(st.booleans()) or np.any(np.asarray(kw["tau"]) == 0):
-            kw["n_max"] = draw(st.integers(1, 10**6))
-        return kw
 
     prob_check = lambda kw, out: in_unit(out)  # noqa: E731
     cases = [
@@ -360,7 +365,7 @@ def _tail_miss_cases() -> list[Case]:
             lambda kw: tm.p_tail_miss_given_active(**kw),
             mu_tau_N(),
             H,
-            given_active_check,
+            _tm_given_active_check,
             mu_tau_N(edge=True),
             _tau_gt_mu,
         ),
@@ -369,7 +374,7 @@ def _tail_miss_cases() -> list[Case]:
             lambda kw: tm.expected_tail_miss_count(**kw),
             mu_tau_N(),
             H,
-            count_check,
+            _tm_count_check,
             mu_tau_N(edge=True),
             _tau_gt_mu,
         ),
@@ -378,7 +383,7 @@ def _tail_miss_cases() -> list[Case]:
             lambda kw: tm.stationary_group_size(**kw),
             mu_tau_N(with_N=False),
             {"mu": hostile_prob, "tau": hostile_prob},
-            stationary_check,
+            _tm_stationary_check,
             mu_tau_N(with_N=False, edge=True),
             _tau_gt_mu,
             allowed_error=r"outside what float64 resolves",
@@ -386,19 +391,57 @@ def _tail_miss_cases() -> list[Case]:
         Case(
             "peak_group_size",
             lambda kw: tm.peak_group_size(**kw),
-            peak_valid(),
+            _tm_peak_valid(),
             {
                 "mu": hostile_prob,
                 "tau": hostile_prob,
                 "n_max": hostile_group_size.filter(lambda v: v is not None),
             },  # None: no cap
-            peak_check,
-            peak_valid(edge=True),
+            _tm_peak_check,
+            _tm_peak_valid(edge=True),
             _tau_gt_mu,
             allowed_error=r"beyond 2\^53|at most 2\^53|outside what float64 resolves",
         ),
     ]
     return cases
+
+
+@st.composite
+def _pk_unbiased_valid(draw, edge=False):
+    L = draw(lengths)
+    top = 2**63 - 1 if edge else 10**9
+    n = np.array(draw(st.lists(st.integers(1, top), min_size=L or 1, max_size=L or 1)))
+    c = np.array([draw(st.integers(0, int(v))) for v in n])
+    k = np.array([draw(st.integers(1, int(min(v, 5000)))) for v in n])
+    if L is None:
+        n, c, k = int(n[0]), int(c[0]), int(k[0])
+    return {"n": n, "c": c, "k": k}
+
+
+def _pk_unbiased_violate(draw, kw):
+    n = int(np.ravel(kw["n"])[0])
+    which = draw(st.sampled_from(["c", "k"]))
+    kw = {"n": n, "c": n + 1 if which == "c" else 0, "k": n + 1 if which == "k" else 1}
+    return kw, (which,)
+
+
+def _pk_paired_check(kw, out):
+    return first_error(
+        in_unit(out.p_value, "p_value"),
+        in_unit(out.pass_at_k_a, "pass@k A"),
+        in_unit(out.pass_at_k_b, "pass@k B"),
+        finite(out.statistic),
+        finite(out.subsample_std),
+        None if out.subsample_std >= 0 else "std < 0",
+    )
+
+
+def _pk_size_check(kw, out):
+    rate, low, high = out
+    return first_error(
+        in_unit(rate, "rate"),
+        None if 0 <= low <= rate <= high <= 1 else f"interval ({low}, {high}) around {rate}",
+    )
 
 
 def _passk_cases() -> list[Case]:
@@ -412,17 +455,6 @@ def _passk_cases() -> list[Case]:
             "p": draw(scalar_or_array(_prob_edge if edge else prob, L)),
             "k": draw(scalar_or_array(k, L)),
         }
-
-    @st.composite
-    def unbiased_valid(draw, edge=False):
-        L = draw(lengths)
-        top = 2**63 - 1 if edge else 10**9
-        n = np.array(draw(st.lists(st.integers(1, top), min_size=L or 1, max_size=L or 1)))
-        c = np.array([draw(st.integers(0, int(v))) for v in n])
-        k = np.array([draw(st.integers(1, int(min(v, 5000)))) for v in n])
-        if L is None:
-            n, c, k = int(n[0]), int(c[0]), int(k[0])
-        return {"n": n, "c": c, "k": k}
 
     @st.composite
     def mean_valid(draw):
@@ -449,22 +481,6 @@ def _passk_cases() -> list[Case]:
             "k": k,
         }
 
-    def unbiased_violate(draw, kw):
-        n = int(np.ravel(kw["n"])[0])
-        which = draw(st.sampled_from(["c", "k"]))
-        kw = {"n": n, "c": n + 1 if which == "c" else 0, "k": n + 1 if which == "k" else 1}
-        return kw, (which,)
-
-    def paired_check(kw, out):
-        return first_error(
-            in_unit(out.p_value, "p_value"),
-            in_unit(out.pass_at_k_a, "pass@k A"),
-            in_unit(out.pass_at_k_b, "pass@k B"),
-            finite(out.statistic),
-            finite(out.subsample_std),
-            None if out.subsample_std >= 0 else "std < 0",
-        )
-
     def paired_violate(draw, kw):
         n = kw["correct_a"].shape[1]
         return {**kw, "m": n}, ("m",)
@@ -485,13 +501,6 @@ def _passk_cases() -> list[Case]:
             "rng": np.random.default_rng(draw(st.integers(0, 2**32 - 1))),
         }
 
-    def size_check(kw, out):
-        rate, low, high = out
-        return first_error(
-            in_unit(rate, "rate"),
-            None if 0 <= low <= rate <= high <= 1 else f"interval ({low}, {high}) around {rate}",
-        )
-
     return [
         Case(
             "pass_at_k_exact",
@@ -504,11 +513,11 @@ def _passk_cases() -> list[Case]:
         Case(
             "pass_at_k_unbiased",
             lambda kw: pk.pass_at_k_unbiased(**kw),
-            unbiased_valid(),
+            _pk_unbiased_valid(),
             {"n": hostile_int, "c": hostile_int, "k": hostile_int},
             lambda kw, out: in_unit(out),
-            unbiased_valid(edge=True),
-            unbiased_violate,
+            _pk_unbiased_valid(edge=True),
+            _pk_unbiased_violate,
         ),
         Case(
             "mean_pass_at_k",
@@ -529,7 +538,7 @@ def _passk_cases() -> list[Case]:
                 "rng": hostile_rng,
                 "k": hostile_int,
             },
-            paired_check,
+            _pk_paired_check,
             violate=paired_violate,
         ),
         Case(
@@ -546,7 +555,7 @@ def _passk_cases() -> list[Case]:
                 "alpha": hostile_prob,
                 "rng": hostile_rng,
             },
-            size_check,
+            _pk_size_check,
         ),
     ]
 
@@ -733,6 +742,59 @@ class _Build:
     args: tuple
 
 
+def _ca_softmax_check(kw, out):
+    x = _arr(out)
+    return first_error(in_unit(x), None if abs(x.sum() - 1) < 1e-12 else f"sum {x.sum()}")
+
+
+def _ca_stats_check(kw, out):
+    fields = (
+        "Q_pos",
+        "Q_neg",
+        "P_pos",
+        "P_neg",
+        "A_2",
+        "B_2",
+        "U_pos2",
+        "U_neg2",
+        "U_2",
+        "Q_u_pos",
+    )
+    vals = [getattr(out, f) for f in fields]
+    return first_error(
+        *(
+            in_unit(min(1.0, max(0.0, v)) if abs(v - min(1, max(0, v))) < 1e-12 else v)
+            for v in vals
+        ),
+        finite(out.S_R),
+    )
+
+
+def _ca_r_violate(draw, kw):
+    return {**kw, "R_c": -1.0, "R_w": 1.0}, ("R_c", "R_w")
+
+
+def _ca_neg_k(d):
+    N = int(d["actions"].size)
+    return {"p": d["p"], "correct": d["correct"], "k": np.arange(N + 1), "N": N}
+
+
+def _ca_s_r(d):
+    N = int(d["actions"].size)
+    return {
+        "p": d["p"],
+        "correct": d["correct"],
+        "k": np.arange(N + 1),
+        "N": N,
+        "R_c": d["R_c"],
+        "R_w": d["R_w"],
+    }
+
+
+def _ca_k_gt_N(draw, kw):
+    return {**kw, "k": kw["N"] + 1}, ("k",)
+
+
 def _categorical_cases() -> list[Case]:
     ca = _mod("categorical")
 
@@ -741,32 +803,6 @@ def _categorical_cases() -> list[Case]:
             return {n: draw_kw[n] for n in names}
 
         return policies().map(make)
-
-    def softmax_check(kw, out):
-        x = _arr(out)
-        return first_error(in_unit(x), None if abs(x.sum() - 1) < 1e-12 else f"sum {x.sum()}")
-
-    def stats_check(kw, out):
-        fields = (
-            "Q_pos",
-            "Q_neg",
-            "P_pos",
-            "P_neg",
-            "A_2",
-            "B_2",
-            "U_pos2",
-            "U_neg2",
-            "U_2",
-            "Q_u_pos",
-        )
-        vals = [getattr(out, f) for f in fields]
-        return first_error(
-            *(
-                in_unit(min(1.0, max(0.0, v)) if abs(v - min(1, max(0, v))) < 1e-12 else v)
-                for v in vals
-            ),
-            finite(out.S_R),
-        )
 
     hostile_p = st.sampled_from(
         WRONG_TYPE + NOT_A_NUMBER + [[0.5, 0.6], [[0.5, 0.5]], [-0.5, 1.5], [math.inf, 0.0], 0.5]
@@ -790,9 +826,6 @@ def _categorical_cases() -> list[Case]:
     P = {"p": hostile_p, "correct": hostile_mask}
     R = {"R_c": hostile_real, "R_w": hostile_real}
 
-    def r_violate(draw, kw):
-        return {**kw, "R_c": -1.0, "R_w": 1.0}, ("R_c", "R_w")
-
     def with_stats(fn):
         def call(kw):
             s = kw["s"]
@@ -812,31 +845,13 @@ def _categorical_cases() -> list[Case]:
     )
     hostile_s = st.sampled_from([None, {"S_R": 0.1}, 0.5, "stats", (1, 2)])
 
-    def neg_k(d):
-        N = int(d["actions"].size)
-        return {"p": d["p"], "correct": d["correct"], "k": np.arange(N + 1), "N": N}
-
-    def s_r(d):
-        N = int(d["actions"].size)
-        return {
-            "p": d["p"],
-            "correct": d["correct"],
-            "k": np.arange(N + 1),
-            "N": N,
-            "R_c": d["R_c"],
-            "R_w": d["R_w"],
-        }
-
-    def k_gt_N(draw, kw):
-        return {**kw, "k": kw["N"] + 1}, ("k",)
-
     return [
         Case(
             "softmax",
             lambda kw: ca.softmax(**kw),
             pick("z"),
             {"z": hostile_z},
-            softmax_check,
+            _ca_softmax_check,
             policies(edge=True).map(lambda d: {"z": d["z"]}),
         ),
         Case(
@@ -851,9 +866,9 @@ def _categorical_cases() -> list[Case]:
             lambda kw: ca.group_stats(**kw),
             pick("p", "correct", "actions", "R_c", "R_w"),
             {**P, "actions": hostile_actions, **R},
-            stats_check,
+            _ca_stats_check,
             policies(edge=True).map(lambda d: {k: d[k] for k in ("p", "correct", "actions")}),
-            r_violate,
+            _ca_r_violate,
         ),
         Case(
             "logit_update",
@@ -862,7 +877,7 @@ def _categorical_cases() -> list[Case]:
             {**P, "actions": hostile_actions, "eta": hostile_nonneg, **R, "gamma": hostile_nonneg},
             lambda kw, out: finite(out),
             None,
-            r_violate,
+            _ca_r_violate,
         ),
         Case(
             "predicted_delta_q_pos",
@@ -871,7 +886,7 @@ def _categorical_cases() -> list[Case]:
             {"s": hostile_s, "eta": hostile_nonneg, **R},
             lambda kw, out: finite(out),
             None,
-            r_violate,
+            _ca_r_violate,
         ),
         Case(
             "predicted_delta_q_u_pos",
@@ -880,7 +895,7 @@ def _categorical_cases() -> list[Case]:
             {"s": hostile_s, "eta": hostile_nonneg, **R},
             lambda kw, out: finite(out),
             None,
-            r_violate,
+            _ca_r_violate,
         ),
         Case(
             "expected_p_pos_given_k",
@@ -892,19 +907,19 @@ def _categorical_cases() -> list[Case]:
         Case(
             "expected_p_neg_given_k",
             lambda kw: ca.expected_p_neg_given_k(**kw),
-            policies().map(neg_k),
+            policies().map(_ca_neg_k),
             {**P, "k": hostile_int, "N": hostile_int},
             lambda kw, out: in_unit(out),
-            violate=k_gt_N,
+            violate=_ca_k_gt_N,
         ),
         Case(
             "expected_s_r_given_k",
             lambda kw: ca.expected_s_r_given_k(**kw),
-            policies().map(s_r),
+            policies().map(_ca_s_r),
             {**P, "k": hostile_int, "N": hostile_int, **R},
             lambda kw, out: finite(out),
             None,
-            r_violate,
+            _ca_r_violate,
         ),
     ]
 
@@ -1113,6 +1128,24 @@ def _strict_json(text: str):
     return json.loads(text, parse_constant=no_constant)
 
 
+def _classify_cli_success(argv, bad, out: str) -> tuple[str, str]:
+    """A call that exited 0: wrong when it accepted a hostile value, or printed --json that is
+    not strict JSON or holds a probability out of [0, 1]."""
+    if bad:
+        return "wrong", f"hostile {bad} accepted"
+    if "--json" not in argv:
+        return "ok", ""
+    try:
+        rows = _strict_json(out)
+    except ValueError as exc:
+        return "wrong", f"--json output is not strict JSON: {exc}"
+    for row in rows:
+        for key in ("p_active", "p_tail_miss", "P_star", "pass_at_k"):
+            if key in row and in_unit(row[key]):
+                return "wrong", f"{key}={row[key]} out of range"
+    return "ok", ""
+
+
 def classify_cli(argv, bad) -> tuple[str, str]:
     try:
         with deadline(DEADLINE_S):
@@ -1123,18 +1156,7 @@ def classify_cli(argv, bad) -> tuple[str, str]:
         return "crash", f"{type(exc).__name__}: {exc}"
     lines = err.strip().splitlines()
     if code == 0:
-        if bad:
-            return "wrong", f"hostile {bad} accepted"
-        if "--json" in argv:
-            try:
-                rows = _strict_json(out)
-            except ValueError as exc:
-                return "wrong", f"--json output is not strict JSON: {exc}"
-            for row in rows:
-                for key in ("p_active", "p_tail_miss", "P_star", "pass_at_k"):
-                    if key in row and in_unit(row[key]):
-                        return "wrong", f"{key}={row[key]} out of range"
-        return "ok", ""
+        return _classify_cli_success(argv, bad, out)
     if code != 2 or len(lines) != 1 or "Traceback" in err:
         return "crash", f"exit {code}, stderr {err[-300:]!r}"
     if bad and not any(b in lines[0] for b in bad):

@@ -199,9 +199,9 @@ def test_the_workers_of_a_killed_sweep_end_with_it(tmp_path):
     """SIGKILL of a sweep's main process left its idle worker processes waiting forever."""
     code = (
         "import os, signal\n"
-        "from concurrent.futures import ProcessPoolExecutor\n"
+        "from fgrpo_common.pool import process_pool\n"
         "from fgrpo_theory.sim.threads import pin_worker\n"
-        "pool = ProcessPoolExecutor(1, initializer=pin_worker, initargs=(1,))\n"
+        "pool = process_pool(1, spawn=False, initializer=pin_worker, initargs=(1,))\n"
         "print(pool.submit(os.getpid).result(), flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )

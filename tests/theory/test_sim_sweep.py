@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
 import numpy as np
@@ -18,6 +17,7 @@ from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
 
 import fgrpo_theory.sim.sweep as sweep
+from fgrpo_common.pool import process_pool
 from fgrpo_theory.advantages import grpo_advantages, mean_centred_advantages
 from fgrpo_theory.sim import SimConfig, run_cached, run_sweep
 from fgrpo_theory.sim.group import GRPO_EPS, group_advantages
@@ -37,7 +37,7 @@ CFG = SimConfig(
 
 def _pool_counts(workers: int) -> list[dict]:
     """thread_counts() inside the worker processes the sweep starts."""
-    with ProcessPoolExecutor(max_workers=workers, initializer=pin_worker, initargs=(1,)) as pool:
+    with process_pool(workers, spawn=False, initializer=pin_worker, initargs=(1,)) as pool:
         return list(pool.map(_counts_after_numpy, range(2 * workers)))
 
 

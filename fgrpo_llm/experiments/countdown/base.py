@@ -37,9 +37,9 @@ import numpy as np
 import torch
 
 from fgrpo_common.fields import SEED, Choice, Integer, Real, Text, check_fields, dataclass_from_dict
+from fgrpo_common.files import check_not_working_directory, refuse_other_settings
 from fgrpo_llm.config import check_training_dtype
 from fgrpo_llm.environment import write_environment
-from fgrpo_llm.files import check_not_working_directory, refuse_other_settings
 from fgrpo_llm.model import (
     build_tiny_model,
     count_parameters,

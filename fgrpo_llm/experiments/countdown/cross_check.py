@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.files import save_figure
+from fgrpo_common.files import atomic_write_text, save_figure, strict_json
 from fgrpo_llm.evaluation.runs import RunInfo
 from fgrpo_llm.evaluation.sweep import (
     control_rows,
@@ -35,9 +35,44 @@ from fgrpo_llm.evaluation.tail_miss import (
     summarise_tail_miss,
     tail_miss_records,
 )
-from fgrpo_llm.files import atomic_write_text, strict_json
 
 __all__ = ["cross_check"]
+
+
+def _check_arguments(runs: list[RunInfo], early_steps) -> None:
+    """A ValueError for an ``early_steps`` that is not an integer >= 1, or two runs of one label
+    (every table is keyed by label: they would merge)."""
+    if isinstance(early_steps, bool) or not isinstance(early_steps, int) or early_steps < 1:
+        raise ValueError(f"early_steps must be an integer >= 1, got early_steps={early_steps!r}")
+    seen = {}
+    for run in runs:
+        if run.label in seen:
+            raise ValueError(
+                f"two runs have the label {run.label!r} ({seen[run.label]} and {run.path}); "
+                "give each its own (--label)"
+            )
+        seen[run.label] = run.path
+
+
+def _tail_miss_by_window(runs: list[RunInfo], rare_set, early_steps: int) -> tuple[dict, dict]:
+    """``(tail, pooled)`` per window of steps, the early one first (the first ``early_steps``,
+    then all; one window when the runs have no more steps): each run's tail-miss summary by
+    label, and the records of all runs."""
+    last = max((int(g["step"]) for run in runs for g in run.groups), default=0)
+    if last > early_steps:
+        windows = {f"first {early_steps} steps": early_steps, "all steps": None}
+    else:  # the early window holds every step the runs have
+        windows = {f"all {last} steps (the early window is {early_steps})": None}
+    tail = {w: {} for w in windows}
+    pooled = {w: [] for w in windows}
+    for w, max_step in windows.items():
+        for run in runs:
+            if not run.groups:
+                continue
+            rec = tail_miss_records(run.groups, rare_set, max_step=max_step)
+            tail[w][run.label] = summarise_tail_miss(rec)
+            pooled[w].append(rec)
+    return tail, pooled
 
 
 def cross_check(
@@ -62,16 +97,7 @@ def cross_check(
     (``fgrpo_llm.evaluation.sweep.difference_noise``): the run-to-run noise of a difference, within
     which the orderings and the lr control call a difference unresolved; None: read every sign.
     """
-    if isinstance(early_steps, bool) or not isinstance(early_steps, int) or early_steps < 1:
-        raise ValueError(f"early_steps must be an integer >= 1, got early_steps={early_steps!r}")
-    seen = {}
-    for run in runs:  # every table is keyed by label: two runs of one label would merge
-        if run.label in seen:
-            raise ValueError(
-                f"two runs have the label {run.label!r} ({seen[run.label]} and {run.path}); "
-                "give each its own (--label)"
-            )
-        seen[run.label] = run.path
+    _check_arguments(runs, early_steps)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -79,21 +105,8 @@ def cross_check(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    last = max((int(g["step"]) for run in runs for g in run.groups), default=0)
-    if last > early_steps:
-        windows = {f"first {early_steps} steps": early_steps, "all steps": None}
-    else:  # the early window holds every step the runs have
-        windows = {f"all {last} steps (the early window is {early_steps})": None}
-    tail = {w: {} for w in windows}
-    pooled = {w: [] for w in windows}
-    for w, max_step in windows.items():
-        for run in runs:
-            if not run.groups:
-                continue
-            rec = tail_miss_records(run.groups, rare_set, max_step=max_step)
-            tail[w][run.label] = summarise_tail_miss(rec)
-            pooled[w].append(rec)
-    early = list(windows)[0]
+    tail, pooled = _tail_miss_by_window(runs, rare_set, early_steps)
+    early = list(tail)[0]
     calib = []
     if pooled[early]:
         merged = {k: np.concatenate([r[k] for r in pooled[early]]) for k in pooled[early][0]}

@@ -29,9 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.files import atomic_write
+from fgrpo_common.files import atomic_write, read_jsonl
 from fgrpo_llm.experiments.countdown.stages import task_for
-from fgrpo_llm.files import read_jsonl
 from fgrpo_llm.tracking import check_group_record
 from fgrpo_theory.forecast import PromptAnswers
 

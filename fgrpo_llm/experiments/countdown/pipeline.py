@@ -27,11 +27,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.files import atomic_write_text, write_json
+from fgrpo_common.pool import process_pool
+from fgrpo_common.timer import Timer
 from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.evaluation.sweep import difference_noise
 from fgrpo_llm.experiments.countdown.config import DemoConfig, load_demo_config, run_specs
@@ -48,8 +50,6 @@ from fgrpo_llm.experiments.countdown.stages import (
     task_for,
 )
 from fgrpo_llm.experiments.paper import load_paper_results
-from fgrpo_llm.experiments.runner import write_json
-from fgrpo_llm.files import atomic_write_text
 
 __all__ = ["run_demo", "SEED_SPREAD", "load_seed_spread"]
 
@@ -76,17 +76,17 @@ class _Clock:
     """Wall time per stage, for OUT/timings.md (never in the report: it must not depend on load)."""
 
     def __init__(self):
-        self.start = time.perf_counter()
+        self.timer = Timer()
         self.stages: dict[str, float] = {}
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+        return self.timer.seconds()
 
     def run(self, name: str, fn, *args, **kwargs):
-        t = time.perf_counter()
+        timer = Timer()
         print(f"[demo {self.elapsed():6.0f}s] {name} ...", file=sys.stderr, flush=True)
         out = fn(*args, **kwargs)
-        self.stages[name] = self.stages.get(name, 0.0) + time.perf_counter() - t
+        self.stages[name] = self.stages.get(name, 0.0) + timer.seconds()
         return out
 
 
@@ -113,8 +113,8 @@ def _timed(threads: int, fn, *args):
     import torch
 
     torch.set_num_threads(threads)
-    t = time.perf_counter()
-    return fn(*args), time.perf_counter() - t
+    timer = Timer()
+    return fn(*args), timer.seconds()
 
 
 class _SideStages:
@@ -124,14 +124,8 @@ class _SideStages:
     and settings alone, so where it runs changes no number."""
 
     def __init__(self, cfg: DemoConfig, clock: _Clock):
-        self.cfg, self.clock, self.pool = cfg, clock, None
-        if cfg.workers > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            self.pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn")
-            )
+        self.cfg, self.clock = cfg, clock
+        self.pool = process_pool(1, spawn=True) if cfg.workers > 1 else None
 
     def submit(self, name: str, fn, *args):
         if self.pool is None:
@@ -203,7 +197,7 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
         file=sys.stderr,
         flush=True,
     )
-    t = time.perf_counter()
+    timer = Timer()
     for spec, seconds in map_runs(out, cfg, todo):
         clock.stages[f"train+eval {spec.name}"] = seconds
         print(
@@ -211,7 +205,7 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
             file=sys.stderr,
             flush=True,
         )
-    clock.stages["training (wall)"] = time.perf_counter() - t
+    clock.stages["training (wall)"] = timer.seconds()
     for spec in specs:
         evals[spec.name] = evaluate_stage(
             out / spec.path / "model", out / spec.path / "eval", cfg, task=task

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.files import save_figure
+from fgrpo_common.files import atomic_write_text, save_figure
 from fgrpo_llm.environment import environment_section
 from fgrpo_llm.experiments.countdown.config import EXECUTION_FIELDS
-from fgrpo_llm.files import atomic_write_text
 
 
 def fmt(x, digits: int = 3) -> str:
@@ -400,6 +399,62 @@ def seed_spread_note(spread: dict | None) -> str:
     )
 
 
+def _base_text(base: dict) -> str:
+    """The demo report's base-model section: its pretraining summary, without timings."""
+    base_lines = [
+        f"{k}: {fmt(v) if isinstance(v, float) else v}"
+        for k, v in base.items()
+        if not k.startswith(("time/", "perf/"))
+    ]
+    if base.get("stopped_by", "step budget") != "step budget":
+        base_lines.append(
+            f"**stopped by a {base['stopped_by']}**: this base depends on the machine's speed"
+        )
+    return (
+        "Pretrained on skewed Countdown demonstrations "
+        "(`fgrpo_llm.experiments.countdown.base`):\n\n"
+        + "\n".join(f"- {line}" for line in base_lines)
+    )
+
+
+def _rare_text(rare) -> str:
+    """The demo report's rare-correct-set section (App. M.2): how it was drawn, its events E(x)
+    and mean (mu, tau), a few examples, and the exact masses where the set has them."""
+    ids, mu, tau = rare.mu_tau()
+    sources = {}
+    for p in rare.prompts.values():
+        sources[p["rare_source"]] = sources.get(p["rare_source"], 0) + 1
+    rare_text = (
+        f"{rare.meta.get('num_prompts')} training prompts x {rare.meta.get('num_rollouts')} base "
+        f"rollouts; {rare.meta.get('num_correct_pool')} correct; the top "
+        f"{100 * rare.meta.get('top_fraction', 0):g}% by length-normalised NLL gives **{len(rare)} "
+        f"rare-correct trajectories** (NLL >= {fmt(rare.meta.get('nll_threshold'))}, mean "
+        f"{fmt(rare.mean_base_nll)} vs {fmt(rare.meta.get('pool_mean_nll'))} over all correct "
+        f"rollouts).\n\nRare event E(x) per prompt: {sources.get('rare_set', 0)} prompts from the "
+        f"rare set, {sources.get('designated', 0)} with a designated rare mode, "
+        f"{sources.get('none', 0)} without one. "
+        + (
+            f"Over the {len(ids)} prompts with E(x): mean mu = {fmt(float(np.mean(mu)))}, "
+            f"mean tau = {fmt(float(np.mean(tau)), 4)}, median rho = tau/mu = "
+            f"{fmt(float(np.median(tau / np.maximum(mu, 1e-12))))}."
+            if ids
+            else ""
+        )
+    )
+    if rare.texts:
+        rare_text += "\n\nExamples (prompt id: completion, base NLL): " + ", ".join(
+            f"`{pid}: {t}` ({fmt(float(v))})"
+            for pid, t, v in list(zip(rare.prompt_ids, rare.texts, rare.base_nll, strict=True))[:6]
+        )
+    if rare.meta.get("exact"):
+        rare_text += (
+            "\n\nThe means above and the tail-miss predictions below use the exact base (mu, tau) "
+            "of each prompt (sequence probabilities summed over its correct answers and over "
+            "E(x)). " + exact_mu_tau_text(rare.meta["exact"])
+        )
+    return rare_text
+
+
 def write_demo_report(
     out,
     cfg,
@@ -460,58 +515,8 @@ def write_demo_report(
             )
         )
 
-    base = summary.get("base", {})
-    base_lines = [
-        f"{k}: {fmt(v) if isinstance(v, float) else v}"
-        for k, v in base.items()
-        if not k.startswith(("time/", "perf/"))
-    ]
-    if base.get("stopped_by", "step budget") != "step budget":
-        base_lines.append(
-            f"**stopped by a {base['stopped_by']}**: this base depends on the machine's speed"
-        )
-    sections.append(
-        (
-            "Base model",
-            "Pretrained on skewed Countdown demonstrations "
-            "(`fgrpo_llm.experiments.countdown.base`):\n\n"
-            + "\n".join(f"- {line}" for line in base_lines),
-        )
-    )
-
-    ids, mu, tau = rare.mu_tau()
-    sources = {}
-    for p in rare.prompts.values():
-        sources[p["rare_source"]] = sources.get(p["rare_source"], 0) + 1
-    rare_text = (
-        f"{rare.meta.get('num_prompts')} training prompts x {rare.meta.get('num_rollouts')} base "
-        f"rollouts; {rare.meta.get('num_correct_pool')} correct; the top "
-        f"{100 * rare.meta.get('top_fraction', 0):g}% by length-normalised NLL gives **{len(rare)} "
-        f"rare-correct trajectories** (NLL >= {fmt(rare.meta.get('nll_threshold'))}, mean "
-        f"{fmt(rare.mean_base_nll)} vs {fmt(rare.meta.get('pool_mean_nll'))} over all correct "
-        f"rollouts).\n\nRare event E(x) per prompt: {sources.get('rare_set', 0)} prompts from the "
-        f"rare set, {sources.get('designated', 0)} with a designated rare mode, "
-        f"{sources.get('none', 0)} without one. "
-        + (
-            f"Over the {len(ids)} prompts with E(x): mean mu = {fmt(float(np.mean(mu)))}, "
-            f"mean tau = {fmt(float(np.mean(tau)), 4)}, median rho = tau/mu = "
-            f"{fmt(float(np.median(tau / np.maximum(mu, 1e-12))))}."
-            if ids
-            else ""
-        )
-    )
-    if rare.texts:
-        rare_text += "\n\nExamples (prompt id: completion, base NLL): " + ", ".join(
-            f"`{pid}: {t}` ({fmt(float(v))})"
-            for pid, t, v in list(zip(rare.prompt_ids, rare.texts, rare.base_nll, strict=True))[:6]
-        )
-    if rare.meta.get("exact"):
-        rare_text += (
-            "\n\nThe means above and the tail-miss predictions below use the exact base (mu, tau) "
-            "of each prompt (sequence probabilities summed over its correct answers and over "
-            "E(x)). " + exact_mu_tau_text(rare.meta["exact"])
-        )
-    sections.append(("Rare-correct set (App. M.2)", rare_text))
+    sections.append(("Base model", _base_text(summary.get("base", {}))))
+    sections.append(("Rare-correct set (App. M.2)", _rare_text(rare)))
 
     if runs:
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 
+from fgrpo_common.files import refuse_other_settings, write_json
+from fgrpo_common.timer import Timer
 from fgrpo_llm.config import TrainConfig, run_sampling
 from fgrpo_llm.environment import environment
 from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec
-from fgrpo_llm.experiments.runner import Task, run_tasks, write_json
-from fgrpo_llm.files import refuse_other_settings
+from fgrpo_llm.experiments.runner import Task, run_tasks
 from fgrpo_llm.tasks.for_model import model_task_kwargs, task_for_model
 from fgrpo_llm.tracking import model_step
 
@@ -317,12 +317,12 @@ def train_and_evaluate(out: Path, cfg: DemoConfig, spec: RunSpec) -> tuple[RunSp
     from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
 
     torch.set_num_threads(cfg.threads)
-    start = time.perf_counter()
+    timer = Timer()
     rare = load_rare_set(out / "rare_set.json")
     train_run(out, cfg, spec, rare)
     run_dir = out / spec.path
     evaluate_stage(run_dir / "model", run_dir / "eval", cfg, task=task_for(out / "base"))
-    return spec, time.perf_counter() - start
+    return spec, timer.seconds()
 
 
 def run_done(out: Path, spec: RunSpec, cfg: DemoConfig | None = None) -> bool:

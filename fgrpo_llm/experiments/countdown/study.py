@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fgrpo_common.cli import bar_disabled
+from fgrpo_common.files import writable_file, write_json
+from fgrpo_common.timer import cpu_seconds
 from fgrpo_llm.environment import (
     KERNEL_FAMILIES,
     kernel_family_env,
@@ -62,8 +64,7 @@ from fgrpo_llm.experiments.countdown.study_tuning import (
     tuning_specs,
 )
 from fgrpo_llm.experiments.countdown.study_units import exact_columns, realised_weight
-from fgrpo_llm.experiments.runner import Task, cpu_seconds, run_tasks, write_json
-from fgrpo_llm.files import writable_file
+from fgrpo_llm.experiments.runner import Task, run_tasks
 from fgrpo_theory.sim import config_from_preset, run_sweep
 
 __all__ = ["StudyDesign", "run_study", "study_specs", "METRICS"]

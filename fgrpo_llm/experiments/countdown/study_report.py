@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.files import save_figure
+from fgrpo_common.files import save_figure, write_json
 from fgrpo_llm.environment import environment_differences, environment_section
 from fgrpo_llm.evaluation.runs import split_pass_at
 from fgrpo_llm.evaluation.stats import (
@@ -26,7 +26,6 @@ from fgrpo_llm.experiments.countdown.report import markdown_table, write_report
 from fgrpo_llm.experiments.countdown.study_claims import METRICS, interval, unit_values
 from fgrpo_llm.experiments.countdown.study_tuning import tuning_text
 from fgrpo_llm.experiments.countdown.study_units import unit_rows, write_units
-from fgrpo_llm.experiments.runner import write_json
 
 __all__ = ["run_numbers", "write_study_outputs", "component_rows", "family_rows"]
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from fgrpo_common.files import write_json
 from fgrpo_llm.evaluation.runs import split_pass_at
 from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec
 from fgrpo_llm.experiments.countdown.stages import run_done
-from fgrpo_llm.experiments.runner import write_json
 
 __all__ = ["tuning_specs", "choose_coefficients", "tuned_config", "tuning_text"]
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.files import write_json
 from fgrpo_llm.environment import (
     KERNEL_FAMILIES,
     kernel_family_env,
@@ -48,7 +49,7 @@ from fgrpo_llm.experiments.maze.study import (
     table_rows,
     write_report,
 )
-from fgrpo_llm.experiments.runner import Task, run_tasks, write_json
+from fgrpo_llm.experiments.runner import Task, run_tasks
 
 __all__ = ["run_maze_bases", "merge_bases"]
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
 
+from fgrpo_common.files import changed_settings, write_json
+from fgrpo_common.pool import as_finished
+from fgrpo_common.timer import Timer
 from fgrpo_llm.config import TrainConfig
 from fgrpo_llm.experiments.maze.config import MazeConfig, MazeRun, plan
 from fgrpo_llm.experiments.maze.stages import (
@@ -31,8 +33,6 @@ from fgrpo_llm.experiments.maze.stages import (
     torch_threads,
 )
 from fgrpo_llm.experiments.maze.study import summarize
-from fgrpo_llm.experiments.runner import cpu_seconds, write_json
-from fgrpo_llm.files import changed_settings
 
 __all__ = ["run_experiment", "FREE_FIELDS"]
 
@@ -40,7 +40,7 @@ __all__ = ["run_experiment", "FREE_FIELDS"]
 def _rl_job(cfg: MazeConfig, out: Path, run: MazeRun, progress: bool) -> dict:
     """Worker: one RL run (resuming it if it was cut) and its result.json, ``cfg.threads``
     threads. Returns its wall and CPU seconds (for OUT/timings.json, never for a result)."""
-    wall, cpu = time.perf_counter(), time.process_time()
+    timer = Timer()
     with torch_threads(cfg.threads):
         run_dir = out / "rl" / run.key
         task = build_task(cfg)
@@ -63,34 +63,19 @@ def _rl_job(cfg: MazeConfig, out: Path, run: MazeRun, progress: bool) -> dict:
         "dips": dip_statistics(curve, cfg.ks),
     }
     write_json(run_dir / "result.json", result)
-    return {
-        "key": run.key,
-        "wall_s": time.perf_counter() - wall,
-        "cpu_s": time.process_time() - cpu,
-    }
+    return {"key": run.key, "wall_s": timer.seconds(), "cpu_s": timer.cpu()}
 
 
 def _map_jobs(cfg: MazeConfig, out: Path, todo: list[MazeRun], workers: int, progress: bool):
-    """Yield each job's timing as runs finish: in this process for one worker, else in a pool of
-    spawned processes (fresh interpreters: no forked torch thread pools)."""
+    """Yield each job's timing as runs finish: in this process for one worker, else on a pool
+    of spawned processes (``fgrpo_common.pool``; fresh interpreters: no forked torch thread
+    pools)."""
     if workers == 1 or len(todo) <= 1:
         for run in todo:
             yield _rl_job(cfg, out, run, progress)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
-        # progress bars of parallel runs would interleave: each run reports when it is done
-        futures = [pool.submit(_rl_job, cfg, out, run, False) for run in todo]
-        try:
-            for future in as_completed(futures):
-                yield future.result()
-        except BaseException:  # a failed run: stop now, do not train the queued ones first
-            for future in futures:
-                future.cancel()
-            raise
+    # progress bars of parallel runs would interleave: each run reports when it is done
+    yield from as_finished(_rl_job, [(cfg, out, run, False) for run in todo], workers=workers)
 
 
 # -- the whole experiment ------------------------------------------------------------------------
@@ -126,15 +111,15 @@ class _Timings:
                     self.data = data
         self.call = {"workers": workers, "wall_s": 0.0, "cpu_s": 0.0}
         self.data["calls"].append(self.call)
-        self._wall, self._cpu = time.perf_counter(), cpu_seconds()
+        self._timer = Timer()
 
     def stage(self, name: str, wall_s: float, cpu_s: float) -> None:
         self.data["stages"][name] = {"wall_s": round(wall_s, 2), "cpu_s": round(cpu_s, 2)}
         self.save()
 
     def save(self) -> None:
-        self.call["wall_s"] = round(time.perf_counter() - self._wall, 2)
-        self.call["cpu_s"] = round(cpu_seconds() - self._cpu, 2)
+        self.call["wall_s"] = round(self._timer.seconds(), 2)
+        self.call["cpu_s"] = round(self._timer.cpu(), 2)
         write_json(self.path, self.data)
 
 
@@ -159,24 +144,22 @@ def run_experiment(cfg: MazeConfig, out, *, workers: int = 1, progress: bool = T
     sft_dir = out / "sft"
     with torch_threads(cfg.threads):
         if not (sft_dir / "model" / "config.json").is_file():
-            wall, cpu = time.perf_counter(), time.process_time()
+            timer = Timer()
             summary = run_sft(cfg, task, sft_dir / "model", progress=progress)
             write_json(sft_dir / "sft_summary.json", summary)
-            timings.stage("sft", time.perf_counter() - wall, time.process_time() - cpu)
+            timings.stage("sft", timer.seconds(), timer.cpu())
         model = tokenizer = None
         for s in cfg.rl_seeds:
             path = sft_dir / f"eval_seed{s}.json"
             if path.is_file():
                 continue
-            wall, cpu = time.perf_counter(), time.process_time()
+            timer = Timer()
             if model is None:
                 model, tokenizer = load_model_and_tokenizer(
                     sft_dir / "model", device=resolve_device(cfg.device)
                 )
             write_json(path, evaluate_heldout(model, tokenizer, task, cfg, rl_seed=s))
-            timings.stage(
-                f"sft_eval/seed{s}", time.perf_counter() - wall, time.process_time() - cpu
-            )
+            timings.stage(f"sft_eval/seed{s}", timer.seconds(), timer.cpu())
             _log(
                 progress,
                 f"SFT model, held-out with seed {s}: " + _fmt(json.loads(path.read_text()), cfg),

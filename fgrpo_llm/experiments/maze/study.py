@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_common.files import write_json as _write_json
 from fgrpo_llm.evaluation.stats import (
     CONTRADICTED,
     HOLDS,
@@ -57,7 +58,6 @@ from fgrpo_llm.experiments.maze.config import (
 )
 from fgrpo_llm.experiments.maze.plots import write_figures
 from fgrpo_llm.experiments.paper import load_paper_results
-from fgrpo_llm.experiments.runner import write_json as _write_json
 
 __all__ = [
     "summarize",
@@ -490,6 +490,25 @@ def _rule_text(cfg: MazeConfig, bases: int = 1) -> list[str]:
     ] + [f"- ({c.key}) {c.rule}" for c in CLAIMS]
 
 
+def _difference_rows(differences: list[dict], K: int) -> list[str]:
+    """One table row per paired difference A - B at N (F-GRPO against GRPO, then against the
+    control, then control against GRPO; by gamma and N): each metric's difference and verdict."""
+    roles = {"GRPO": 0, "control": 1, "control vs GRPO": 2}
+    seen = []
+    for d in sorted(differences, key=lambda d: (d["gamma"], roles[d["role"]], d["N"])):
+        if (d["a"], d["b"], d["N"]) not in seen:
+            seen.append((d["a"], d["b"], d["N"]))
+    by = {(d["a"], d["b"], d["N"], d["metric"]): d for d in differences}
+    rows = []
+    for a, b, N in seen:
+        cells = []
+        for metric in ("pass@1", f"pass@{K}", "dip"):
+            d = by[(a, b, N, metric)]
+            cells.append(f"{_fi(d['difference'], signed=True)} {_short(d['verdict'])}")
+        rows.append(f"| {a} - {b} | {N} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
     """OUT/report.json (everything, strict JSON) and OUT/report.md (tables and verdicts)."""
     _write_json(out / "report.json", report)
@@ -539,18 +558,7 @@ def write_report(cfg: MazeConfig, report: dict, out: Path) -> Path:
         f"| A - B | N | final pass@1 | final pass@{K} | largest pass@{K} dip |",
         "|---|---|---|---|---|",
     ]
-    roles = {"GRPO": 0, "control": 1, "control vs GRPO": 2}
-    seen = []
-    for d in sorted(report["differences"], key=lambda d: (d["gamma"], roles[d["role"]], d["N"])):
-        if (d["a"], d["b"], d["N"]) not in seen:
-            seen.append((d["a"], d["b"], d["N"]))
-    by = {(d["a"], d["b"], d["N"], d["metric"]): d for d in report["differences"]}
-    for a, b, N in seen:
-        cells = []
-        for metric in ("pass@1", f"pass@{K}", "dip"):
-            d = by[(a, b, N, metric)]
-            cells.append(f"{_fi(d['difference'], signed=True)} {_short(d['verdict'])}")
-        lines.append(f"| {a} - {b} | {N} | " + " | ".join(cells) + " |")
+    lines += _difference_rows(report["differences"], K)
     lines += ["", "(+ holds, - contradicted, ? not resolved at this scale)"]
     if any(_tied(d["difference"]) for d in report["differences"]):
         lines += [
