@@ -32,14 +32,13 @@ from fgrpo_llm.cli.common import add_workers_device_args, config_presets, resolv
 from fgrpo_llm.experiments.countdown.config import load_demo_config
 from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
 from fgrpo_llm.experiments.countdown.study_cells import parse_cells
+from fgrpo_llm.experiments.countdown.study_units import judge_units
 
 
 def _from_units(args) -> int:
     """The claims judged again from a units.csv alone (``study_units.judge_units``)."""
     import json
     from pathlib import Path
-
-    from fgrpo_llm.experiments.countdown.study_units import judge_units
 
     prediction = None
     if args.prediction:

@@ -24,7 +24,7 @@ import math
 from pathlib import Path
 
 from fgrpo_common.checks import is_finite_number
-from fgrpo_common.files import read_jsonl
+from fgrpo_common.files import atomic_write_text, read_jsonl
 from fgrpo_llm.config import read_config_file
 from fgrpo_llm.tasks.base import solution_form
 from fgrpo_llm.tracking import JsonlWriter, group_record, truncate_jsonl, write_run_info
@@ -386,8 +386,6 @@ def _replace_focal_metrics(path: Path, lines: list[dict]) -> None:
     """``metrics.jsonl`` with its focal lines (a line with a ``focal/`` key) replaced by
     ``lines``; every other line kept, in order."""
     import json
-
-    from fgrpo_common.files import atomic_write_text
 
     kept = []
     if path.is_file():

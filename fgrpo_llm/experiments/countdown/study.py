@@ -43,7 +43,7 @@ from fgrpo_llm.environment import (
     pin_kernel_family,
     write_environment,
 )
-from fgrpo_llm.evaluation.runs import load_run
+from fgrpo_llm.evaluation.runs import load_run, split_pass_at
 from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec, run_specs
 from fgrpo_llm.experiments.countdown.stages import (
     check_plan,
@@ -323,7 +323,6 @@ def _collect(out: Path, cfg: DemoConfig, design: StudyDesign) -> tuple[dict, dic
 
 def _unit_numbers(out_b: Path, cfg: DemoConfig, spec: RunSpec, cell: str, rare) -> dict:
     """One finished run's row of the per-unit table (``study_units.COLUMNS``)."""
-    from fgrpo_llm.evaluation.runs import split_pass_at
     from fgrpo_theory.focal import lr_multiplier  # lazy: scipy
 
     run = load_run(out_b / spec.path)

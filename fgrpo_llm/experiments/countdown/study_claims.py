@@ -57,6 +57,11 @@ from fgrpo_llm.experiments.claims import (
     REPRODUCED_SHARE,
     Claim,
 )
+from fgrpo_llm.experiments.countdown.study_frontier import (
+    frontier_verdict,
+    gap_intervals,
+    unit_frontier,
+)
 
 __all__ = [
     "CLAIMS",
@@ -334,7 +339,6 @@ FRONTIER_METRICS = {"D": "delta_nll_rare", "P": "id_pass1", "O": "ood_passk"}
 def frontier_units(s: StudyNumbers) -> dict:
     """``{(base, seed): UnitFrontier}`` of every unit with F-GRPO and GRPO at two lr scales or
     more (``study_frontier.unit_frontier``)."""
-    from fgrpo_llm.experiments.countdown.study_frontier import unit_frontier
 
     curves = frontier_curves(s)
     vals = {k: {n: unit_values(s.numbers, n, m) for n in [*curves.values(), s.fgrpo]}
@@ -355,7 +359,6 @@ def frontier_units(s: StudyNumbers) -> dict:
 
 def _frontier(s: StudyNumbers) -> tuple[str, str]:
     """Claim 5 as an lr frontier (``study_frontier``), the paper's control as a row beside it."""
-    from fgrpo_llm.experiments.countdown.study_frontier import frontier_verdict, gap_intervals
 
     curves = frontier_curves(s)
     control = f"grpo_n{s.N}_lrmatched"

@@ -23,7 +23,16 @@ from fgrpo_llm.evaluation.stats import (
 from fgrpo_llm.evaluation.tail_miss import tail_miss_records
 from fgrpo_llm.experiments.claims import family_verdict
 from fgrpo_llm.experiments.countdown.report import markdown_table, write_report
-from fgrpo_llm.experiments.countdown.study_claims import METRICS, interval, unit_values
+from fgrpo_llm.experiments.countdown.study_claims import (
+    FRONTIER_METRICS,
+    METRICS,
+    StudyNumbers,
+    frontier_curves,
+    interval,
+    paired,
+    unit_values,
+)
+from fgrpo_llm.experiments.countdown.study_figures import study_figures
 from fgrpo_llm.experiments.countdown.study_tuning import tuning_text
 from fgrpo_llm.experiments.countdown.study_units import unit_rows, write_units
 
@@ -173,8 +182,6 @@ def spread(components: list[dict], design, command: str) -> dict:
 def _plot(out: Path, numbers: dict, cfg, bases: dict) -> list[str]:
     """Save the study's figures (``study_figures``) under OUT; their file names."""
     import matplotlib.pyplot as plt
-
-    from fgrpo_llm.experiments.countdown.study_figures import study_figures
 
     names = []
     for name, fig in study_figures(numbers, cfg, bases).items():
@@ -357,12 +364,6 @@ def frontier_table(numbers: dict, cfg) -> str:
     rows) and F-GRPO: Delta NLL_rare, in-domain pass@1 and OOD pass@k_max, mean [95% CI] over
     bases, and F-GRPO minus each row paired within units; per unit s* is in claim 5's
     evidence. Units: ``OUT/units.csv``."""
-    from fgrpo_llm.experiments.countdown.study_claims import (
-        FRONTIER_METRICS,
-        StudyNumbers,
-        frontier_curves,
-        paired,
-    )
 
     study = StudyNumbers(numbers, cfg)
     curves = frontier_curves(study)

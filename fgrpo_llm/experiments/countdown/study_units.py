@@ -25,6 +25,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from fgrpo_llm.experiments.countdown.config import DemoConfig
 from fgrpo_llm.experiments.countdown.study_claims import METRICS, judge_claims
 
 __all__ = [
@@ -173,7 +174,6 @@ def plan_from_units(numbers: dict):
     """The plan settings the claims read, from the rows themselves: N = the fit cell's (GRPO
     at lr x 1 on every base) or the F-GRPO run's, its gamma, the sweep's group sizes, the other
     gammas, the regularisers' coefficients, the early window."""
-    from fgrpo_llm.experiments.countdown.config import DemoConfig
 
     first = {name: next(iter(runs.values())) for name, runs in numbers.items()}
     fgrpo = [n for n in first if n.startswith("fgrpo_n") and "_" not in n[len("fgrpo_n") :]]

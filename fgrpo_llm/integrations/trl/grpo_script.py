@@ -23,6 +23,11 @@ from dataclasses import dataclass, field
 
 from trl.scripts.grpo import GRPOScriptArguments
 
+from fgrpo_llm.evaluation.rare import load_rare_set
+from fgrpo_llm.integrations.trl import DeltaNLLRareCallback, FocalGRPOTrainer, PassAtKCallback
+from fgrpo_llm.integrations.trl.trainer import FocalGRPOConfig, task_dataset, task_reward_func
+from fgrpo_llm.tasks.boxed_math import BoxedMathTask
+
 __all__ = ["FGRPOScriptArguments", "make_parser", "main", "reward_functions", "load_task"]
 
 
@@ -73,8 +78,6 @@ def make_parser(prog: str | None = None):
     """TRL's parser of ``trl grpo``, with this script's and F-GRPO's dataclasses."""
     from trl import DatasetMixtureConfig, ModelConfig, TrlParser
 
-    from fgrpo_llm.integrations.trl.trainer import FocalGRPOConfig
-
     types = (FGRPOScriptArguments, FocalGRPOConfig, ModelConfig, DatasetMixtureConfig)
     return TrlParser(types, prog=prog)
 
@@ -85,7 +88,6 @@ def load_task(script_args, tokenizer=None):
         if script_args.task_test_file:
             raise ValueError("task_test_file needs task_train_file")
         return None
-    from fgrpo_llm.tasks.boxed_math import BoxedMathTask
 
     for name in ("task_train_file", "task_test_file"):
         path = getattr(script_args, name)
@@ -108,8 +110,6 @@ def reward_functions(script_args, task=None) -> list:
         reasoning_accuracy_reward,
         think_format_reward,
     )
-
-    from fgrpo_llm.integrations.trl.trainer import task_reward_func
 
     registry = {
         "accuracy_reward": accuracy_reward,
@@ -148,7 +148,6 @@ def reward_functions(script_args, task=None) -> list:
 def _datasets(script_args, training_args, dataset_args, task):
     """(train, eval) datasets: the task's splits (chat prompts with the system prompt), or as
     ``trl grpo`` loads them."""
-    from fgrpo_llm.integrations.trl.trainer import task_dataset
 
     if task is not None:
         train = task_dataset(task, "train", chat=True)
@@ -183,12 +182,6 @@ def main(script_args, training_args, model_args, dataset_args) -> None:
     from packaging.version import Version
     from transformers import AutoTokenizer
     from trl import get_peft_config, get_quantization_config
-
-    from fgrpo_llm.integrations.trl import (
-        DeltaNLLRareCallback,
-        FocalGRPOTrainer,
-        PassAtKCallback,
-    )
 
     model_init_kwargs = dict(
         revision=model_args.model_revision,
@@ -228,8 +221,6 @@ def main(script_args, training_args, model_args, dataset_args) -> None:
             seed=training_args.seed,
         ).attach(trainer)
     if script_args.rare_set:
-        from fgrpo_llm.evaluation.rare import load_rare_set
-
         DeltaNLLRareCallback(
             load_rare_set(script_args.rare_set),
             every_steps=script_args.rare_every_steps,

@@ -24,6 +24,10 @@ import contextlib
 import json
 import sys
 
+from fgrpo_llm.evaluation.rare import load_rare_set
+from fgrpo_llm.integrations.trl.grpo_script import load_task, make_parser, reward_functions
+from fgrpo_llm.integrations.trl.trainer import correct_reward_columns
+
 __all__ = ["main", "describe"]
 
 MODULE = "fgrpo_llm.integrations.trl.grpo_script"
@@ -69,9 +73,6 @@ def describe(script_args, training_args, model_args, command: list[str]) -> dict
     the rare set load, pass@k has its problems."""
     from trl.trainer.utils import get_callable_name
 
-    from fgrpo_llm.integrations.trl.grpo_script import load_task, reward_functions
-    from fgrpo_llm.integrations.trl.trainer import correct_reward_columns
-
     task = load_task(script_args)
     funcs = reward_functions(script_args, task)
     names = [f.split("/")[-1] if isinstance(f, str) else get_callable_name(f) for f in funcs]
@@ -80,8 +81,6 @@ def describe(script_args, training_args, model_args, command: list[str]) -> dict
         raise ValueError("passk_n needs task_test_file (pass@k's problems)")
     rare_size = None
     if script_args.rare_set:
-        from fgrpo_llm.evaluation.rare import load_rare_set
-
         try:
             rare_size = len(load_rare_set(script_args.rare_set))
         except FileNotFoundError:
@@ -148,8 +147,6 @@ def main(argv: list[str] | None = None) -> int:
     dry = _dry_run_requested(argv)
     try:
         from trl.cli.accelerate_config import resolve_accelerate_config_argument
-
-        from fgrpo_llm.integrations.trl.grpo_script import make_parser
 
         with _as_on_a_gpu(dry):
             parsed = make_parser(prog=PROG).parse_args_and_config(
