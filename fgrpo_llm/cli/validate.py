@@ -22,7 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.cli import add_json_flag, json_result
+from fgrpo_common.cli import (
+    add_json_flag,
+    check_output_directory,
+    json_result,
+    output_directory,
+)
 from fgrpo_common.fields import SEED
 from fgrpo_llm.environment import environment_differences, environment_section
 from fgrpo_llm.evaluation.runs import load_run
@@ -49,7 +54,8 @@ def _validate(args) -> int:
         raise ValueError(f"--label given {len(args.label)} times but --run {len(args.run)} times")
     if args.early_steps < 1:
         raise ValueError(f"--early-steps must be >= 1, got --early-steps={args.early_steps}")
-    writable_directory(args.out, what="--out")
+    check_output_directory("--out", args.out)  # made only once every input has been read
+    seed = SEED("--seed", args.seed)
     labels = args.label or [None] * len(args.run)
     runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels, strict=True)]
     for r, run in zip(args.run, runs, strict=True):  # the tail-miss check reads every group
@@ -75,13 +81,21 @@ def _validate(args) -> int:
             raise ValueError(f"--spread-file {path} is not a seed_spread.json of fgrpo-llm study")
     note = seed_spread_note(spread)
     rare = load_rare_set(args.rare_set)
+    paper = load_paper_results(args.paper_results)
+    with output_directory(args.out):  # removed again if the cross-check fails
+        writable_directory(args.out, what="--out")
+        return _write(args, runs, rare, paper, spread, note, seed)
+
+
+def _write(args, runs, rare, paper, spread, note, seed) -> int:
+    """The cross-check's figures and report in --out, once every input has been read."""
     result = cross_check(
         runs,
         rare,
         args.out,
         early_steps=args.early_steps,
-        paper=load_paper_results(args.paper_results),
-        rng=np.random.default_rng(SEED("--seed", args.seed)),
+        paper=paper,
+        rng=np.random.default_rng(seed),
         noise=difference_noise(spread),
     )
     figs = result["figures"]

@@ -138,9 +138,11 @@ def _curves(args) -> list[tuple[float, float, float | None]]:
 
 
 def _group_sizes(args) -> np.ndarray:
+    n_max = single(  # checked even beside --group-size
+        "--max-group-size", check_integer("--max-group-size", args.n_max, minimum=1)
+    )
     if args.n is not None:
         return _int_list("--group-size", args.n, minimum=1)
-    n_max = single("--max-group-size", check_integer("--max-group-size", args.n_max, minimum=1))
     if n_max > MAX_ROWS:
         raise ValueError(
             f"--max-group-size must be <= {MAX_ROWS} (use --group-size for chosen sizes), got "

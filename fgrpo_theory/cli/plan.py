@@ -134,6 +134,9 @@ def run_plan(args) -> int:
     if sum(sources) != 1:
         raise ValueError("give exactly one of --mu, --outcomes, --counts")
     Ns = [int(v) for v in _int_list("--group-size", args.group_sizes, minimum=1)]
+    twice = sorted({N for N in Ns if Ns.count(N) > 1})
+    if twice:
+        raise ValueError(f"--group-size lists {twice[0]} twice (as {args.group_sizes!r})")
     weightings = [parse_weighting(w) for w in args.weightings.split(",") if w.strip()]
     if not weightings:
         raise ValueError("--weightings must name at least one weighting")

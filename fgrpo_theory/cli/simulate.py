@@ -31,6 +31,7 @@ from fgrpo_common.cli import (
     add_deprecated_alias,
     add_json_flag,
     add_progress_flag,
+    check_path_flag,
     json_result,
     parse_list,
 )
@@ -149,6 +150,9 @@ def _config(args):
 
 
 def run_simulate(args) -> int:
+    for flag, value in (("--out", args.out), ("--csv", args.csv)):
+        if value is not None:
+            check_path_flag(flag, value)
     cfg = _config(args)
     if not args.out and not args.csv:
         raise ValueError("give --out DIR and/or --csv PATH")
