@@ -64,7 +64,10 @@ def directory_lock(directory, *, what: str = "run"):
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
-    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+    # O_CLOEXEC: a program the holder starts (exec) never gets the descriptor; a forked child
+    # (a data-loader or pool worker) closes it at once (_HELD_LOCKS): a child that outlives a
+    # killed holder must not keep the run locked
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -76,6 +79,7 @@ def directory_lock(directory, *, what: str = "run"):
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _HELD_LOCKS.add(fd)
         try:
             yield
         except BaseException:
@@ -83,7 +87,28 @@ def directory_lock(directory, *, what: str = "run"):
                 _remove_if_only_the_lock(directory)
             raise
     finally:
+        _HELD_LOCKS.discard(fd)
         os.close(fd)  # releases the lock
+
+
+#: Descriptors of the locks this process holds (``directory_lock``).
+_HELD_LOCKS: set[int] = set()
+
+
+def _close_held_locks_in_child() -> None:
+    """After a fork, in the child: close its copies of the held locks' descriptors. A flock
+    belongs to the open file, which a forked child shares; closing the child's copy leaves the
+    parent's lock in place, and a child that outlives its parent then holds nothing."""
+    for fd in list(_HELD_LOCKS):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD_LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_held_locks_in_child)
 
 
 def _remove_if_only_the_lock(directory: Path) -> None:
