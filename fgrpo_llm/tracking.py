@@ -67,7 +67,11 @@ def truncate_jsonl(path, *, max_step: int) -> None:
     path = Path(path)
     if not path.exists():
         return
-    lines = [(i, line) for i, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    lines = [
+        (i, _text_or_damage(raw))
+        for i, raw in enumerate(path.read_bytes().splitlines(), 1)
+        if raw.strip()
+    ]
     for i, line in lines[:-1]:
         if _step_of(line) == math.inf:
             raise ValueError(
@@ -76,6 +80,15 @@ def truncate_jsonl(path, *, max_step: int) -> None:
             )
     kept = [line for _, line in lines if _step_of(line) <= max_step]
     atomic_write_text(path, "".join(line + "\n" for line in kept))
+
+
+def _text_or_damage(raw: bytes) -> str:
+    """A line's text; a line that is not UTF-8 (binary bytes written over the file's tail) as
+    text that is no JSON record, so that it is dropped as a torn last line or named as damage."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "\ufffd not UTF-8"
 
 
 class JsonlWriter:
