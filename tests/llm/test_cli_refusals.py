@@ -77,11 +77,14 @@ BASELINES = {
 #: List flags (comma-separated): an entry given twice, an entry past int64.
 LISTS = {
     ("llm", "maze"): {
-        "--group-sizes": ["4,4"], "--gammas": ["1,1"], "--seeds": ["0,0", BIG], "--bases": ["0,0"]
+        "--group-sizes": ["4,4"], "--gammas": ["1,1"], "--seeds": ["0,0", BIG], "--bases": ["0,0"],
+        "--workers": ["100000"], "--hidden-size": ["7"],
     },
     ("llm", "study"): {
-        "--sweep-sizes": ["4,4", str(2**63)], "--bases": ["0,0"], "--seeds": ["1,1"]
+        "--sweep-sizes": ["4,4", str(2**63)], "--bases": ["0,0"], "--seeds": ["1,1"],
+        "--workers": ["100000"],
     },
+    ("llm", "demo"): {"--workers": ["100000"]},
     ("theory", "simulate"): {"--group-sizes": ["2,2"], "--gammas": ["1,1"], "--seeds": ["0,0"]},
     ("theory", "plan"): {"--group-sizes": ["4,4"]},
 }  # fmt: skip
