@@ -525,6 +525,7 @@ def _open_run(cfg, out: Path, device, amp, resume: bool, task) -> _Run:
         sampling=cfg.sampling().policy(),  # as the engines' runs keep it (``eval --run``)
         entropy_coef=cfg.entropy_coef,
         kl_coef=cfg.kl_coef,
+        resumed_at=start if point is not None else None,  # one environment per segment
     )
     logger = MetricsLogger(
         out,

@@ -29,7 +29,11 @@ from fgrpo_common.cli import (
     output_directory,
 )
 from fgrpo_common.fields import SEED
-from fgrpo_llm.environment import environment_differences, environment_section
+from fgrpo_llm.environment import (
+    environment_differences,
+    environment_section,
+    segment_differences,
+)
 from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.evaluation.sweep import difference_noise
 from fgrpo_llm.experiments.countdown.cross_check import cross_check
@@ -63,6 +67,13 @@ def _validate(args) -> int:
             print(
                 f"fgrpo-llm validate: warning: --run {r} has no training groups (groups.jsonl "
                 "missing or empty); the tail-miss check has nothing from it",
+                file=sys.stderr,
+            )
+    for r, run in zip(args.run, runs, strict=True):
+        for line in segment_differences(run.segments):
+            print(
+                f"fgrpo-llm validate: warning: --run {r} was resumed on another CPU family "
+                f"({line}); its numbers after the resume come from other kernels",
                 file=sys.stderr,
             )
     for line in environment_differences({r.label: r.environment for r in runs}):
