@@ -99,3 +99,28 @@ def test_countdown_ids_stay_its_numbers_and_target():
     task = CountdownTask(num_test=4, num_ood=2)
     for p in task.problems("test"):
         assert p.id == f"{'-'.join(map(str, p.answer.numbers))}_{p.answer.target}"
+
+
+def test_validate_refuses_a_rare_set_that_names_a_prompt_twice(tmp_path, capsys):
+    """JSON keeps the last of two equal keys silently; a rare set whose prompts name one id
+    twice (with other counts) is refused in one line naming the file and the id."""
+    from fgrpo_llm.cli import main
+    from fgrpo_llm.evaluation.rare import load_rare_set
+
+    path = tmp_path / "rare.json"
+    path.write_text(
+        '{"meta": {}, "trajectories": [], "prompts": {"math-1f": {"mu": 0.5}, '
+        '"math-1f": {"mu": 0.25}}}'
+    )
+    with pytest.raises(ValueError, match=r"'math-1f' is given twice"):
+        load_rare_set(path)
+    from fgrpo_llm.tracking import write_run_info
+
+    run = tmp_path / "run"
+    write_run_info(run, engine="fgrpo", algo="grpo", group_size=4, gamma=0.0)
+    rc = main(
+        ["validate", "--rare-set", str(path), "--run", str(run), "--out", str(tmp_path / "v")]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and str(path) in err[-1] and "'math-1f' is given twice" in err[-1]
+    assert not (tmp_path / "v").exists()
