@@ -282,7 +282,7 @@ _PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 
 def _refuse_pickle_only(path: Path) -> None:
     """A ValueError naming ``path`` when its weights exist only as a pickle: we load safetensors
-    only, and say so ourselves (rather than torch's advice to pass weights_only=False)."""
+    only, and say so ourselves (rather than pass on torch's advice to unpickle it)."""
     if any(path.glob("*.safetensors")) or any(path.glob("*.safetensors.index.json")):
         return
     pickles = sorted(p.name for pattern in _PICKLE_WEIGHTS for p in path.glob(pattern))
