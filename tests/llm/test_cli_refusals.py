@@ -43,7 +43,7 @@ def _reached(*args, **kwargs):
 HEAVY = [
     "fgrpo_llm.trainer.train",
     "fgrpo_llm.model.load_model_and_tokenizer",
-    "fgrpo_llm.cli.pretrain.pretrain",
+    "fgrpo_llm.experiments.countdown.base.pretrain",
     "fgrpo_llm.experiments.countdown.pipeline.run_demo",
     "fgrpo_llm.cli.study.run_study",
     "fgrpo_llm.experiments.maze.pipeline.run_experiment",
@@ -59,14 +59,14 @@ HEAVY = [
 BASELINES = {
     ("llm", "pretrain"): ["--out", "out", "--steps", "1", "--device", "cpu"],
     ("llm", "train"): ["--base", "{ckpt}", "--out", "out", "--steps", "1", "--device", "cpu"],
-    ("llm", "eval"): ["--model", "{ckpt}", "--out", "out", "--n", "2", "--device", "cpu"],
+    ("llm", "eval"): ["--model", "{ckpt}", "--out", "out", "--samples", "2", "--device", "cpu"],
     ("llm", "compare"): ["ev_a", "ev_b", "--m", "4", "--k", "1", "--out", "out.json"],
     ("llm", "rare-set"): ["--base", "{ckpt}", "--out", "out.json", "--device", "cpu"],
     ("llm", "validate"): ["--rare-set", "rare.json", "--run", "no_run", "--out", "out"],
     ("llm", "maze"): ["--out", "out", "--no-progress"],
     ("llm", "demo"): ["--out", "out", "--fast", "--device", "cpu"],
     ("llm", "study"): ["--out", "out", "--fast", "--device", "cpu"],
-    ("theory", "tail-miss"): ["--mu", "0.5", "--n", "4", "--plot", "out.png"],
+    ("theory", "tail-miss"): ["--mu", "0.5", "--group-size", "4", "--plot", "out.png"],
     ("theory", "peak"): ["--mu", "0.5"],
     ("theory", "pass-at-k"): ["--k", "1,2", "--p", "0.5"],
     ("theory", "simulate"): [*TINY, "--workers", "1", "--out", "out"],
@@ -77,7 +77,7 @@ BASELINES = {
 #: List flags (comma-separated): an entry given twice, an entry past int64.
 LISTS = {
     ("llm", "maze"): {
-        "--group-sizes": ["4,4"], "--gammas": ["1,1"], "--seeds": ["0,0", BIG], "--bases": ["0,0"],
+        "--group-size": ["4,4"], "--gamma": ["1,1"], "--seeds": ["0,0", BIG], "--bases": ["0,0"],
         "--workers": ["100000"], "--hidden-size": ["7"],
     },
     ("llm", "study"): {
@@ -85,8 +85,8 @@ LISTS = {
         "--workers": ["100000"],
     },
     ("llm", "demo"): {"--workers": ["100000"]},
-    ("theory", "simulate"): {"--group-sizes": ["2,2"], "--gammas": ["1,1"], "--seeds": ["0,0"]},
-    ("theory", "plan"): {"--group-sizes": ["4,4"]},
+    ("theory", "simulate"): {"--group-size": ["2,2"], "--gamma": ["1,1"], "--seeds": ["0,0"]},
+    ("theory", "plan"): {"--group-size": ["4,4"]},
 }  # fmt: skip
 
 #: Integer flags of a command checked by default (the rest run with ``-m slow``).
@@ -103,8 +103,8 @@ def _cases():
     for cli, command in BASELINES:
         ints = 0
         for action in parsers[cli][command]._actions:
-            if not action.option_strings or isinstance(action, argparse._HelpAction):
-                continue
+            if not action.option_strings or action.help == argparse.SUPPRESS:
+                continue  # (argparse's --help, and the hidden deprecated spellings)
             flag = next(o for o in action.option_strings if o.startswith("--"))
             marks = ()
             if action.type is int:

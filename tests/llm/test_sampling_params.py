@@ -216,7 +216,7 @@ def test_eval_run_refuses_a_bad_recorded_setting_before_the_model_loads(
         raise AssertionError("the model was loaded before the run's settings were checked")
 
     monkeypatch.setattr(model_module, "load_model_and_tokenizer", loaded)
-    argv = ["eval", "--model", str(tiny_checkpoint), "--run", str(run), "--n", "2",
+    argv = ["eval", "--model", str(tiny_checkpoint), "--run", str(run), "--samples", "2",
             "--max-problems", "2", "--out", str(tmp_path / "eval")]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -12,7 +12,7 @@ from fgrpo_theory.cli import main
 
 
 def _plan(capsys, path, *extra):
-    rc = main(["plan", "--counts", str(path), "--group-sizes", "4,8", "--json", *extra])
+    rc = main(["plan", "--counts", str(path), "--group-size", "4,8", "--json", *extra])
     out, err = capsys.readouterr()
     return rc, out, err
 
