@@ -28,6 +28,7 @@ from fgrpo_common.checks import check_integer, single
 from fgrpo_common.cli import add_deprecated_alias, add_json_flag, json_result
 from fgrpo_common.files import save_figure
 from fgrpo_theory.passk import pass_at_k_exact, pass_at_k_unbiased
+from fgrpo_theory.plots import plot_tail_miss_curves
 from fgrpo_theory.tail_miss import p_active, p_tail_miss, peak_group_size, stationary_group_size
 
 #: At most this many table rows (curves x group sizes, or values x k): a bigger request is a
@@ -218,8 +219,6 @@ def _plot_tail_miss(curves, N, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from fgrpo_theory.plots import plot_tail_miss_curves  # lazy: scipy
 
     mus = list(dict.fromkeys(c[0] for c in curves))
     fig, axes = plt.subplots(1, len(mus), figsize=(4.2 * len(mus), 3.2), squeeze=False)
