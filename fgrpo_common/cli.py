@@ -19,8 +19,10 @@ import contextlib
 import importlib
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from fgrpo_common import __version__, files
 
@@ -93,7 +95,7 @@ def flag_hints(parser: argparse.ArgumentParser, command: str, text: str) -> str:
         flags = [o for o in action.option_strings if o.startswith("--")]
         if not flags or any(flag in text for flag in flags):
             continue
-        if re.search(rf"(?<![\w.-]){re.escape(action.dest)}=", text):
+        if re.search(rf"(?<![\w.-]){re.escape(action.dest)}(\[\d+\])?=", text):
             hints.append(f"{action.dest} is {flags[0]}")
     return f"{text} ({'; '.join(hints)})" if hints else text
 
@@ -126,6 +128,7 @@ def run_command(
     the command runs with ``TQDM_DISABLE=1``.
     """
     args = parser.parse_args(argv)
+    _check_integer_flags(parser, args)
     try:
         with _progress_off(_no_progress(args)):
             if not getattr(args, "json", False):
@@ -281,6 +284,25 @@ def _progress_off(off: bool) -> Iterator[None]:
             os.environ["TQDM_DISABLE"] = before
 
 
+#: Every integer flag of every command lies in int64 (numpy, torch and the run records hold it);
+#: a command bounds its own flags more tightly where it has a reason.
+INT_FLAG_LIMIT = 2**63
+
+
+def _check_integer_flags(parser: argparse.ArgumentParser, args) -> None:
+    """Refuse (one line, exit status 2, before the command runs) an integer flag outside int64:
+    ``--seeds 18446744073709551616`` would otherwise pass argparse and fail, or wrap, later."""
+    sub = next(
+        (a.choices.get(args.command) for a in parser._actions if isinstance(a.choices, dict)), None
+    )
+    for action in getattr(sub, "_actions", []):
+        value = getattr(args, action.dest, None)
+        if action.type is int and isinstance(value, int) and not isinstance(value, bool):
+            if not -INT_FLAG_LIMIT <= value < INT_FLAG_LIMIT:
+                flag = next((o for o in action.option_strings if o.startswith("--")), action.dest)
+                sub.error(f"{flag} must be below 2^63 in size, got {flag}={value}")
+
+
 def parse_list(flag: str, text: str, kind: Callable = float) -> tuple:
     """``"2,4,8"`` -> ``(2, 4, 8)`` with each item converted by ``kind`` (int, float, str);
     a ValueError naming ``flag`` and the text when an item does not convert or the list is empty."""
@@ -317,3 +339,84 @@ def parse_key_values(items: list[str], flag: str) -> dict:
             )
         out[key.strip().replace("-", "_")] = parsed
     return out
+
+
+#: The most worker processes a command starts (a typo such as --workers 100000 is refused
+#: before anything is written, rather than failing to fork later).
+MAX_WORKERS = 1024
+
+
+def check_path_flag(flag: str, value) -> str:
+    """``value`` when it names a path: an empty or blank text (an unset shell variable) would
+    write into the working directory, and a NUL byte names no file; a ValueError naming
+    ``flag`` otherwise."""
+    text = "" if value is None else str(value)
+    if not text.strip():
+        raise ValueError(f"{flag} must name a path, got {flag}={text!r}")
+    if "\0" in text:
+        raise ValueError(f"{flag} must not hold a NUL byte, got {flag}={text!r}")
+    return text
+
+
+def check_int_flag(flag: str, value, *, minimum: int, maximum: int) -> int:
+    """``value`` as an int in [minimum, maximum]; a ValueError naming ``flag`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{flag} must be an integer, got {flag}={value!r}")
+    if not minimum <= value <= maximum:
+        raise ValueError(f"{flag} must be in {minimum}..{maximum}, got {flag}={value}")
+    return value
+
+
+def check_int_list(flag: str, values, *, minimum: int, maximum: int) -> tuple:
+    """Every entry an int in [minimum, maximum], none twice; a ValueError naming ``flag`` and
+    the first bad entry otherwise."""
+    values = tuple(values)
+    for v in values:
+        check_int_flag(flag, v, minimum=minimum, maximum=maximum)
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise ValueError(f"{flag} lists {twice[0]} twice, got {flag}={','.join(map(str, values))}")
+    return values
+
+
+def check_output_directory(flag: str, path) -> Path:
+    """Check, without creating anything, that ``path`` is (or can be made) a directory to write
+    in: not a file, and its nearest existing folder writable. A command checks this with its
+    other arguments, and makes the directory only once every input has been read."""
+    import os
+
+    path = Path(check_path_flag(flag, path))
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{flag} {str(path)!r} exists and is not a directory")
+    folder = path
+    while not folder.exists():
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{flag} {str(path)!r}: {str(folder)!r} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {str(path)!r}: cannot write in {str(folder)!r}")
+    return path
+
+
+@contextlib.contextmanager
+def output_directory(path):
+    """Make ``path`` (with its parents) for the block; when the block fails, remove again every
+    folder this call made (a failed command leaves no empty or partial output behind). An
+    existing directory is left as it is."""
+    path = Path(path)
+    made = []
+    folder = path
+    while not folder.exists():
+        made.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield path
+    except BaseException:
+        if made:
+            shutil.rmtree(made[-1], ignore_errors=True)
+        raise

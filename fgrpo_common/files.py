@@ -407,6 +407,7 @@ def directory_lock(directory, *, what: str = "run", lock_file: str | None = ".lo
             if not _HELD[key]:
                 del _HELD[key]
         if fd is not None:
+            _HELD_FDS.discard(fd)
             os.close(fd)  # releases the lock
 
 
@@ -416,10 +417,13 @@ def _lock(fcntl, directory: Path, lock_file: str | None, what: str):
     Retried when the path names another file once locked (the old one was removed meanwhile)."""
     target = directory / lock_file if lock_file else directory
     while True:
+        # O_CLOEXEC: a program the holder starts (exec) never gets the descriptor; a forked child
+        # (a data-loader or pool worker) closes it at once (_HELD_FDS): a child that outlives a
+        # killed holder must not keep the directory locked
         if lock_file:
-            fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
         else:
-            fd = os.open(target, os.O_RDONLY)
+            fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC)
         st = os.fstat(fd)
         key = (st.st_dev, st.st_ino)
         if key in _HELD:  # this process holds it already
@@ -445,9 +449,30 @@ def _lock(fcntl, directory: Path, lock_file: str | None, what: str):
         except FileNotFoundError:
             same = False
         if same:
+            _HELD_FDS.add(fd)
             return fd, key
         os.close(fd)
         directory.mkdir(parents=True, exist_ok=True)
+
+
+#: Descriptors of the locks this process holds (``directory_lock``).
+_HELD_FDS: set[int] = set()
+
+
+def _close_held_locks_in_child() -> None:
+    """After a fork, in the child: close its copies of the held locks' descriptors. A flock
+    belongs to the open file, which a forked child shares; closing the child's copy leaves the
+    parent's lock in place, and a child that outlives its parent then holds nothing."""
+    for fd in list(_HELD_FDS):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD_FDS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_held_locks_in_child)
 
 
 def _remove_if_only_the_lock(directory: Path, lock_file: str | None) -> None:

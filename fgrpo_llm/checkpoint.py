@@ -291,6 +291,11 @@ def load_trainer_state(checkpoint_dir) -> dict:
         state
     ):
         raise CorruptCheckpoint(f"{directory}: the trainer state lacks required entries")
+    step = state["step"]
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise CorruptCheckpoint(
+            f"{directory / STATE_JSON}: step must be an integer >= 0, got step={step!r}"
+        )
     return state
 
 

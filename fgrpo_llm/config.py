@@ -32,6 +32,7 @@ from fgrpo_common.fields import (
     dataclass_from_dict,
 )
 from fgrpo_common.files import atomic_write_text
+from fgrpo_theory.focal import lr_multiplier
 from fgrpo_theory.weighting import WEIGHTINGS as WEIGHTINGS  # the names, for the integrations
 from fgrpo_theory.weighting import Weighting, resolve_weighting
 
@@ -210,8 +211,6 @@ class TrainConfig:
         """lr * lr_multiplier * (m_gamma when ``lr_match_gamma`` is set)."""
         lr = self.lr * self.lr_multiplier
         if self.lr_match_gamma is not None:
-            from fgrpo_theory.focal import lr_multiplier  # lazy: scipy
-
             lr *= float(lr_multiplier(self.lr_match_gamma))
         return lr
 

@@ -25,6 +25,8 @@ __all__ = [
     "ENVIRONMENT_FILE",
     "environment",
     "environment_differences",
+    "segment_differences",
+    "CPU_FAMILY_KEYS",
     "environment_markdown",
     "environment_section",
     "KERNEL_KEYS",
@@ -157,6 +159,20 @@ def environment_differences(envs: dict) -> list[str]:
             shown = "; ".join(f"{value} ({_names(names)})" for value, names in groups.items())
             out.append(f"{key} differs: {shown}")
     return out
+
+
+#: The fields that tell a CPU family (the vector kernels torch and numpy dispatch to).
+CPU_FAMILY_KEYS = ("cpu", "torch_cpu_capability", "ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES")
+
+
+def segment_differences(segments: list[dict]) -> list[str]:
+    """For the segments of one run (``fgrpo_llm.tracking.run_segments``), one sentence per
+    CPU-family field (:data:`CPU_FAMILY_KEYS`) that differs between them; [] when every segment
+    ran on one family."""
+    envs = {f"from step {s['from_step']}": s.get("environment") for s in segments}
+    return [
+        line for line in environment_differences(envs) if line.split(" ", 1)[0] in CPU_FAMILY_KEYS
+    ]
 
 
 def _names(names: list[str]) -> str:

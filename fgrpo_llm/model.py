@@ -257,6 +257,7 @@ def load_model_and_tokenizer(path, *, device: str | torch.device | None = None):
             f"no tokenizer in {path} (none of {', '.join(TOKENIZER_FILES)}); save the "
             f"tokenizer next to the model (tokenizer.save_pretrained)"
         )
+    _refuse_pickle_only(path)
     resolved = resolve_device(device)
     try:
         with _quiet_hub(), _quiet_loading():
@@ -273,6 +274,24 @@ def load_model_and_tokenizer(path, *, device: str | torch.device | None = None):
     if tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token
     return model.to(resolved).eval(), tokenizer
+
+
+#: Weight files that are pickles (loading one can run code): never loaded here.
+_PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
+
+
+def _refuse_pickle_only(path: Path) -> None:
+    """A ValueError naming ``path`` when its weights exist only as a pickle: we load safetensors
+    only, and say so ourselves (rather than pass on torch's advice to unpickle it)."""
+    if any(path.glob("*.safetensors")) or any(path.glob("*.safetensors.index.json")):
+        return
+    pickles = sorted(p.name for pattern in _PICKLE_WEIGHTS for p in path.glob(pattern))
+    if pickles:
+        raise ValueError(
+            f"{path} holds its weights only as a pickle ({pickles[0]}), which fgrpo does not "
+            "load (unpickling can run code); save the model as safetensors "
+            "(save_pretrained(..., safe_serialization=True)) and load that"
+        )
 
 
 #: Files of a saved model (weights in any of transformers' formats, their index, config,

@@ -174,7 +174,7 @@ def open_run(cfg, out: Path, device, amp, resume: bool, task) -> Run:
         scheduler.load_state_dict(state["scheduler"])
         restore_rng(state["rng"], generator)
         data.cursor = state["data"]["cursor"]
-    _write_settings(cfg, out, device)
+    _write_settings(cfg, out, device, start if point is not None else None)
     logger = MetricsLogger(
         out,
         total_steps=cfg.steps,
@@ -262,8 +262,9 @@ def _optimizer(cfg, params: list):
     return optimizer, scheduler
 
 
-def _write_settings(cfg, out: Path, device) -> None:
-    """config.json (resolved) and run.json (``tracking.write_run_info``)."""
+def _write_settings(cfg, out: Path, device, resumed_at: int | None) -> None:
+    """config.json (resolved) and run.json (``tracking.write_run_info``; ``resumed_at``: the
+    step a resume continues from, None for a fresh run)."""
     save_config(cfg, out / "config.json")
     write_run_info(
         out,
@@ -278,6 +279,7 @@ def _write_settings(cfg, out: Path, device) -> None:
         sampling=cfg.sampling().policy(),  # as the engines' runs keep it (``eval --run``)
         entropy_coef=cfg.entropy_coef,
         kl_coef=cfg.kl_coef,
+        resumed_at=resumed_at,  # one environment per segment
     )
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "JsonlWriter",
     "MetricsLogger",
     "truncate_jsonl",
+    "run_segments",
     "RUN_INFO",
     "write_run_info",
     "read_run_info",
@@ -67,7 +68,11 @@ def truncate_jsonl(path, *, max_step: int) -> None:
     path = Path(path)
     if not path.exists():
         return
-    lines = [(i, line) for i, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    lines = [
+        (i, _text_or_damage(raw))
+        for i, raw in enumerate(path.read_bytes().splitlines(), 1)
+        if raw.strip()
+    ]
     for i, line in lines[:-1]:
         if _step_of(line) == math.inf:
             raise ValueError(
@@ -76,6 +81,15 @@ def truncate_jsonl(path, *, max_step: int) -> None:
             )
     kept = [line for _, line in lines if _step_of(line) <= max_step]
     atomic_write_text(path, "".join(line + "\n" for line in kept))
+
+
+def _text_or_damage(raw: bytes) -> str:
+    """A line's text; a line that is not UTF-8 (binary bytes written over the file's tail) as
+    text that is no JSON record, so that it is dropped as a torn last line or named as damage."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "\ufffd not UTF-8"
 
 
 class JsonlWriter:
@@ -169,13 +183,20 @@ def write_run_info(
     sampling: dict | None = None,
     entropy_coef: float = 0.0,
     kl_coef: float = 0.0,
+    resumed_at: int | None = None,
 ) -> Path:
     """Write ``run_dir/run.json`` (atomically) after checking every field. ``environment``
     (``fgrpo_llm.environment.environment``): what the run ran on, when known. ``sampling``: how
     the engine sampled its policy (``SamplingParams.policy()``: max_new_tokens, temperature,
     top_p, top_k), which ``fgrpo-llm eval --run`` samples the run's checkpoint with.
     ``weighting``: the advantages' weighting as ``str(Weighting)`` spells it ("focal:0.5",
-    "maxrl"), or a bare rule name whose exponent is ``gamma`` (``resolve_weighting``)."""
+    "maxrl"), or a bare rule name whose exponent is ``gamma`` (``resolve_weighting``).
+
+    ``segments`` keeps one environment per segment of the run: a fresh run (``resumed_at``
+    None) starts ``[{"from_step": 0, "environment": ...}]``; a run resumed at step s keeps the
+    earlier segments that began before s and appends ``{"from_step": s, ...}`` (a run resumed
+    on another machine computes on other kernels from there on). ``environment`` stays the
+    latest segment's."""
     info = {
         "engine": engine,
         "algo": algo,
@@ -191,12 +212,49 @@ def write_run_info(
             info[key] = float(coef)
     if environment is not None:
         info["environment"] = environment
+        info["segments"] = _earlier_segments(run_dir, resumed_at) + [
+            {"from_step": int(resumed_at or 0), "environment": environment}
+        ]
     if sampling is not None:
         info["sampling"] = dict(sampling)
     _check_run_info(info, Path(run_dir) / RUN_INFO)
     return atomic_write_text(
         Path(run_dir) / RUN_INFO, json.dumps(info, indent=1, sort_keys=True) + "\n"
     )
+
+
+def _earlier_segments(run_dir, resumed_at: int | None) -> list[dict]:
+    """The segments of the run.json already in ``run_dir`` that began before ``resumed_at``
+    ([] for a fresh run, or when there is none)."""
+    if resumed_at is None or not (Path(run_dir) / RUN_INFO).is_file():
+        return []
+    try:
+        old = read_run_info(run_dir)
+    except ValueError:  # an unreadable record: the new one starts over
+        return []
+    return [s for s in run_segments(old) if s["from_step"] < resumed_at]
+
+
+def run_segments(info: dict) -> list[dict]:
+    """``[{"from_step", "environment"}, ...]`` of a checked run.json: its ``segments``, or for a
+    run.json written before they were kept, its one ``environment`` as one segment."""
+    if info.get("segments") is not None:
+        return list(info["segments"])
+    env = info.get("environment")
+    return [{"from_step": 0, "environment": env}] if isinstance(env, dict) else []
+
+
+def _check_segments(segments, path: Path) -> None:
+    if segments is None:
+        return
+    if not isinstance(segments, list):
+        raise ValueError(f"{path}: segments must be a list")
+    for i, seg in enumerate(segments):
+        step = seg.get("from_step") if isinstance(seg, dict) else None
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError(f"{path}: segments[{i}].from_step must be an integer >= 0")
+        if not isinstance(seg.get("environment"), dict):
+            raise ValueError(f"{path}: segments[{i}].environment must be an object")
 
 
 def _check_run_info(info, path: Path) -> dict:
@@ -227,6 +285,7 @@ def _check_run_info(info, path: Path) -> dict:
         raise ValueError(f"{path}: {err}") from None
     if info.get("environment") is not None and not isinstance(info["environment"], dict):
         raise ValueError(f"{path}: environment must be an object")
+    _check_segments(info.get("segments"), path)
     _check_sampling(info.get("sampling"), path)
     return info
 

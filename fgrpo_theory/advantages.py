@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fgrpo_common.checks import as_float_array, check_real_scalar
-from fgrpo_theory.focal import focal_weight
+from fgrpo_common.checks import as_float_array, check_nonnegative, check_real_scalar
 
 #: TRL's GRPOTrainer: Bessel-corrected std, eps = 1e-4.
 TRL_CONVENTION = {"std": "bessel", "eps": 1e-4}
@@ -99,10 +98,7 @@ def grpo_advantages(rewards, *, std: str, eps: float) -> np.ndarray:
     return np.where(constant, 0.0, A)
 
 
-def group_success_rate(
-    rewards, *, reward_correct: float = 1.0, reward_wrong: float = 0.0
-) -> np.ndarray:
-    """mu_hat = (mean_j R_j - R_w) / (R_c - R_w), shape (...,); rewards must lie in [R_w, R_c]."""
+def _check_rewards_in_range(rewards, reward_correct, reward_wrong):
     R = _rewards(rewards)
     reward_correct = check_real_scalar("reward_correct", reward_correct)
     reward_wrong = check_real_scalar("reward_wrong", reward_wrong)
@@ -117,18 +113,51 @@ def group_success_rate(
             f"rewards must lie in [reward_wrong, reward_correct] = [{reward_wrong}, "
             f"{reward_correct}], got rewards={R[bad].ravel()[0]}"
         )
-    # halves keep R - R_w and R_c - R_w finite for any finite rewards; each term is in [0, 1]
-    span = reward_correct / 2 - reward_wrong / 2
-    mu_hat = ((R / 2 - reward_wrong / 2) / span).mean(axis=-1)
+    # everything divided by s = max(|R_c|, |R_w|) (exact up to rounding of each quotient): the
+    # span R_c - R_w then neither overflows (R_w = -1e308) nor underflows (R_c = 5e-324)
+    s = max(abs(reward_correct), abs(reward_wrong))
+    return R / s, reward_correct / s, reward_wrong / s
+
+
+def group_success_rate(
+    rewards, *, reward_correct: float = 1.0, reward_wrong: float = 0.0
+) -> np.ndarray:
+    """mu_hat = (mean_j R_j - R_w) / (R_c - R_w), shape (...,); rewards must lie in [R_w, R_c]."""
+    R, c, w = _check_rewards_in_range(rewards, reward_correct, reward_wrong)
+    mu_hat = ((R - w) / (c - w)).mean(axis=-1)
     return np.clip(mu_hat, 0.0, 1.0)  # rounding of the mean can step a hair outside [0, 1]
+
+
+def group_failure_rate(
+    rewards, *, reward_correct: float = 1.0, reward_wrong: float = 0.0
+) -> np.ndarray:
+    """1 - mu_hat = (R_c - mean_j R_j) / (R_c - R_w), shape (...,), computed as itself: 1 - mu_hat
+    from a mu_hat rounded to 1 would be 0 (R_w = -2^63, one success in four: 8.1e-20)."""
+    R, c, w = _check_rewards_in_range(rewards, reward_correct, reward_wrong)
+    return np.clip(((c - R) / (c - w)).mean(axis=-1), 0.0, 1.0)
+
+
+def _scalar_gamma(gamma) -> float:
+    """The focal exponent of a call: one number, never an array broadcast over the groups."""
+    if np.ndim(gamma) != 0:
+        raise TypeError(f"gamma must be a single number, got an array of shape {np.shape(gamma)}")
+    return float(check_nonnegative("gamma", gamma))
 
 
 def focal_group_weights(
     rewards, *, gamma: float, reward_correct: float = 1.0, reward_wrong: float = 0.0
 ) -> np.ndarray:
-    """g = (1 - mu_hat)^gamma per group, shape (...,), from the raw rewards of that group only."""
-    mu_hat = group_success_rate(rewards, reward_correct=reward_correct, reward_wrong=reward_wrong)
-    return np.asarray(focal_weight(mu_hat, gamma))
+    """g = (1 - mu_hat)^gamma per group, shape (...,), from the raw rewards of that group only.
+
+    g = (1 - mu_hat)^gamma with 1 - mu_hat from ``group_failure_rate`` (a correctly rounded
+    power, not exp(gamma log(.)), which loses |log(1 - mu_hat)| ulp); gamma = 0 gives g = 1
+    (0^0 = 1, the base method)."""
+    gamma = _scalar_gamma(gamma)
+    miss = group_failure_rate(rewards, reward_correct=reward_correct, reward_wrong=reward_wrong)
+    if gamma == 0:
+        return np.ones_like(miss)
+    with np.errstate(under="ignore"):
+        return np.power(miss, gamma)
 
 
 def focal_advantages(
@@ -157,6 +186,7 @@ __all__ = [
     "grpo_advantages",
     "mean_centred_advantages",
     "group_success_rate",
+    "group_failure_rate",
     "focal_group_weights",
     "focal_advantages",
 ]

@@ -36,6 +36,7 @@ from fgrpo_common.checks import (
     check_real_scalar,
     single,
 )
+from fgrpo_theory.focal import focal_weight
 
 
 def softmax(z) -> np.ndarray:
@@ -181,7 +182,6 @@ def logit_update(
     unweighted update. This is the gradient of L = (g/N) sum over distinct sampled a of R_a p_a.
     Returns Delta z (K,).
     """
-    from fgrpo_theory.focal import focal_weight  # lazy: scipy
 
     p, correct = _check_policy(p, correct)
     gamma = float(single("gamma", check_nonnegative("gamma", gamma)))

@@ -16,7 +16,6 @@ m_gamma of the paper's "low-LR" control.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import betaln
 
 from fgrpo_common.checks import broadcast, check_nonnegative, check_probability
 
@@ -73,9 +72,48 @@ def lr_multiplier(gamma):
 
     The mean focal weight E[(1 - mu)^gamma] for mu ~ Beta(3/2, 3/2); the paper's low-LR control
     trains the baseline at lr * m_gamma. m_0.5 = 0.679, m_1 = 1/2, m_2 = 5/16.
+
+    With x = gamma + 3/2 and B(3/2, 3/2) = pi / 8,
+
+        m_gamma = (4 / sqrt(pi)) Gamma(x) / Gamma(x + 3/2) = (4 / sqrt(pi)) x^(-3/2) S(x),
+
+    where log S(x) = -(x + 1) log1p(3 / (2x)) + 3/2 + c(x) - c(x + 3/2) by Stirling's series
+    c(z) = sum_k B_2k / (2k (2k - 1) z^(2k - 1)), used for x >= 10; below, the recurrence
+    Gamma(x) / Gamma(x + 3/2) = (x + 3/2) / x * Gamma(x + 1) / Gamma(x + 5/2) lifts x to 10.
+    A difference of log-Beta values (each ~gamma log gamma) would lose gamma log gamma ulp of
+    them: a relative error of 2.7e-10 at gamma = 1e6; this is within a few ulp.
     """
     gamma = check_nonnegative("gamma", gamma)
-    return _out(np.exp(betaln(1.5, gamma + 1.5) - betaln(1.5, 1.5)))
+    x = gamma + 1.5
+    lift = np.maximum(np.ceil(_STIRLING_FROM - x), 0.0)  # steps to reach x >= 10
+    num = np.ones_like(x)
+    den = np.ones_like(x)
+    for k in range(int(lift.max(initial=0.0))):
+        step = k < lift
+        num = np.where(step, num * (x + k + 1.5), num)
+        den = np.where(step, den * (x + k), den)
+    y = x + lift  # >= 10
+    log_S = -(y + 1.0) * np.log1p(1.5 / y) + 1.5 + _stirling_tail(y) - _stirling_tail(y + 1.5)
+    with np.errstate(under="ignore"):
+        m = (4.0 / np.sqrt(np.pi)) * (num / den) * (y**-1.5 * np.exp(log_S))
+    return _out(np.where(gamma == 0, 1.0, m))
+
+
+#: Stirling's series is used from this argument up (its 7 terms then err below 1e-17).
+_STIRLING_FROM = 10.0
+#: B_2k / (2k (2k - 1)) for k = 1..7: Stirling's series of log Gamma(z).
+_STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360, 1 / 156)
+
+
+def _stirling_tail(z: np.ndarray) -> np.ndarray:
+    """c(z) = log Gamma(z) - (z - 1/2) log z + z - log(2 pi) / 2, for z >= 10 (Horner in 1/z^2)."""
+    inv = 1.0 / z
+    with np.errstate(under="ignore"):
+        w = inv * inv
+    acc = np.zeros_like(z)
+    for coef in reversed(_STIRLING):
+        acc = acc * w + coef
+    return acc * inv
 
 
 __all__ = ["focal_weight", "focal_advantage_magnitudes", "lr_multiplier"]

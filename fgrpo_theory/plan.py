@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import stats
+from scipy.special import logsumexp
 
 from fgrpo_common.checks import check_integer, check_probability
-from fgrpo_theory.tail_miss import p_active, p_tail_miss
+from fgrpo_theory.tail_miss import log_p_active, p_tail_miss
 from fgrpo_theory.weighting import Weighting, parse_weighting
 
 __all__ = ["plan", "update_mass", "HARD_BELOW"]
@@ -64,10 +65,34 @@ def _update_masses(mu, N: int, weightings) -> list[np.ndarray]:
     per_x = np.stack([w(m) * l1 for w in weightings], axis=1)  # (N + 1, W)
     rows = max(1, (1 << 22) // (N + 1))  # prompts per block: (rows, N + 1) stays ~32 MB
     U = np.concatenate(
-        [stats.binom.pmf(X[None, :], N, mu[i : i + rows, None]) @ per_x
+        [_binom_pmf(X[None, :], N, mu[i : i + rows, None]) @ per_x
          for i in range(0, mu.size, rows)]
     )  # fmt: skip  # (P, W)
     return list(U.T)
+
+
+def _binom_pmf(X: np.ndarray, N: int, mu: np.ndarray) -> np.ndarray:
+    """Bin(N, mu) probabilities of X; through the log-pmf where scipy's pmf raises an
+    OverflowError (Boost's ibeta_derivative at mu near 1e-305 with N >= 1024)."""
+    try:
+        return stats.binom.pmf(X, N, mu)
+    except OverflowError:
+        return np.exp(stats.binom.logpmf(X, N, mu))
+
+
+def _log_mean(log_x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """log of the mean of x over ``axis`` from log x (a logsumexp): no underflow of x itself."""
+    return logsumexp(log_x, axis=axis) - np.log(log_x.shape[axis])
+
+
+def _log_median(log_x: np.ndarray) -> float:
+    """log of the median of x (1-D) from log x: the mean of the two middle values when their
+    number is even, as ``np.median`` takes it."""
+    s = np.sort(log_x)
+    k = s.size // 2
+    if s.size % 2:
+        return float(s[k])
+    return float(np.logaddexp(s[k - 1], s[k]) - np.log(2.0))
 
 
 def plan(
@@ -86,7 +111,9 @@ def plan(
     give mu = c / n and the uncertainty), rare fraction ``rho`` = tau / mu, the ``group_sizes``
     and ``weightings`` (``parse_weighting`` texts or ``Weighting``). Returns ``{"rows": [...],
     "peak_N": ..., "prompts": P, "hard_prompts": ..., ...}``; each row: N, rollouts_per_step,
-    active and tail_miss (with counts, posterior medians), tail_miss_lo, tail_miss_hi (None
+    active and tail_miss (with counts, posterior medians), log_active (the active fraction's
+    log, from log P(A_N) by a logsumexp over the prompts: exact where the fraction itself is
+    subnormal or 0), tail_miss_lo, tail_miss_hi (None
     without counts), hard_share per weighting label. ``peak_N`` is the N of the largest
     tail-miss rate, None where it is 0 at every N (every pass rate 0 or 1, or rho = 1);
     ``peak_N_range`` the group sizes where the peak may lie: with counts, ``peak_N`` and every N
@@ -133,10 +160,12 @@ def plan(
     rows, per_draw = [], []
     for N in Ns:
         tm = p_tail_miss(mu, rho * mu, N)  # (P,)
+        log_active = float(_log_mean(np.atleast_1d(log_p_active(mu, N))))
         row = {
             "N": N,
             "rollouts_per_step": N * prompts_per_step,
-            "active": float(np.mean(p_active(mu, N))),
+            "active": float(np.exp(log_active)),
+            "log_active": log_active,
             "tail_miss": float(np.mean(tm)),
             "tail_miss_lo": None,
             "tail_miss_hi": None,
@@ -151,7 +180,8 @@ def plan(
                 float(lo),
                 float(hi),
             )
-            row["active"] = float(np.median(np.mean(p_active(post, N), axis=1)))  # over (D,)
+            log_a = _log_median(_log_mean(log_p_active(post, N), axis=1))  # over (D,)
+            row["active"], row["log_active"] = float(np.exp(log_a)), log_a
         for w, U in zip(ws, _update_masses(mu, N, ws), strict=True):
             total = float(U.sum())
             row["hard_share"][w.label] = float(U[hard].sum() / total) if total > 0 else None

@@ -11,6 +11,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from fgrpo_common.cli import parse_key_values
+from fgrpo_common.fields import SEED, Integer, Real
 from fgrpo_llm.tasks.for_model import task_for_model
 
 __all__ = [
@@ -20,7 +21,22 @@ __all__ = [
     "max_new_tokens_for",
     "config_presets",
     "resolve_config",
+    "check_sampling_flags",
+    "check_recorded_sampling",
 ]
+
+_POSITIVE = Integer(1, 2**63 - 1)
+#: Flags whose names differ from their destinations (eval's ``--samples`` keeps ``n``).
+_FLAG_OF = {"n": "--samples"}
+
+#: The sampling settings a run records (run.json's "sampling") and the rule of each: an integer
+#: setting given as 2.7 is refused, never truncated to 2.
+SAMPLING_RULES = {
+    "max_new_tokens": _POSITIVE,
+    "temperature": Real(0, open_low=True),
+    "top_p": Real(0, 1, open_low=True),
+    "top_k": Integer(0, 2**63 - 1),
+}
 
 
 def config_presets() -> dict[str, Path]:
@@ -92,6 +108,34 @@ def task_from_args(args, model_dir, tokenizer=None):
         model_dir=model_dir,
         tokenizer=tokenizer,
     )
+
+
+def check_sampling_flags(args) -> None:
+    """The integer flags of ``add_model_task_args`` (and ``--n``, ``--max-problems`` where the
+    command has them) in range, before a model loads: a ValueError naming the flag."""
+    SEED("--seed", args.seed)
+    for dest in ("n", "max_new_tokens", "max_problems", "batch_size"):
+        value = getattr(args, dest, None)
+        if value is not None:
+            _POSITIVE(_FLAG_OF.get(dest, f"--{dest.replace('_', '-')}"), value)
+
+
+def check_recorded_sampling(sampling, where: str) -> dict:
+    """A run's recorded sampling settings (``{"max_new_tokens", "temperature", "top_p",
+    "top_k"}``, each optional), each checked by ``SAMPLING_RULES``: a ValueError naming
+    ``where`` and the setting, before a model loads."""
+    if not isinstance(sampling, dict):
+        raise ValueError(f"{where}: sampling must be a mapping, got {type(sampling).__name__}")
+    out = {}
+    for key, value in sampling.items():
+        rule = SAMPLING_RULES.get(key)
+        if rule is None:
+            continue
+        try:
+            out[key] = rule(key, value)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: {err}") from None
+    return out
 
 
 def max_new_tokens_for(task, value: int | None) -> int:

@@ -8,7 +8,14 @@
 
 from __future__ import annotations
 
-from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result
+from fgrpo_common.cli import (
+    MAX_WORKERS,
+    add_json_flag,
+    add_progress_flag,
+    check_int_flag,
+    check_path_flag,
+    json_result,
+)
 from fgrpo_common.files import directory_lock
 from fgrpo_llm.cli.common import add_workers_device_args, config_presets, resolve_config
 from fgrpo_llm.experiments.countdown import pipeline
@@ -18,6 +25,9 @@ from fgrpo_llm.experiments.countdown.config import load_demo_config
 def _demo(args) -> int:
     from fgrpo_llm.model import resolve_device  # lazy: torch, transformers
 
+    check_path_flag("--out", args.out)
+    if args.workers is not None:
+        check_int_flag("--workers", args.workers, minimum=1, maximum=MAX_WORKERS)
     resolve_device(args.device)  # a bad --device fails before any file is written
     cfg = load_demo_config(
         resolve_config(args.config),

@@ -18,10 +18,23 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.cli import add_deprecated_alias, add_json_flag, add_progress_flag, json_result
+from fgrpo_common.cli import (
+    add_deprecated_alias,
+    add_json_flag,
+    add_progress_flag,
+    check_output_directory,
+    check_path_flag,
+    json_result,
+)
 from fgrpo_common.fields import SEED
 from fgrpo_common.files import atomic_write_text, strict_json, writable_directory, writable_file
-from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
+from fgrpo_llm.cli.common import (
+    add_model_task_args,
+    check_recorded_sampling,
+    check_sampling_flags,
+    max_new_tokens_for,
+    task_from_args,
+)
 from fgrpo_llm.config import run_sampling
 from fgrpo_llm.environment import environment
 from fgrpo_llm.tasks import check_split
@@ -33,8 +46,9 @@ def _eval(args) -> int:
     from fgrpo_llm.evaluation.passk import parse_ks  # lazy: torch
     from fgrpo_llm.model import load_model_and_tokenizer  # lazy: torch, transformers
 
-    if args.n < 1:
-        raise ValueError(f"--samples must be >= 1, got {args.n}")
+    check_sampling_flags(args)  # every flag, before the model loads
+    if args.out is not None:
+        check_output_directory("--out", args.out)
     recorded = None
     if args.run is not None:  # checked before the model loads
         recorded = read_run_info(args.run).get("sampling")
@@ -43,6 +57,7 @@ def _eval(args) -> int:
                 f"--run {args.run}: its run.json records no sampling settings (runs recorded "
                 "before they were kept); pass the checkpoint alone to sample at temperature 1"
             )
+        recorded = check_recorded_sampling(recorded, f"--run {args.run}'s run.json")
     args.recorded_sampling = recorded
     ks = parse_ks(args.k) if args.k else None
     if ks and max(ks) > args.n:
@@ -130,8 +145,9 @@ def _compare(args) -> int:
 
     if args.iterations < 1:
         raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
-    if args.out:
-        writable_file(args.out, what="--out")
+    SEED("--seed", args.seed)
+    if args.out is not None:
+        writable_file(check_path_flag("--out", args.out), what="--out")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SplitNotCompared)
         try:

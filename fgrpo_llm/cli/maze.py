@@ -23,7 +23,15 @@ from __future__ import annotations
 import argparse
 import os
 
-from fgrpo_common.cli import add_deprecated_alias, add_json_flag, json_result
+from fgrpo_common.cli import (
+    MAX_WORKERS,
+    add_deprecated_alias,
+    add_json_flag,
+    check_int_flag,
+    check_int_list,
+    check_path_flag,
+    json_result,
+)
 from fgrpo_common.files import directory_lock
 from fgrpo_llm.config import read_config_file
 from fgrpo_llm.experiments.maze.bases import run_maze_bases
@@ -134,10 +142,12 @@ def _check_bases(args) -> None:
 def run(args) -> int:
     from fgrpo_llm.experiments.maze.pipeline import run_experiment  # lazy: torch
 
+    check_path_flag("--out", args.out)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out must be a directory, but {args.out} is a file")
-    if args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    check_int_flag("--workers", args.workers, minimum=1, maximum=MAX_WORKERS)
+    if args.bases:  # base b is SFT seed b: a seed, each once
+        check_int_list("--bases", args.bases, minimum=0, maximum=2**63 - 1)
     values = read_config_file(args.config) if args.config else {}
     values.update(
         {

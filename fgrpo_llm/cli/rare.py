@@ -6,10 +6,15 @@ r"""``fgrpo-llm rare-set``: build the rare-correct set of a base model (paper Ap
 
 from __future__ import annotations
 
-from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result
+from fgrpo_common.cli import add_json_flag, add_progress_flag, check_path_flag, json_result
 from fgrpo_common.fields import SEED
 from fgrpo_common.files import writable_file
-from fgrpo_llm.cli.common import add_model_task_args, max_new_tokens_for, task_from_args
+from fgrpo_llm.cli.common import (
+    add_model_task_args,
+    check_sampling_flags,
+    max_new_tokens_for,
+    task_from_args,
+)
 from fgrpo_llm.experiments.countdown.report import fmt
 from fgrpo_llm.experiments.countdown.stages import record_exact_mu_tau
 from fgrpo_llm.tasks.for_model import check_base_task
@@ -26,6 +31,10 @@ def _rare_set(args) -> int:
 
     if args.prompts < 1:
         raise ValueError(f"--prompts must be >= 1, got {args.prompts}")
+    if args.rollouts < 1:
+        raise ValueError(f"--rollouts must be >= 1, got {args.rollouts}")
+    check_sampling_flags(args)  # every flag, before the model loads
+    check_path_flag("--out", args.out)
     check_base_task(args.base, args.task)  # before the model loads
     writable_file(args.out, what="--out")
     model, tokenizer = load_model_and_tokenizer(args.base, device=args.device)

@@ -26,7 +26,16 @@ import argparse
 import shlex
 import sys
 
-from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result, parse_list
+from fgrpo_common.cli import (
+    MAX_WORKERS,
+    add_json_flag,
+    add_progress_flag,
+    check_int_flag,
+    check_int_list,
+    check_path_flag,
+    json_result,
+    parse_list,
+)
 from fgrpo_common.files import directory_lock, writable_file
 from fgrpo_llm.cli.common import add_workers_device_args, config_presets, resolve_config
 from fgrpo_llm.experiments.countdown.config import load_demo_config
@@ -55,7 +64,13 @@ def _study(args) -> int:
     if args.from_units:
         return _from_units(args)
     from fgrpo_llm.model import resolve_device  # lazy: torch, transformers
+    from fgrpo_llm.tracking import MAX_GROUP_SIZE
 
+    check_path_flag("--out", args.out)
+    if args.spread_file is not None:
+        check_path_flag("--spread-file", args.spread_file)
+    if args.workers is not None:
+        check_int_flag("--workers", args.workers, minimum=1, maximum=MAX_WORKERS)
     lists = {}
     for flag in ("bases", "seeds", "sweep_bases", "extended_bases"):
         value = getattr(args, flag)
@@ -85,11 +100,12 @@ def _study(args) -> int:
         tune_base,
     )
     resolve_device(args.device)  # a bad --device fails before any file is written
-    if args.spread_file:  # checked before the long study, not at its end
-        writable_file(args.spread_file, what="--spread-file")
     extra = {}
     if args.sweep_sizes:
-        extra["sweep_group_sizes"] = parse_list("--sweep-sizes", args.sweep_sizes, int)
+        sizes = parse_list("--sweep-sizes", args.sweep_sizes, int)
+        extra["sweep_group_sizes"] = check_int_list(
+            "--sweep-sizes", sizes, minimum=2, maximum=MAX_GROUP_SIZE
+        )
     cfg = load_demo_config(
         resolve_config(args.config),
         fast=args.fast,
@@ -104,6 +120,8 @@ def _study(args) -> int:
         else f"fgrpo-llm study --bases {args.bases} --seeds {args.seeds}"
         + (" --fast" if args.fast else "")
     )
+    if args.spread_file:  # checked before the long study, not at its end (and after the rest)
+        writable_file(args.spread_file, what="--spread-file")
 
     cells = parse_cells(args.cells)
     with directory_lock(args.out, what="fgrpo-llm study"):  # one process per output directory

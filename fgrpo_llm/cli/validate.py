@@ -22,10 +22,19 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.cli import add_json_flag, json_result
+from fgrpo_common.cli import (
+    add_json_flag,
+    check_output_directory,
+    json_result,
+    output_directory,
+)
 from fgrpo_common.fields import SEED
 from fgrpo_common.files import writable_directory
-from fgrpo_llm.environment import environment_differences, environment_section
+from fgrpo_llm.environment import (
+    environment_differences,
+    environment_section,
+    segment_differences,
+)
 from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.evaluation.sweep import difference_noise
 from fgrpo_llm.experiments.countdown.cross_check import cross_check
@@ -40,41 +49,6 @@ from fgrpo_llm.experiments.countdown.report import (
 from fgrpo_llm.experiments.paper import load_paper_results
 
 
-def _runs(args) -> list:
-    """The ``--run`` directories loaded, warning about a run without training groups and about
-    runs from different environments."""
-    labels = args.label or [None] * len(args.run)
-    runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels, strict=True)]
-    for r, run in zip(args.run, runs, strict=True):  # the tail-miss check reads every group
-        if not run.groups:
-            print(
-                f"fgrpo-llm validate: warning: --run {r} has no training groups (groups.jsonl "
-                "missing or empty); the tail-miss check has nothing from it",
-                file=sys.stderr,
-            )
-    for line in environment_differences({r.label: r.environment for r in runs}):
-        print(
-            f"fgrpo-llm validate: warning: the runs compared come from different environments "
-            f"({line}); their differences include the kernels' rounding, not only the method",
-            file=sys.stderr,
-        )
-    return runs
-
-
-def _spread(spread_file) -> dict | None:
-    """The seed spread of ``--spread-file`` (``fgrpo-llm study``'s seed_spread.json), None
-    without one; a ValueError for a missing file or another kind of file."""
-    if spread_file is None:
-        return None
-    path = Path(spread_file)
-    if not path.is_file():
-        raise ValueError(f"--spread-file not found: {path}")
-    spread = load_seed_spread(path)
-    if spread is None:
-        raise ValueError(f"--spread-file {path} is not a seed_spread.json of fgrpo-llm study")
-    return spread
-
-
 def _validate(args) -> int:
     from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
 
@@ -84,18 +58,55 @@ def _validate(args) -> int:
         raise ValueError(f"--label given {len(args.label)} times but --run {len(args.run)} times")
     if args.early_steps < 1:
         raise ValueError(f"--early-steps must be >= 1, got --early-steps={args.early_steps}")
-    writable_directory(args.out, what="--out")
-    runs = _runs(args)
-    spread = _spread(args.spread_file)
+    check_output_directory("--out", args.out)  # made only once every input has been read
+    seed = SEED("--seed", args.seed)
+    labels = args.label or [None] * len(args.run)
+    runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels, strict=True)]
+    for r, run in zip(args.run, runs, strict=True):  # the tail-miss check reads every group
+        if not run.groups:
+            print(
+                f"fgrpo-llm validate: warning: --run {r} has no training groups (groups.jsonl "
+                "missing or empty); the tail-miss check has nothing from it",
+                file=sys.stderr,
+            )
+    for r, run in zip(args.run, runs, strict=True):
+        for line in segment_differences(run.segments):
+            print(
+                f"fgrpo-llm validate: warning: --run {r} was resumed on another CPU family "
+                f"({line}); its numbers after the resume come from other kernels",
+                file=sys.stderr,
+            )
+    for line in environment_differences({r.label: r.environment for r in runs}):
+        print(
+            f"fgrpo-llm validate: warning: the runs compared come from different environments "
+            f"({line}); their differences include the kernels' rounding, not only the method",
+            file=sys.stderr,
+        )
+    spread = None
+    if args.spread_file is not None:
+        path = Path(args.spread_file)
+        if not path.is_file():
+            raise ValueError(f"--spread-file not found: {path}")
+        spread = load_seed_spread(path)
+        if spread is None:
+            raise ValueError(f"--spread-file {path} is not a seed_spread.json of fgrpo-llm study")
     note = seed_spread_note(spread)
     rare = load_rare_set(args.rare_set)
+    paper = load_paper_results(args.paper_results)
+    with output_directory(args.out):  # removed again if the cross-check fails
+        writable_directory(args.out, what="--out")
+        return _write(args, runs, rare, paper, spread, note, seed)
+
+
+def _write(args, runs, rare, paper, spread, note, seed) -> int:
+    """The cross-check's figures and report in --out, once every input has been read."""
     result = cross_check(
         runs,
         rare,
         args.out,
         early_steps=args.early_steps,
-        paper=load_paper_results(args.paper_results),
-        rng=np.random.default_rng(SEED("--seed", args.seed)),
+        paper=paper,
+        rng=np.random.default_rng(seed),
         noise=difference_noise(spread),
     )
     figs = result["figures"]

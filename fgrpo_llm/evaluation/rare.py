@@ -312,7 +312,9 @@ def load_rare_set(path, *, vocab_size: int | None = None) -> RareSet:
     if not path.is_file():
         raise FileNotFoundError(f"rare-correct set not found: {path}")
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(), object_pairs_hook=_no_repeated_keys)
+    except _RepeatedKey as err:  # a prompt id given twice: which of its entries holds?
+        raise ValueError(f"{path}: {err.args[0]!r} is given twice in one object") from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         raise ValueError(f"{path} is not a rare-correct set file ({err})") from err
     check_rare_set_data(data, str(path), vocab_size=vocab_size)
@@ -327,6 +329,19 @@ def load_rare_set(path, *, vocab_size: int | None = None) -> RareSet:
         prompts=data["prompts"],
         meta=data.get("meta", {}),
     )
+
+
+class _RepeatedKey(Exception):
+    """A JSON object names one key twice (json.loads would keep the last silently)."""
+
+
+def _no_repeated_keys(pairs: list) -> dict:
+    seen = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _RepeatedKey(key)
+        seen[key] = value
+    return seen
 
 
 def _is_int(v) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fgrpo_common.files import read_jsonl
-from fgrpo_llm.tracking import check_group_record, read_run_info
+from fgrpo_llm.tracking import check_group_record, read_run_info, run_segments
 from fgrpo_theory.weighting import Weighting, resolve_weighting
 
 __all__ = ["RunInfo", "run_label", "is_base_lr", "load_run", "split_pass_at"]
@@ -63,6 +63,8 @@ class RunInfo:
     """Which trainer wrote the run."""
     environment: dict | None = None
     """What the run ran on (``fgrpo_llm.environment``), when recorded."""
+    segments: list = field(default_factory=list)
+    """One ``{"from_step", "environment"}`` per segment (each resume starts one)."""
     weighting: str = "focal"
     """The advantage weighting's rule (``fgrpo_theory.weighting``): "focal" (GRPO at gamma = 0,
     F-GRPO above), "none" (GRPO), "maxrl", ..."""
@@ -164,6 +166,7 @@ def load_run(run_dir, *, label: str | None = None, eval_dir=None) -> RunInfo:
         lr_match_gamma=None if match is None else float(match),
         engine=info["engine"],
         environment=info.get("environment"),
+        segments=run_segments(info),
         weighting=weighting,
         **penalties,
     )

@@ -12,6 +12,7 @@ simply wrong.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -21,7 +22,8 @@ class Problem:
     """One prompt with what its verifier needs."""
 
     id: str
-    """Stable identifier (the same across runs with the same task arguments)."""
+    """Stable identifier that names the problem's content (``content_id``, or Countdown's numbers
+    and target), never its position in a file."""
     prompt: str
     """The exact text fed to the model."""
     answer: object
@@ -30,6 +32,14 @@ class Problem:
     """"train", "test", "ood", ..."""
     meta: dict = field(default_factory=dict, hash=False, compare=False)
     """Free-form extras (e.g. the number of correct solutions)."""
+
+
+def content_id(prefix: str, text: str, answer) -> str:
+    """A problem id that names its content: ``prefix-`` and the first 16 hex digits of the
+    SHA-256 of the problem's text and its answer. The same problem has the same id in any file,
+    at any position, in any split; two evaluations are paired by it (never by row number)."""
+    blob = f"{text}\x00{answer}".encode("utf-8", "surrogatepass")
+    return f"{prefix}-{hashlib.sha256(blob).hexdigest()[:16]}"
 
 
 @runtime_checkable

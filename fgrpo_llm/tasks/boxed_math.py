@@ -41,7 +41,7 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fgrpo_llm.tasks.base import Problem, check_split, encode_prompt
+from fgrpo_llm.tasks.base import Problem, check_split, content_id, encode_prompt
 
 SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
 MAX_PROMPT_TOKENS = 1024
@@ -439,7 +439,7 @@ def load_boxed_problems(
             continue
         out.append(
             Problem(
-                id=f"{split}-{len(out)}",
+                id=content_id("math", problem, answer),
                 prompt=prompt,
                 answer=answer,
                 split=split,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fgrpo_llm.tasks.base import Problem
+from fgrpo_llm.tasks.base import Problem, content_id
 
 WALL, OPEN, START, GOAL = "#", ".", "S", "G"
 ANSWER_MARK = ">"  # last prompt token: the answer starts after it
@@ -257,7 +257,7 @@ class MazeTask:
             moves = solve(maze)
             out.append(
                 Problem(
-                    id=f"maze-{split}-{len(out)}",
+                    id=content_id("maze", prompt, " ".join(moves)),
                     prompt=prompt,
                     answer=" ".join(moves),
                     split=split,

@@ -28,6 +28,7 @@ from fgrpo_common.checks import check_integer, single
 from fgrpo_common.cli import add_deprecated_alias, add_json_flag, json_result
 from fgrpo_common.files import save_figure
 from fgrpo_theory.passk import pass_at_k_exact, pass_at_k_unbiased
+from fgrpo_theory.plots import plot_tail_miss_curves
 from fgrpo_theory.tail_miss import p_active, p_tail_miss, peak_group_size, stationary_group_size
 
 #: At most this many table rows (curves x group sizes, or values x k): a bigger request is a
@@ -138,9 +139,11 @@ def _curves(args) -> list[tuple[float, float, float | None]]:
 
 
 def _group_sizes(args) -> np.ndarray:
+    n_max = single(  # checked even beside --group-size
+        "--max-group-size", check_integer("--max-group-size", args.n_max, minimum=1)
+    )
     if args.n is not None:
         return _int_list("--group-size", args.n, minimum=1)
-    n_max = single("--max-group-size", check_integer("--max-group-size", args.n_max, minimum=1))
     if n_max > MAX_ROWS:
         raise ValueError(
             f"--max-group-size must be <= {MAX_ROWS} (use --group-size for chosen sizes), got "
@@ -216,8 +219,6 @@ def _plot_tail_miss(curves, N, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from fgrpo_theory.plots import plot_tail_miss_curves  # lazy: scipy
 
     mus = list(dict.fromkeys(c[0] for c in curves))
     fig, axes = plt.subplots(1, len(mus), figsize=(4.2 * len(mus), 3.2), squeeze=False)

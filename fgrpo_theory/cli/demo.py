@@ -10,12 +10,11 @@ M_ret, as JSON.
 from __future__ import annotations
 
 from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result
+from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo
 
 
 def run_demo(args) -> int:
     from pathlib import Path
-
-    from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo  # lazy: scipy
 
     if not args.out.strip():
         raise ValueError(f"--out must name a directory, got --out={args.out!r}")

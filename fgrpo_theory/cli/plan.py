@@ -75,26 +75,56 @@ def _from_counts(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _read_counts(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """``_from_counts``'s rows, checked line by line."""
+    """``_from_counts``'s rows, checked line by line: every row names its prompt, and a prompt
+    id given twice is refused (counted twice it would weigh double; with other counts, which
+    row holds?)."""
     n, c = [], []
+    seen: dict[str, tuple[int, int, int]] = {}  # prompt_id -> (line, n, c)
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
-        if not reader.fieldnames or not {"n", "c"} <= set(reader.fieldnames):
-            raise ValueError(f"--counts {path} needs the columns prompt_id,n,c")
-        for line, row in enumerate(reader, 2):
-            try:
-                ni, ci = int(row["n"]), int(row["c"])
-            except (TypeError, ValueError):
-                raise ValueError(f"{path}:{line}: n and c must be integers") from None
-            if not 0 <= ci <= ni or ni < 1:
-                raise ValueError(f"{path}:{line}: need 0 <= c <= n and n >= 1, got n={ni}, c={ci}")
-            n.append(ni)
-            c.append(ci)
-            if len(n) > MAX_PROMPTS:
-                raise ValueError(f"--counts {path} has more than {MAX_PROMPTS} rows")
+        try:
+            for line, row in enumerate(reader, 2):
+                if line == 2 or reader.fieldnames is None:
+                    _check_header(path, reader.fieldnames)
+                pid = row["prompt_id"]
+                try:
+                    ni, ci = int(row["n"]), int(row["c"])
+                except (TypeError, ValueError):
+                    raise ValueError(f"{path}:{line}: n and c must be integers") from None
+                if not 0 <= ci <= ni or ni < 1:
+                    raise ValueError(
+                        f"{path}:{line}: need 0 <= c <= n and n >= 1, got n={ni}, c={ci}"
+                    )
+                if pid is None or not pid.strip():
+                    raise ValueError(f"{path}:{line}: the prompt_id is empty")
+                if pid in seen:
+                    first, n0, c0 = seen[pid]
+                    how = "repeats" if (n0, c0) == (ni, ci) else "conflicts with"
+                    raise ValueError(
+                        f"{path}:{line}: prompt_id {pid!r} {how} line {first} (n={n0}, c={c0}; "
+                        f"here n={ni}, c={ci}); give each prompt once"
+                    )
+                seen[pid] = (line, ni, ci)
+                n.append(ni)
+                c.append(ci)
+                if len(n) > MAX_PROMPTS:
+                    raise ValueError(f"--counts {path} has more than {MAX_PROMPTS} rows")
+        except csv.Error as err:  # a field over csv.field_size_limit(), a NUL byte, ...
+            raise ValueError(
+                f"{path}:{reader.line_num + 1}: not a readable CSV row ({err})"
+            ) from None
+        if not n:
+            _check_header(path, reader.fieldnames)
     if not n:
         raise ValueError(f"--counts {path} has no rows")
     return np.array(n), np.array(c)
+
+
+def _check_header(path: Path, fieldnames) -> None:
+    if not fieldnames or not {"prompt_id", "n", "c"} <= set(fieldnames):
+        raise ValueError(
+            f"--counts {path} needs the columns prompt_id,n,c, got {','.join(fieldnames or [])!r}"
+        )
 
 
 def run_plan(args) -> int:
@@ -104,6 +134,9 @@ def run_plan(args) -> int:
     if sum(sources) != 1:
         raise ValueError("give exactly one of --mu, --outcomes, --counts")
     Ns = [int(v) for v in _int_list("--group-size", args.group_sizes, minimum=1)]
+    twice = sorted({N for N in Ns if Ns.count(N) > 1})
+    if twice:
+        raise ValueError(f"--group-size lists {twice[0]} twice (as {args.group_sizes!r})")
     weightings = [parse_weighting(w) for w in args.weightings.split(",") if w.strip()]
     if not weightings:
         raise ValueError("--weightings must name at least one weighting")

@@ -20,18 +20,22 @@ says. ``--group-sizes`` and ``--gammas`` are deprecated spellings of ``--group-s
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from fgrpo_common.cli import (
     add_deprecated_alias,
     add_json_flag,
     add_progress_flag,
+    check_path_flag,
     json_result,
     parse_list,
 )
-from fgrpo_common.files import save_figure
+from fgrpo_common.files import TEMPORARY_MARK, save_figure
 from fgrpo_theory.plots_categorical import plot_fig2
 from fgrpo_theory.sim.config import (
     ADVANTAGES,
@@ -160,6 +164,9 @@ def _check_outputs(args) -> None:
 
 
 def run_simulate(args) -> int:
+    for flag, value in (("--out", args.out), ("--csv", args.csv)):
+        if value is not None:
+            check_path_flag(flag, value)
     cfg = _config(args)
     if not args.out and not args.csv:
         raise ValueError("give --out DIR and/or --csv PATH")
@@ -179,17 +186,19 @@ def run_simulate(args) -> int:
         out = Path(args.out)
         with sweep_lock(out):  # one sweep at a time in OUT, its files written together
             res = run_cached(cfg, out, **kw)
+            _remove_stale_temporaries(out, args.csv)
             import matplotlib
 
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
 
-            fig = plot_fig2(res)
-            save_figure(fig, out / "fig2.png", dpi=100)
-            plt.close(fig)
-            res.write_jsonl(out / "metrics.jsonl")
-            print(f"wrote {out / 'fig2.png'} and {out / 'metrics.jsonl'}", file=sys.stderr)
-            csv = res.write_csv(args.csv or out / "fig2.csv")
+            with _sigterm_unwinds():  # a kill mid-write leaves no .fig2.png.tmp-* behind
+                fig = plot_fig2(res)
+                save_figure(fig, out / "fig2.png", dpi=100)
+                plt.close(fig)
+                res.write_jsonl(out / "metrics.jsonl")
+                print(f"wrote {out / 'fig2.png'} and {out / 'metrics.jsonl'}", file=sys.stderr)
+                csv = res.write_csv(args.csv or out / "fig2.csv")
     else:
         partial = Path(f"{args.csv}.partial")
         res = run_sweep(cfg, checkpoint=partial, **kw)
@@ -248,6 +257,39 @@ def kernel_index(compiled) -> str | None:
     exists once the kernel is compiled on this machine), or None without such a cache."""
     cache = getattr(getattr(compiled, "_run_steps", None), "_cache", None)
     return getattr(getattr(cache, "_cache_file", None), "_index_path", None)
+
+
+#: The files ``simulate --out`` writes atomically (each through a ``.NAME.tmp-*`` sibling).
+_OUTPUTS = ("fig2.png", "metrics.jsonl", "fig2.csv")
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    """While the block runs, SIGTERM raises SystemExit(143) in the main thread instead of ending
+    the process at once, so that the atomic writes' cleanup (their ``finally``) removes the
+    temporary file they were writing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _exit(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, _exit)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _remove_stale_temporaries(out: Path, csv_path) -> None:
+    """Delete the ``.NAME.tmp-*`` siblings of this command's outputs that an earlier run killed
+    mid-write (SIGKILL) left behind; called under the sweep lock, so no writer owns them."""
+    targets = [out / name for name in _OUTPUTS] + ([Path(csv_path)] if csv_path else [])
+    for target in targets:
+        for stale in target.parent.glob(f".{target.name}{TEMPORARY_MARK}*"):
+            with contextlib.suppress(OSError):
+                stale.unlink()
 
 
 def _print_summary(res) -> None:

@@ -4,6 +4,7 @@ the holder, and a lock held by a killed process does not block the next run."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -130,3 +131,45 @@ def test_a_run_directory_given_as_a_model_names_its_policy(tiny_checkpoint, tmp_
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"its policy is {run / 'model'}" in err[0], err
     assert not (tmp_path / "again").exists()
+
+
+FORK_AND_DIE = (
+    "import os, sys, time\n"
+    "from pathlib import Path\n"
+    "from fgrpo_common.files import directory_lock\n"
+    "with directory_lock(sys.argv[1]):\n"
+    "    if os.fork() == 0:  # a worker that outlives the trainer\n"
+    "        Path(sys.argv[3]).write_text(str(os.getpid()))\n"
+    "        time.sleep(60)\n"
+    "        os._exit(0)\n"
+    "    Path(sys.argv[2]).write_text('held')\n"
+    "    time.sleep(120)\n"
+)
+
+
+def test_a_child_that_outlives_a_killed_holder_does_not_keep_the_lock(tmp_path):
+    """A forked worker (a data loader, a pool) shares the holder's open lock file: it closes
+    its copy at the fork, so killing the holder frees the run though the worker lives on."""
+    run, flag, child = tmp_path / "run", tmp_path / "held", tmp_path / "child"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FORK_AND_DIE, str(run), str(flag), str(child)], cwd=ROOT
+    )
+    try:
+        for _ in range(600):
+            if flag.exists() and child.exists() and child.read_text():
+                break
+            time.sleep(0.05)
+        with pytest.raises(DirectoryInUse):
+            with directory_lock(run):
+                pass
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        with directory_lock(run):  # the worker still runs, the lock is free
+            pass
+    finally:
+        proc.kill()
+        if child.exists() and child.read_text():
+            try:
+                os.kill(int(child.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

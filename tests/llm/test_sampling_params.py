@@ -191,3 +191,34 @@ def test_sampling_params_normalise_their_numbers():
     assert type(sp.batch_size) is int
     with pytest.raises(ValueError, match="batch_size"):
         SamplingParams(max_new_tokens=8, batch_size=2.5)
+
+
+@pytest.mark.parametrize(
+    "key, value", [("top_k", 2.7), ("max_new_tokens", 3.5), ("temperature", -1.0), ("top_p", 2.0)]
+)
+def test_eval_run_refuses_a_bad_recorded_setting_before_the_model_loads(
+    tiny_checkpoint, tmp_path, capsys, monkeypatch, key, value
+):
+    """A run.json edited by hand (``"top_k": 2.7``) is refused, not truncated to 2, and before
+    the checkpoint is loaded."""
+    from fgrpo_llm import model as model_module
+    from fgrpo_llm.cli import main
+    from fgrpo_llm.tracking import write_run_info
+
+    run = tmp_path / "verl_run"
+    policy = {"max_new_tokens": 4, "temperature": 0.7, "top_p": 0.9, "top_k": 5}
+    write_run_info(run, engine="verl", algo="grpo", group_size=4, gamma=1.0, sampling=policy)
+    info = json.loads((run / "run.json").read_text())
+    info["sampling"][key] = value
+    (run / "run.json").write_text(json.dumps(info))
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded before the run's settings were checked")
+
+    monkeypatch.setattr(model_module, "load_model_and_tokenizer", loaded)
+    argv = ["eval", "--model", str(tiny_checkpoint), "--run", str(run), "--samples", "2",
+            "--max-problems", "2", "--out", str(tmp_path / "eval")]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0] and "run.json" in err[0]
+    assert not (tmp_path / "eval").exists()

@@ -50,6 +50,7 @@ from fgrpo_llm.experiments.countdown.stages import (
     task_for,
 )
 from fgrpo_llm.experiments.paper import load_paper_results
+from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo
 
 __all__ = ["run_demo", "SEED_SPREAD", "load_seed_spread"]
 
@@ -94,7 +95,6 @@ def _theory(out: Path, cfg: DemoConfig) -> dict:
     done = out / "theory" / "summary.json"
     if done.is_file():
         return json.loads(done.read_text())
-    from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo  # lazy: scipy
 
     summary = {
         "tail_miss": run_theory_demo(out, fast=cfg.theory_fast),  # writes OUT/theory/

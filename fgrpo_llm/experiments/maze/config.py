@@ -88,6 +88,11 @@ class MazeConfig:
             raise ValueError(
                 f"grid_size must be odd (2 * cells + 1), got grid_size={self.grid_size}"
             )
+        if self.hidden_size % self.num_heads or (self.hidden_size // self.num_heads) % 2:
+            raise ValueError(  # the model's own rule (fgrpo_llm.model), checked before any stage
+                f"hidden_size / num_heads must be an even integer, got "
+                f"hidden_size={self.hidden_size}, num_heads={self.num_heads}"
+            )
         if self.rl_seeds is None:
             object.__setattr__(self, "rl_seeds", (self.seed,))
         if self.lr_matched_gammas is None:
@@ -135,7 +140,7 @@ MAZE_RULES = {
     "num_train": _POSITIVE,
     "num_test": _POSITIVE,
     "seed": SEED,
-    "rl_seeds": Optional(Sequence(_COUNT, distinct=True)),
+    "rl_seeds": Optional(Sequence(SEED, distinct=True)),
     "hidden_size": _POSITIVE,
     "num_layers": _POSITIVE,
     "num_heads": _POSITIVE,
