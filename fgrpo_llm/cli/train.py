@@ -31,7 +31,11 @@ _FLAGS = {
     "out": ("--out", str, "run directory (required, here or in the --config file)"),
     "algo": ("--algo", str, "grpo, dapo or cispo (default grpo)"),
     "gamma": ("--gamma", float, "focal exponent; 0 = the base method (default 0)"),
-    "weighting": ("--weighting", str, "focal (default; with --gamma) or maxrl (MaxRL's advantage)"),
+    "weighting": (
+        "--weighting",
+        str,
+        "focal (default; with --gamma), focal:GAMMA, maxrl (MaxRL's advantage) or none",
+    ),
     "group_size": ("--group-size", int, "N, completions per prompt (default 8)"),
     "steps": ("--steps", int, "training steps (default 200)"),
     "prompts_per_step": ("--prompts-per-step", int, "B, prompts per step (default 32)"),
