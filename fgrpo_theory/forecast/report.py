@@ -78,7 +78,8 @@ def write_forecast(
 ) -> Path:
     """Write forecast.json at ``path`` (atomically). ``cells``: [{"cell", "base", "predicted":
     {"delta_nll_rare", "pass@1", "pass@64"}}]; ``fit_cells``: the cells fitted on (names or
-    records); ``commit``: the code's commit (default ``code_commit()``); ``extra``: more
+    records); a cell's other entries (its per-trajectory values, say) are kept as they are;
+    ``commit``: the code's commit (default ``code_commit()``); ``extra``: more
     top-level entries (the null models' predictions, say)."""
     out_cells = []
     for c in cells:
@@ -87,6 +88,7 @@ def write_forecast(
         if "cell" not in c or "base" not in c or missing:
             raise ValueError(f"a cell needs 'cell', 'base' and predicted {sorted(missing)}: {c}")
         out_cells.append({
+            **{k: v for k, v in c.items() if k not in ("cell", "base", "predicted")},
             "cell": str(c["cell"]),
             "base": c["base"],
             "predicted": {k: _finite(f"{c['cell']} {k}", v) for k, v in pred.items()},

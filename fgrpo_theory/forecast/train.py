@@ -85,7 +85,9 @@ KS = (1, 64)
 class ForecastBase:
     """One base policy's inputs: train and eval prompts' enumerated answers, the rare
     trajectories (prompt id, answer text), and their tied prefix forest (built once, shared by
-    every cell on this base; ``share`` as ``build_forest``'s)."""
+    every cell on this base; ``share`` as ``build_forest``'s). ``per_token``: each rare
+    trajectory's Delta NLL in nats per token, divided by |y| + 1 (its tokens and the end of
+    sequence), the length normalisation of App. M.2 that the LLM's Delta NLL_rare uses."""
 
     def __init__(
         self,
@@ -94,6 +96,7 @@ class ForecastBase:
         rare: Sequence[tuple[str, str]],
         *,
         share: str = "prefix",
+        per_token: bool = False,
     ):
         train, eval = list(train), list(eval)
         train_ids = {pa.prompt_id for pa in train}
@@ -111,6 +114,10 @@ class ForecastBase:
         if missing:
             raise ValueError(f"rare trajectory {missing[0]!r} is not an enumerated answer")
         self.rare_outcomes = np.array([f.answer_index[r] for r in rare], dtype=np.int64)
+        length = {(pa.prompt_id, a): len(t) + 1 for pa in train + extra
+                  for a, t in zip(pa.answers, pa.tokens, strict=True)}  # fmt: skip
+        # (n_rare,) the divisor of each rare trajectory's Delta NLL: |y| + 1 tokens, or 1
+        self.rare_length = np.array([length[r] if per_token else 1 for r in rare], dtype=np.float64)
         rare_prompts = np.unique(np.searchsorted(f.outcome_start, self.rare_outcomes, "right") - 1)
         self.rare = gather(f, rare_prompts)
         # position of each rare outcome among the gathered rare prompts' outcomes
@@ -302,7 +309,9 @@ def evaluate(base: ForecastBase, trained: Trained) -> tuple[np.ndarray, dict]:
     log1m = log1m_mu(
         ev, ForecastBase._logp(ev, trained.delta, trained.phi), base.forest.correct[ev.outcomes]
     )
-    return base.base_rare_logp - rare, {k: float(np.mean(-np.expm1(k * log1m))) for k in KS}
+    return (base.base_rare_logp - rare) / base.rare_length, {
+        k: float(np.mean(-np.expm1(k * log1m))) for k in KS
+    }
 
 
 def forecast(

@@ -376,6 +376,20 @@ def test_replicates_average_the_runs_and_the_seed_fixes_them():
     assert zero.pass_at[64] == pytest.approx(base.base_pass_at(64), abs=1e-12)
 
 
+def test_per_token_divides_each_rare_trajectory_by_its_tokens_and_the_end():
+    base, run = _small_run("focal:1")
+    ps = countdown_like(12, np.random.default_rng(2))  # _small_run's prompts
+    ks = [int(np.flatnonzero(pa.correct)[0]) for pa in ps[:4]]
+    rare = [(pa.prompt_id, pa.answers[k]) for pa, k in zip(ps, ks, strict=False)]
+    per_tok = ForecastBase(ps[:10], ps[10:], rare, per_token=True)
+    lengths = [len(pa.tokens[k]) + 1 for pa, k in zip(ps, ks, strict=False)]
+    assert min(lengths) > 1
+    a = forecast(base, run, lr_theta_scale=3.0, lr_phi_scale=1.0, seed=4)
+    b = forecast(per_tok, run, lr_theta_scale=3.0, lr_phi_scale=1.0, seed=4)
+    np.testing.assert_allclose(b.delta_nll_per_rare, a.delta_nll_per_rare / lengths, rtol=1e-12)
+    assert b.pass_at == a.pass_at
+
+
 def test_pass_at_k_is_exact_on_the_final_distribution():
     pa = _pa("x", ["a", "b"], [0.6, 0.3], [True, False])
     base = ForecastBase([pa], [pa], [("x", "a")])
