@@ -54,6 +54,7 @@ COMMANDS = {
         "rare-set": True,
         "exact": True,
         "mechanism": False,
+        "forecast": True,
         "validate": False,
         "maze": True,
         "demo": True,

@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "fgrpo_llm.cli.rare",  # rare-set
     "fgrpo_llm.cli.exact",  # exact
     "fgrpo_llm.cli.mechanism",  # mechanism
+    "fgrpo_llm.cli.forecast",  # forecast
     "fgrpo_llm.cli.validate",  # validate
     "fgrpo_llm.cli.maze",  # maze
     "fgrpo_llm.cli.demo",  # demo
