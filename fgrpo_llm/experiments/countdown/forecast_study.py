@@ -364,6 +364,7 @@ def fit_study(study_dir, *, replicates: int = 1, seed: int = 0, progress: bool =
             "seed": seed,
             "delta_nll_unit": "nats per token (App. M.2)",
         },
+        "fit_predictions": fitted.predictions,
         "nulls": {
             "constant": constant,
             "lr_only": {"k": k, "cells": lr_only},
