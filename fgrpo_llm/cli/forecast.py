@@ -89,9 +89,13 @@ def _figure(rows, scores, path: Path) -> Path:
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     plot_cells(axes[0], scores["blind"], label="(blind)")
     plot_cells(axes[1], scores["published"], label="(held-out published)")
-    pred = [v for r in rows if r["measured"] for v in r.get("per_rare", [])]
-    meas = [v for r in rows if r["measured"] for v in r["measured"]["per_rare"]]
-    plot_rare(axes[2], pred, meas[: len(pred)])
+    pairs = [
+        pm
+        for r in rows
+        if r["measured"] and r.get("per_rare")
+        for pm in zip(r["per_rare"], r["measured"]["per_rare"], strict=True)
+    ]
+    plot_rare(axes[2], [p for p, _ in pairs], [m for _, m in pairs])
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
