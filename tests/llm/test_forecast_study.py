@@ -6,7 +6,10 @@ a run's settings become the model's schedule; and, slow, ``fgrpo-llm forecast fi
 from __future__ import annotations
 
 import json
+import math
+import shutil
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -78,9 +81,52 @@ def test_a_runs_settings_become_the_models_schedule():
         planned_order(None, TrainConfig(algo="dapo"))
 
 
+def _hand_made_rare_set(out_b, cfg_b, k: int = 6) -> None:
+    """Replace the base's (empty) rare set by the least likely correct answer of each of the
+    first k training prompts that have one, from its exact answers; drop the exact evaluations
+    so that they are made again with it."""
+    from transformers import AutoTokenizer
+
+    from fgrpo_llm.experiments.countdown.forecast_inputs import base_answers
+    from fgrpo_llm.experiments.countdown.stages import task_for
+
+    task = task_for(out_b / "base")
+    answers = base_answers(out_b, cfg_b, task=task)
+    tok = AutoTokenizer.from_pretrained(out_b / "base")
+    prompts = {p.id: p for p in task.problems("train")}
+    data = json.loads((out_b / "rare_set.json").read_text())
+    trajs = []
+    for pa in answers["train"][:200]:
+        ok = np.flatnonzero(pa.correct & np.isfinite(pa.logp))
+        if ok.size == 0 or pa.prompt_id not in data["prompts"]:
+            continue
+        i = int(ok[np.argmin(pa.logp[ok])])
+        x = tok(prompts[pa.prompt_id].prompt, add_special_tokens=False)["input_ids"]
+        y = tok(pa.answers[i], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        trajs.append(
+            {
+                "prompt_id": pa.prompt_id,
+                "token_ids": x + y,
+                "prompt_length": len(x),
+                "text": pa.answers[i],
+                "form": None,
+                "base_nll": float(-pa.logp[i] / len(y)),
+            }
+        )
+        if len(trajs) == k:
+            break
+    data["trajectories"] = trajs
+    (out_b / "rare_set.json").write_text(json.dumps(data))
+    shutil.rmtree(out_b / "base_exact", ignore_errors=True)
+    for run in out_b.glob("seed*/*/exact"):
+        shutil.rmtree(run)
+    assert trajs and all(math.isfinite(t["base_nll"]) for t in trajs)
+
+
 @pytest.mark.slow
 def test_forecast_fit_and_score_on_a_fast_study(tmp_path, capsys):
-    """A fast study of one base (its fit cell trained); ``forecast fit`` writes a valid
+    """A fast study of one base (its fit cell trained; the base's exact answers on all 5,985
+    training prompts take minutes of CPU: slow); ``forecast fit`` writes a valid
     forecast.json whose fit-cell prediction is the fitted model's, every other cell predicted on
     the order it will have; ``forecast score`` reports the blind cells as not trained."""
     from fgrpo_llm.cli import main
@@ -91,6 +137,11 @@ def test_forecast_fit_and_score_on_a_fast_study(tmp_path, capsys):
     argv = ["study", "--fast", "--config", str(plan), "--bases", "0", "--seeds", "0"]
     assert main([*argv, "--out", str(out), "--workers", "1", "--cells", "fit"]) == 0
     capsys.readouterr()
+    from fgrpo_llm.experiments.countdown.forecast_study import study_plan
+    from fgrpo_llm.experiments.countdown.study import base_config
+
+    cfg, _ = study_plan(out)
+    _hand_made_rare_set(out / "base0", base_config(cfg, 0))  # the fast base finds none
     path = tmp_path / "forecast.json"
     assert main(["forecast", "fit", str(out), "--out", str(path), "--json", "--no-progress"]) == 0
     summary = json.loads(capsys.readouterr().out)

@@ -335,7 +335,7 @@ def fit_study(study_dir, *, replicates: int = 1, seed: int = 0, progress: bool =
                 "stage": cell,
                 "lr_scale": scale,
                 "group_size": int(spec.N),
-                "weighting": weighting_of(tc).label(),
+                "weighting": weighting_of(tc).label,
             }
             cells.append(
                 {
