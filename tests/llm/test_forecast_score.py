@@ -83,6 +83,10 @@ def test_missing_blind_cells_leave_the_verdict_not_resolved():
     assert s["blind"]["cells"]["n32"] == "not trained"
     assert s["published"]["cells"] == {"g1": "trained"}  # scored apart, resolved
     assert not s["published"]["verdict"].startswith("not resolved")
+    only_fit = [r for r in _rows() if r["stage"] == "fit"]
+    assert (
+        score_forecast(only_fit, n_boot=10)["blind"]["verdict"] == "no blind cells in the forecast"
+    )
 
 
 def test_contrasts_are_paired_with_the_fit_run_of_the_same_base():

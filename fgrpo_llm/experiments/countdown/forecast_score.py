@@ -209,6 +209,8 @@ def skill_score(cs: list[dict]) -> dict:
 
 def verdict(scores: dict, *, trained: int, cells: int, stage: str = "blind") -> str:
     """The verdict of one stage's scores (``score_stage``'s)."""
+    if cells == 0:
+        return f"no {stage} cells in the forecast"
     if trained < cells:
         return f"not resolved: {trained} of {cells} {stage} cells trained"
     if scores["skill"]["nulls"]["lr_only"]["loses"]:
