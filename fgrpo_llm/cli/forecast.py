@@ -17,11 +17,12 @@ import math
 from pathlib import Path
 
 from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result
+from fgrpo_llm.files import writable_directory
 
 
 def _fit(args) -> dict:
-    from fgrpo_llm.experiments.countdown.forecast_study import fit_study
-    from fgrpo_theory.forecast import write_forecast
+    from fgrpo_llm.experiments.countdown.forecast_study import fit_study  # lazy: scipy
+    from fgrpo_theory.forecast import write_forecast  # lazy: scipy
 
     if args.out is None:
         raise ValueError("forecast fit needs --out (the forecast.json to write)")
@@ -46,10 +47,9 @@ def _fit(args) -> dict:
 
 
 def _score(args) -> dict:
-    from fgrpo_llm.experiments.countdown.forecast_score import score_forecast
-    from fgrpo_llm.experiments.countdown.forecast_study import score_rows
-    from fgrpo_llm.files import writable_directory
-    from fgrpo_theory.forecast import read_forecast
+    from fgrpo_llm.experiments.countdown.forecast_score import score_forecast  # lazy: scipy
+    from fgrpo_llm.experiments.countdown.forecast_study import score_rows  # lazy: scipy
+    from fgrpo_theory.forecast import read_forecast  # lazy: scipy
 
     if args.forecast is None or args.out is None:
         raise ValueError("forecast score needs --forecast FILE and --out DIR")
@@ -84,7 +84,10 @@ def _figure(rows, scores, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from fgrpo_llm.experiments.countdown.forecast_score import plot_cells, plot_rare
+    from fgrpo_llm.experiments.countdown.forecast_score import (  # lazy: scipy
+        plot_cells,
+        plot_rare,
+    )
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     plot_cells(axes[0], scores["blind"], label="(blind)")

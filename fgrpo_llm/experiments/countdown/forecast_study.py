@@ -27,11 +27,18 @@ from pathlib import Path
 
 import numpy as np
 
+from fgrpo_llm.config import TrainConfig
+from fgrpo_llm.experiments.countdown.config import DemoConfig
+from fgrpo_llm.experiments.countdown.forecast_inputs import base_answers, rare_pairs, run_order
+from fgrpo_llm.experiments.countdown.stages import run_finished, task_for, train_config_for
+from fgrpo_llm.experiments.countdown.study import StudyDesign, base_config
+from fgrpo_llm.experiments.countdown.study_cells import cell_specs
 from fgrpo_theory.forecast import (
     FitUnit,
     ForecastBase,
     Optimizer,
     RunSchedule,
+    evaluate,
     fit_lr_only,
     fit_step_sizes,
     fit_untied,
@@ -62,8 +69,6 @@ FIT_CELL = "fit"
 
 def study_plan(study_dir):
     """``(DemoConfig, StudyDesign)`` of a study, from ``STUDY_DIR/study_config.json``."""
-    from fgrpo_llm.experiments.countdown.config import DemoConfig
-    from fgrpo_llm.experiments.countdown.study import StudyDesign
 
     path = Path(study_dir) / "study_config.json"
     if not path.is_file():
@@ -114,7 +119,7 @@ def planned_order(task, tc) -> list[list[str]]:
     ``PromptStream`` over the split (its first ``prompt_pool`` problems when set), seeded by the
     RL seed, ``prompts_per_step`` a step. Refused under dynamic sampling (its refills depend on
     the rollouts)."""
-    from fgrpo_llm.trainer import PromptStream  # lazy: torch
+    from fgrpo_llm.trainer import PromptStream  # lazy: torch, transformers
 
     if tc.dynamic_sampling:
         raise ValueError("the prompt order of a run with dynamic sampling depends on its rollouts")
@@ -128,13 +133,12 @@ def planned_order(task, tc) -> list[list[str]]:
 
 def run_config(run_dir):
     """The ``TrainConfig`` a run was trained with (its ``config.json``)."""
-    from fgrpo_llm.config import TrainConfig
 
     return TrainConfig.from_dict(json.loads((Path(run_dir) / "config.json").read_text()))
 
 
 def _split(exact: dict, role: str) -> dict:
-    from fgrpo_llm.evaluation.passk import split_role
+    from fgrpo_llm.evaluation.passk import split_role  # lazy: torch
 
     found = [e for s, e in exact["splits"].items() if split_role(s) == role]
     if not found:
@@ -145,7 +149,9 @@ def _split(exact: dict, role: str) -> dict:
 def measured(base_dir, run_dir) -> dict:
     """What the LLM run measured, exactly: Delta NLL_rare (nats per token), in-domain pass@1,
     OOD pass@64, and each rare trajectory's Delta NLL (``per_rare``)."""
-    from fgrpo_llm.evaluation.exact_eval import load_exact_eval
+    from fgrpo_llm.evaluation.exact_eval import load_exact_eval  # lazy: torch
+
+    # lazy: torch
     from fgrpo_llm.experiments.countdown.exact_stage import rare_delta_nll_of, run_exact_path
 
     exact = load_exact_eval(run_exact_path(run_dir))
@@ -161,7 +167,7 @@ def measured(base_dir, run_dir) -> dict:
 def forecast_base(answers: dict, rare) -> tuple[ForecastBase, dict]:
     """The base's ``ForecastBase`` (Delta NLL per token) from ``base_answers``' groups, and the
     gathered eval prompts of each role ({"in_domain": Gathered, "ood": Gathered})."""
-    from fgrpo_llm.evaluation.passk import split_role
+    from fgrpo_llm.evaluation.passk import split_role  # lazy: torch
 
     evals = [pa for name, pas in answers.items() if name != "train" for pa in pas]
     base = ForecastBase(answers["train"], evals, rare, per_token=True)
@@ -184,7 +190,6 @@ def predict_cell(base, roles, run, *, lr_theta_scale, lr_phi_scale, seed, replic
     """One cell's forecast, averaged over ``replicates`` runs (generators spawned from ``seed``,
     as ``fgrpo_theory.forecast.forecast``): {"delta_nll_rare", "pass@1" (in-domain),
     "pass@64" (OOD), "mean_weight", "per_rare"}."""
-    from fgrpo_theory.forecast import evaluate
 
     steps = gathered_steps(base, run) if steps is None else steps
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(replicates)]
@@ -215,7 +220,6 @@ def predict_cell(base, roles, run, *, lr_theta_scale, lr_phi_scale, seed, replic
 def predicted_specs(cfg, design, base: int) -> list[tuple[str, object]]:
     """[(cell, RunSpec)] of one base the forecast predicts: the fit run, then every published
     and blind run at the first RL seed that the model can replay (no entropy bonus, no KL)."""
-    from fgrpo_llm.experiments.countdown.study_cells import cell_specs
 
     s0 = design.seeds[0]
     by_cell = cell_specs(cfg, design, base)
@@ -235,13 +239,11 @@ def _log(progress: bool, text: str) -> None:
 def _base_inputs(out_b: Path, cfg_b, fit_run: Path, *, progress: bool):
     """The base's task, its ForecastBase and eval roles, after making sure the base's and the
     fit run's exact evaluations exist."""
-    from fgrpo_llm.experiments.countdown.exact_stage import (
+    from fgrpo_llm.experiments.countdown.exact_stage import (  # lazy: torch
         base_exact_path,
         exact_eval_stage,
         run_exact_path,
     )
-    from fgrpo_llm.experiments.countdown.forecast_inputs import base_answers, rare_pairs
-    from fgrpo_llm.experiments.countdown.stages import task_for
 
     task = task_for(out_b / "base")
     rare_set = out_b / "rare_set.json"
@@ -263,9 +265,6 @@ def fit_study(study_dir, *, replicates: int = 1, seed: int = 0, progress: bool =
 
     Returns {"fitted": FitResult, "untied": FitResult, "cells": [...], "fit_cells": [...],
     "extra": {...}, "timings": {...}}, the arguments of ``write_forecast``."""
-    from fgrpo_llm.experiments.countdown.forecast_inputs import run_order
-    from fgrpo_llm.experiments.countdown.stages import run_finished, train_config_for
-    from fgrpo_llm.experiments.countdown.study import base_config
 
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
         raise ValueError(f"replicates must be an int >= 1, got {replicates!r}")
@@ -396,9 +395,8 @@ def score_rows(study_dir, doc: dict, *, progress: bool = False) -> list[dict]:
     """The rows ``forecast_score.score_forecast`` takes: every cell of the forecast ``doc``
     with its prediction, the nulls' and, for a finished run, what it measured (its exact
     evaluation computed when missing; None: not trained)."""
+    # lazy: torch
     from fgrpo_llm.experiments.countdown.exact_stage import exact_eval_stage, run_exact_path
-    from fgrpo_llm.experiments.countdown.stages import run_finished, task_for
-    from fgrpo_llm.experiments.countdown.study import base_config
 
     study_dir = Path(study_dir)
     cfg, _ = study_plan(study_dir)
