@@ -95,7 +95,7 @@ def _figure(rows, scores, path: Path) -> Path:
     pairs = [
         pm
         for r in rows
-        if r["measured"] and r.get("per_rare")
+        if r["measured"] and r.get("per_rare") and r["stage"] != "fit"  # held-out cells only
         for pm in zip(r["per_rare"], r["measured"]["per_rare"], strict=True)
     ]
     plot_rare(axes[2], [p for p, _ in pairs], [m for _, m in pairs])

@@ -252,6 +252,8 @@ def score_forecast(rows: list[dict], *, n_boot: int = 2000, seed: int = 0) -> di
 def plot_cells(ax, stage_scores: dict, *, label: str = "") -> None:
     """Predicted against measured Delta NLL_rare contrasts, one point per cell (mean over
     bases), the diagonal y = x."""
+    if not stage_scores["contrasts"]:
+        ax.text(0.5, 0.5, "no trained cells", ha="center", va="center", transform=ax.transAxes)
     for cell, group in _by_cell(stage_scores["contrasts"]).items():
         x = np.mean([c["predicted"][D] for c in group])
         y = np.mean([c["measured"][D] for c in group])
@@ -264,7 +266,8 @@ def plot_cells(ax, stage_scores: dict, *, label: str = "") -> None:
 
 
 def plot_rare(ax, predicted, measured) -> None:
-    """Predicted against measured Delta NLL of each rare trajectory (every trained cell)."""
+    """Predicted against measured Delta NLL of each rare trajectory (every trained held-out
+    cell)."""
     ax.scatter(np.asarray(predicted, float), np.asarray(measured, float), s=3, alpha=0.3)
     _diagonal(ax)
     ax.set_xlabel("predicted Delta NLL (nats/token)")
