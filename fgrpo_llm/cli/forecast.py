@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 
 from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result
-from fgrpo_llm.files import writable_directory
+from fgrpo_common.files import writable_directory
 
 
 def _fit(args) -> dict:
