@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 
 from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result
-from fgrpo_common.files import writable_directory
+from fgrpo_common.files import writable_directory, writable_file
 
 
 def _fit(args) -> dict:
@@ -26,6 +26,7 @@ def _fit(args) -> dict:
 
     if args.out is None:
         raise ValueError("forecast fit needs --out (the forecast.json to write)")
+    writable_file(args.out, what="--out")  # before the minutes of work
     res = fit_study(
         args.study_dir, replicates=args.replicates, seed=args.seed, progress=not args.no_progress
     )

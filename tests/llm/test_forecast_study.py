@@ -81,6 +81,19 @@ def test_a_runs_settings_become_the_models_schedule():
         planned_order(None, TrainConfig(algo="dapo"))
 
 
+def test_forecast_fit_refuses_an_unwritable_out_before_any_work(tmp_path, capsys):
+    from fgrpo_llm.cli import main
+
+    (tmp_path / "study").mkdir()
+    (tmp_path / "dir").mkdir()
+    assert main(["forecast", "fit", str(tmp_path / "study"), "--out", str(tmp_path / "dir")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--out" in err
+    study = str(tmp_path / "study")
+    assert main(["forecast", "fit", study, "--out", str(tmp_path / "f.json")]) == 2
+    assert "not a study directory" in capsys.readouterr().err
+
+
 def _hand_made_rare_set(out_b, cfg_b, k: int = 6) -> None:
     """Replace the base's (empty) rare set by the least likely correct answer of each of the
     first k training prompts that have one, from its exact answers; drop the exact evaluations
