@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fgrpo_common.checks import broadcast, check_nonnegative, check_probability
+from fgrpo_theory.focal import focal_weight
 
 __all__ = [
     "Rule",
@@ -115,7 +116,6 @@ class _Focal(Rule):
     takes_gamma, default_gamma = True, 1.0
 
     def weight(self, mu, gamma):
-        from fgrpo_theory.focal import focal_weight  # lazy: scipy
 
         return focal_weight(mu, gamma)  # exp(gamma log1p(-mu)) with 0^0 = 1
 

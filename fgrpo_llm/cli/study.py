@@ -42,6 +42,7 @@ from fgrpo_llm.experiments.countdown.config import load_demo_config
 from fgrpo_llm.experiments.countdown.study import StudyDesign, run_study
 from fgrpo_llm.experiments.countdown.study_cells import parse_cells
 from fgrpo_llm.experiments.countdown.study_units import judge_units
+from fgrpo_llm.tracking import MAX_GROUP_SIZE
 
 
 def _from_units(args) -> int:
@@ -64,7 +65,6 @@ def _study(args) -> int:
     if args.from_units:
         return _from_units(args)
     from fgrpo_llm.model import resolve_device  # lazy: torch, transformers
-    from fgrpo_llm.tracking import MAX_GROUP_SIZE
 
     check_path_flag("--out", args.out)
     if args.spread_file is not None:

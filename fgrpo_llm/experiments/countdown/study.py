@@ -65,6 +65,7 @@ from fgrpo_llm.experiments.countdown.study_tuning import (
 )
 from fgrpo_llm.experiments.countdown.study_units import exact_columns, realised_weight
 from fgrpo_llm.experiments.runner import Task, run_tasks
+from fgrpo_theory.focal import lr_multiplier
 from fgrpo_theory.sim import config_from_preset, run_sweep
 
 __all__ = ["StudyDesign", "run_study", "study_specs", "METRICS"]
@@ -323,8 +324,6 @@ def _collect(out: Path, cfg: DemoConfig, design: StudyDesign) -> tuple[dict, dic
 
 def _unit_numbers(out_b: Path, cfg: DemoConfig, spec: RunSpec, cell: str, rare) -> dict:
     """One finished run's row of the per-unit table (``study_units.COLUMNS``)."""
-    from fgrpo_theory.focal import lr_multiplier  # lazy: scipy
-
     run = load_run(out_b / spec.path)
     lr_scale = spec.lr_scale * (
         float(lr_multiplier(spec.lr_match_gamma)) if spec.lr_match_gamma is not None else 1.0

@@ -62,6 +62,7 @@ from fgrpo_llm.experiments.countdown.study_frontier import (
     gap_intervals,
     unit_frontier,
 )
+from fgrpo_theory.focal import lr_multiplier
 
 __all__ = [
     "CLAIMS",
@@ -312,7 +313,6 @@ def _pass1_kept(s: StudyNumbers) -> tuple[str, str]:
 
 
 def _m_gamma(gamma: float) -> float:
-    from fgrpo_theory.focal import lr_multiplier  # lazy: scipy
 
     return float(lr_multiplier(gamma))
 
@@ -656,8 +656,6 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
     """The records of :data:`CLAIMS`, each with its verdict, evidence and rule; claims 8-10 rest
     on the extended plan (``prediction``: the simulator's retained positive mass per weighting,
     :func:`fgrpo_llm.experiments.countdown.study.simulator_prediction`)."""
-    from fgrpo_theory.focal import lr_multiplier  # lazy: scipy
-
     study = StudyNumbers(numbers, cfg, prediction)
     values = {
         "N": cfg.group_size,
