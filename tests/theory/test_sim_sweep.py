@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -161,10 +162,16 @@ def test_a_computed_sweep_records_what_computed_it_and_a_cached_one_keeps_that(
     assert json.loads((out / "environment.json").read_text()) == {"cpu": "the computing machine"}
 
 
-def test_progress_shows_runs_done_and_time_left(capsys):
+def test_progress_shows_runs_done_and_time_left(capsys, monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # on a terminal (off elsewhere)
     run_sweep(replace(CFG, group_sizes=(2, 8)), progress=True)
     err = capsys.readouterr().err
     assert "runs 8/8" in err and "<" in err and "run-step" in err
+
+
+def test_progress_is_off_away_from_a_terminal(capsys):
+    run_sweep(replace(CFG, group_sizes=(2, 8)), progress=True)
+    assert "run-step" not in capsys.readouterr().err
 
 
 @given(st.integers(2, 300), st.data(), st.floats(-3.0, 3.0), st.floats(0.01, 5.0))
