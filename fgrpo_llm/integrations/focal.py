@@ -9,7 +9,7 @@ its prompt, any hashable value, groups possibly ragged; TRL: contiguous blocks o
 computed from the raw outcomes of the current group only. A completion is correct when its
 scalar score is at least ``correct_threshold`` (default: halfway between the correct and the
 wrong reward, 0.5 for the paper's 0/1 reward; verl's DAPO recipe scores +1 / -1, threshold 0).
-gamma = 0 gives g = 1 exactly. The weight itself is :func:`fgrpo_llm.advantages.focal_weight`.
+gamma = 0 gives g = 1 exactly. The weight itself is the rule's ``weight_torch``.
 
 Exact counting. A score is compared with the threshold in its own precision, never a lower one:
 float64 scores (TRL's reward functions' own values, Python floats) in float64; a score an engine
@@ -27,11 +27,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from fgrpo_common.checks import is_finite_number
-from fgrpo_llm.advantages import focal_weight, maxrl_weight
-from fgrpo_llm.config import WEIGHTINGS
+from fgrpo_theory.weighting import Weighting, resolve_weighting
 
 __all__ = [
     "FocalSettings",
@@ -46,37 +46,38 @@ __all__ = [
 
 @dataclass(frozen=True)
 class FocalSettings:
-    """gamma and the correctness rule; ``correct_threshold`` None means halfway between the
-    rewards."""
+    """The weighting and the correctness rule; ``correct_threshold`` None means halfway between
+    the rewards. ``weighting`` and ``gamma`` are read by
+    :func:`fgrpo_theory.weighting.resolve_weighting` ("focal" with ``gamma``, "focal:0.5",
+    "none", "maxrl"; a ValueError when they contradict) and stored resolved: ``weighting`` the
+    rule's name, ``gamma`` its exponent (:attr:`w` the Weighting)."""
 
     gamma: float = 0.0
     reward_correct: float = 1.0
     reward_wrong: float = 0.0
     correct_threshold: float | None = None
     weighting: str = "focal"
-    """"focal" (g = (1 - mu_hat)^gamma) or "maxrl" (g = sqrt((1 - mu_hat) / mu_hat), 0 at
-    mu_hat = 0: times the engine's GRPO advantage this is MaxRL's (r - mu_hat) / mu_hat with
-    the population std and eps -> 0; with the Bessel std, that times sqrt((N - 1) / N))"""
+    """Any spelling of a registered weighting: "focal" (g = (1 - mu_hat)^gamma), "none" (g = 1)
+    or "maxrl" (g = sqrt((1 - mu_hat) / mu_hat), 0 at mu_hat = 0: times the engine's GRPO
+    advantage this is MaxRL's (r - mu_hat) / mu_hat with the population std and eps -> 0; with
+    the Bessel std, that times sqrt((N - 1) / N))."""
     strict_rewards: bool = False
     """A reward the weight cannot read as right or wrong is an error (default: one warning;
     :mod:`fgrpo_llm.integrations.reward_check`)."""
 
     def __post_init__(self):
-        if self.weighting not in WEIGHTINGS:
-            raise ValueError(
-                f"focal weighting must be one of {WEIGHTINGS}, got weighting={self.weighting!r}"
-            )
         for name in ("gamma", "reward_correct", "reward_wrong"):
             v = getattr(self, name)
             if not is_finite_number(v):
                 raise ValueError(f"focal {name} must be a finite number, got {name}={v!r}")
         if self.gamma < 0:
             raise ValueError(f"focal gamma must be >= 0, got gamma={self.gamma}")
-        if self.weighting == "maxrl" and self.gamma != 0:
-            raise ValueError(
-                f"focal gamma has no effect with weighting='maxrl' (its weight takes none); "
-                f"leave gamma at 0, got gamma={self.gamma}"
-            )
+        try:
+            w = resolve_weighting(self.weighting, self.gamma)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"focal weighting: {err}") from None
+        object.__setattr__(self, "weighting", w.kind)
+        object.__setattr__(self, "gamma", w.gamma)
         if not self.reward_correct > self.reward_wrong:
             raise ValueError(
                 "focal reward_correct must exceed reward_wrong, got "
@@ -97,6 +98,18 @@ class FocalSettings:
             raise ValueError(
                 f"focal strict_rewards must be True or False, got {self.strict_rewards!r}"
             )
+
+    @property
+    def w(self) -> Weighting:
+        """The weighting w(mu_hat); ``str`` gives its canonical spelling ("focal:0.5")."""
+        return Weighting(self.weighting, self.gamma)
+
+    @property
+    def weight_is_one(self) -> bool:
+        """Whether g = 1 for every group ("none", "focal" with gamma = 0): the engine's GRPO
+        exactly. Read on X / N for every N up to 64 (g is only ever evaluated there)."""
+        mu = np.unique(np.concatenate([np.arange(n + 1) / n for n in range(1, 65)]))
+        return bool(np.all(self.w.rule.weight(mu, self.gamma) == 1.0))
 
     @property
     def threshold(self) -> float:
@@ -160,10 +173,7 @@ def group_weights(scores, group_ids, settings: FocalSettings):
     N = torch.zeros(G, dtype=torch.long, device=correct.device)  # (G,)
     N.index_add_(0, inverse, torch.ones_like(inverse))
     mu_hat = X.to(torch.float64) / N.to(torch.float64)  # (G,)
-    if settings.weighting == "maxrl":
-        g = maxrl_weight(mu_hat)  # (G,)
-    else:
-        g = focal_weight(mu_hat, gamma=float(settings.gamma))  # (G,)
+    g = settings.w.rule.weight_torch(mu_hat, settings.gamma)  # (G,) float64 w(mu_hat)
     return g, X, N, inverse
 
 

@@ -362,7 +362,7 @@ def records_from_verl_dump(
         gamma=gamma,
         lr_scale=lr_scale,
         lr_match_gamma=lr_match_gamma,
-        weighting=settings.weighting,
+        weighting=str(settings.w),
         sampling=sampling.policy() if hasattr(sampling, "policy") else sampling,
     )
     metrics = []

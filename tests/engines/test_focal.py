@@ -17,6 +17,7 @@ from fgrpo_llm.integrations.focal import (  # noqa: E402
     group_weights,
 )
 from fgrpo_llm.integrations.reward_check import RewardCheck, reward_findings  # noqa: E402
+from fgrpo_theory.weighting import parse_weighting  # noqa: E402
 
 
 def test_float64_scores_are_not_rounded_to_float32():
@@ -98,3 +99,36 @@ def test_the_check_warns_once_per_finding_or_raises_when_strict():
         strict([1.0, 0.0], torch.tensor([0.5]), True)
     with pytest.raises(ValueError, match="strict_rewards must be True or False"):
         FocalSettings(strict_rewards="yes")
+
+
+@pytest.mark.parametrize(
+    "weighting, gamma, expect",
+    [
+        ("none", 0.0, [1.0, 1.0, 1.0]),
+        ("grpo", 0.0, [1.0, 1.0, 1.0]),
+        ("focal:0.5", 0.0, [1.0, 0.5**0.5, 0.0]),
+        ("focal", 2.0, [1.0, 0.25, 0.0]),
+        ("maxrl", 0.0, [0.0, 1.0, 0.0]),
+    ],
+)
+def test_settings_take_every_spelling_of_the_weighting(weighting, gamma, expect):
+    """FocalSettings reads the weighting as fgrpo_theory.weighting does: the bare name with
+    gamma, or "NAME:GAMMA"; g follows that rule at X / N = 0, 1/2, 1."""
+    settings = FocalSettings(weighting=weighting, gamma=gamma)
+    g, _, _, _ = group_weights([0.0, 0.0, 1.0, 0.0, 1.0, 1.0], [0, 0, 1, 1, 2, 2], settings)
+    assert g.dtype == torch.float64 and g.tolist() == pytest.approx(expect, rel=0, abs=1e-15)
+    assert str(settings.w) == str(parse_weighting(weighting if gamma == 0 else f"focal:{gamma}"))
+    assert settings.weight_is_one == (expect == [1.0, 1.0, 1.0])
+
+
+def test_none_with_a_gamma_is_an_error_not_a_focal_weight():
+    """weighting="none" has no exponent: gamma=1 beside it is a contradiction to report, never a
+    silent (1 - mu_hat)^1."""
+    with pytest.raises(ValueError, match="no exponent"):
+        FocalSettings(weighting="none", gamma=1.0)
+    with pytest.raises(ValueError, match="contradicts"):
+        FocalSettings(weighting="focal:0.5", gamma=1.0)
+    with pytest.raises(ValueError, match="weighting"):
+        FocalSettings(weighting="ppo")
+    assert FocalSettings(weighting="focal", gamma=0.0).weight_is_one
+    assert not FocalSettings(weighting="focal", gamma=1e-3).weight_is_one

@@ -244,7 +244,7 @@ def test_config_rejects_bad_focal_settings(tmp_path):
         (dict(focal_reward_correct=True), "reward_correct must be a finite number"),
         (dict(focal_lr_scale=-1.0), "focal_lr_scale must be a finite number > 0"),
         (dict(focal_lr_scale=float("nan")), "focal_lr_scale"),
-        (dict(focal_weighting="maxrl", focal_gamma=1.0), "no effect with weighting='maxrl'"),
+        (dict(focal_weighting="maxrl", focal_gamma=1.0), "weighting='maxrl' (it has no exponent)"),
     ]:
         with pytest.raises(ValueError, match=re.escape(needle)):
             FocalGRPOConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, **bad)
@@ -812,7 +812,7 @@ def test_without_args_the_trainer_builds_its_default_config(tmp_path, monkeypatc
     )
     model.config._name_or_path = "local/tiny-countdown"
     ds = Dataset.from_dict({"prompt": ["1 2=3:"] * 8, "target": [1] * 8})
-    with pytest.warns(UserWarning, match="focal_gamma=0.*plain GRPO"):
+    with pytest.warns(UserWarning, match="focal:0: g = 1 for every group.*plain GRPO"):
         trainer = FocalGRPOTrainer(model, [target_reward], train_dataset=ds, processing_class=TOK)
     assert type(trainer.args) is FocalGRPOConfig
     assert trainer.args.output_dir == "tiny-countdown-F-GRPO"
@@ -1006,7 +1006,7 @@ def test_the_launcher_dry_runs_the_shipped_recipe(tmp_path, monkeypatch, capsys)
     assert command[:3] == ["accelerate", "launch", "--config_file"]
     assert command[3].endswith("accelerate_configs/zero2.yaml")
     assert command[4:6] == ["--num_processes", "2"] and command[-2:] == ["--focal_gamma", "0"]
-    assert plan["notes"] == ["focal_gamma=0: g = 1 for every group, so the run is plain GRPO"]
+    assert plan["notes"] == ["weighting focal:0: g = 1 for every group, so the run is plain GRPO"]
     for bad, needle in (
         (["--focal_gamma", "-1"], "gamma must be >= 0"),
         (["--reward_funcs", "nope"], "reward function 'nope'"),

@@ -27,6 +27,7 @@ import numpy as np
 
 from fgrpo_llm.experiments.countdown.config import DemoConfig
 from fgrpo_llm.experiments.countdown.study_claims import METRICS, judge_claims
+from fgrpo_theory.weighting import resolve_weighting
 
 __all__ = [
     "COLUMNS",
@@ -60,8 +61,9 @@ _TEXT = {"family", "name", "cell", "label", "weighting"}
 # ----------------------------------------------------------------------------- per-run numbers
 def realised_weight(groups: list[dict], *, gamma: float, weighting: str = "focal") -> float | None:
     """Mean advantage weight over the trained active groups (0 < X < N) of a group log:
-    g = (1 - X/N)^gamma (Eq. 11; 1 for GRPO), or MaxRL's w = sqrt((1 - X/N) / (X/N)); None when
-    no trained group was active."""
+    g = w(X/N) of the run's weighting (``resolve_weighting(weighting, gamma)``: (1 - X/N)^gamma,
+    Eq. 11, 1 for GRPO, or MaxRL's sqrt((1 - X/N) / (X/N))); None when no trained group was
+    active."""
     x = np.array(
         [(g["num_correct"], g["N"]) for g in groups if g.get("trained", True)], dtype=np.float64
     ).reshape(-1, 2)
@@ -69,8 +71,7 @@ def realised_weight(groups: list[dict], *, gamma: float, weighting: str = "focal
     if not active.any():
         return None
     mu_hat = x[active, 0] / x[active, 1]
-    w = np.sqrt((1.0 - mu_hat) / mu_hat) if weighting == "maxrl" else (1.0 - mu_hat) ** gamma
-    return float(w.mean())
+    return float(np.mean(resolve_weighting(weighting, gamma)(mu_hat)))
 
 
 def exact_columns(run_exact: Path, base_exact: Path) -> dict:

@@ -90,8 +90,8 @@ def describe(script_args, training_args, model_args, command: list[str]) -> dict
             ) from None
     settings = training_args.focal_settings()
     notes = []
-    if settings.weighting == "focal" and settings.gamma == 0:
-        notes.append("focal_gamma=0: g = 1 for every group, so the run is plain GRPO")
+    if settings.weight_is_one:
+        notes.append(f"weighting {settings.w}: g = 1 for every group, so the run is plain GRPO")
     return {
         "command": command,
         "trainer": "FocalGRPOTrainer",
@@ -99,7 +99,7 @@ def describe(script_args, training_args, model_args, command: list[str]) -> dict
         "model": model_args.model_name_or_path,
         "focal": {
             "gamma": settings.gamma,
-            "weighting": settings.weighting,
+            "weighting": str(settings.w),
             "reward_wrong": settings.reward_wrong,
             "reward_correct": settings.reward_correct,
             "threshold": settings.threshold,

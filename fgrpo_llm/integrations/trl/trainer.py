@@ -117,7 +117,8 @@ class FocalGRPOConfig(GRPOConfig):
     focal_weighting: str = field(
         default="focal",
         metadata={
-            "help": "focal (g = (1 - mu_hat)^gamma) or maxrl (g = sqrt((1 - mu_hat) / mu_hat))."
+            "help": "The weighting w(mu_hat): focal (g = (1 - mu_hat)^gamma with focal_gamma), "
+            "'focal:GAMMA', none (GRPO) or maxrl (g = sqrt((1 - mu_hat) / mu_hat))."
         },
     )
     focal_algo: str = field(
@@ -411,10 +412,10 @@ class FocalGRPOTrainer(GRPOTrainer):
             )
         super().__init__(model, reward_funcs, args, *more, **kwargs)
         self.focal = self.args.focal_settings()
-        if self.focal.weighting == "focal" and self.focal.gamma == 0:
+        if self.focal.weight_is_one:
             warnings.warn(
-                "FocalGRPOTrainer with focal_gamma=0: g = (1 - X/N)^0 = 1 for every group, so this "
-                "run is plain GRPO; set focal_gamma > 0 (e.g. 1.0) for F-GRPO",
+                f"FocalGRPOTrainer with the weighting {self.focal.w}: g = 1 for every group, so "
+                "this run is plain GRPO; set focal_gamma > 0 (e.g. 1.0) for F-GRPO",
                 UserWarning,
                 stacklevel=2,
             )
@@ -457,7 +458,7 @@ class FocalGRPOTrainer(GRPOTrainer):
                 group_size=int(self.num_generations),
                 gamma=self.focal.gamma,
                 lr_scale=float(self.args.focal_lr_scale),
-                weighting=self.focal.weighting,
+                weighting=str(self.focal.w),
                 sampling=trl_sampling(self.args, warn=False).policy(),
                 environment={
                     **environment(self.accelerator.device),

@@ -16,7 +16,8 @@ Settings, read from ``algorithm`` (add them with Hydra's ``+``): ``focal_gamma``
 exactly verl's ``grpo``), ``focal_reward_correct`` / ``focal_reward_wrong`` (1 / 0) and
 ``focal_correct_threshold`` (default halfway between them; a score at or above it is correct,
 compared in the score's own precision: :mod:`fgrpo_llm.integrations.focal`),
-``focal_weighting`` ("focal", the default, or "maxrl": g = sqrt((1 - mu_hat) / mu_hat), which
+``focal_weighting`` (any spelling of :mod:`fgrpo_theory.weighting`: "focal", the default,
+with ``focal_gamma``; "focal:0.5"; "none"; or "maxrl": g = sqrt((1 - mu_hat) / mu_hat), which
 takes no gamma), ``focal_strict_rewards`` (default False). Another ``focal_*`` key is refused (a
 typo), as is a value that is not a number. They are read only when
 ``algorithm.adv_estimator=focal_grpo``: verl's own estimators ignore them.
@@ -144,7 +145,7 @@ def focal_grpo_advantage(
     _reward_check(settings)(scores, g, bool(advantages.ne(0).any()))
     LAST_METRICS.clear()
     LAST_METRICS.update(focal_metrics(g, X, N))
-    if settings.weighting == "focal" and settings.gamma == 0:
+    if settings.weight_is_one:
         return advantages, returns  # exactly verl's grpo
     g_rows = g[inverse].to(advantages.device, advantages.dtype)[:, None]  # (bs, 1)
     return advantages * g_rows, returns * g_rows

@@ -252,10 +252,11 @@ class FocalCheck(Callback):
                 file=sys.stderr,
                 flush=True,
             )
-            if settings.weighting == "focal" and settings.gamma == 0:
+            if settings.weight_is_one:
                 print(
-                    f"fgrpo: warning: {ESTIMATOR_NAME} with focal_gamma=0 gives g = 1 for every "
-                    "group: this run is plain GRPO (set +algorithm.focal_gamma > 0, e.g. 1.0)",
+                    f"fgrpo: warning: {ESTIMATOR_NAME} with the weighting {settings.w} gives g = 1 "
+                    "for every group: this run is plain GRPO (set +algorithm.focal_gamma > 0, "
+                    "e.g. 1.0)",
                     file=sys.stderr,
                     flush=True,
                 )
