@@ -35,6 +35,7 @@ __all__ = [
     "success_rate",
     "focal_weight",
     "focal_advantages",
+    "focal_metrics",
 ]
 
 STD_CONVENTIONS = ("bessel", "population", "none")
@@ -242,3 +243,21 @@ def weighted_advantages(
     g = w.rule.weight_torch(mu_hat, w.gamma)  # (B,) one weight per group
     A = w.rule.advantages_torch(A_grpo, g, correct)  # (B, N)
     return WeightedAdvantages(g, A, (A_grpo != 0).any(dim=1))
+
+
+def focal_metrics(g: torch.Tensor, X: torch.Tensor, N: torch.Tensor) -> dict[str, float]:
+    """The focal metrics of one batch from its groups' g, X, N (each (G,), one entry per group),
+    with one meaning in our trainer, TRL and verl (g = w(X / N) of any weighting):
+
+    - ``focal/weight_mean``: mean of g over all G groups (inactive ones, X = 0 or X = N, with
+      their own g);
+    - ``focal/weight_mean_active``: mean of g over the active groups (0 < X < N), the ones whose
+      advantages are not 0; absent when no group is active (never NaN).
+    """
+    if g.numel() == 0:
+        return {}
+    active = (X > 0) & (X < N)  # (G,)
+    out = {"focal/weight_mean": float(g.to(torch.float64).mean())}
+    if bool(active.any()):
+        out["focal/weight_mean_active"] = float(g[active].to(torch.float64).mean())
+    return out

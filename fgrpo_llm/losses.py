@@ -82,8 +82,8 @@ def _clipped_surrogate(logprobs, old_logprobs, advantages, mask, *, clip_eps_low
         low = (r < 1.0 - clip_eps_low) & (A < 0)
         high = (r > 1.0 + clip_eps_high) & (A > 0)
         metrics = {
-            "clip/low_frac": token_mean(low.float(), mask).item(),
-            "clip/high_frac": token_mean(high.float(), mask).item(),
+            "clip_ratio/low_mean": token_mean(low.float(), mask).item(),  # TRL's names
+            "clip_ratio/high_mean": token_mean(high.float(), mask).item(),
             "policy/ratio_mean": token_mean(r, mask).item(),
             "policy/ratio_max": (r[mask].max().item() if mask.any() else 1.0),
         }
@@ -176,7 +176,7 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
 def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, *, coef: float):
     """The term -coef * token_mean(H) added to the loss (maximises entropy), and its metric."""
     H = token_mean(entropy, mask)
-    return -coef * H, {"policy/entropy": H.item()}
+    return -coef * H, {"entropy": H.item()}
 
 
 def kl_penalty(
@@ -187,7 +187,7 @@ def kl_penalty(
     # exp: a large d there would give exp(d) = inf and, through 0 * inf, a NaN gradient.
     logprobs = torch.where(mask.bool(), logprobs, ref_logprobs.detach())
     kl = token_mean(k3_kl(logprobs, ref_logprobs), mask)
-    return coef * kl, {"policy/kl_ref": kl.item()}
+    return coef * kl, {"kl": kl.item()}
 
 
 def policy_loss(

@@ -155,7 +155,7 @@ class MetricsLogger:
         self.bar.set_postfix(
             {
                 k: f"{metrics[k]:.3g}"
-                for k in ("reward/mean", "loss/total")
+                for k in ("reward", "loss/total")
                 if k in metrics and isinstance(metrics[k], (int, float))
             },
             refresh=False,

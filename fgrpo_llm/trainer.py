@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from fgrpo_common.timer import Timer
-from fgrpo_llm.advantages import weighted_advantages
+from fgrpo_llm.advantages import focal_metrics, weighted_advantages
 from fgrpo_llm.config import TrainConfig
 from fgrpo_llm.divergence import TrainingDiverged, check_policy, check_weights, diverged
 from fgrpo_llm.groups import Groups, first_active, rows_of, sample_round
@@ -185,21 +185,23 @@ def _step_metrics(
     *,
     N: int,
     g: torch.Tensor,
-    active: torch.Tensor,
     opt: _OptimStats,
     lr: float,
     eval_metrics: dict,
     clock: Timer,
 ) -> dict:
-    """One flat metrics line: the unfiltered first round's outcomes, the focal weight g that the
-    update used (mean over groups with a learning signal), the optimiser's and the timings."""
+    """One flat metrics line: the unfiltered first round's outcomes, the weights g of the trained
+    groups (``focal_metrics``: the engines' definitions), the optimiser's and the timings. Names
+    follow TRL's GRPOTrainer where the quantity is the same (``reward``, ``grad_norm``,
+    ``completions/mean_length``, ...)."""
     first = groups.rounds[0]
     X = first.X  # (B,) correct completions per group
+    X_k = groups.correct.sum(dim=1)  # (B_k,) the same, of the trained groups (weights g)
     lengths = first.batch.completion_lengths.float()
     sampled_tokens = sum(int(r.batch.completion_mask.sum()) for r in groups.rounds)
     sample_s, train_s = clock.seconds("start", "sampled"), clock.seconds("sampled", "trained")
     return {
-        "reward/mean": first.rewards.mean().item(),
+        "reward": first.rewards.mean().item(),
         "reward/pass_rate": first.correct.float().mean().item(),
         "reward/pass_at_n": (X > 0).float().mean().item(),
         "groups/active_frac": ((X > 0) & (X < N)).float().mean().item(),
@@ -208,12 +210,12 @@ def _step_metrics(
         "groups/trained": groups.Bk,
         "sampling/rounds": len(groups.rounds),
         "sampling/groups_sampled": sum(len(r.idx) for r in groups.rounds),
-        "focal/weight_mean": g[active].mean().item() if active.any() else float("nan"),
-        "completion/length_mean": lengths.mean().item(),
-        "completion/truncated_frac": (~first.batch.finished).float().mean().item(),
+        **focal_metrics(g, X_k, torch.full_like(X_k, N)),
+        "completions/mean_length": lengths.mean().item(),
+        "completions/clipped_ratio": (~first.batch.finished).float().mean().item(),
         **opt.means(),
-        "optim/grad_norm": float(np.mean(opt.grad_norms)) if opt.grad_norms else float("nan"),
-        "optim/lr": lr,
+        "grad_norm": float(np.mean(opt.grad_norms)) if opt.grad_norms else float("nan"),
+        "learning_rate": lr,
         "optim/updates": len(opt.grad_norms),
         **eval_metrics,
         "time/sample_s": sample_s,
@@ -311,7 +313,7 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
             clock.mark("sampled")
 
             # --- advantages: A = g * A_GRPO, one weight g = w(X / N) per group (Eq. 11-13) ---
-            g, A, active = weighted_advantages(  # (B_k,), (B_k, N), (B_k,) carries a signal
+            g, A, _ = weighted_advantages(  # (B_k,), (B_k, N), (B_k,) carries a signal
                 cfg.advantage_weighting, groups.rewards, groups.correct,
                 std=cfg.adv_std, eps=cfg.adv_eps,
             )  # fmt: skip
@@ -330,7 +332,7 @@ def _train(cfg, out, device, amp, resume, evaluators, task) -> dict:
 
             # --- log: one metrics line, one record per sampled group (with its weight g) ---
             metrics = _step_metrics(
-                groups, N=N, g=g, active=active, opt=opt, lr=lr_now,
+                groups, N=N, g=g, opt=opt, lr=lr_now,
                 eval_metrics=eval_metrics, clock=clock,
             )  # fmt: skip
             for record in groups.records(step, run.problems, N, g, weighting=cfg.weighting):

@@ -227,7 +227,7 @@ def run(args) -> int:
         )
     shown = ", ".join(
         f"{k}={last[k]:.4g}"
-        for k in ("reward/mean", "groups/active_frac", "focal/weight_mean")
+        for k in ("reward", "groups/active_frac", "focal/weight_mean")
         if isinstance(last.get(k), float)
     )
     print(

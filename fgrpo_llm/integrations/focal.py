@@ -17,7 +17,8 @@ holds in float32 (verl's ``token_level_rewards``) against the threshold as float
 a reward of 0.7 stored as float32 meets a threshold of 0.7. X and N are integers and
 mu_hat = X / N, g are float64.
 
-:func:`focal_metrics` defines the focal metrics every engine logs (one meaning each):
+:func:`focal_metrics` (``fgrpo_llm.advantages``, shared with our trainer) defines the focal
+metrics every engine logs (one meaning each):
 ``focal/weight_mean`` the mean of g over all groups of the batch, ``focal/weight_mean_active``
 the mean over the active groups (0 < X < N), absent when none is.
 """
@@ -31,6 +32,7 @@ import numpy as np
 import torch
 
 from fgrpo_common.checks import is_finite_number
+from fgrpo_llm.advantages import focal_metrics
 from fgrpo_theory.weighting import Weighting, resolve_weighting
 
 __all__ = [
@@ -182,20 +184,3 @@ def group_focal_weights(scores, group_ids, settings: FocalSettings):
     by ``group_ids`` (:func:`group_weights`)."""
     g, X, N, inverse = group_weights(scores, group_ids, settings)
     return g[inverse], X[inverse], N[inverse]
-
-
-def focal_metrics(g: torch.Tensor, X: torch.Tensor, N: torch.Tensor) -> dict[str, float]:
-    """The focal metrics of one batch from its groups' g, X, N (each (G,), one entry per group):
-
-    - ``focal/weight_mean``: mean of g over all G groups (inactive ones, X = 0 or X = N, with
-      their own g);
-    - ``focal/weight_mean_active``: mean of g over the active groups (0 < X < N), the ones whose
-      advantages are not 0; absent when no group is active (never NaN).
-    """
-    if g.numel() == 0:
-        return {}
-    active = (X > 0) & (X < N)  # (G,)
-    out = {"focal/weight_mean": float(g.to(torch.float64).mean())}
-    if bool(active.any()):
-        out["focal/weight_mean_active"] = float(g[active].to(torch.float64).mean())
-    return out

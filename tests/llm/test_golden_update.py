@@ -192,15 +192,19 @@ def test_one_step_update_equals_the_hand_computed_one(
         moved = max(moved, float((p - q).detach().abs().max()))
     assert moved > 1e-4  # the step did move the weights, well above the tolerance
 
-    # the logs show the g the update used, per trained group and on average over active groups
+    # the logs show the g the update used, per trained group, on average over all groups and over
+    # the active ones (0 < X < N), as the engines define them (``focal_metrics``)
     groups = [json.loads(line) for line in (out / "groups.jsonl").read_text().splitlines()]
     assert [g["num_correct"] for g in groups] == X.int().tolist()
     assert [g["focal_weight"] for g in groups] == pytest.approx(((1 - X / N) ** gamma).tolist())
     line = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
-    assert line["focal/weight_mean"] == pytest.approx(float(((1 - X / N) ** gamma).mean()))
+    g = (1 - X / N) ** gamma
+    active = (X > 0) & (X < N)
+    assert line["focal/weight_mean"] == pytest.approx(float(g.mean()))
+    assert line["focal/weight_mean_active"] == pytest.approx(float(g[active].mean()))
     if algo != "cispo":
         # both clip sides were active
-        assert line["clip/low_frac"] > 0 and line["clip/high_frac"] > 0
+        assert line["clip_ratio/low_mean"] > 0 and line["clip_ratio/high_mean"] > 0
     else:
         assert line["cap/high_frac"] > 0  # some weights were capped at 6
 
@@ -288,7 +292,7 @@ def test_a_step_of_several_updates_equals_the_hand_computed_one(
     )  # fmt: skip
     line = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert line["optim/updates"] == mini_batches * epochs
-    assert line["optim/grad_norm"] == pytest.approx(sum(norms) / len(norms), rel=1e-5)
+    assert line["grad_norm"] == pytest.approx(sum(norms) / len(norms), rel=1e-5)
     if grad_clip > 0:
         assert min(norms) > 10 * grad_clip  # every update was clipped
     trained, _ = load_model_and_tokenizer(out / "model")

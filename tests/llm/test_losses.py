@@ -152,13 +152,13 @@ def _one_token(ratio: float, A: float, fn, **kw):
 def test_clip_switches_the_gradient_off_and_dapo_clips_higher():
     # r = 1.25, A > 0: outside GRPO's 1.2, inside DAPO's 1.28.
     _, g, m = _one_token(1.25, 1.0, grpo_loss)
-    assert g == 0 and m["clip/high_frac"] == 1.0
+    assert g == 0 and m["clip_ratio/high_mean"] == 1.0
     _, g, m = _one_token(1.25, 1.0, dapo_loss)
-    assert g == pytest.approx(-1.25) and m["clip/high_frac"] == 0.0
+    assert g == pytest.approx(-1.25) and m["clip_ratio/high_mean"] == 0.0
     # r = 0.75, A < 0: outside both low clips (0.8).
     for fn in (grpo_loss, dapo_loss):
         _, g, m = _one_token(0.75, -1.0, fn)
-        assert g == 0 and m["clip/low_frac"] == 1.0
+        assert g == 0 and m["clip_ratio/low_mean"] == 1.0
     # r = 0.75, A > 0: the min keeps the unclipped term, the gradient flows.
     _, g, _ = _one_token(0.75, 1.0, grpo_loss)
     assert g == pytest.approx(-0.75)
@@ -207,9 +207,7 @@ def test_policy_loss_adds_entropy_bonus_and_kl():
     )
     kl = token_mean(k3_kl(lp, ref), mask)
     assert full.item() == pytest.approx(base.item() - 0.01 * 0.5 + 0.1 * kl.item())
-    assert m["policy/entropy"] == pytest.approx(0.5) and m["policy/kl_ref"] == pytest.approx(
-        kl.item()
-    )
+    assert m["entropy"] == pytest.approx(0.5) and m["kl"] == pytest.approx(kl.item())
     with pytest.raises(ValueError, match="ref_logprobs"):
         policy_loss("grpo", lp, lp.detach(), A, mask, kl_coef=0.1)
     with pytest.raises(ValueError, match="algo"):
@@ -273,10 +271,13 @@ def test_metrics_of_an_empty_mask_and_their_names(name):
         lp, old, torch.tensor([1.0, -1.0], dtype=torch.float64), torch.zeros(2, 3, dtype=torch.bool)
     )
     assert loss.item() == 0.0 and m["policy/ratio_max"] == 1.0 and m["policy/ratio_mean"] == 0.0
-    prefix = "cap" if name == "cispo" else "clip"
+    clip = (
+        ("cap/low_frac", "cap/high_frac")
+        if name == "cispo"
+        else ("clip_ratio/low_mean", "clip_ratio/high_mean")
+    )
     assert set(m) == {
-        f"{prefix}/low_frac",
-        f"{prefix}/high_frac",
+        *clip,
         "policy/ratio_mean",
         "policy/ratio_max",
     }
@@ -296,9 +297,9 @@ def test_ratio_metrics_and_clip_fractions(name):
     if name == "cispo":
         assert m["cap/high_frac"] == 0.0 and m["cap/low_frac"] == 0.0  # the weight lies in [0, 6]
     else:
-        assert m["clip/high_frac"] == pytest.approx(1 / 3) and m["clip/low_frac"] == pytest.approx(
-            1 / 3
-        )
+        assert m["clip_ratio/high_mean"] == pytest.approx(1 / 3) and m[
+            "clip_ratio/low_mean"
+        ] == pytest.approx(1 / 3)
 
 
 def test_policy_loss_metrics_and_a_disabled_entropy_term():
@@ -307,14 +308,14 @@ def test_policy_loss_metrics_and_a_disabled_entropy_term():
     H = torch.full((M, L), 0.5, dtype=torch.float64)
     base, m0 = policy_loss("dapo", lp, lp.detach(), A, mask)
     same, m1 = policy_loss("dapo", lp, lp.detach(), A, mask, entropy=H, entropy_coef=0.0)
-    assert same.item() == base.item() and m1["policy/entropy"] == pytest.approx(0.5)
+    assert same.item() == base.item() and m1["entropy"] == pytest.approx(0.5)
     assert m0["loss/policy"] == m0["loss/total"] == pytest.approx(base.item())
     full, m2 = policy_loss("dapo", lp, lp.detach(), A, mask, entropy=H, entropy_coef=0.1)
     assert (
         m2["loss/total"] == pytest.approx(base.item() - 0.05)
         and m2["loss/policy"] == m0["loss/policy"]
     )
-    assert "policy/kl_ref" not in m2
+    assert "kl" not in m2
 
 
 def test_mask_shape_mismatch_is_a_value_error():
@@ -334,10 +335,10 @@ def test_policy_loss_passes_algorithm_arguments_and_only_logs_entropy_by_default
         "grpo", lp, old, A, mask, clip_eps_low=0.1, clip_eps_high=0.1
     )  # clipped at 1.1
     assert wide.item() == pytest.approx(-1.15) and narrow.item() == pytest.approx(-1.1)
-    assert m["clip/high_frac"] == 1.0
+    assert m["clip_ratio/high_mean"] == 1.0
     H = torch.full((1, 1), 0.7, dtype=torch.float64)
     logged, m = policy_loss("grpo", lp, old, A, mask, entropy=H)  # no entropy_coef: logged only
-    assert logged.item() == wide.item() and m["policy/entropy"] == pytest.approx(0.7)
+    assert logged.item() == wide.item() and m["entropy"] == pytest.approx(0.7)
     with pytest.raises(ValueError, match=r"^kl_coef > 0 needs ref_logprobs \(the frozen reference"):
         policy_loss("grpo", lp, old, A, mask, kl_coef=0.1)
     with pytest.raises(ValueError, match=r"^algo must be one of \['cispo', 'dapo', 'grpo'\]"):
@@ -365,13 +366,13 @@ def test_clip_fractions_count_only_the_active_side_of_the_clip():
     advantages = [-1.0, 0.0, -1.0, 0.0, 1.0, 1.0]
     for fn in (grpo_loss, dapo_loss):
         m = _metrics(fn, ratios, advantages)
-        assert m["clip/low_frac"] == pytest.approx(1 / 6) and m["clip/high_frac"] == pytest.approx(
-            1 / 6
-        )
+        assert m["clip_ratio/low_mean"] == pytest.approx(1 / 6) and m[
+            "clip_ratio/high_mean"
+        ] == pytest.approx(1 / 6)
     m = _metrics(
         grpo_loss, [1.0, 1.0], [1.0, -1.0], clip_eps_low=0.0, clip_eps_high=0.0
     )  # r = 1 + eps exactly
-    assert m["clip/low_frac"] == 0.0 and m["clip/high_frac"] == 0.0
+    assert m["clip_ratio/low_mean"] == 0.0 and m["clip_ratio/high_mean"] == 0.0
     m = _metrics(cispo_loss, [1.0, 6.5, 10.0], [1.0, 1.0, -1.0])
     assert m["cap/high_frac"] == pytest.approx(2 / 3) and m["cap/low_frac"] == 0.0
     m = _metrics(cispo_loss, [1.0], [1.0], is_eps_low=0.0, is_eps_high=0.0)  # r on both caps

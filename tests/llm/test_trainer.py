@@ -63,24 +63,24 @@ def test_smoke_run_writes_every_output(base_dir, tmp_path, algo, gamma):
     lines = _lines(out / "metrics.jsonl")
     assert [line["step"] for line in lines] == [1, 2, 3] and last["step"] == 3
     for key in (
-        "reward/mean",
+        "reward",
         "reward/pass_rate",
         "groups/active_frac",
         "groups/all_correct_frac",
         "groups/all_wrong_frac",
         "focal/weight_mean",
-        "policy/entropy",
-        "completion/length_mean",
+        "entropy",
+        "completions/mean_length",
         "time/rollout_tokens_per_s",
         "loss/total",
-        "optim/grad_norm",
-        "optim/lr",
+        "grad_norm",
+        "learning_rate",
     ):
         assert key in lines[-1], key
-    clip_key = "cap/high_frac" if algo == "cispo" else "clip/high_frac"
+    clip_key = "cap/high_frac" if algo == "cispo" else "clip_ratio/high_mean"
     assert clip_key in lines[-1]
-    assert lines[0]["optim/lr"] == pytest.approx(1e-2 / 2) and lines[1][
-        "optim/lr"
+    assert lines[0]["learning_rate"] == pytest.approx(1e-2 / 2) and lines[1][
+        "learning_rate"
     ] == pytest.approx(1e-2)
     assert json.loads((out / "config.json").read_text())["algo"] == algo
     groups = _lines(out / "groups.jsonl")
@@ -256,7 +256,11 @@ def test_first_update_is_on_policy_with_ratio_one(base_dir, tmp_path, temperatur
     )[0]
     assert line["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4)
     assert line["policy/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
-    assert line["clip/low_frac"] == 0 and line["clip/high_frac"] == 0 and line["optim/updates"] == 1
+    assert (
+        line["clip_ratio/low_mean"] == 0
+        and line["clip_ratio/high_mean"] == 0
+        and line["optim/updates"] == 1
+    )
 
 
 def test_first_update_is_on_policy_under_bf16_autocast(base_dir, tmp_path):
@@ -324,8 +328,8 @@ def test_micro_batches_accumulate_to_the_whole_mini_batch_gradient(base_dir, tmp
         micro = _run(base_dir, tmp_path / "m", micro_batch_size=3, **kw)
     assert rows == [3, 3, 3, 3, 3, 1]  # 16 rows (4 groups of 4) in passes of at most 3
     a, b = _lines(whole / "metrics.jsonl")[0], _lines(micro / "metrics.jsonl")[0]
-    assert a["optim/grad_norm"] > 0
-    for key in ("optim/grad_norm", "loss/total", "loss/policy", "policy/kl_ref", "policy/entropy"):
+    assert a["grad_norm"] > 0
+    for key in ("grad_norm", "loss/total", "loss/policy", "kl", "entropy"):
         assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-8), key
     pa = load_model_and_tokenizer(whole / "model")[0].parameters()
     pb = load_model_and_tokenizer(micro / "model")[0].parameters()
@@ -392,7 +396,7 @@ def test_groups_with_equal_rewards_leave_the_weights_unchanged(base_dir, tmp_pat
         assert line["groups/trained"] == 0 and line["optim/updates"] == 0
         assert line["sampling/rounds"] > 1  # it tried to refill
     else:
-        assert line["optim/grad_norm"] == 0.0 and line["optim/updates"] == 1
+        assert line["grad_norm"] == 0.0 and line["optim/updates"] == 1
     trained, base = (
         load_model_and_tokenizer(out / "model")[0],
         load_model_and_tokenizer(base_dir)[0],
@@ -431,7 +435,32 @@ def test_optimizer_is_adamw_with_the_configured_betas_decay_and_multiplied_lr(ba
         warmup_steps=0,
     )
     line = _lines(out / "metrics.jsonl")[0]
-    assert line["optim/lr"] == pytest.approx(1e-3 * 0.5 * m_half)  # no warm-up: the full lr at once
+    assert line["learning_rate"] == pytest.approx(
+        1e-3 * 0.5 * m_half
+    )  # no warm-up: the full lr at once
     group = load_trainer_state(latest_checkpoint(out))["optimizer"]["param_groups"][0]
     assert group["betas"] == (0.9, 0.999) and group["weight_decay"] == 0.01 and group["eps"] == 1e-8
     assert group["initial_lr"] == pytest.approx(1e-3 * 0.5 * m_half)
+
+
+def test_focal_metrics_mean_what_the_engines_mean(base_dir, tmp_path):
+    """Our trainer's focal keys are the TRL and verl paths' keys with their meaning: recomputed
+    by ``fgrpo_llm.integrations.focal`` (the engines' code) from the same groups' X and N, the
+    mean of g over all groups (``focal/weight_mean``, inactive ones with their g) and over the
+    active ones (``focal/weight_mean_active``, absent when none is)."""
+    from fgrpo_llm.integrations.focal import FocalSettings, focal_metrics, group_weights
+
+    out = _run(base_dir, tmp_path / "r", steps=3, group_size=2, prompts_per_step=6, gamma=1.0)
+    groups = _lines(out / "groups.jsonl")
+    settings = FocalSettings(weighting="focal:1")
+    inactive = 0
+    for line in _lines(out / "metrics.jsonl"):
+        trained = [g for g in groups if g["step"] == line["step"] and g["trained"]]
+        scores = [float(j < g["num_correct"]) for g in trained for j in range(g["N"])]
+        ids = [k for k, g in enumerate(trained) for _ in range(g["N"])]
+        g, X, N, _ = group_weights(scores, ids, settings)  # (G,) as TRL and verl compute them
+        engines = focal_metrics(g, X, N)
+        ours = {k: v for k, v in line.items() if k.startswith("focal/")}
+        assert ours.keys() == engines.keys() and ours == pytest.approx(engines, rel=1e-6)
+        inactive += int(((X == 0) | (X == N)).sum())
+    assert inactive > 0  # the two means differ on this run, so the test tells them apart

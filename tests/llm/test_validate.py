@@ -743,7 +743,7 @@ def test_a_runs_delta_nll_rare_is_its_last_finite_value(tmp_path):
     d.mkdir()
     write_run_info(d, engine="fgrpo", algo="grpo", group_size=4, gamma=0.0)
     lines = [{"step": 1, "rare/delta_nll": 0.1}, {"step": 2, "rare/delta_nll": 0.2}]
-    lines += [{"step": 3, "rare/delta_nll": None}, {"step": 4, "reward/mean": 0.5}]
+    lines += [{"step": 3, "rare/delta_nll": None}, {"step": 4, "reward": 0.5}]
     (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     run = load_run(d)
     assert run.delta_nll_rare == 0.2
