@@ -32,6 +32,7 @@ from fgrpo_common.fields import (
     dataclass_from_dict,
 )
 from fgrpo_common.files import atomic_write_text
+from fgrpo_llm.trackers import REPORT_TO
 from fgrpo_theory.focal import lr_multiplier
 from fgrpo_theory.weighting import WEIGHTINGS as WEIGHTINGS  # the names, for the integrations
 from fgrpo_theory.weighting import Weighting, resolve_weighting
@@ -151,7 +152,10 @@ class TrainConfig:
     """Autocast dtype: None/"auto" (bf16 on CUDA, float32 on CPU), "float32", "bfloat16" (not
     "float16": its small gradients need a loss scaler, which this trainer does not use)."""
     tensorboard: bool = False
-    """Also write the metrics to TensorBoard (OUT/tensorboard) when it is installed."""
+    """Deprecated spelling of ``report_to="tensorboard"`` (read as that, then stored False)."""
+    report_to: str = "none"
+    """Where the metrics go besides metrics.jsonl (always written): "none", "tensorboard"
+    (OUT/tensorboard) or "trackio" (a local tracker); :mod:`fgrpo_llm.trackers`."""
     progress: bool = True
     """Show a tqdm progress bar on stderr."""
 
@@ -161,6 +165,11 @@ class TrainConfig:
 
         self._resolve_weighting()
         check_fields(self, RULES)  # every field's type and range (fgrpo_common.fields)
+        if self.tensorboard:  # the old switch: report_to="tensorboard"
+            if self.report_to not in ("none", "tensorboard"):
+                fail("tensorboard", f"False with report_to={self.report_to!r} (one tracker)")
+            object.__setattr__(self, "report_to", "tensorboard")
+            object.__setattr__(self, "tensorboard", False)
         if self.adv_std == "bessel" and self.group_size < 2:
             fail("group_size", "at least 2 with the Bessel std (adv_std='bessel')")
         if self.num_mini_batches > self.prompts_per_step:
@@ -308,6 +317,7 @@ RULES = {
     "device": Optional(Text()),
     "dtype": Optional(Text()),
     "tensorboard": Boolean(),
+    "report_to": Choice(REPORT_TO),
     "progress": Boolean(),
 }
 

@@ -74,6 +74,7 @@ RESUMABLE_FIELDS = (
     "steps",
     "progress",
     "tensorboard",
+    "report_to",
     "device",
     "eval_every",
     "checkpoint_every",
@@ -179,7 +180,8 @@ def open_run(cfg, out: Path, device, amp, resume: bool, task) -> Run:
         out,
         total_steps=cfg.steps,
         start_step=start,
-        tensorboard=cfg.tensorboard,
+        report_to=cfg.report_to,
+        config=cfg.to_dict(),
         progress=cfg.progress,
     )
     truncate_jsonl(out / "groups.jsonl", max_step=start)

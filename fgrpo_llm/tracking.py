@@ -1,4 +1,5 @@
-"""Run tracking: metrics.jsonl (always), TensorBoard (optional), a tqdm progress bar; run.json and
+"""Run tracking: metrics.jsonl (always), a tracker (``report_to``: :mod:`fgrpo_llm.trackers`), a
+tqdm progress bar; run.json and
 the per-group records of groups.jsonl, the files every engine's run writes for the cross-check.
 
 One flat dict of slash-keyed metrics per step, written as one JSON line and flushed at once, so
@@ -20,6 +21,7 @@ from tqdm.auto import tqdm
 from fgrpo_common.checks import is_finite_number
 from fgrpo_common.cli import bar_disabled
 from fgrpo_common.files import atomic_write_text, read_json, strict_json
+from fgrpo_llm.trackers import open_tracker
 from fgrpo_theory.weighting import resolve_weighting
 
 __all__ = [
@@ -38,15 +40,6 @@ __all__ = [
 #: The engine-neutral description of a run, read by the cross-check (``fgrpo_llm.evaluation.runs``).
 RUN_INFO = "run.json"
 ENGINES = ("fgrpo", "verl", "trl")
-
-
-def _clean(value):
-    """JSON-safe scalars: NaN/inf become null (strict JSON), tensors/numpy scalars become floats."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _step_of(line: str) -> float:
@@ -109,8 +102,8 @@ class JsonlWriter:
 
 
 class MetricsLogger:
-    """metrics.jsonl + optional TensorBoard + progress bar for steps ``start_step+1 ..
-    total_steps``."""
+    """metrics.jsonl + the ``report_to`` tracker (``config`` its run's settings) + progress bar
+    for steps ``start_step+1 .. total_steps``."""
 
     def __init__(
         self,
@@ -118,23 +111,14 @@ class MetricsLogger:
         *,
         total_steps: int,
         start_step: int = 0,
-        tensorboard: bool = False,
+        report_to: str = "none",
+        config: dict | None = None,
         progress: bool = True,
     ):
         out_dir = Path(out_dir)
         truncate_jsonl(out_dir / "metrics.jsonl", max_step=start_step)
         self.jsonl = JsonlWriter(out_dir / "metrics.jsonl")
-        self.tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.tb = SummaryWriter(str(out_dir / "tensorboard"), purge_step=start_step + 1)
-            except ImportError:
-                print(
-                    "fgrpo-llm: tensorboard is not installed; writing metrics.jsonl only",
-                    file=sys.stderr,
-                )
+        self.tracker = open_tracker(report_to, out_dir, start_step=start_step, config=config)
         self.bar = tqdm(
             total=total_steps,
             initial=start_step,
@@ -147,11 +131,8 @@ class MetricsLogger:
     def log(self, step: int, metrics: dict) -> None:
         """Write one line {"step": step, **metrics} and advance the bar."""
         self.jsonl.write({"step": step, **metrics})
-        if self.tb is not None:
-            for key, value in metrics.items():
-                value = _clean(value)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    self.tb.add_scalar(key, value, step)
+        if self.tracker is not None:
+            self.tracker.log(step, metrics)
         self.bar.set_postfix(
             {
                 k: f"{metrics[k]:.3g}"
@@ -164,8 +145,8 @@ class MetricsLogger:
 
     def close(self) -> None:
         self.jsonl.close()
-        if self.tb is not None:
-            self.tb.close()
+        if self.tracker is not None:
+            self.tracker.close()
         self.bar.close()
 
 

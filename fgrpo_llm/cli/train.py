@@ -24,6 +24,7 @@ from fgrpo_common.cli import add_json_flag, json_result, parse_key_values
 from fgrpo_llm.config import TrainConfig, read_config_file, refuse_a_model_directory
 from fgrpo_llm.tasks import get_task
 from fgrpo_llm.tasks.for_model import check_base_task, model_task_kwargs
+from fgrpo_llm.trackers import REPORT_TO, require_tracker
 
 #: flag destination -> TrainConfig field, for flags whose names differ from the field.
 _FLAGS = {
@@ -112,10 +113,18 @@ def register(subparsers) -> None:
         help="rare-correct set file (fgrpo-llm rare-set): log Delta NLL_rare at --eval-every",
     )
     p.add_argument(
+        "--report-to",
+        choices=REPORT_TO,
+        default=None,
+        help="also report the metrics to a tracker (metrics.jsonl is always written): none "
+        "(default), tensorboard (OUT/tensorboard; fgrpo[tensorboard]) or trackio (a local "
+        "tracker, `trackio show` to view; fgrpo[trackio])",
+    )
+    p.add_argument(
         "--tensorboard",
         action="store_true",
         default=None,
-        help="also log to OUT/tensorboard (needs the tensorboard package: fgrpo[tensorboard])",
+        help="deprecated: --report-to tensorboard",
     )
     p.add_argument(
         "--no-progress",
@@ -136,7 +145,7 @@ def resolve_config(args):
         raise ValueError("--out is required (the run directory), or set out in --config")
     flags = {
         dest: getattr(args, dest)
-        for dest in [*_FLAGS, "dynamic_sampling", "tensorboard", "progress"]
+        for dest in [*_FLAGS, "dynamic_sampling", "tensorboard", "report_to", "progress"]
         if getattr(args, dest) is not None
     }
     flags.update(parse_key_values(args.set_fields, "--set"))
@@ -195,14 +204,7 @@ def run(args) -> int:
     from fgrpo_llm.trainer import train  # lazy: torch, transformers
 
     cfg = resolve_config(args)
-    if cfg.tensorboard:  # asked for on the command line: refused up front, not a warning later
-        try:
-            import torch.utils.tensorboard  # noqa: F401
-        except ImportError:
-            raise ValueError(
-                "--tensorboard needs the tensorboard package, which is not installed: "
-                "pip install 'tensorboard>=2.14' (or the fgrpo[tensorboard] extra)"
-            ) from None
+    require_tracker(cfg.report_to)  # a missing package is refused up front, before any work
     evaluators = []
     if args.rare_set:
         from fgrpo_llm.evaluation.rare import load_rare_set, make_rare_evaluator  # lazy: torch

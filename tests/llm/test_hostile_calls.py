@@ -223,5 +223,5 @@ def test_tensorboard_asked_for_without_the_package_is_refused_up_front(
     argv = ["train", "--base", str(tiny_checkpoint), "--out", str(out), "--steps", "1"]
     assert main([*argv, "--tensorboard", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--tensorboard needs the tensorboard package" in err[0], err
+    assert len(err) == 1 and "report_to='tensorboard' needs the tensorboard package" in err[0], err
     assert not out.exists()
