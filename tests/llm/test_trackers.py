@@ -12,8 +12,8 @@ import torch
 
 from fgrpo_llm.cli import main
 from fgrpo_llm.config import TrainConfig
-from fgrpo_llm.tracking import MetricsLogger
 from fgrpo_llm.trackers import REPORT_TO, open_tracker, require_tracker
+from fgrpo_llm.tracking import MetricsLogger
 
 
 @pytest.fixture
