@@ -129,7 +129,7 @@ def test_a_step_without_an_optimizer_step_keeps_the_warm_up_and_warns_nothing(ba
     assert not [w for w in caught if "lr_scheduler" in str(w.message)]
     lines = _lines(tmp_path / "w" / "metrics.jsonl")
     assert [line["optim/updates"] for line in lines] == [0, 0, 0]
-    assert [line["optim/lr"] for line in lines] == [cfg.lr / 2, cfg.lr, cfg.lr]  # warm-up 2
+    assert [line["learning_rate"] for line in lines] == [cfg.lr / 2, cfg.lr, cfg.lr]  # warm-up 2
 
 
 class _Crash(Exception):
