@@ -232,6 +232,18 @@ def test_trl_cispo_default_cap_scales_the_gradient(tmp_path):
     assert loss_trl.item() == pytest.approx(0.2 * ours.item(), rel=1e-5)
 
 
+def test_config_focal_weighting_takes_every_spelling(tmp_path):
+    """focal_weighting reads as fgrpo_theory.weighting does ("focal:0.5", "none", "maxrl")."""
+    kw = dict(output_dir=str(tmp_path), report_to="none", use_cpu=True)
+    spelled = FocalGRPOConfig(**kw, focal_weighting="focal:0.5").focal_settings()
+    assert spelled == FocalGRPOConfig(**kw, focal_gamma=0.5).focal_settings()
+    assert str(spelled.w) == "focal:0.5"
+    none = FocalGRPOConfig(**kw, focal_weighting="none").focal_settings()
+    assert none.weight_is_one and str(none.w) == "none"
+    with pytest.raises(ValueError, match="no exponent"):
+        FocalGRPOConfig(**kw, focal_weighting="none", focal_gamma=1.0)
+
+
 def test_config_rejects_bad_focal_settings(tmp_path):
     with pytest.raises(ValueError, match="gamma"):
         FocalGRPOConfig(output_dir=str(tmp_path), focal_gamma=-1.0, report_to="none", use_cpu=True)

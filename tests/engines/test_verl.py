@@ -126,6 +126,28 @@ def test_gamma_zero_is_verls_grpo_exactly():
     assert torch.equal(no_std.batch["advantages"], ours.batch["advantages"])
 
 
+def test_focal_weighting_takes_every_spelling():
+    """algorithm.focal_weighting reads as fgrpo_theory.weighting does: "none" is verl's grpo
+    exactly, "focal:0.5" is focal_gamma=0.5, and "none" beside a gamma is refused."""
+    base = compute_advantage(_batch(**RAGGED), adv_estimator="grpo")
+    none = compute_advantage(
+        _batch(**RAGGED), adv_estimator="focal_grpo", config=_algo_config(focal_weighting="none")
+    )
+    assert torch.equal(base.batch["advantages"], none.batch["advantages"])
+    spelled, flag = (
+        compute_advantage(_batch(**RAGGED), adv_estimator="focal_grpo", config=_algo_config(**kw))
+        for kw in (dict(focal_weighting="focal:0.5"), dict(focal_gamma=0.5))
+    )
+    assert torch.equal(spelled.batch["advantages"], flag.batch["advantages"])
+    assert not torch.equal(spelled.batch["advantages"], base.batch["advantages"])
+    with pytest.raises(ValueError, match="no exponent"):
+        compute_advantage(
+            _batch(**RAGGED),
+            adv_estimator="focal_grpo",
+            config=_algo_config(focal_weighting="none", focal_gamma=1.0),
+        )
+
+
 @pytest.mark.parametrize("norm", [True, False])
 def test_focal_is_grpo_times_weight_and_integer_uids(norm):
     """g times verl's grpo advantage, with or without its division by the group's std
