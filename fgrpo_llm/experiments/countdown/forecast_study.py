@@ -47,7 +47,7 @@ from fgrpo_theory.forecast import (
 )
 from fgrpo_theory.forecast.policy import gather, log1m_mu
 from fgrpo_theory.forecast.train import gathered_steps
-from fgrpo_theory.weighting import Weighting, focal, maxrl, none
+from fgrpo_theory.weighting import Weighting, focal, none
 
 __all__ = [
     "FIT_CELL",
@@ -86,10 +86,10 @@ def study_plan(study_dir):
 
 
 def weighting_of(tc) -> Weighting:
-    """w(mu_hat) of a ``TrainConfig``: MaxRL's, focal with its gamma, or GRPO's (gamma 0)."""
-    if tc.weighting == "maxrl":
-        return maxrl()
-    return focal(float(tc.gamma)) if tc.gamma else none()
+    """w(mu_hat) of a ``TrainConfig``: its own weighting (any registered rule), focal at gamma 0
+    named as what it is, GRPO's."""
+    w = tc.advantage_weighting
+    return none() if w == focal(0.0) else w
 
 
 def schedule_of(tc, order) -> RunSchedule:
