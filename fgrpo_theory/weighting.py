@@ -72,6 +72,9 @@ class Rule:
     """gamma of the bare name in :func:`parse_weighting`."""
     grpo_family: bool = False
     """True for GRPO and its focal reweighting: the runs the paper's group-size sweep compares."""
+    grpo_convention: tuple | None = None
+    """(std, eps) of the GRPO advantage this weighting multiplies whatever the run's convention
+    (MaxRL: ("population", 0.0), so that w * A^GRPO = (r - mu_hat) / mu_hat); None: the run's."""
 
     def weight(self, mu, gamma: float):
         """w(mu) for mu (float64 array) in [0, 1], the numpy reference."""
@@ -133,6 +136,7 @@ class _Focal(Rule):
 
 class _MaxRL(Rule):
     name, title = "maxrl", "MaxRL"
+    grpo_convention = ("population", 0.0)
 
     def weight(self, mu, gamma):
         return np.where(mu > 0, _sqrt_odds(1.0 - mu, mu), 0.0)

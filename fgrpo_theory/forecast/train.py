@@ -192,8 +192,9 @@ class RunSchedule:
         """(A (B, N), w (B,), active (B,)) for 0/1 rewards R (B, N): A = w(mu_hat) A^GRPO."""
         mu_hat = group_success_rate(R)  # (B,)
         w = np.asarray(self.weighting(mu_hat), dtype=np.float64).reshape(-1)  # (B,)
-        if self.weighting.kind == "maxrl":  # (R - mu_hat) / mu_hat = w * A^GRPO(population, 0)
-            A0 = grpo_advantages(R, std="population", eps=0.0)
+        own = self.weighting.rule.grpo_convention  # MaxRL: (R - mu_hat) / mu_hat
+        if own is not None:
+            A0 = grpo_advantages(R, std=own[0], eps=own[1])
         elif self.adv_std == "none":
             A0 = mean_centred_advantages(R)
         else:
