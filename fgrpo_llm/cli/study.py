@@ -61,16 +61,9 @@ def _from_units(args) -> int:
     return 0
 
 
-def _study(args) -> int:
-    if args.from_units:
-        return _from_units(args)
-    from fgrpo_llm.model import resolve_device  # lazy: torch, transformers
-
-    check_path_flag("--out", args.out)
-    if args.spread_file is not None:
-        check_path_flag("--spread-file", args.spread_file)
-    if args.workers is not None:
-        check_int_flag("--workers", args.workers, minimum=1, maximum=MAX_WORKERS)
+def _design(args) -> StudyDesign:
+    """The StudyDesign the flags name (--bases, --seeds, --sweep-bases, --extended-bases,
+    --families, --tune-base), each checked."""
     lists = {}
     for flag in ("bases", "seeds", "sweep_bases", "extended_bases"):
         value = getattr(args, flag)
@@ -91,7 +84,7 @@ def _study(args) -> int:
             raise ValueError(
                 f"--tune-base must be a base (an integer), got {args.tune_base!r}"
             ) from None
-    design = StudyDesign(
+    return StudyDesign(
         lists["bases"],
         lists["seeds"],
         lists["sweep_bases"],
@@ -99,6 +92,19 @@ def _study(args) -> int:
         lists["extended_bases"] or (),
         tune_base,
     )
+
+
+def _study(args) -> int:
+    if args.from_units:
+        return _from_units(args)
+    from fgrpo_llm.model import resolve_device  # lazy: torch, transformers
+
+    check_path_flag("--out", args.out)
+    if args.spread_file is not None:
+        check_path_flag("--spread-file", args.spread_file)
+    if args.workers is not None:
+        check_int_flag("--workers", args.workers, minimum=1, maximum=MAX_WORKERS)
+    design = _design(args)
     resolve_device(args.device)  # a bad --device fails before any file is written
     extra = {}
     if args.sweep_sizes:

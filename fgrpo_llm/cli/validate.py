@@ -49,6 +49,31 @@ from fgrpo_llm.experiments.countdown.report import (
 from fgrpo_llm.experiments.paper import load_paper_results
 
 
+def _warn_about(paths, runs) -> None:
+    """One stderr line per run without training groups, per run resumed on another CPU family,
+    and per difference between the runs' environments."""
+    for r, run in zip(paths, runs, strict=True):  # the tail-miss check reads every group
+        if not run.groups:
+            print(
+                f"fgrpo-llm validate: warning: --run {r} has no training groups (groups.jsonl "
+                "missing or empty); the tail-miss check has nothing from it",
+                file=sys.stderr,
+            )
+    for r, run in zip(paths, runs, strict=True):
+        for line in segment_differences(run.segments):
+            print(
+                f"fgrpo-llm validate: warning: --run {r} was resumed on another CPU family "
+                f"({line}); its numbers after the resume come from other kernels",
+                file=sys.stderr,
+            )
+    for line in environment_differences({r.label: r.environment for r in runs}):
+        print(
+            f"fgrpo-llm validate: warning: the runs compared come from different environments "
+            f"({line}); their differences include the kernels' rounding, not only the method",
+            file=sys.stderr,
+        )
+
+
 def _validate(args) -> int:
     from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
 
@@ -62,26 +87,7 @@ def _validate(args) -> int:
     seed = SEED("--seed", args.seed)
     labels = args.label or [None] * len(args.run)
     runs = [load_run(r, label=lab) for r, lab in zip(args.run, labels, strict=True)]
-    for r, run in zip(args.run, runs, strict=True):  # the tail-miss check reads every group
-        if not run.groups:
-            print(
-                f"fgrpo-llm validate: warning: --run {r} has no training groups (groups.jsonl "
-                "missing or empty); the tail-miss check has nothing from it",
-                file=sys.stderr,
-            )
-    for r, run in zip(args.run, runs, strict=True):
-        for line in segment_differences(run.segments):
-            print(
-                f"fgrpo-llm validate: warning: --run {r} was resumed on another CPU family "
-                f"({line}); its numbers after the resume come from other kernels",
-                file=sys.stderr,
-            )
-    for line in environment_differences({r.label: r.environment for r in runs}):
-        print(
-            f"fgrpo-llm validate: warning: the runs compared come from different environments "
-            f"({line}); their differences include the kernels' rounding, not only the method",
-            file=sys.stderr,
-        )
+    _warn_about(args.run, runs)
     spread = None
     if args.spread_file is not None:
         path = Path(args.spread_file)

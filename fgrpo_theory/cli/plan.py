@@ -86,17 +86,7 @@ def _read_counts(path: Path) -> tuple[np.ndarray, np.ndarray]:
             for line, row in enumerate(reader, 2):
                 if line == 2 or reader.fieldnames is None:
                     _check_header(path, reader.fieldnames)
-                pid = row["prompt_id"]
-                try:
-                    ni, ci = int(row["n"]), int(row["c"])
-                except (TypeError, ValueError):
-                    raise ValueError(f"{path}:{line}: n and c must be integers") from None
-                if not 0 <= ci <= ni or ni < 1:
-                    raise ValueError(
-                        f"{path}:{line}: need 0 <= c <= n and n >= 1, got n={ni}, c={ci}"
-                    )
-                if pid is None or not pid.strip():
-                    raise ValueError(f"{path}:{line}: the prompt_id is empty")
+                pid, ni, ci = _row(path, line, row)
                 if pid in seen:
                     first, n0, c0 = seen[pid]
                     how = "repeats" if (n0, c0) == (ni, ci) else "conflicts with"
@@ -118,6 +108,20 @@ def _read_counts(path: Path) -> tuple[np.ndarray, np.ndarray]:
     if not n:
         raise ValueError(f"--counts {path} has no rows")
     return np.array(n), np.array(c)
+
+
+def _row(path: Path, line: int, row: dict) -> tuple[str, int, int]:
+    """(prompt_id, n, c) of one CSV row, checked (integers, 0 <= c <= n, n >= 1, an id)."""
+    pid = row["prompt_id"]
+    try:
+        ni, ci = int(row["n"]), int(row["c"])
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}:{line}: n and c must be integers") from None
+    if not 0 <= ci <= ni or ni < 1:
+        raise ValueError(f"{path}:{line}: need 0 <= c <= n and n >= 1, got n={ni}, c={ci}")
+    if pid is None or not pid.strip():
+        raise ValueError(f"{path}:{line}: the prompt_id is empty")
+    return pid, ni, ci
 
 
 def _check_header(path: Path, fieldnames) -> None:

@@ -178,6 +178,40 @@ def _reference_logp(ps, theta, phi, share=lambda n, c: (n, c)):
     return np.array(out)
 
 
+def _reference_parameters(pas) -> tuple[dict, dict]:
+    """theta (the base's log conditionals, from the masses of subtrees) and phi (0), as dicts
+    keyed by (prompt, prefix, child) and (prefix, child): the independent definition."""
+    theta, phi = {}, {}
+    for pa in pas:
+        kids = {}
+        for toks in pa.tokens:
+            for i in range(len(toks)):
+                kids.setdefault(toks[:i], set()).add(toks[i])
+            kids.setdefault(toks, set()).add("<END>")
+        kids[()].add("<MAL>")
+        for n, cs in kids.items():
+            for c in cs:
+                theta[(pa.prompt_id, n, c)] = 0.0
+                phi[(n, c)] = 0.0
+    # theta0 = log conditional of the base (by the independent definition, masses of subtrees)
+    for pa in pas:
+        mass = {}
+        for toks, lp_ in zip(pa.tokens, pa.logp, strict=True):
+            for i in range(len(toks) + 1):
+                mass[toks[:i]] = mass.get(toks[:i], 0.0) + math.exp(lp_)
+        for (pid, n, c), _ in list(theta.items()):
+            if pid != pa.prompt_id:
+                continue
+            if c == "<MAL>":
+                m = math.exp(pa.malformed_logp)
+            elif c == "<END>":
+                m = math.exp(dict(zip(pa.tokens, pa.logp, strict=True))[n])
+            else:
+                m = mass[n + (c,)]
+            theta[(pid, n, c)] = math.log(m) - math.log(1.0 if n == () else mass[n])
+    return theta, phi
+
+
 def test_one_step_equals_finite_differences_of_the_surrogate_with_sharing():
     """Two prompts sharing the prefix "1": fixed draws, one SGD step at D = B N; the update of
     every logit equals lr times the finite-difference gradient of J = (1/D) sum A log pi."""
@@ -203,34 +237,7 @@ def test_one_step_equals_finite_differences_of_the_surrogate_with_sharing():
     )
     # the independent computation: parameters as dicts, gradient by central differences
     f = base.forest
-    theta, phi = {}, {}
-    for pa in (a, b):
-        kids = {}
-        for toks in pa.tokens:
-            for i in range(len(toks)):
-                kids.setdefault(toks[:i], set()).add(toks[i])
-            kids.setdefault(toks, set()).add("<END>")
-        kids[()].add("<MAL>")
-        for n, cs in kids.items():
-            for c in cs:
-                theta[(pa.prompt_id, n, c)] = 0.0
-                phi[(n, c)] = 0.0
-    # theta0 = log conditional of the base (by the independent definition, masses of subtrees)
-    for pa in (a, b):
-        mass = {}
-        for toks, lp_ in zip(pa.tokens, pa.logp, strict=True):
-            for i in range(len(toks) + 1):
-                mass[toks[:i]] = mass.get(toks[:i], 0.0) + math.exp(lp_)
-        for (pid, n, c), _ in list(theta.items()):
-            if pid != pa.prompt_id:
-                continue
-            if c == "<MAL>":
-                m = math.exp(pa.malformed_logp)
-            elif c == "<END>":
-                m = math.exp(dict(zip(pa.tokens, pa.logp, strict=True))[n])
-            else:
-                m = mass[n + (c,)]
-            theta[(pid, n, c)] = math.log(m) - math.log(1.0 if n == () else mass[n])
+    theta, phi = _reference_parameters((a, b))
     lp0 = _reference_logp((a, b), theta, phi)
     np.testing.assert_allclose(lp0, f.base_logp, atol=1e-12)
 
