@@ -284,7 +284,11 @@ def test_config_fields_follow_the_shared_rules():
             {"group_sizes": (4, 8.0)},
             r"group_sizes\[1\] must be an integer >= 2, got group_sizes\[1\]=8\.0",
         ),
-        ({"rl_seeds": (0, True)}, r"rl_seeds\[1\] must be an integer >= 0, got rl_seeds\[1\]=True"),
+        (
+            {"rl_seeds": (0, True)},
+            r"rl_seeds\[1\] must be an integer >= 0 and <= 9223372036854775807, "
+            r"got rl_seeds\[1\]=True",
+        ),
         ({"rl_lr": True}, r"rl_lr must be a finite number > 0, got rl_lr=True"),
         ({"sft_lr": "fast"}, r"sft_lr must be a finite number > 0, got sft_lr='fast'"),
         (

@@ -49,8 +49,16 @@ PER_RUN = ("result.json", "groups.jsonl", "run.json", "model/model.safetensors")
 
 
 def _without_threads(path: Path) -> dict:
+    """run.json without the thread count; its segments (one per resume) as the distinct
+    environments they ran on (a resumed run has more segments, on one machine the same one)."""
     data = json.loads(path.read_text())
     data.get("environment", {}).pop("torch_threads", None)
+    envs = []
+    for segment in data.pop("segments", []):
+        env = {k: v for k, v in segment["environment"].items() if k != "torch_threads"}
+        if env not in envs:
+            envs.append(env)
+    data["segment_environments"] = envs
     return data
 
 
