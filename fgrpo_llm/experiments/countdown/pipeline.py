@@ -38,7 +38,7 @@ from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.evaluation.sweep import difference_noise
 from fgrpo_llm.experiments.countdown.config import DemoConfig, load_demo_config, run_specs
 from fgrpo_llm.experiments.countdown.cross_check import cross_check
-from fgrpo_llm.experiments.countdown.report import markdown_table, write_demo_report
+from fgrpo_llm.experiments.countdown.report import write_demo_report
 from fgrpo_llm.experiments.countdown.stages import (
     check_plan,
     evaluate_stage,
@@ -50,6 +50,7 @@ from fgrpo_llm.experiments.countdown.stages import (
     task_for,
 )
 from fgrpo_llm.experiments.paper import load_paper_results
+from fgrpo_llm.experiments.tables import markdown_table
 from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo
 
 __all__ = ["run_demo", "SEED_SPREAD", "load_seed_spread"]
