@@ -5,7 +5,7 @@ frontier (claim 5, Table 3's control). The reports (``report``, ``study_report``
 files saved here; this is the one module of the package that imports matplotlib (Agg).
 
 In the study's figures every point is a mean over bases with its 95% t interval over bases
-(``study_claims.interval``), a probability's interval cut to [0, 1]; the number of bases behind
+(``study_numbers.interval``), a probability's interval cut to [0, 1]; the number of bases behind
 each point is written beside it; every marker is in a legend, placed below the panels so that it
 covers no data; axes say what they show and in which unit. Each panel function takes ``ax`` and
 returns its artists; :func:`study_figures` returns the figures and :func:`save_study_figures`
@@ -25,11 +25,11 @@ import numpy as np
 from fgrpo_common.files import save_figure
 from fgrpo_llm.evaluation.sweep import legend_if_labelled, plot_delta_nll
 from fgrpo_llm.evaluation.tail_miss import plot_predicted_vs_observed, plot_tail_miss_vs_N
-from fgrpo_llm.experiments.countdown.study_claims import (
+from fgrpo_llm.experiments.countdown.study_claims import frontier_curves
+from fgrpo_llm.experiments.countdown.study_numbers import (
     METRIC_RANGE,
     METRICS,
     StudyNumbers,
-    frontier_curves,
     interval,
     unit_values,
 )

@@ -30,7 +30,15 @@ from fgrpo_llm.evaluation.tail_miss import tail_miss_records
 from fgrpo_llm.experiments.claims import family_verdict
 from fgrpo_llm.experiments.countdown.plots import save_study_figures
 from fgrpo_llm.experiments.countdown.report import write_report
-from fgrpo_llm.experiments.countdown.study_claims import METRICS, interval, unit_values
+from fgrpo_llm.experiments.countdown.study_claims import (
+    FRONTIER_METRICS,
+    METRICS,
+    StudyNumbers,
+    frontier_curves,
+    interval,
+    paired,
+    unit_values,
+)
 from fgrpo_llm.experiments.countdown.study_tuning import tuning_text
 from fgrpo_llm.experiments.countdown.study_units import unit_rows, write_units
 from fgrpo_llm.experiments.tables import MISSING, cell, markdown_table
@@ -385,13 +393,6 @@ def frontier_table(numbers: dict, cfg) -> str:
     rows) and F-GRPO: Delta NLL_rare, in-domain pass@1 and OOD pass@k_max, mean [95% CI] over
     bases, and F-GRPO minus each row paired within units; per unit s* is in claim 5's
     evidence. Units: ``OUT/units.csv``."""
-    from fgrpo_llm.experiments.countdown.study_claims import (
-        FRONTIER_METRICS,
-        StudyNumbers,
-        frontier_curves,
-        paired,
-    )
-
     study = StudyNumbers(numbers, cfg)
     curves = frontier_curves(study)
     if not curves or study.fgrpo not in numbers:
