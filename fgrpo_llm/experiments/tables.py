@@ -44,7 +44,7 @@ def table_lines(headers: list[str], rows: list[list]) -> list[str]:
     def one(v):
         return cell(v) if isinstance(v, float) or v is None else str(v)
 
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines = ["| " + " | ".join(headers) + " |", "".join("|---" for _ in headers) + "|"]
     return lines + ["| " + " | ".join(one(v) for v in row) + " |" for row in rows]
 
 
