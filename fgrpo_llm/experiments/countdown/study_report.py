@@ -39,6 +39,7 @@ from fgrpo_llm.experiments.countdown.study_claims import (
     paired,
     unit_values,
 )
+from fgrpo_llm.experiments.countdown.study_numbers import iv_text as _iv
 from fgrpo_llm.experiments.countdown.study_tuning import tuning_text
 from fgrpo_llm.experiments.countdown.study_units import unit_rows, write_units
 from fgrpo_llm.experiments.tables import MISSING, cell, markdown_table
@@ -69,10 +70,6 @@ def run_numbers(run, rare, *, early_steps: int, exact: bool) -> dict:
         },
         "kmax": max(res["ks"]),
     }
-
-
-def _iv(iv, signed=False, digits=3) -> str:
-    return format_interval(iv, digits, signed=signed)
 
 
 def _sd(x: float) -> str:
