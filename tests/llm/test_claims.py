@@ -9,6 +9,7 @@ from fgrpo_llm.evaluation.stats import CONTRADICTED, HOLDS, NOT_RESOLVED, Interv
 from fgrpo_llm.experiments.claims import NOT_RUN, Claim, control_verdict
 from fgrpo_llm.experiments.countdown import study_claims
 from fgrpo_llm.experiments.countdown.config import DemoConfig
+from fgrpo_llm.experiments.maze import report as maze_report
 from fgrpo_llm.experiments.maze import study as maze_study
 
 VERDICTS = {HOLDS, CONTRADICTED, NOT_RESOLVED, NOT_RUN}
@@ -64,7 +65,7 @@ def test_the_maze_study_lists_claims_a_to_d_and_its_report_states_their_rules():
     assert [c.key for c in maze_study.CLAIMS] == ["a", "b", "c", "d"]
     from fgrpo_llm.experiments.maze.config import MazeConfig
 
-    lines = maze_study._rule_text(MazeConfig())
+    lines = maze_report._rule_text(MazeConfig())
     for c in maze_study.CLAIMS:
         assert f"- ({c.key}) {c.rule}" in lines
 

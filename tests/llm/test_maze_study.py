@@ -111,7 +111,7 @@ def test_a_tie_of_every_seed_carries_no_verdict(tmp_path):
     """F-GRPO 4 held-out mazes ahead in pass@64 on every seed (a discrete metric): the paired
     difference has zero width, which is not a 95% interval, so the cell is not resolved, and
     the report marks it."""
-    from fgrpo_llm.experiments.maze.study import write_report
+    from fgrpo_llm.experiments.maze.report import write_report
 
     def value(method, N, s):
         pk = 0.7 + NOISE[s] + 4 / 64 * (method == FGRPO)
@@ -184,7 +184,7 @@ def test_control_that_matches_or_beats_fgrpo_reproduces_its_gains():
 
 
 def test_no_gain_over_grpo_leaves_d_unresolved_and_says_why(tmp_path):
-    from fgrpo_llm.experiments.maze.study import write_report
+    from fgrpo_llm.experiments.maze.report import write_report
 
     report = study(CFG, _results(CFG, lambda m, N, s: (0.4 + NOISE[s], 0.7, 0.1)))
     assert report["claims"]["d"]["verdict"] == NOT_RESOLVED

@@ -1,7 +1,8 @@
-"""The study's figures (``study_figures``) read from their artists: every probability interval
-drawn lies in [0, 1] (also where the t interval over bases reaches past it), every kind of
-marker is in the figure's legend, the legend lies below the panels, axes are labelled with
-units, and each point says how many bases it rests on. The Maze figures' legends likewise."""
+"""The study's figures (``countdown.plots.study_figures``) read from their artists: every
+probability interval drawn lies in [0, 1] (also where the t interval over bases reaches past
+it), every kind of marker is in the figure's legend, the legend lies below the panels, axes are
+labelled with units, and each point says how many bases it rests on. The Maze figures' legends
+likewise."""
 
 import matplotlib
 
@@ -12,8 +13,8 @@ import pytest  # noqa: E402
 from matplotlib.container import ErrorbarContainer  # noqa: E402
 
 from fgrpo_llm.experiments.countdown.config import DemoConfig  # noqa: E402
+from fgrpo_llm.experiments.countdown.plots import study_figures  # noqa: E402
 from fgrpo_llm.experiments.countdown.study_claims import interval  # noqa: E402
-from fgrpo_llm.experiments.countdown.study_figures import study_figures  # noqa: E402
 
 RUNS = {"grpo_n8": (8, 1.0), "fgrpo_n8": (8, 1.0), "grpo_n8_lrmatched": (8, 0.5),
         "grpo_n8_lr0.9": (8, 0.9), "grpo_n8_lr0.75": (8, 0.75), "grpo_n2": (2, 1.0),

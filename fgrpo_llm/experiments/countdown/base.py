@@ -318,17 +318,42 @@ def estimate_pass_at_1(
     }
 
 
-def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
-    """Train the base model described by ``cfg`` and save it to directory ``out``.
+def _build(cfg: PretrainConfig, device):
+    """The task, tokenizer, freshly initialised model (seed ``cfg.seed``, on ``device``), the
+    demonstration stream (its own generator, seed ``cfg.seed``) and the AdamW optimizer."""
+    task = CountdownTask(seed=cfg.task_seed, num_test=cfg.num_test, num_ood=cfg.num_ood)
+    tokenizer = build_char_tokenizer(ALPHABET)
+    model = build_tiny_model(
+        tokenizer,
+        hidden_size=cfg.hidden_size,
+        num_layers=cfg.num_layers,
+        num_heads=cfg.num_heads,
+        max_position_embeddings=cfg.max_position_embeddings,
+        seed=cfg.seed,
+    ).to(device)
+    stream = DemonstrationStream(task, tokenizer, cfg, np.random.default_rng(cfg.seed))
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay
+    )
+    return task, tokenizer, model, stream, optimizer
 
-    Returns a summary dict (steps, seconds, final loss, evaluation metrics). An ``out`` that
-    holds a base made with other settings is refused (runs may point to it), as is one that holds
-    anything but a base (a run: saving replaces the whole directory); the settings and
-    the metrics are written with the weights, in one atomic step, so a failed or killed run
-    leaves an existing base as it was.
-    """
+
+def _step_record(r: dict) -> dict:
+    """One line of the pretraining metrics from ``sft_loop``'s step report."""
+    return {
+        "step": r["step"],
+        "train/loss": r["loss"],
+        "train/grad_norm": r["grad_norm"],
+        "train/lr": r["lr"],
+        "time/elapsed_s": r["elapsed_s"],
+        "perf/tokens_per_s": r["tokens"] / r["elapsed_s"],
+    }
+
+
+def _check_out(cfg: PretrainConfig, out: Path) -> dict:
+    """Refuse an ``out`` that holds anything but a base, or a base made with other settings;
+    the settings as the saved file reads them."""
     check_not_working_directory(out, "out")
-    out = Path(out)
     others = (
         sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) if out.is_dir() else []
     )
@@ -346,42 +371,52 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
         what=f"{out} holds a base model",
         advice="use another --out (or delete it)",
     )
+    return settings
+
+
+def _evaluate_base(cfg: PretrainConfig, model, tokenizer, task, device, amp_dtype) -> dict:
+    """``{"eval/test/<metric>": value}``: pass@1 on the first ``eval_prompts`` test problems,
+    sampled with a generator seeded by ``cfg.seed``."""
+    generator = torch.Generator(device=device).manual_seed(cfg.seed)
+    test = task.problems("test")[: cfg.eval_prompts]
+    results = estimate_pass_at_1(
+        model,
+        tokenizer,
+        task,
+        test,
+        num_samples=cfg.eval_samples,
+        max_new_tokens=cfg.max_new_tokens,
+        generator=generator,
+        autocast_dtype=amp_dtype,
+    )
+    return {f"eval/test/{name}": value for name, value in results.items()}
+
+
+def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
+    """Train the base model described by ``cfg`` and save it to directory ``out``.
+
+    Returns a summary dict (steps, seconds, final loss, evaluation metrics). An ``out`` that
+    holds a base made with other settings is refused (runs may point to it), as is one that holds
+    anything but a base (a run: saving replaces the whole directory); the settings and
+    the metrics are written with the weights, in one atomic step, so a failed or killed run
+    leaves an existing base as it was.
+    """
+    out = Path(out)
+    settings = _check_out(cfg, out)
     device = resolve_device(cfg.device)
     out.mkdir(parents=True, exist_ok=True)
     metrics_path = out / f".{METRICS_NAME}.partial"  # moved in with the weights at the end
     metrics_path.write_text("")
     amp_dtype = resolve_autocast_dtype(device, cfg.dtype)
 
-    task = CountdownTask(seed=cfg.task_seed, num_test=cfg.num_test, num_ood=cfg.num_ood)
-    tokenizer = build_char_tokenizer(ALPHABET)
-    model = build_tiny_model(
-        tokenizer,
-        hidden_size=cfg.hidden_size,
-        num_layers=cfg.num_layers,
-        num_heads=cfg.num_heads,
-        max_position_embeddings=cfg.max_position_embeddings,
-        seed=cfg.seed,
-    ).to(device)
-    stream = DemonstrationStream(task, tokenizer, cfg, np.random.default_rng(cfg.seed))
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), weight_decay=cfg.weight_decay
-    )
+    task, tokenizer, model, stream, optimizer = _build(cfg, device)
 
     def log(record: dict) -> None:
         with open(metrics_path, "a") as fh:
             fh.write(json.dumps(record) + "\n")
 
     def log_step(r: dict) -> None:
-        log(
-            {
-                "step": r["step"],
-                "train/loss": r["loss"],
-                "train/grad_norm": r["grad_norm"],
-                "train/lr": r["lr"],
-                "time/elapsed_s": r["elapsed_s"],
-                "perf/tokens_per_s": r["tokens"] / r["elapsed_s"],
-            }
-        )
+        log(_step_record(r))
 
     done = sft_loop(
         model,
@@ -415,19 +450,7 @@ def pretrain(cfg: PretrainConfig, out, *, progress: bool = True) -> dict:
     }
 
     if cfg.eval_prompts:
-        generator = torch.Generator(device=device).manual_seed(cfg.seed)
-        test = task.problems("test")[: cfg.eval_prompts]
-        for name, value in estimate_pass_at_1(
-            model,
-            tokenizer,
-            task,
-            test,
-            num_samples=cfg.eval_samples,
-            max_new_tokens=cfg.max_new_tokens,
-            generator=generator,
-            autocast_dtype=amp_dtype,
-        ).items():
-            summary[f"eval/test/{name}"] = value
+        summary.update(_evaluate_base(cfg, model, tokenizer, task, device, amp_dtype))
     log(summary)
     records = {CONFIG_NAME: settings, METRICS_NAME: metrics_path.read_text()}
     save_model_and_tokenizer(model.cpu(), tokenizer, out, records=records)

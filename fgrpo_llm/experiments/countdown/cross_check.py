@@ -17,24 +17,21 @@ from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.files import atomic_write_text, save_figure, strict_json
+from fgrpo_common.files import atomic_write_text, strict_json
 from fgrpo_llm.evaluation.runs import RunInfo
 from fgrpo_llm.evaluation.sweep import (
     control_rows,
-    legend_if_labelled,
     lr_control_comparisons,
     ordering_sentences,
-    plot_delta_nll,
     sweep_rows,
 )
 from fgrpo_llm.evaluation.tail_miss import (
     calibration_bins,
-    plot_predicted_vs_observed,
-    plot_tail_miss_vs_N,
     predicted_curve,
     summarise_tail_miss,
     tail_miss_records,
 )
+from fgrpo_llm.experiments.countdown.plots import save_cross_check_figures
 
 __all__ = ["cross_check"]
 
@@ -98,11 +95,6 @@ def cross_check(
     which the orderings and the lr control call a difference unresolved; None: read every sign.
     """
     _check_arguments(runs, early_steps)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tail, pooled = _tail_miss_by_window(runs, rare_set, early_steps)
@@ -115,43 +107,10 @@ def cross_check(
     Ns = sorted(set(int(n) for n in Ns_curve) | set(observed_Ns))
     curve = predicted_curve(rare_set, Ns, rng=rng)
 
-    figures = {}
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    plot_tail_miss_vs_N(axes[0], curve, tail[early])
-    axes[0].set_title(f"tail miss per N ({early})")
-    legend_if_labelled(axes[0])
-    points = [
-        dict(r, label=f"{name}, N={r['N']}") for name, rows in tail[early].items() for r in rows
-    ]
-    plot_predicted_vs_observed(axes[1], points)
-    if calib:
-        axes[1].plot(
-            [c["predicted"] for c in calib],
-            [c["observed"] for c in calib],
-            "s--",
-            color="grey",
-            label="per-group bins (pooled)",
-        )
-    legend_if_labelled(axes[1])
-    axes[1].set_title("predicted vs observed (95% intervals)")
-    fig.tight_layout()
-    save_figure(fig, out / "tail_miss_check.png", dpi=120)
-    plt.close(fig)
-    figures["tail_miss"] = "tail_miss_check.png"
-
     rows = sweep_rows(runs, paper)
     controls = control_rows(runs)
     sentences = ordering_sentences(rows, noise) if paper else []
-    if any(
-        r["delta_nll_rare"] is not None and np.isfinite(r["delta_nll_rare"]) and r["N"]
-        for r in rows + controls
-    ):
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        plot_delta_nll(ax, rows, controls)
-        fig.tight_layout()
-        save_figure(fig, out / "delta_nll_rare.png", dpi=120)
-        plt.close(fig)
-        figures["delta_nll"] = "delta_nll_rare.png"
+    figures = save_cross_check_figures(out, early, tail, calib, curve, rows, controls)
     result = {
         "tail_miss": tail,
         "calibration": calib,

@@ -38,7 +38,7 @@ from fgrpo_llm.evaluation.runs import load_run
 from fgrpo_llm.evaluation.sweep import difference_noise
 from fgrpo_llm.experiments.countdown.config import DemoConfig, load_demo_config, run_specs
 from fgrpo_llm.experiments.countdown.cross_check import cross_check
-from fgrpo_llm.experiments.countdown.report import markdown_table, write_demo_report
+from fgrpo_llm.experiments.countdown.report import write_demo_report
 from fgrpo_llm.experiments.countdown.stages import (
     check_plan,
     evaluate_stage,
@@ -50,6 +50,7 @@ from fgrpo_llm.experiments.countdown.stages import (
     task_for,
 )
 from fgrpo_llm.experiments.paper import load_paper_results
+from fgrpo_llm.experiments.tables import markdown_table
 from fgrpo_theory.demo import regime_sweep_demo, run_theory_demo
 
 __all__ = ["run_demo", "SEED_SPREAD", "load_seed_spread"]
@@ -161,6 +162,47 @@ def _write_timings(out: Path, clock: _Clock) -> Path:
     return atomic_write_text(out / "timings.md", text)
 
 
+def _train_runs(out: Path, cfg: DemoConfig, clock, specs) -> None:
+    """Train and evaluate the runs of ``specs`` not done yet (``map_runs``: ``cfg.workers``
+    processes); each run's seconds and the training's wall time go to ``clock.stages``."""
+    todo = [spec for spec in specs if not run_done(out, spec)]  # (settings: check_plan)
+    print(
+        f"[demo {clock.elapsed():6.0f}s] training {len(todo)} run(s) on {cfg.workers} worker(s): "
+        f"{', '.join(spec.name for spec in todo) or 'none left'}",
+        file=sys.stderr,
+        flush=True,
+    )
+    timer = Timer()
+    for spec, seconds in map_runs(out, cfg, todo):
+        clock.stages[f"train+eval {spec.name}"] = seconds
+        print(
+            f"[demo {clock.elapsed():6.0f}s] finished {spec.name} ({seconds:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+    clock.stages["training (wall)"] = timer.seconds()
+
+
+def _results_summary(evals: dict, rare, runs, result: dict) -> dict:
+    """The demo summary's results: pass@k per model and split, the rare set's size and
+    threshold, each run's Delta NLL_rare and directory, the cross-check's orderings."""
+    return {
+        "evals": {
+            k: {
+                s: {kk: v for kk, v in e.items() if kk.startswith("pass@")}
+                for s, e in r["splits"].items()
+            }
+            for k, r in evals.items()
+        },
+        "rare_set": {
+            "size": len(rare),
+            **{k: rare.meta.get(k) for k in ("num_correct_pool", "nll_threshold")},
+        },
+        "runs": {r.label: {"delta_nll_rare": r.delta_nll_rare, "dir": str(r.path)} for r in runs},
+        "orderings": result["orderings"],
+    }
+
+
 def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
     """Run (or resume) every stage; write OUT/report.md and OUT/timings.md. Returns a summary
     dict."""
@@ -190,22 +232,7 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
     task = task_for(out / "base")
 
     specs = run_specs(cfg)
-    todo = [spec for spec in specs if not run_done(out, spec)]  # (settings: check_plan)
-    print(
-        f"[demo {clock.elapsed():6.0f}s] training {len(todo)} run(s) on {cfg.workers} worker(s): "
-        f"{', '.join(spec.name for spec in todo) or 'none left'}",
-        file=sys.stderr,
-        flush=True,
-    )
-    timer = Timer()
-    for spec, seconds in map_runs(out, cfg, todo):
-        clock.stages[f"train+eval {spec.name}"] = seconds
-        print(
-            f"[demo {clock.elapsed():6.0f}s] finished {spec.name} ({seconds:.0f} s)",
-            file=sys.stderr,
-            flush=True,
-        )
-    clock.stages["training (wall)"] = timer.seconds()
+    _train_runs(out, cfg, clock, specs)
     for spec in specs:
         evals[spec.name] = evaluate_stage(
             out / spec.path / "model", out / spec.path / "eval", cfg, task=task
@@ -223,25 +250,7 @@ def run_demo(out_dir, cfg: DemoConfig | None = None) -> dict:
         rng=np.random.default_rng(cfg.seed),
         noise=difference_noise(load_seed_spread()),
     )
-    summary.update(
-        {
-            "evals": {
-                k: {
-                    s: {kk: v for kk, v in e.items() if kk.startswith("pass@")}
-                    for s, e in r["splits"].items()
-                }
-                for k, r in evals.items()
-            },
-            "rare_set": {
-                "size": len(rare),
-                **{k: rare.meta.get(k) for k in ("num_correct_pool", "nll_threshold")},
-            },
-            "runs": {
-                r.label: {"delta_nll_rare": r.delta_nll_rare, "dir": str(r.path)} for r in runs
-            },
-            "orderings": result["orderings"],
-        }
-    )
+    summary.update(_results_summary(evals, rare, runs, result))
 
     summary["report"] = str(
         write_demo_report(

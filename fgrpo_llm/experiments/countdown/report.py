@@ -1,40 +1,44 @@
-"""Markdown for the evaluation and cross-check reports (``report.md``).
+"""Markdown for the evaluation, cross-check and demo reports (``report.md``).
 
-Pure formatting: every function takes the dicts produced by ``fgrpo_llm.evaluation`` and
-``fgrpo_llm.experiments.countdown.cross_check`` and returns markdown text; :func:`write_report`
-puts the sections in one file.
+Words only: every section function takes the dicts produced by ``fgrpo_llm.evaluation`` and
+``fgrpo_llm.experiments.countdown.cross_check`` (or the demo's objects) and returns markdown
+text; the tables come from ``fgrpo_llm.experiments.tables``, the figures from ``plots`` (the
+report links their files); :func:`write_report` puts the sections in one file.
+
+    write_demo_report(out, cfg, summary, evals, runs, rare, result)   # OUT/report.md
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.files import atomic_write_text, save_figure
+from fgrpo_common.files import atomic_write_text
 from fgrpo_llm.environment import environment_section
 from fgrpo_llm.experiments.countdown.config import EXECUTION_FIELDS
+from fgrpo_llm.experiments.countdown.plots import (  # noqa: F401  (plot_*: the notebooks' names)
+    plot_pass_at_k_models,
+    plot_training_curves,
+    save_pass_at_k,
+    save_training_curves,
+)
+from fgrpo_llm.experiments.tables import MISSING, fmt, markdown_table
 
-
-def fmt(x, digits: int = 3) -> str:
-    """A number for a table cell; missing values become an en dash."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "–"
-    if isinstance(x, (int,)) and not isinstance(x, bool):
-        return str(x)
-    return f"{x:.{digits}f}"
-
-
-def markdown_table(headers: list[str], rows: list[list]) -> str:
-    """A GitHub-flavoured markdown table; cells are str()-ed (numbers through :func:`fmt`)."""
-
-    def cell(v):
-        return fmt(v) if isinstance(v, float) or v is None else str(v)
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+__all__ = [
+    "fmt",
+    "markdown_table",
+    "pass_at_k_section",
+    "tail_miss_section",
+    "sweep_section",
+    "lr_control_section",
+    "coverage_section",
+    "exact_mu_tau_text",
+    "seed_spread_note",
+    "write_report",
+    "write_demo_report",
+]
 
 
 def pass_at_k_section(evals: dict[str, dict]) -> str:
@@ -239,7 +243,7 @@ def exact_mu_tau_text(summary: dict) -> str:
         return fmt(summary.get(key), digits)
 
     def pct(key):
-        return fmt(100 * summary[key], 0) if summary.get(key) is not None else "–"
+        return fmt(100 * summary[key], 0) if summary.get(key) is not None else MISSING
 
     return (
         "How far the sampled estimates (M rollouts per prompt) were off: mu by "
@@ -264,54 +268,6 @@ def write_report(path, title: str, sections: list[tuple[str, str]]) -> Path:
 
 
 # ----------------------------------------------------------------------------- the demo report
-def plot_training_curves(axes, runs) -> None:
-    """Delta NLL_rare and the training pass rate against the step, one line per run (two axes)."""
-    import json as _json
-
-    for run in runs:
-        path = Path(run.path) / "metrics.jsonl"
-        if not path.is_file():
-            continue
-        rows = [_json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        steps = [r["step"] for r in rows if "step" in r]
-        rate = [r.get("reward/pass_rate") for r in rows if "step" in r]
-        delta = [(0, 0.0)] + [
-            (r["step"], r["rare/delta_nll"]) for r in rows if r.get("rare/delta_nll") is not None
-        ]
-        axes[0].plot([s for s, _ in delta], [d for _, d in delta], "o-", ms=3, label=run.label)
-        axes[1].plot(steps, rate, lw=1, label=run.label)
-    axes[0].set_xlabel("step")
-    axes[0].set_ylabel("Delta NLL_rare")
-    axes[0].axhline(0, color="k", lw=0.5)
-    axes[1].set_xlabel("step")
-    axes[1].set_ylabel("training pass rate")
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-
-
-def plot_pass_at_k_models(axes, evals: dict[str, dict]) -> None:
-    """pass@k against k, one axis per split, one line per model."""
-    first = next(iter(evals.values()))
-    for ax, split in zip(axes, first["splits"], strict=True):
-        for name, res in evals.items():
-            if split in res["splits"]:
-                ax.plot(
-                    res["ks"],
-                    [res["splits"][split][f"pass@{k}"] for k in res["ks"]],
-                    "o-",
-                    ms=3,
-                    label=name,
-                )
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("k")
-        ax.set_ylabel("pass@k")
-        ax.set_title(f"{split} ({first['splits'][split]['role'].replace('_', '-')})")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-
-
 SPREAD_NAMES = {
     "id_pass1": "in-domain pass@1",
     "id_passk": "in-domain pass@k_max",
@@ -399,6 +355,34 @@ def seed_spread_note(spread: dict | None) -> str:
     )
 
 
+def _configuration_text(cfg) -> str:
+    """The demo's configuration, folded (execution fields left out: they do not change results)."""
+    cfg_rows = [
+        [k, f"`{v}`"] for k, v in dataclasses.asdict(cfg).items() if k not in EXECUTION_FIELDS
+    ]
+    return (
+        "<details><summary>demo_config.json</summary>\n\n"
+        + markdown_table(["field", "value"], cfg_rows)
+        + "\n\n</details>"
+    )
+
+
+def _theory_text(out: Path) -> str:
+    """Links to the theory figures under OUT/theory and OUT/regimes; "" when there are none."""
+    figs = (
+        sorted(p for d in ("theory", "regimes") for p in (out / d).glob("*.png"))
+        if (out / "theory").exists()
+        else []
+    )
+    if not figs:
+        return ""
+    return (
+        "Closed-form tail-miss probabilities (Lemma 3.1) and the reduced categorical "
+        "regime sweep (Fig. 2):\n\n"
+        + "\n\n".join(f"![{p.stem}]({p.relative_to(out)})" for p in figs)
+    )
+
+
 def _base_text(base: dict) -> str:
     """The demo report's base-model section: its pretraining summary, without timings."""
     base_lines = [
@@ -418,8 +402,8 @@ def _base_text(base: dict) -> str:
 
 
 def _rare_text(rare) -> str:
-    """The demo report's rare-correct-set section (App. M.2): how it was drawn, its events E(x)
-    and mean (mu, tau), a few examples, and the exact masses where the set has them."""
+    """The rare-correct set (App. M.2): its size and threshold, E(x)'s sources, mean (mu, tau)
+    over the prompts with E(x), a few examples and, where recorded, the exact (mu, tau)."""
     ids, mu, tau = rare.mu_tau()
     sources = {}
     for p in rare.prompts.values():
@@ -455,6 +439,63 @@ def _rare_text(rare) -> str:
     return rare_text
 
 
+def _training_text(runs, figure: str) -> str:
+    """The training curves' figure and one row per run (N, gamma, lr scale, steps, the final
+    Delta NLL_rare)."""
+    rows = [
+        [r.label, r.N, r.gamma, getattr(r, "lr_scale", 1.0), r.steps, r.delta_nll_rare]
+        for r in runs
+    ]
+    return f"![training curves]({figure})\n\n" + markdown_table(
+        ["run", "N", "gamma", "lr x", "steps", "final Delta NLL_rare"], rows
+    )
+
+
+def _tail_miss_text(result: dict) -> str:
+    """The cross-check's tail-miss section: what is counted, its figure, the tables."""
+    tm = (
+        "Per training group: active (0 < X < N)? contained a rare form of E(x)? Observed "
+        "tail-miss frequency against Lemma 3.1 at the base estimates (mu, tau) of its prompt. "
+        "Only groups of prompts in the rare-set pool count. The policy drifts away from the base "
+        f"during training, so the early window (first {result.get('early_steps')} steps) is the "
+        "fair test; the whole run shows the drift.\n\n"
+    )
+    vfig = result.get("figures", {})
+    if "tail_miss" in vfig:
+        tm += f"![tail-miss check](validate/{vfig['tail_miss']})\n\n"
+    return tm + tail_miss_section(result)
+
+
+def _sweep_text(result: dict, note: str) -> str:
+    """The cross-check's sweep beside the paper's Table 2, with its figure and the spread note."""
+    vfig = result.get("figures", {})
+    sw = ""
+    if "delta_nll" in vfig:
+        sw = f"![Delta NLL_rare vs N](validate/{vfig['delta_nll']})\n\n"
+    return sw + sweep_section(result) + "\n\n" + note
+
+
+def _control_text(cfg, result: dict, note: str) -> str:
+    """The learning-rate-matched control's section; "" when the demo did not plan one."""
+    control = lr_control_section(result)
+    if control:
+        return control + "\n\n" + note
+    if getattr(cfg, "lr_matched_control", False) and getattr(cfg, "gamma", 0) > 0:
+        return (
+            "_The control run or one of the runs it is compared with is missing (not finished?)._"
+        )
+    return ""
+
+
+def _intro_text(note: str) -> str:
+    return (
+        "Everything below was produced by `fgrpo-llm demo` in this directory, one RL seed. "
+        "Numbers from the paper are quoted only where labelled as the paper's (Qwen2.5-7B on "
+        "math; a very different scale), never as ours. Wall times are in `timings.md`: they "
+        "depend on the machine, the results here do not.\n\n" + note
+    )
+
+
 def write_demo_report(
     out,
     cfg,
@@ -468,124 +509,33 @@ def write_demo_report(
 ) -> Path:
     """OUT/report.md: configuration, theory figures, base, rare set, training curves, pass@k, the
     tail-miss check, the sweep next to the paper and the learning-rate-matched control, each
-    comparison with the note of :func:`seed_spread_note`, and the runs' environment. No wall
-    times: the same command on the same machine gives the same report."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import dataclasses
-
-    import matplotlib.pyplot as plt
-
+    comparison with the note of :func:`seed_spread_note`, and the runs' environment. The
+    training and pass@k figures are saved here (``plots``). No wall times: the same command on
+    the same machine gives the same report."""
     out = Path(out)
-    sections = []
     note = seed_spread_note(seed_spread)
-
-    cfg_rows = [
-        [k, f"`{v}`"] for k, v in dataclasses.asdict(cfg).items() if k not in EXECUTION_FIELDS
-    ]
-    intro = (
-        "Everything below was produced by `fgrpo-llm demo` in this directory, one RL seed. "
-        "Numbers from the paper are quoted only where labelled as the paper's (Qwen2.5-7B on "
-        "math; a very different scale), never as ours. Wall times are in `timings.md`: they "
-        "depend on the machine, the results here do not.\n\n" + note
-    )
-    sections.append(("Run", intro))
-    sections.append(
-        (
-            "Configuration",
-            "<details><summary>demo_config.json</summary>\n\n"
-            + markdown_table(["field", "value"], cfg_rows)
-            + "\n\n</details>",
-        )
-    )
-
-    figs = (
-        sorted(p for d in ("theory", "regimes") for p in (out / d).glob("*.png"))
-        if (out / "theory").exists()
-        else []
-    )
-    if figs:
-        sections.append(
-            (
-                "Theory",
-                "Closed-form tail-miss probabilities (Lemma 3.1) and the reduced categorical "
-                "regime sweep (Fig. 2):\n\n"
-                + "\n\n".join(f"![{p.stem}]({p.relative_to(out)})" for p in figs),
-            )
-        )
-
+    sections = [("Run", _intro_text(note)), ("Configuration", _configuration_text(cfg))]
+    theory = _theory_text(out)
+    if theory:
+        sections.append(("Theory", theory))
     sections.append(("Base model", _base_text(summary.get("base", {}))))
     sections.append(("Rare-correct set (App. M.2)", _rare_text(rare)))
-
     if runs:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-        plot_training_curves(axes, runs)
-        fig.tight_layout()
-        save_figure(fig, out / "training_curves.png", dpi=120)
-        plt.close(fig)
-        rows = [
-            [r.label, r.N, r.gamma, getattr(r, "lr_scale", 1.0), r.steps, r.delta_nll_rare]
-            for r in runs
-        ]
-        sections.append(
-            (
-                "Training",
-                "![training curves](training_curves.png)\n\n"
-                + markdown_table(
-                    ["run", "N", "gamma", "lr x", "steps", "final Delta NLL_rare"], rows
-                ),
-            )
-        )
-
+        sections.append(("Training", _training_text(runs, save_training_curves(out, runs))))
     if evals:
-        first = next(iter(evals.values()))
-        fig, axes = plt.subplots(
-            1, len(first["splits"]), figsize=(5 * len(first["splits"]), 3.8), squeeze=False
-        )
-        plot_pass_at_k_models(axes[0], evals)
-        fig.tight_layout()
-        save_figure(fig, out / "passk.png", dpi=120)
-        plt.close(fig)
-        sections.append(
-            ("pass@k", "![pass@k](passk.png)\n\n" + pass_at_k_section(evals) + "\n\n" + note)
-        )
+        figure = save_pass_at_k(out, evals)
+        passk = f"![pass@k]({figure})\n\n" + pass_at_k_section(evals) + "\n\n" + note
+        sections.append(("pass@k", passk))
         coverage = coverage_section(out / "base_eval", runs)
         if coverage:
             sections.append(("Coverage against the base (Yue et al.)", coverage))
-
-    vfig = result.get("figures", {})
-    tm = (
-        "Per training group: active (0 < X < N)? contained a rare form of E(x)? Observed "
-        "tail-miss frequency against Lemma 3.1 at the base estimates (mu, tau) of its prompt. "
-        "Only groups of prompts in the rare-set pool count. The policy drifts away from the base "
-        f"during training, so the early window (first {result.get('early_steps')} steps) is the "
-        "fair test; the whole run shows the drift.\n\n"
-    )
-    if "tail_miss" in vfig:
-        tm += f"![tail-miss check](validate/{vfig['tail_miss']})\n\n"
-    sections.append(("Cross-check: tail miss (Lemma 3.1)", tm + tail_miss_section(result)))
-    sw = ""
-    if "delta_nll" in vfig:
-        sw = f"![Delta NLL_rare vs N](validate/{vfig['delta_nll']})\n\n"
+    sections.append(("Cross-check: tail miss (Lemma 3.1)", _tail_miss_text(result)))
     sections.append(
-        (
-            "Cross-check: group-size sweep vs the paper (Table 2)",
-            sw + sweep_section(result) + "\n\n" + note,
-        )
+        ("Cross-check: group-size sweep vs the paper (Table 2)", _sweep_text(result, note))
     )
-    control = lr_control_section(result)
+    control = _control_text(cfg, result, note)
     if control:
-        sections.append(("Learning-rate-matched control", control + "\n\n" + note))
-    elif getattr(cfg, "lr_matched_control", False) and getattr(cfg, "gamma", 0) > 0:
-        sections.append(
-            (
-                "Learning-rate-matched control",
-                "_The control run or one of the runs it is compared "
-                "with is missing (not finished?)._",
-            )
-        )
-
+        sections.append(("Learning-rate-matched control", control))
     sections.append(("Environment", environment_section({r.label: r.environment for r in runs})))
     return write_report(
         out / "report.md", "F-GRPO demo: theory, rare-correct set, GRPO vs F-GRPO", sections

@@ -420,6 +420,36 @@ def _record_time(out: Path, wall: float, cpu: float) -> dict:
     }
 
 
+def _tune_then_extend(out: Path, cfg: DemoConfig, design: StudyDesign, cells) -> tuple:
+    """Choose the regularised baselines' coefficients from the tuning runs on the tuning base,
+    then train the extended plan with them; the tuned plan and the tuning record."""
+    b, s = design.tune_base, design.seeds[0]
+    tuning = choose_coefficients(out, base_dir(out, b), cfg, b, s)
+    cfg = tuned_config(cfg, tuning)
+    _, runs = _tasks(out, cfg, design, cells=cells)
+    print(
+        f"[study] tuned on base {b}: "
+        + ", ".join(f"{k} = {v['chosen']:g}" for k, v in tuning["knobs"].items())
+        + f"; {len(runs)} runs of the extended plan to train",
+        file=sys.stderr,
+        flush=True,
+    )
+    _run(runs, cfg.workers, "extended")
+    return cfg, tuning
+
+
+def _time_invocation(out: Path, t0: float, cpu0: float) -> dict:
+    """Record this invocation's wall and CPU seconds (``_record_time``) and say them."""
+    timing = _record_time(out, time.perf_counter() - t0, cpu_seconds() - cpu0)
+    print(
+        f"[study] this invocation: {(time.perf_counter() - t0) / 60:.1f} min wall, "
+        f"{(cpu_seconds() - cpu0) / 60:.1f} min CPU; all invocations: "
+        f"{timing['cpu_s'] / 60:.1f} min CPU",
+        file=sys.stderr,
+    )
+    return timing
+
+
 def run_study(
     out_dir,
     cfg: DemoConfig,
@@ -479,26 +509,9 @@ def run_study(
     _run(runs, cfg.workers, "runs")
     tuning = None
     if tune:  # the extended plan trains with the coefficients the tuning runs chose
-        b, s = design.tune_base, design.seeds[0]
-        tuning = choose_coefficients(out, base_dir(out, b), cfg, b, s)
-        cfg = tuned_config(cfg, tuning)
-        _, runs = _tasks(out, cfg, design, cells=cells)
-        print(
-            f"[study] tuned on base {b}: "
-            + ", ".join(f"{k} = {v['chosen']:g}" for k, v in tuning["knobs"].items())
-            + f"; {len(runs)} runs of the extended plan to train",
-            file=sys.stderr,
-            flush=True,
-        )
-        _run(runs, cfg.workers, "extended")
+        cfg, tuning = _tune_then_extend(out, cfg, design, cells)
     numbers, bases = _collect(out, cfg, design)
-    timing = _record_time(out, time.perf_counter() - t0, cpu_seconds() - cpu0)
-    print(
-        f"[study] this invocation: {(time.perf_counter() - t0) / 60:.1f} min wall, "
-        f"{(cpu_seconds() - cpu0) / 60:.1f} min CPU; all invocations: "
-        f"{timing['cpu_s'] / 60:.1f} min CPU",
-        file=sys.stderr,
-    )
+    timing = _time_invocation(out, t0, cpu0)
     extended = any(name.startswith("maxrl_") for name in numbers)
     prediction = simulator_prediction(out, cfg) if extended else None
     return write_study_outputs(

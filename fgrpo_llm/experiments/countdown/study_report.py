@@ -1,15 +1,21 @@
 """The study's numbers per run, its tables (intervals over bases, variance components, the kernel
-family's effect), figures and report (``OUT/report.md``, ``OUT/study.json``)."""
+family's effect) and report (``OUT/report.md``, ``OUT/study.json``); the figures are drawn by
+``plots`` and linked here. Each report section is a function from :class:`StudyData` to text.
+
+    write_study_outputs(out, cfg, design, numbers, bases, claims, command=..., spread_file=None,
+                        timing={})
+"""
 
 from __future__ import annotations
 
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from fgrpo_common.files import save_figure, write_json
+from fgrpo_common.files import write_json
 from fgrpo_llm.environment import environment_differences, environment_section
 from fgrpo_llm.evaluation.runs import split_pass_at
 from fgrpo_llm.evaluation.stats import (
@@ -22,7 +28,8 @@ from fgrpo_llm.evaluation.stats import (
 )
 from fgrpo_llm.evaluation.tail_miss import tail_miss_records
 from fgrpo_llm.experiments.claims import family_verdict
-from fgrpo_llm.experiments.countdown.report import markdown_table, write_report
+from fgrpo_llm.experiments.countdown.plots import save_study_figures
+from fgrpo_llm.experiments.countdown.report import write_report
 from fgrpo_llm.experiments.countdown.study_claims import (
     FRONTIER_METRICS,
     METRICS,
@@ -32,9 +39,10 @@ from fgrpo_llm.experiments.countdown.study_claims import (
     paired,
     unit_values,
 )
-from fgrpo_llm.experiments.countdown.study_figures import study_figures
+from fgrpo_llm.experiments.countdown.study_numbers import iv_text as _iv
 from fgrpo_llm.experiments.countdown.study_tuning import tuning_text
 from fgrpo_llm.experiments.countdown.study_units import unit_rows, write_units
+from fgrpo_llm.experiments.tables import MISSING, cell, markdown_table
 
 __all__ = ["run_numbers", "write_study_outputs", "component_rows", "family_rows"]
 
@@ -64,12 +72,8 @@ def run_numbers(run, rare, *, early_steps: int, exact: bool) -> dict:
     }
 
 
-def _iv(iv, signed=False, digits=3) -> str:
-    return format_interval(iv, digits, signed=signed)
-
-
 def _sd(x: float) -> str:
-    return "–" if not math.isfinite(x) else f"{x:.3f}"
+    return cell(x)
 
 
 def _effects(cfg) -> list[tuple[str, str, str]]:
@@ -178,19 +182,6 @@ def spread(components: list[dict], design, command: str) -> dict:
     return out
 
 
-# ----------------------------------------------------------------------------- figures
-def _plot(out: Path, numbers: dict, cfg, bases: dict) -> list[str]:
-    """Save the study's figures (``study_figures``) under OUT; their file names."""
-    import matplotlib.pyplot as plt
-
-    names = []
-    for name, fig in study_figures(numbers, cfg, bases).items():
-        save_figure(fig, out / name, dpi=110)
-        plt.close(fig)
-        names.append(name)
-    return names
-
-
 # ----------------------------------------------------------------------------- report
 def _design_text(cfg, design, bases: dict, command: str) -> str:
     from fgrpo_llm.evaluation.passk import default_ks  # lazy: torch
@@ -243,7 +234,7 @@ def _bases_table(bases: dict, numbers: dict, cfg) -> str:
             xs = [
                 v for (bb, _), v in unit_values(numbers, name, "delta_nll_rare").items() if bb == b
             ]
-            cells.append(f"{np.mean(xs):.3f}" if xs else "–")
+            cells.append(f"{np.mean(xs):.3f}" if xs else MISSING)
         base_pass1 = next(
             (
                 e.get("pass@1")
@@ -257,7 +248,7 @@ def _bases_table(bases: dict, numbers: dict, cfg) -> str:
                 b,
                 info["family"],
                 env.get("torch_cpu_capability", "?"),
-                f"{base_pass1:.3f}" if base_pass1 is not None else "–",
+                f"{base_pass1:.3f}" if base_pass1 is not None else MISSING,
                 info["rare_trajectories"],
                 info["rare_prompts"],
                 *cells,
@@ -279,18 +270,43 @@ def _bases_table(bases: dict, numbers: dict, cfg) -> str:
     )
 
 
-def _report(
-    out: Path, cfg, design, numbers, bases, claims, rows, comps, fams, figs, command, tuning=None
-) -> Path:
+@dataclass(frozen=True)
+class StudyData:
+    """Everything the study's report is written from: the configuration and design, the per-unit
+    numbers, the bases, the claims' verdicts, the summary, variance-component and kernel-family
+    rows, the figures' file names, the command and the tuning (or None)."""
+
+    cfg: object
+    design: object
+    numbers: dict
+    bases: dict
+    claims: list
+    rows: list
+    comps: list
+    fams: list
+    figs: list
+    command: str
+    tuning: dict | None = None
+
+
+def _verdicts_text(d: StudyData) -> str:
     verdicts = markdown_table(
         ["#", "claim", "verdict", "numbers"],
-        [[c["claim"], c["text"], f"**{c['verdict']}**", c["evidence"]] for c in claims],
+        [[c["claim"], c["text"], f"**{c['verdict']}**", c["evidence"]] for c in d.claims],
     )
-    rules = "\n".join(f"- Claim {c['claim']}: {c['rule']}" for c in claims)
+    rules = "\n".join(f"- Claim {c['claim']}: {c['rule']}" for c in d.claims)
+    return verdicts + "\n\nHow each verdict is decided:\n\n" + rules
+
+
+def _runs_text(d: StudyData) -> str:
     runs_table = markdown_table(
         ["run", "bases", "units", *[METRICS[m] for m in METRICS]],
-        [[r["label"], r["bases"], len(r["units"]), *[_iv(r[m]) for m in METRICS]] for r in rows],
+        [[r["label"], r["bases"], len(r["units"]), *[_iv(r[m]) for m in METRICS]] for r in d.rows],
     )
+    return "".join(f"![{p}]({p})\n\n" for p in d.figs) + runs_table
+
+
+def _components_text(d: StudyData) -> str:
     comp_table = markdown_table(
         [
             "run or paired effect",
@@ -309,14 +325,22 @@ def _report(
                 _sd(c["between_sd"]),
                 _sd(c["within_sd"]),
             ]
-            for c in comps
+            for c in d.comps
         ],
     )
-    resolved = [r["what"] for r in fams if r["resolved"]]
-    fam_text = (
+    return (
+        "One-way random effects per quantity "
+        "(`fgrpo_llm.evaluation.stats.variance_components`):"
+        " the sd of the base effect and of the RL seed within a base.\n\n" + comp_table
+    )
+
+
+def _family_text(d: StudyData) -> str:
+    resolved = [r["what"] for r in d.fams if r["resolved"]]
+    return (
         "Difference of base means, other kernel family - default, with Welch's 95% interval "
         "(bases default / other in the last column). "
-        + family_verdict(fams, resolved)
+        + family_verdict(d.fams, resolved)
         + "\n\n"
         + markdown_table(
             ["quantity", "default", "other", "other - default", "bases"],
@@ -328,31 +352,33 @@ def _report(
                     format_interval(_interval_from(r["difference"]), 3, signed=True),
                     "/".join(map(str, r["bases"])),
                 ]
-                for r in fams
+                for r in d.fams
             ],
         )
     )
-    envs = {f"base {b}": info["environment"] for b, info in bases.items()}
+
+
+def _environment_text(d: StudyData) -> str:
+    envs = {f"base {b}": info["environment"] for b, info in d.bases.items()}
+    return (
+        "The bases differ in kernel family by design; the runs compared as a pair share one "
+        "base and one environment (a difference would be printed as a warning). "
+        + environment_section(envs)
+    )
+
+
+def _report(out: Path, d: StudyData) -> Path:
+    """OUT/report.md from the study's data, one section function each."""
     sections = [
-        ("Study", _design_text(cfg, design, bases, command)),
-        ("Verdicts", verdicts + "\n\nHow each verdict is decided:\n\n" + rules),
-        ("Bases", _bases_table(bases, numbers, cfg)),
-        ("The lr frontier (claim 5)", frontier_table(numbers, cfg)),
-        ("Runs: mean [95% CI] over bases", "".join(f"![{p}]({p})\n\n" for p in figs) + runs_table),
-        (
-            "Variance components",
-            "One-way random effects per quantity "
-            "(`fgrpo_llm.evaluation.stats.variance_components`):"
-            " the sd of the base effect and of the RL seed within a base.\n\n" + comp_table,
-        ),
-        ("Kernel family", fam_text),
-        *([("Tuning of the regularised baselines", tuning_text(tuning))] if tuning else []),
-        (
-            "Environment",
-            "The bases differ in kernel family by design; the runs compared as a pair share one "
-            "base and one environment (a difference would be printed as a warning). "
-            + environment_section(envs),
-        ),
+        ("Study", _design_text(d.cfg, d.design, d.bases, d.command)),
+        ("Verdicts", _verdicts_text(d)),
+        ("Bases", _bases_table(d.bases, d.numbers, d.cfg)),
+        ("The lr frontier (claim 5)", frontier_table(d.numbers, d.cfg)),
+        ("Runs: mean [95% CI] over bases", _runs_text(d)),
+        ("Variance components", _components_text(d)),
+        ("Kernel family", _family_text(d)),
+        *([("Tuning of the regularised baselines", tuning_text(d.tuning))] if d.tuning else []),
+        ("Environment", _environment_text(d)),
     ]
     return write_report(
         out / "report.md", "F-GRPO study: bases, seeds, intervals and verdicts", sections
@@ -364,7 +390,6 @@ def frontier_table(numbers: dict, cfg) -> str:
     rows) and F-GRPO: Delta NLL_rare, in-domain pass@1 and OOD pass@k_max, mean [95% CI] over
     bases, and F-GRPO minus each row paired within units; per unit s* is in claim 5's
     evidence. Units: ``OUT/units.csv``."""
-
     study = StudyNumbers(numbers, cfg)
     curves = frontier_curves(study)
     if not curves or study.fgrpo not in numbers:
@@ -412,10 +437,9 @@ def write_study_outputs(
     rows = summary_rows(numbers)
     comps = component_rows(numbers, cfg)
     fams = family_rows(numbers, cfg, bases)
-    figs = _plot(out, numbers, cfg, bases) if numbers else []
-    report = _report(
-        out, cfg, design, numbers, bases, claims, rows, comps, fams, figs, command, tuning
-    )
+    figs = save_study_figures(out, numbers, cfg, bases) if numbers else []
+    data = StudyData(cfg, design, numbers, bases, claims, rows, comps, fams, figs, command, tuning)
+    report = _report(out, data)
     spread_ = spread(comps, design, command)
     result = {
         "command": command,

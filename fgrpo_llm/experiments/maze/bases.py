@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -40,16 +39,10 @@ from fgrpo_llm.evaluation.stats import (
 from fgrpo_llm.experiments.claims import family_verdict
 from fgrpo_llm.experiments.maze.config import MazeConfig, command_for, method_name, methods
 from fgrpo_llm.experiments.maze.plots import write_figures
-from fgrpo_llm.experiments.maze.study import (
-    _per_seed,
-    _write_table,
-    collect,
-    paper_table4,
-    study,
-    table_rows,
-    write_report,
-)
+from fgrpo_llm.experiments.maze.report import paper_table4, table_rows, write_report, write_table
+from fgrpo_llm.experiments.maze.study import _per_seed, collect, study
 from fgrpo_llm.experiments.runner import Task, run_tasks
+from fgrpo_llm.experiments.tables import MAZE_MISSING, cell, table_lines
 
 __all__ = ["run_maze_bases", "merge_bases"]
 
@@ -141,16 +134,14 @@ def merge_bases(cfg: MazeConfig, out: Path, bases, fams: dict) -> dict:
         paper = paper_table4()
         rows = table_rows(cfg, results, paper)
         results["table"] = rows
-        _write_table(rows, out, cfg, results)
+        write_table(rows, out, cfg, results)
         report = study(cfg, results)
         report["command"] = _command(cfg, bases, fams)
         report["variance_components"] = _components(cfg, results)
         report["kernel_family"] = _family_rows(cfg, results, fams)
         report["environments"] = {str(b): e for b, e in envs.items()}
         results["study"] = report
-        path = write_report(cfg, report, out)
-        with open(path, "a") as fh:
-            fh.write(_extra_sections(report, fams, envs))
+        write_report(cfg, report, out, extra=_extra_sections(report, fams, envs))
         write_figures(cfg, results, paper, out)
     write_json(out / "results.json", results)
     return results
@@ -237,14 +228,31 @@ def _family_rows(cfg: MazeConfig, results: dict, fams: dict) -> list[dict]:
 
 
 def _sd(x: float) -> str:
-    return "-" if not math.isfinite(x) else f"{x:.1f}"
+    return cell(x, 1, missing=MAZE_MISSING)
 
 
 def _extra_sections(report: dict, fams: dict, envs: dict) -> str:
-    lines = ["", "## Bases", "", "| base | kernels | torch capability |", "|---|---|---|"]
-    for b, fam in fams.items():
-        env = envs.get(b) or {}
-        lines.append(f"| {b} | {fam} | {env.get('torch_cpu_capability', '?')} |")
+    """The pooled report's extra sections: the bases, the variance components, the kernel
+    family's effect (points)."""
+    bases = [
+        [b, fam, (envs.get(b) or {}).get("torch_cpu_capability", "?")] for b, fam in fams.items()
+    ]
+    comps = [
+        [c["what"], c["metric"], c["bases"], c["units"], _sd(c["between_sd"]), _sd(c["within_sd"])]
+        for c in report["variance_components"]
+    ]
+    rows = report["kernel_family"]
+    resolved = [f"{r['what']} {r['metric']}" for r in rows if r["resolved"]]
+    family = [
+        [
+            r["what"],
+            r["metric"],
+            format_interval(Interval(**r["difference"]), 1, signed=True),
+            f"{r['bases'][0]}/{r['bases'][1]}",
+        ]
+        for r in rows
+    ]
+    lines = ["", "## Bases", "", *table_lines(["base", "kernels", "torch capability"], bases)]
     lines += [
         "",
         "## Variance components (points)",
@@ -252,31 +260,25 @@ def _extra_sections(report: dict, fams: dict, envs: dict) -> str:
         "One-way random effects: the sd of the base (SFT model) effect and of the RL seed "
         "within a base (which needs a base with two RL seeds: `--seeds 0,1`).",
         "",
-        "| run or paired effect | metric | bases | units | sd between bases | sd between "
-        "seeds within a base |",
-        "|---|---|---|---|---|---|",
-    ]
-    for c in report["variance_components"]:
-        lines.append(
-            f"| {c['what']} | {c['metric']} | {c['bases']} | {c['units']} | "
-            f"{_sd(c['between_sd'])} | {_sd(c['within_sd'])} |"
-        )
-    rows = report["kernel_family"]
-    resolved = [f"{r['what']} {r['metric']}" for r in rows if r["resolved"]]
-    lines += [
+        *table_lines(
+            [
+                "run or paired effect",
+                "metric",
+                "bases",
+                "units",
+                "sd between bases",
+                "sd between seeds within a base",
+            ],
+            comps,
+        ),  # fmt: skip
         "",
         "## Kernel family",
         "",
         "F-GRPO - GRPO per base, mean over the other family's bases minus the default's, "
         "with Welch's 95% interval (points). " + family_verdict(rows, resolved),
         "",
-        "| paired effect | metric | other - default | bases (default/other) |",
-        "|---|---|---|---|",
+        *table_lines(
+            ["paired effect", "metric", "other - default", "bases (default/other)"], family
+        ),
     ]
-    for r in rows:
-        iv = Interval(**r["difference"])
-        lines.append(
-            f"| {r['what']} | {r['metric']} | {format_interval(iv, 1, signed=True)} | "
-            f"{r['bases'][0]}/{r['bases'][1]} |"
-        )
     return "\n".join(lines) + "\n"

@@ -1,29 +1,52 @@
-"""The study's figures: per-base panels of the core runs (and of the extended plan), the
-group-size sweep (claim 1, Table 2) and the lr frontier (claim 5, Table 3's control).
+"""The Countdown experiments' figures: the demo's training curves and pass@k, the cross-check's
+tail miss (Lemma 3.1) and Delta NLL_rare against N (Table 2), and the study's per-base panels of
+the core runs (and of the extended plan), the group-size sweep (claim 1, Table 2) and the lr
+frontier (claim 5, Table 3's control). The reports (``report``, ``study_report``) only link the
+files saved here; this is the one module of the package that imports matplotlib (Agg).
 
-Every point is a mean over bases with its 95% t interval over bases
-(``study_claims.interval``), a probability's interval cut to [0, 1]; the number of bases behind
+In the study's figures every point is a mean over bases with its 95% t interval over bases
+(``study_numbers.interval``), a probability's interval cut to [0, 1]; the number of bases behind
 each point is written beside it; every marker is in a legend, placed below the panels so that it
 covers no data; axes say what they show and in which unit. Each panel function takes ``ax`` and
-returns its artists; :func:`study_figures` returns the figures (``study_report`` saves them).
+returns its artists; :func:`study_figures` returns the figures and :func:`save_study_figures`
+saves them.
+
+    names = save_study_figures(out, numbers, cfg, bases)   # OUT/study_*.png
 """
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 
-from fgrpo_llm.experiments.countdown.study_claims import (
+from fgrpo_common.files import save_figure
+from fgrpo_llm.evaluation.sweep import legend_if_labelled, plot_delta_nll
+from fgrpo_llm.evaluation.tail_miss import plot_predicted_vs_observed, plot_tail_miss_vs_N
+from fgrpo_llm.experiments.countdown.study_claims import frontier_curves
+from fgrpo_llm.experiments.countdown.study_numbers import (
     METRIC_RANGE,
     METRICS,
     StudyNumbers,
-    frontier_curves,
     interval,
     unit_values,
 )
 
-__all__ = ["errorbar", "per_base_panel", "sweep_panel", "frontier_panel", "study_figures"]
+__all__ = [
+    "errorbar",
+    "per_base_panel",
+    "sweep_panel",
+    "frontier_panel",
+    "study_figures",
+    "save_study_figures",
+    "plot_training_curves",
+    "plot_pass_at_k_models",
+    "save_training_curves",
+    "save_pass_at_k",
+    "save_cross_check_figures",
+]
 
 #: What each metric's axis says: the quantity and its unit.
 UNITS = {m: "fraction of problems" for m in METRICS}
@@ -145,12 +168,19 @@ def _legend_below(fig, axes) -> None:
         fig.tight_layout()
 
 
-def study_figures(numbers: dict, cfg, bases: dict) -> dict:
-    """``{file name: Figure}`` of the study's figures (matplotlib, Agg)."""
+def _pyplot():
+    """matplotlib's pyplot on the Agg backend (files only, no display)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def study_figures(numbers: dict, cfg, bases: dict) -> dict:
+    """``{file name: Figure}`` of the study's figures (matplotlib, Agg)."""
+    plt = _pyplot()
 
     N = cfg.group_size
     figs = {}
@@ -205,3 +235,128 @@ def study_figures(numbers: dict, cfg, bases: dict) -> dict:
         _legend_below(fig, axes)
         figs["study_extended.png"] = fig
     return figs
+
+
+def save_study_figures(out: Path, numbers: dict, cfg, bases: dict) -> list[str]:
+    """Save the study's figures (:func:`study_figures`) under OUT; their file names."""
+    plt = _pyplot()
+    names = []
+    for name, fig in study_figures(numbers, cfg, bases).items():
+        save_figure(fig, out / name, dpi=110)
+        plt.close(fig)
+        names.append(name)
+    return names
+
+
+# ----------------------------------------------------------------------------- the demo's figures
+def plot_training_curves(axes, runs) -> None:
+    """Delta NLL_rare and the training pass rate against the step, one line per run (two axes)."""
+    for run in runs:
+        path = Path(run.path) / "metrics.jsonl"
+        if not path.is_file():
+            continue
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        steps = [r["step"] for r in rows if "step" in r]
+        rate = [r.get("reward/pass_rate") for r in rows if "step" in r]
+        delta = [(0, 0.0)] + [
+            (r["step"], r["rare/delta_nll"]) for r in rows if r.get("rare/delta_nll") is not None
+        ]
+        axes[0].plot([s for s, _ in delta], [d for _, d in delta], "o-", ms=3, label=run.label)
+        axes[1].plot(steps, rate, lw=1, label=run.label)
+    axes[0].set_xlabel("step")
+    axes[0].set_ylabel("Delta NLL_rare")
+    axes[0].axhline(0, color="k", lw=0.5)
+    axes[1].set_xlabel("step")
+    axes[1].set_ylabel("training pass rate")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+
+
+def plot_pass_at_k_models(axes, evals: dict[str, dict]) -> None:
+    """pass@k against k, one axis per split, one line per model."""
+    first = next(iter(evals.values()))
+    for ax, split in zip(axes, first["splits"], strict=True):
+        for name, res in evals.items():
+            if split in res["splits"]:
+                ax.plot(
+                    res["ks"],
+                    [res["splits"][split][f"pass@{k}"] for k in res["ks"]],
+                    "o-",
+                    ms=3,
+                    label=name,
+                )
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("k")
+        ax.set_ylabel("pass@k")
+        ax.set_title(f"{split} ({first['splits'][split]['role'].replace('_', '-')})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+
+
+def save_training_curves(out: Path, runs) -> str:
+    """OUT/training_curves.png (:func:`plot_training_curves`); its file name."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    plot_training_curves(axes, runs)
+    fig.tight_layout()
+    save_figure(fig, out / "training_curves.png", dpi=120)
+    plt.close(fig)
+    return "training_curves.png"
+
+
+def save_pass_at_k(out: Path, evals: dict[str, dict]) -> str:
+    """OUT/passk.png (:func:`plot_pass_at_k_models`, one panel per split); its file name."""
+    plt = _pyplot()
+    first = next(iter(evals.values()))
+    fig, axes = plt.subplots(
+        1, len(first["splits"]), figsize=(5 * len(first["splits"]), 3.8), squeeze=False
+    )
+    plot_pass_at_k_models(axes[0], evals)
+    fig.tight_layout()
+    save_figure(fig, out / "passk.png", dpi=120)
+    plt.close(fig)
+    return "passk.png"
+
+
+# ----------------------------------------------------------------------------- the cross-check's
+def save_cross_check_figures(out: Path, early: str, tail: dict, calib, curve, rows, controls):
+    """OUT/tail_miss_check.png (observed tail misses per N against Lemma 3.1's curve, predicted
+    against observed) and, when a run has a finite Delta NLL_rare, OUT/delta_nll_rare.png
+    (against N, Table 2); ``{"tail_miss": name, "delta_nll": name}`` of those written."""
+    plt = _pyplot()
+    figures = {}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    plot_tail_miss_vs_N(axes[0], curve, tail[early])
+    axes[0].set_title(f"tail miss per N ({early})")
+    legend_if_labelled(axes[0])
+    points = [
+        dict(r, label=f"{name}, N={r['N']}") for name, rows_ in tail[early].items() for r in rows_
+    ]
+    plot_predicted_vs_observed(axes[1], points)
+    if calib:
+        axes[1].plot(
+            [c["predicted"] for c in calib],
+            [c["observed"] for c in calib],
+            "s--",
+            color="grey",
+            label="per-group bins (pooled)",
+        )
+    legend_if_labelled(axes[1])
+    axes[1].set_title("predicted vs observed (95% intervals)")
+    fig.tight_layout()
+    save_figure(fig, out / "tail_miss_check.png", dpi=120)
+    plt.close(fig)
+    figures["tail_miss"] = "tail_miss_check.png"
+    if any(
+        r["delta_nll_rare"] is not None and np.isfinite(r["delta_nll_rare"]) and r["N"]
+        for r in rows + controls
+    ):
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        plot_delta_nll(ax, rows, controls)
+        fig.tight_layout()
+        save_figure(fig, out / "delta_nll_rare.png", dpi=120)
+        plt.close(fig)
+        figures["delta_nll"] = "delta_nll_rare.png"
+    return figures
