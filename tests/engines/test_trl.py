@@ -608,7 +608,7 @@ def test_pass_at_k_samples_under_the_trainers_own_settings(tmp_path, monkeypatch
     real = callbacks_module.sample_correct_counts
 
     def spy(*args, **kwargs):
-        seen.append({k: kwargs[k] for k in ("max_new_tokens", "temperature", "top_p", "top_k")})
+        seen.append(kwargs["sampling"].policy())
         return real(*args, **kwargs)
 
     monkeypatch.setattr(callbacks_module, "sample_correct_counts", spy)
