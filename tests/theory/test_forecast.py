@@ -178,37 +178,40 @@ def _reference_logp(ps, theta, phi, share=lambda n, c: (n, c)):
     return np.array(out)
 
 
+def _children(pa) -> dict:
+    """prefix -> the set of its children (next tokens, "<END>", and "<MAL>" at the root)."""
+    kids = {}
+    for toks in pa.tokens:
+        for i in range(len(toks)):
+            kids.setdefault(toks[:i], set()).add(toks[i])
+        kids.setdefault(toks, set()).add("<END>")
+    kids[()].add("<MAL>")
+    return kids
+
+
+def _edge_mass(pa, mass: dict, n: tuple, c: str) -> float:
+    """The base's mass below edge (n -> c)."""
+    if c == "<MAL>":
+        return math.exp(pa.malformed_logp)
+    if c == "<END>":
+        return math.exp(dict(zip(pa.tokens, pa.logp, strict=True))[n])
+    return mass[n + (c,)]
+
+
 def _reference_parameters(pas) -> tuple[dict, dict]:
     """theta (the base's log conditionals, from the masses of subtrees) and phi (0), as dicts
     keyed by (prompt, prefix, child) and (prefix, child): the independent definition."""
     theta, phi = {}, {}
     for pa in pas:
-        kids = {}
-        for toks in pa.tokens:
-            for i in range(len(toks)):
-                kids.setdefault(toks[:i], set()).add(toks[i])
-            kids.setdefault(toks, set()).add("<END>")
-        kids[()].add("<MAL>")
-        for n, cs in kids.items():
-            for c in cs:
-                theta[(pa.prompt_id, n, c)] = 0.0
-                phi[(n, c)] = 0.0
-    # theta0 = log conditional of the base (by the independent definition, masses of subtrees)
-    for pa in pas:
-        mass = {}
+        mass = {}  # prefix -> the base's mass of the answers below it
         for toks, lp_ in zip(pa.tokens, pa.logp, strict=True):
             for i in range(len(toks) + 1):
                 mass[toks[:i]] = mass.get(toks[:i], 0.0) + math.exp(lp_)
-        for (pid, n, c), _ in list(theta.items()):
-            if pid != pa.prompt_id:
-                continue
-            if c == "<MAL>":
-                m = math.exp(pa.malformed_logp)
-            elif c == "<END>":
-                m = math.exp(dict(zip(pa.tokens, pa.logp, strict=True))[n])
-            else:
-                m = mass[n + (c,)]
-            theta[(pid, n, c)] = math.log(m) - math.log(1.0 if n == () else mass[n])
+        for n, cs in _children(pa).items():
+            for c in cs:
+                m = _edge_mass(pa, mass, n, c)
+                theta[(pa.prompt_id, n, c)] = math.log(m) - math.log(1.0 if n == () else mass[n])
+                phi[(n, c)] = 0.0
     return theta, phi
 
 
