@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["MISSING", "MAZE_MISSING", "cell", "fmt", "markdown_table", "table_lines"]
+__all__ = ["MISSING", "cell", "fmt", "markdown_table", "table_lines"]
 
 #: The glyph of a missing value (None, NaN, inf) in a cell.
 MISSING = "–"
-#: The Maze tables' glyph for a missing value: their files predate this module and keep their
-#: bytes; a reader comparing old and new Maze tables sees the same text.
-MAZE_MISSING = "-"
 
 
 def cell(x, digits: int = 3, *, missing: str = MISSING) -> str:

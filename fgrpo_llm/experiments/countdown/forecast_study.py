@@ -258,19 +258,9 @@ def _base_inputs(out_b: Path, cfg_b, fit_run: Path, *, progress: bool):
     return task, base, roles
 
 
-def fit_study(study_dir, *, replicates: int = 1, seed: int = 0, progress: bool = False) -> dict:
-    """The forecast of a study: step sizes fitted on every base's finished fit run; every cell
-    of :func:`predicted_specs` predicted per base (the fit cell too, with the fitted draws); the
-    nulls (lr-only's k on the fit cells; the untied model fitted and run the same way).
-
-    Returns {"fitted": FitResult, "untied": FitResult, "cells": [...], "fit_cells": [...],
-    "extra": {...}, "timings": {...}}, the arguments of ``write_forecast``."""
-
-    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
-        raise ValueError(f"replicates must be an int >= 1, got {replicates!r}")
-    study_dir = Path(study_dir)
-    cfg, design = study_plan(study_dir)
-    t0 = time.perf_counter()
+def _fit_units(study_dir: Path, cfg, design, *, progress: bool) -> tuple[list, list]:
+    """Per base with a finished fit run: its FitUnit (inputs, the run's own schedule, the measured
+    Delta NLL_rare) and its plan (base, dirs, task, inputs, roles, cells, measured, fit spec)."""
     units, plans = [], []
     for b in design.bases:
         out_b, cfg_b = study_dir / f"base{b}", base_config(cfg, b)
@@ -287,75 +277,102 @@ def fit_study(study_dir, *, replicates: int = 1, seed: int = 0, progress: bool =
         plans.append((b, out_b, cfg_b, task, base, roles, specs, meas, fit_spec))
     if not units:
         raise ValueError(f"no base of {study_dir} has a finished fit run: nothing to fit")
-    t_inputs = time.perf_counter()
-    _log(progress, f"fitting the step sizes on {len(units)} bases")
-    fitted = fit_step_sizes(units, seed=seed, replicates=replicates)
-    untied = fit_untied(units, seed=seed, replicates=replicates)
-    t_fit = time.perf_counter()
-    # lr-only: D = k * lr_scale * w_bar on the fit cells (GRPO: w = 1, lr x 1)
-    k = fit_lr_only([1.0] * len(plans), [1.0] * len(plans), [p[7]["delta_nll_rare"] for p in plans])
-    cells, fit_cells, per_cell_s = [], [], []
-    lr_only, untied_cells, constant = [], [], []
-    for i, (b, out_b, cfg_b, task, base, roles, specs, meas, fit_spec) in enumerate(plans):
-        fit_cells.append({"base": f"base{b}", "run": fit_spec.path, "measured": meas})
-        constant.append(
+    return units, plans
+
+
+_QUANTITIES = ("delta_nll_rare", "pass@1", "pass@64")
+
+
+def _predict_base(i: int, plan: tuple, unit, models: dict, cfg, *, seed: int, replicates: int):
+    """One base's cells: (model rows, untied rows, lr-only rows, seconds per cell). ``models``:
+    the fitted FitResult, the untied one and the lr-only k."""
+    b, out_b, cfg_b, task, base, roles, specs, _meas, _fit_spec = plan
+    fitted, untied, k = models["fitted"], models["untied"], models["k"]
+    cells, untied_cells, lr_only, seconds = [], [], [], []
+    for cell, spec in specs:
+        tc = train_config_for(out_b, cfg_b, spec)
+        # the fit cell replays the order its run had (its log); the rest as they will have it
+        run = unit.run if cell == "fit" else schedule_of(tc, planned_order(task, tc))
+        c0 = time.perf_counter()
+        steps = unit.steps if cell == "fit" else gathered_steps(base, run)
+        kw = dict(seed=seed + i, replicates=replicates, steps=steps)
+        pred = predict_cell(
+            base,
+            roles,
+            run,
+            lr_theta_scale=fitted.lr_theta_scale,
+            lr_phi_scale=fitted.lr_phi_scale,
+            **kw,
+        )
+        seconds.append(time.perf_counter() - c0)
+        un = predict_cell(
+            base, roles, run, lr_theta_scale=untied.lr_theta_scale, lr_phi_scale=0.0, **kw
+        )
+        scale = float(tc.effective_lr / cfg.lr)
+        common = {
+            "cell": spec.path.split("/", 1)[-1],
+            "base": f"base{b}",
+            "run": spec.path,
+            "stage": cell,
+            "lr_scale": scale,
+            "group_size": int(spec.N),
+            "weighting": weighting_of(tc).label,
+        }
+        cells.append(
             {
-                "base": f"base{b}",
-                "reference": {k_: meas[k_] for k_ in ("delta_nll_rare", "pass@1", "pass@64")},
+                **common,
+                "predicted": {q: pred[q] for q in _QUANTITIES},
+                "mean_weight": pred["mean_weight"],
+                "per_rare": pred["per_rare"],
             }
         )
-        for cell, spec in specs:
-            tc = train_config_for(out_b, cfg_b, spec)
-            if cell == "fit":  # the order the run had (its log), the rest as they will have
-                run = units[i].run
-            else:
-                run = schedule_of(tc, planned_order(task, tc))
-            c0 = time.perf_counter()
-            steps = units[i].steps if cell == "fit" else gathered_steps(base, run)
-            kw = dict(seed=seed + i, replicates=replicates, steps=steps)
-            pred = predict_cell(
-                base,
-                roles,
-                run,
-                lr_theta_scale=fitted.lr_theta_scale,
-                lr_phi_scale=fitted.lr_phi_scale,
-                **kw,
-            )
-            per_cell_s.append(time.perf_counter() - c0)
-            un = predict_cell(
-                base, roles, run, lr_theta_scale=untied.lr_theta_scale, lr_phi_scale=0.0, **kw
-            )
-            scale = float(tc.effective_lr / cfg.lr)
-            name = spec.path.split("/", 1)[-1]
-            common = {
-                "cell": name,
-                "base": f"base{b}",
-                "run": spec.path,
-                "stage": cell,
-                "lr_scale": scale,
-                "group_size": int(spec.N),
-                "weighting": weighting_of(tc).label,
+        untied_cells.append({**common, "predicted": {q: un[q] for q in _QUANTITIES}})
+        lr_only.append(
+            {
+                **common,
+                "delta_nll_rare": predict_lr_only(k, scale, pred["mean_weight"]),
+                "mean_weight": pred["mean_weight"],
             }
-            cells.append(
-                {
-                    **common,
-                    "predicted": {q: pred[q] for q in ("delta_nll_rare", "pass@1", "pass@64")},
-                    "mean_weight": pred["mean_weight"],
-                    "per_rare": pred["per_rare"],
-                }
-            )
-            untied_cells.append(
-                {**common, "predicted": {q: un[q] for q in ("delta_nll_rare", "pass@1", "pass@64")}}
-            )
-            lr_only.append(
-                {
-                    **common,
-                    "delta_nll_rare": predict_lr_only(k, scale, pred["mean_weight"]),
-                    "mean_weight": pred["mean_weight"],
-                }
-            )
-        _log(progress, f"base{b}: {len(specs)} cells predicted")
+        )
+    return cells, untied_cells, lr_only, seconds
+
+
+def fit_study(study_dir, *, replicates: int = 1, seed: int = 0, progress: bool = False) -> dict:
+    """The forecast of a study: step sizes fitted on every base's finished fit run; every cell
+    of :func:`predicted_specs` predicted per base (the fit cell too, with the fitted draws); the
+    nulls (lr-only's k on the fit cells; the untied model fitted and run the same way).
+
+    Returns {"fitted": FitResult, "untied": FitResult, "cells": [...], "fit_cells": [...],
+    "extra": {...}, "timings": {...}}, the arguments of ``write_forecast``."""
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
+        raise ValueError(f"replicates must be an int >= 1, got {replicates!r}")
+    study_dir = Path(study_dir)
+    cfg, design = study_plan(study_dir)
+    t0 = time.perf_counter()
+    units, plans = _fit_units(study_dir, cfg, design, progress=progress)
+    t_inputs = time.perf_counter()
+    _log(progress, f"fitting the step sizes on {len(units)} bases")
+    models = {
+        "fitted": fit_step_sizes(units, seed=seed, replicates=replicates),
+        "untied": fit_untied(units, seed=seed, replicates=replicates),
+        # lr-only: D = k * lr_scale * w_bar on the fit cells (GRPO: w = 1, lr x 1)
+        "k": fit_lr_only(
+            [1.0] * len(plans), [1.0] * len(plans), [p[7]["delta_nll_rare"] for p in plans]
+        ),
+    }
+    t_fit = time.perf_counter()
+    cells, untied_cells, lr_only, per_cell_s = [], [], [], []
+    for i, plan in enumerate(plans):
+        rows = _predict_base(i, plan, units[i], models, cfg, seed=seed, replicates=replicates)
+        for acc, got in zip((cells, untied_cells, lr_only, per_cell_s), rows, strict=True):
+            acc.extend(got)
+        _log(progress, f"base{plan[0]}: {len(plan[6])} cells predicted")
     t_end = time.perf_counter()
+    fit_cells = [{"base": f"base{p[0]}", "run": p[8].path, "measured": p[7]} for p in plans]
+    constant = [
+        {"base": f"base{p[0]}", "reference": {q: p[7][q] for q in _QUANTITIES}} for p in plans
+    ]
+    untied = models["untied"]
     extra = {
         "study": {
             "bases": [p[0] for p in plans],
@@ -363,10 +380,10 @@ def fit_study(study_dir, *, replicates: int = 1, seed: int = 0, progress: bool =
             "seed": seed,
             "delta_nll_unit": "nats per token (App. M.2)",
         },
-        "fit_predictions": fitted.predictions,
+        "fit_predictions": models["fitted"].predictions,
         "nulls": {
             "constant": constant,
-            "lr_only": {"k": k, "cells": lr_only},
+            "lr_only": {"k": models["k"], "cells": lr_only},
             "untied": {
                 "lr_theta_scale": untied.lr_theta_scale,
                 "loss": untied.loss,
@@ -382,7 +399,7 @@ def fit_study(study_dir, *, replicates: int = 1, seed: int = 0, progress: bool =
         "cells": len(cells),
     }
     return {
-        "fitted": fitted,
+        "fitted": models["fitted"],
         "untied": untied,
         "cells": cells,
         "fit_cells": fit_cells,

@@ -42,7 +42,7 @@ from fgrpo_llm.experiments.maze.plots import write_figures
 from fgrpo_llm.experiments.maze.report import paper_table4, table_rows, write_report, write_table
 from fgrpo_llm.experiments.maze.study import _per_seed, collect, study
 from fgrpo_llm.experiments.runner import Task, run_tasks
-from fgrpo_llm.experiments.tables import MAZE_MISSING, cell, table_lines
+from fgrpo_llm.experiments.tables import cell, table_lines
 
 __all__ = ["run_maze_bases", "merge_bases"]
 
@@ -228,7 +228,7 @@ def _family_rows(cfg: MazeConfig, results: dict, fams: dict) -> list[dict]:
 
 
 def _sd(x: float) -> str:
-    return cell(x, 1, missing=MAZE_MISSING)
+    return cell(x, 1)
 
 
 def _extra_sections(report: dict, fams: dict, envs: dict) -> str:

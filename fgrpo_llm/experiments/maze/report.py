@@ -27,7 +27,7 @@ from fgrpo_llm.evaluation.stats import (
 from fgrpo_llm.experiments.maze.config import PAPER_TABLE, MazeConfig, method_name, methods
 from fgrpo_llm.experiments.maze.study_claims import CLAIMS
 from fgrpo_llm.experiments.paper import load_paper_results
-from fgrpo_llm.experiments.tables import MAZE_MISSING, cell, table_lines
+from fgrpo_llm.experiments.tables import MISSING, cell, table_lines
 
 __all__ = ["paper_table4", "table_rows", "write_table", "write_report"]
 
@@ -90,11 +90,7 @@ def _means_table(rows: list[dict], cfg: MazeConfig, results: dict) -> list[str]:
     """The Table-4-shaped means (percent) under a caption that names the scale."""
     cols = list(rows[0])
     S = len(results["sft"])
-    sft = (
-        [f"pass@{k} {_sft_mean(results, k):.1f}" for k in (1, cfg.eval_k_max)]
-        if S
-        else [MAZE_MISSING]
-    )
+    sft = [f"pass@{k} {_sft_mean(results, k):.1f}" for k in (1, cfg.eval_k_max)] if S else [MISSING]
     return [
         f"Held-out maze pass@k (%), mean over {S} RL seed(s), {cfg.num_test} mazes, grid "
         f"{cfg.grid_size}x{cfg.grid_size}, {cfg.rl_steps} RL steps, preset {cfg.preset}; "
@@ -102,7 +98,7 @@ def _means_table(rows: list[dict], cfg: MazeConfig, results: dict) -> list[str]:
         "'paper' columns: Table 4 of the paper (17x17, 20K steps, 256 mazes, n=1024), "
         "side by side only. Intervals and verdicts: report.md.",
         "",
-        *table_lines(cols, [[cell(r[c], 1, missing=MAZE_MISSING) for c in cols] for r in rows]),
+        *table_lines(cols, [[cell(r[c], 1) for c in cols] for r in rows]),
     ]
 
 
@@ -121,7 +117,7 @@ def _dips_table(cfg: MazeConfig, results: dict) -> list[str]:
             dip = d[f"dip/pass@{k}"]
             cells += [
                 f"{100 * dip:.1f}",
-                str(d[f"dip_step/pass@{k}"]) if dip > 0 else MAZE_MISSING,
+                str(d[f"dip_step/pass@{k}"]) if dip > 0 else MISSING,
                 f"{100 * d[f'change/pass@{k}']:+.1f}",
             ]
         rows.append(cells)
