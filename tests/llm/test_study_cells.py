@@ -38,6 +38,36 @@ def test_the_cells_of_the_default_design():
     assert revisit_pool(cfg) == 150 * 32 // 4 == 1200
 
 
+def test_the_training_order_completes_verdicts_first(tmp_path):
+    """An interrupted study holds whole verdicts: the fit cell, then the lr frontier's units at
+    the first seed (F-GRPO, the control, GRPO at every lr scale), the revisit arm, the frontier
+    at the second seed, the other blind cells, and the published sweep and tuning runs last."""
+    from fgrpo_llm.experiments.countdown.study import _tasks
+
+    cfg = load_demo_config()
+    design = StudyDesign(bases=(0, 1, 2), seeds=(0, 1), extended_bases=(1,), tune_base=0)
+    _, runs = _tasks(tmp_path, cfg, design, extended=False, cells=CELLS)
+    names = [t.name.split("/", 1)[1] for t in runs]
+    frontier = {"grpo_n8", "fgrpo_n8", "grpo_n8_lrmatched", "grpo_n8_lr0.9", "grpo_n8_lr0.75"}
+
+    def span(pred):
+        idx = [i for i, n in enumerate(names) if pred(n)]
+        return min(idx), max(idx)
+
+    fit = span(lambda n: n == "seed0/grpo_n8")
+    first = span(lambda n: n.startswith("seed0/") and n[6:] in frontier and n != "seed0/grpo_n8")
+    revisit = span(lambda n: "_pool" in n)
+    second = span(lambda n: n.startswith("seed1/"))
+    rest = span(lambda n: n.startswith("seed0/") and n[6:] not in frontier and "_pool" not in n)
+    assert fit[1] < first[0] and first[1] < revisit[0] < revisit[1] < second[0]
+    assert second[1] < rest[0]
+    blind = {f"base{b}/{s.path}" for b in design.bases for s in cell_specs(cfg, design, b)["blind"]}
+    tail = [t.name for t in runs[rest[0] :]]  # the sweep, the other gammas and the tuning runs
+    in_blind = [name in blind for name in tail]
+    assert in_blind == sorted(in_blind, reverse=True)  # the blind ones before the published ones
+    assert any(in_blind) and not all(in_blind)
+
+
 def test_the_runs_the_study_had_keep_their_names_paths_and_settings(tmp_path):
     """Every run of the plan before the cells existed (the core for every seed, the sweep on the
     sweep bases) is in a cell under the same path, with the same TrainConfig; a run saved before

@@ -44,7 +44,7 @@ from fgrpo_llm.environment import (
     write_environment,
 )
 from fgrpo_llm.evaluation.runs import load_run, split_pass_at
-from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec, run_specs
+from fgrpo_llm.experiments.countdown.config import DemoConfig, RunSpec
 from fgrpo_llm.experiments.countdown.stages import (
     check_plan,
     evaluate_stage,
@@ -220,11 +220,9 @@ def exact_stage(out: Path, cfg: DemoConfig, rare) -> dict | None:
 
 
 def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign, *, extended=True, cells=CELLS):
-    """The bases to prepare, then the runs of ``cells`` to train: the fit cell first (GRPO at
-    N = 8 on every base), then the published core seed by seed (an interrupted study then has
-    the most bases), the sweep and the tuning runs, (with ``extended``) the extended plan, and
-    the blind cells last, each tier longest first. Every base's kernel family is checked against
-    the one it was drawn under before anything is written."""
+    """The bases to prepare, then the runs of ``cells`` to train in :func:`_tier`'s order, each
+    tier longest first (``extended``: with the extended plan). Every base's kernel family is
+    checked against the one it was drawn under before anything is written."""
     for check_only in (True, False):  # every base checked before any is pinned
         for b in design.bases:
             pin_kernel_family(base_dir(out, b), design.family(b), check_only=check_only)
@@ -266,15 +264,20 @@ def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign, *, extended=True, ce
 
 
 def _tier(cfg: DemoConfig, design: StudyDesign, spec: RunSpec, cell: str) -> tuple:
-    """Training order: the fit cell, the published core seed by seed, then the published sweep
-    and the tuning runs, the extended plan, and the blind cells."""
+    """Training order, so that an interrupted study holds the most complete verdicts: the fit
+    cell; the lr frontier's units at the first RL seed (GRPO and F-GRPO at N = 8 at every lr
+    scale, the control included); the revisit arm; the frontier's units at the other seeds; the
+    rest of the blind cells (the other gammas, the sweep); the published sweep and the tuning
+    runs (the extended plan trains after them, with the tuned coefficients)."""
     if cell == "fit":
         return (0, 0)
-    if cell == "blind":
-        return (4, 0)
-    if spec.name in {s.name for s in run_specs(cfg)}:
-        return (1, design.seeds.index(spec.seed)) if spec.N == cfg.group_size else (2, 0)
-    return (2, 0) if "/tune/" in f"/{spec.path}" else (3, 0)
+    if spec.prompt_pool:
+        return (2, 0)
+    plain = spec.weighting == "focal" and not (spec.entropy_coef or spec.kl_coef)
+    if plain and spec.N == cfg.group_size and spec.gamma in (0.0, cfg.gamma):  # the frontier
+        seed = design.seeds.index(spec.seed)
+        return (1, 0) if seed == 0 else (3, seed)
+    return (4, 0) if cell == "blind" else (5, 0)
 
 
 def _run(tasks, workers: int, what: str) -> None:
