@@ -26,7 +26,7 @@ The verdict over bases (:func:`mechanism_verdict`): the excess d = mean(B) - mea
 - "tail misses drive the forgetting": d > 0 with its interval above 0, and the excess d * n_B
   at least 25% of the summed Delta NLL over the rare set (both averaged over bases);
 - "drift, not tail misses": the interval of d within +-0.05 nats;
-- otherwise "not resolved"; with fewer than 3 bases "not judged, k bases".
+- otherwise "not resolved at this scale"; with fewer than 3 bases "not judged, k bases".
 
     fgrpo-llm mechanism runs/demo/grpo_n8 --rare-set runs/demo/rare_set.json
 """
@@ -38,7 +38,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fgrpo_llm.evaluation.stats import Interval, base_level_interval, informative, t_interval
+from fgrpo_llm.evaluation.stats import (
+    NOT_RESOLVED,
+    Interval,
+    base_level_interval,
+    informative,
+    t_interval,
+)
 
 __all__ = [
     "CLASSES",
@@ -47,6 +53,7 @@ __all__ = [
     "EXCESS_SHARE",
     "classify_trajectories",
     "MechanismReport",
+    "ClassTotals",
     "mechanism_report",
     "mechanism_verdict",
 ]
@@ -62,7 +69,6 @@ EXCESS_SHARE = 0.25
 
 TAIL_MISSES = "tail misses drive the forgetting"
 DRIFT = "drift, not tail misses"
-NOT_RESOLVED = "not resolved"
 
 
 def classify_trajectories(prompt_ids, forms, groups) -> list[str]:
@@ -108,6 +114,11 @@ class MechanismReport:
         """The run's Delta NLL_rare: the mean of ``delta``."""
         return math.fsum(self.delta) / len(self.delta)
 
+    @property
+    def total(self) -> float:
+        """The summed Delta NLL over the rare trajectories."""
+        return math.fsum(self.delta)
+
     def count(self, c: str) -> int:
         return sum(k == c for k in self.classes)
 
@@ -138,6 +149,53 @@ class MechanismReport:
             }
         return {"trajectories": S, "delta_nll_rare": total / S, "sum": total, "classes": out}
 
+    def totals(self) -> ClassTotals:
+        """Per class its count and summed Delta NLL (what the verdict reads)."""
+        return ClassTotals(
+            counts={c: self.count(c) for c in CLASSES},
+            sums={c: math.fsum(self.values(c)) for c in CLASSES},
+        )
+
+
+@dataclass(frozen=True)
+class ClassTotals:
+    """Per class the count n_c and the summed Delta NLL of one run's rare trajectories: all that
+    :func:`mechanism_verdict` reads (a study's units.csv holds them as ``mech_<c>_n`` and
+    ``mech_<c>_sum``)."""
+
+    counts: dict
+    """{class: n_c}."""
+    sums: dict
+    """{class: sum of Delta NLL over the class}."""
+
+    @property
+    def total(self) -> float:
+        return math.fsum(self.sums[c] for c in CLASSES)
+
+    def count(self, c: str) -> int:
+        return int(self.counts[c])
+
+    def mean(self, c: str) -> float:
+        """mean_c (nan for an empty class)."""
+        return self.sums[c] / self.counts[c] if self.counts[c] else math.nan
+
+    def columns(self) -> dict:
+        """``{"mech_<c>_n": n_c, "mech_<c>_sum": sum_c}`` for every class."""
+        out = {}
+        for c in CLASSES:
+            out[f"mech_{c}_n"], out[f"mech_{c}_sum"] = self.count(c), float(self.sums[c])
+        return out
+
+    @classmethod
+    def from_columns(cls, row: dict) -> ClassTotals | None:
+        """The totals of a ``columns()`` row; None when the row has none."""
+        if any(row.get(f"mech_{c}_n") is None for c in CLASSES):
+            return None
+        return cls(
+            counts={c: int(row[f"mech_{c}_n"]) for c in CLASSES},
+            sums={c: float(row[f"mech_{c}_sum"]) for c in CLASSES},
+        )
+
 
 def mechanism_report(rare_prompt_ids, rare_forms, groups, delta) -> MechanismReport:
     """Classes (:func:`classify_trajectories`) and Delta NLL of a run's rare trajectories; every
@@ -156,7 +214,8 @@ def mechanism_report(rare_prompt_ids, rare_forms, groups, delta) -> MechanismRep
 
 
 def mechanism_verdict(reports: dict) -> dict:
-    """The verdict (module docstring) over ``{(base, seed): MechanismReport}`` of one arm.
+    """The verdict (module docstring) over ``{(base, seed): MechanismReport or ClassTotals}`` of
+    one arm.
 
     Units without both a B and a U trajectory give no d and are left out (counted). Returns the
     verdict, the number of bases judged, d's interval over bases, the excess share and per class
@@ -166,7 +225,7 @@ def mechanism_verdict(reports: dict) -> dict:
         if rep.count("B") and rep.count("U"):
             d[unit] = rep.mean("B") - rep.mean("U")
             excess[unit] = d[unit] * rep.count("B")
-            total[unit] = math.fsum(rep.delta)
+            total[unit] = rep.total
     bases = sorted({b for b, _ in d})
     out = {
         "units": len(reports),

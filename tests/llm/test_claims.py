@@ -36,11 +36,11 @@ def test_a_claims_record_is_its_judges_verdict_with_text_and_rule_filled_in():
         c.record({"d": 0.0})
 
 
-def test_the_countdown_study_lists_claims_one_to_ten_and_judges_each_from_the_list():
-    assert [c.key for c in study_claims.CLAIMS] == list(range(1, 11))
+def test_the_countdown_study_lists_claims_one_to_twelve_and_judges_each_from_the_list():
+    assert [c.key for c in study_claims.CLAIMS] == list(range(1, 13))
     cfg = DemoConfig()
     records = study_claims.judge_claims({}, cfg)  # no run at all
-    assert [r["claim"] for r in records] == list(range(1, 11))
+    assert [r["claim"] for r in records] == list(range(1, 13))
     for c, r in zip(study_claims.CLAIMS, records, strict=True):
         assert r["verdict"] in VERDICTS
         assert not re.search(r"[{}]", r["text"] + r["rule"]), r  # every field filled

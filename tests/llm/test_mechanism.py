@@ -23,6 +23,7 @@ from fgrpo_llm.evaluation.mechanism import (  # noqa: E402
     DRIFT,
     NOT_RESOLVED,
     TAIL_MISSES,
+    ClassTotals,
     MechanismReport,
     classify_trajectories,
     mechanism_report,
@@ -119,6 +120,20 @@ def test_verdict_rules():
     v = mechanism_verdict(two)
     assert v["verdict"] == "not judged, 2 bases" and v["units_without_B_or_U"] == 1
     assert v["classes"]["B"]["count"] == 41
+    # the verdict reads only each class's count and sum: a study's units.csv columns give it
+    for reports in (tail, drift, small, two):
+        totals = {u: ClassTotals.from_columns(r.totals().columns()) for u, r in reports.items()}
+        a, b = mechanism_verdict(totals), mechanism_verdict(reports)
+        assert a["verdict"] == b["verdict"] and a["bases"] == b["bases"]
+        assert (a["d"] is None) == (b["d"] is None)
+        if a["d"] is not None:
+            assert a["d"] == pytest.approx(b["d"], rel=1e-12)
+            assert a["excess_share"] == pytest.approx(b["excess_share"], rel=1e-12)
+        for c, e in a["classes"].items():
+            assert e["count"] == b["classes"][c]["count"]
+            if e["mean"] is not None:
+                assert e["mean"] == pytest.approx(b["classes"][c]["mean"], rel=1e-12)
+    assert ClassTotals.from_columns({"mech_U_n": 3}) is None
 
 
 # -- a tiny run ------------------------------------------------------------------------------------

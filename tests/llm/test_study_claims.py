@@ -540,3 +540,47 @@ def test_every_gamma_is_compared_on_the_units_all_gammas_share():
     claim = {c["claim"]: c for c in judge_claims(numbers, cfg)}[9]
     assert "on the 3 units (3 bases) every gamma shares" in claim["evidence"], claim["evidence"]
     assert "gamma = 1 - GRPO: Delta NLL_rare -0.100" in claim["evidence"], claim["evidence"]
+
+
+def _mech(b_mean: float, u_mean: float, *, n_b: int = 30, n_u: int = 10, other: float = 0.0):
+    """Per unit the mechanism's columns: B and U means (a tiny per-unit spread), S holding
+    ``other`` nats in all."""
+    return {
+        u: {
+            "mech_B_n": n_b,
+            "mech_B_sum": n_b * (b_mean + NOISE[i]),
+            "mech_U_n": n_u,
+            "mech_U_sum": n_u * (u_mean - NOISE[i] / 2),
+            "mech_S_n": 5,
+            "mech_S_sum": other,
+            "mech_I_n": 0,
+            "mech_I_sum": 0.0,
+        }
+        for i, u in enumerate(UNITS)
+    }
+
+
+def _with_mech(numbers: dict, name: str, mech: dict) -> dict:
+    numbers[name] = {u: {**numbers.get(name, {}).get(u, {"label": name}), **mech[u]} for u in UNITS}
+    return numbers
+
+
+def test_the_mechanism_claims_follow_their_rules():
+    """Claim 11 (the plan's GRPO runs) and 12 (the revisit arm): B losing more than U, with most
+    of the sum, holds; B and U alike is "drift" (contradicted); no mechanism columns, not run."""
+    cfg = DemoConfig()
+    numbers = _numbers(cfg, BASE, {})
+    verdicts = {c["claim"]: c for c in judge_claims(numbers, cfg)}
+    assert verdicts[11]["verdict"] == NOT_RUN and verdicts[12]["verdict"] == NOT_RUN
+    _with_mech(numbers, "grpo_n8", _mech(0.6, 0.1))
+    _with_mech(numbers, "grpo_n8_pool1200", _mech(0.3, 0.3))
+    _with_mech(numbers, "fgrpo_n8", _mech(0.2, 0.1))
+    verdicts = {c["claim"]: c for c in judge_claims(numbers, cfg)}
+    assert verdicts[11]["verdict"] == HOLDS
+    assert "grpo_n8: tail misses drive the forgetting" in verdicts[11]["evidence"]
+    assert "fgrpo_n8:" in verdicts[11]["evidence"]  # F-GRPO's arm beside
+    assert verdicts[12]["verdict"] == CONTRADICTED
+    assert "drift, not tail misses" in verdicts[12]["evidence"]
+    # B above U, but S holds most of the sum: not resolved
+    _with_mech(numbers, "grpo_n8", _mech(0.6, 0.1, other=1000.0))
+    assert {c["claim"]: c for c in judge_claims(numbers, cfg)}[11]["verdict"] == NOT_RESOLVED

@@ -243,7 +243,7 @@ def _check_two_bases(out, result) -> None:
     assert other in report
     spread = json.loads((out / "seed_spread.json").read_text())
     assert spread["num_bases"] == 2 and "between_base_sd" in spread
-    assert [c["claim"] for c in result["claims"]] == list(range(1, 11))
+    assert [c["claim"] for c in result["claims"]] == list(range(1, 13))
     # every claim judged again from OUT/units.csv alone prints what the report prints
     from fgrpo_llm.experiments.countdown.study_units import judge_units
 

@@ -14,6 +14,7 @@ from fgrpo_llm.experiments.countdown.study_units import (
     COLUMNS,
     exact_columns,
     judge_units,
+    mechanism_columns,
     read_units,
     realised_weight,
     unit_rows,
@@ -158,3 +159,34 @@ def test_the_exact_columns_by_hand(tmp_path):
     assert cols["exact_id_pass64"] == 0.9 and cols["exact_ood_pass1"] == 0.1
     assert cols["exact_ood_pass8"] is None
     assert "exact_delta_nll_rare" not in exact_columns(run, tmp_path / "none.json")
+
+
+def test_the_mechanism_columns_by_hand(tmp_path):
+    """Three rare trajectories: p's "1+2" sampled (S), p's "2+1" tail-missed (B, p trained in an
+    active group), q's never trained (U); the class sums add up to the summed Delta NLL per
+    token."""
+    from types import SimpleNamespace
+
+    run, base = tmp_path / "run.json", tmp_path / "base.json"
+    rare_json = {"trajectories": 3, "prompt_ids": ["p", "p", "q"], "answers": ["1+2", "2+1", "3*1"],
+                 "lengths": [4, 4, 2]}  # fmt: skip
+    base.write_text(
+        json.dumps({"format": 1, "splits": {}, "rare": {**rare_json, "logp": [-1, -2, -3]}})
+    )
+    run.write_text(
+        json.dumps({"format": 1, "splits": {}, "rare": {**rare_json, "logp": [-1.5, -3.0, -2.0]}})
+    )
+    rare = SimpleNamespace(prompt_ids=["p", "p", "q"], forms=["1+2", "2+1", "3*1"])
+    groups = [{"step": 1, "prompt_id": "p", "N": 4, "num_correct": 1, "forms": ["1+2"]}]
+    assert mechanism_columns([], rare, run, base) == {}
+    assert mechanism_columns(groups, rare, run, tmp_path / "none.json") == {}
+    cols = mechanism_columns(groups, rare, run, base)
+    assert (cols["mech_S_n"], cols["mech_B_n"], cols["mech_U_n"], cols["mech_I_n"]) == (1, 1, 1, 0)
+    assert cols["mech_S_sum"] == pytest.approx(0.5 / 4)
+    assert cols["mech_B_sum"] == pytest.approx(1.0 / 4)
+    assert cols["mech_U_sum"] == pytest.approx(-1.0 / 2)
+    total = sum(cols[f"mech_{c}_sum"] for c in "UBSI") / 3
+    assert total == pytest.approx(exact_columns(run, base)["exact_delta_nll_rare_per_token"])
+    other = SimpleNamespace(prompt_ids=["x", "p", "q"], forms=rare.forms)
+    with pytest.raises(ValueError, match="rare set"):
+        mechanism_columns(groups, other, run, base)

@@ -63,7 +63,11 @@ from fgrpo_llm.experiments.countdown.study_tuning import (
     tuned_config,
     tuning_specs,
 )
-from fgrpo_llm.experiments.countdown.study_units import exact_columns, realised_weight
+from fgrpo_llm.experiments.countdown.study_units import (
+    exact_columns,
+    mechanism_columns,
+    realised_weight,
+)
 from fgrpo_llm.experiments.runner import Task, run_tasks
 from fgrpo_theory.focal import lr_multiplier
 from fgrpo_theory.sim import config_from_preset, run_sweep
@@ -328,6 +332,10 @@ def _collect(out: Path, cfg: DemoConfig, design: StudyDesign) -> tuple[dict, dic
 def _unit_numbers(out_b: Path, cfg: DemoConfig, spec: RunSpec, cell: str, rare) -> dict:
     """One finished run's row of the per-unit table (``study_units.COLUMNS``)."""
     run = load_run(out_b / spec.path)
+    run_exact, base_exact = (
+        out_b / spec.path / "exact" / "exact_eval.json",
+        out_b / "base_exact" / "exact_eval.json",
+    )
     lr_scale = spec.lr_scale * (
         float(lr_multiplier(spec.lr_match_gamma)) if spec.lr_match_gamma is not None else 1.0
     )
@@ -353,10 +361,8 @@ def _unit_numbers(out_b: Path, cfg: DemoConfig, spec: RunSpec, cell: str, rare) 
         "id_pass8": split_pass_at(run.eval, "in_domain", 8),
         "ood_pass8": split_pass_at(run.eval, "ood", 8),
         "focal_weight": realised_weight(run.groups, gamma=spec.gamma, weighting=spec.weighting),
-        **exact_columns(
-            out_b / spec.path / "exact" / "exact_eval.json",
-            out_b / "base_exact" / "exact_eval.json",
-        ),
+        **exact_columns(run_exact, base_exact),
+        **mechanism_columns(run.groups, rare, run_exact, base_exact),
     }
 
 

@@ -27,13 +27,27 @@ and on the extended plan (MaxRL, the regularised baselines, other gammas):
 9. gamma in [0.5, 1] is the good range: lower Delta NLL_rare, pass@1 kept; a larger gamma loses
    pass@1 (Table 6), every gamma on the units all of them share;
 10. F-GRPO and MaxRL compare on Delta NLL_rare as the categorical simulator predicts from their
-    retained positive mass.
+    retained positive mass;
+
+and on the mechanism, per rare trajectory (``fgrpo_llm.evaluation.mechanism``):
+
+11. tail misses (Lemma 3.1's event B) drive GRPO's forgetting when each prompt is trained about
+    once (the plan's runs);
+12. the same on the revisit arm (a prompt pool each prompt is visited about 4 times in).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from fgrpo_llm.evaluation.mechanism import (
+    DRIFT,
+    DRIFT_MARGIN,
+    EXCESS_SHARE,
+    TAIL_MISSES,
+    ClassTotals,
+    mechanism_verdict,
+)
 from fgrpo_llm.evaluation.stats import (
     CONTRADICTED,
     HOLDS,
@@ -322,6 +336,64 @@ def _tail_miss(s: StudyNumbers) -> tuple[str, str]:
     return verdict, f"first {s.cfg.early_steps} steps: " + "; ".join(rows) + "."
 
 
+def mechanism_arm(s: StudyNumbers, name: str) -> dict | None:
+    """``mechanism_verdict`` over the units of run ``name`` that hold the mechanism's columns;
+    None when none does."""
+    totals = {u: ClassTotals.from_columns(v) for u, v in s.numbers.get(name, {}).items()}
+    totals = {u: t for u, t in totals.items() if t is not None}
+    return mechanism_verdict(totals) if totals else None
+
+
+def _arm_text(label: str, v: dict) -> str:
+    classes = ", ".join(
+        f"{c} {e['count']}"
+        + (
+            ""
+            if e["mean"] is None
+            else f" mean {e['mean']:+.3f}"
+            + (f" [{e['interval'][0]:+.3f}, {e['interval'][1]:+.3f}]" if e["interval"] else "")
+        )
+        for c, e in v["classes"].items()
+    )
+    d = v["d"]
+    return (
+        f"{label}: {v['verdict']} ({v['bases']} bases; classes {classes}"
+        + (
+            f"; mean(B) - mean(U) {d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}], excess "
+            f"share {v['excess_share']:.2f}"
+            if d
+            else ""
+        )
+        + ")"
+    )
+
+
+def _mechanism(pool: bool):
+    """Claims 11 (the plan's one-visit runs) and 12 (the revisit arm): the mechanism verdict of
+    GRPO's units, F-GRPO's beside it."""
+
+    def judge(s: StudyNumbers) -> tuple[str, str]:
+        names = [s.grpo, s.fgrpo]
+        if pool:
+            names = [
+                next((n for n in s.numbers if n.startswith(f"{stem}_pool")), f"{stem}_pool")
+                for stem in names
+            ]
+        arms = {n: mechanism_arm(s, n) for n in names}
+        if arms[names[0]] is None:
+            return NOT_RUN, f"no {names[0]} run has a group log and exact evaluations."
+        v = arms[names[0]]["verdict"]
+        verdict = {TAIL_MISSES: HOLDS, DRIFT: CONTRADICTED}.get(v, v)
+        text = "; ".join(_arm_text(n, a) for n, a in arms.items() if a is not None)
+        return verdict, (
+            "exact Delta NLL per token of each rare trajectory; per class (U never trained, B "
+            "tail-missed, S sampled, I inactive only) its count and mean over bases with its 95% "
+            f"t interval: {text}."
+        )
+
+    return judge
+
+
 def _beats_regularisers(s: StudyNumbers) -> tuple[str, str]:
     """Claim 8 (Section 5.6)."""
     ent, kl = f"grpo_n{s.N}_entropy", f"grpo_n{s.N}_kl"
@@ -533,6 +605,26 @@ CLAIMS = (
         "contradicted if on the other side, else (or without a prediction) not resolved.",
         _against_maxrl,
     ),
+    Claim(
+        11,
+        "tail misses (Lemma 3.1's event B) drive GRPO's forgetting of rare-correct trajectories "
+        "when each prompt is trained about once (GRPO at N = {N}, the plan's prompt stream)",
+        "Per rare trajectory, its exact Delta NLL per token and its class from the run's group "
+        "log (U never trained, B trained in an active group that missed its answer, S its answer "
+        "sampled, I inactive groups only); d = mean(B) - mean(U) per unit, averaged per base. "
+        "Holds (tail misses drive the forgetting) if d's 95% t interval over bases lies above 0 "
+        "and the excess d x n_B is at least {excess:.0%} of the summed Delta NLL; contradicted "
+        "(drift, not tail misses) if the interval lies within +-{drift:g} nats; else not "
+        "resolved; on fewer than {min_bases} bases not judged. F-GRPO's arm is printed beside.",
+        _mechanism(pool=False),
+    ),
+    Claim(
+        12,
+        "the same on the revisit arm: GRPO at N = {N} on a prompt pool each prompt is visited "
+        "about {visits} times in, the same steps",
+        "As claim 11, on the revisit arm's runs.",
+        _mechanism(pool=True),
+    ),
 )
 
 
@@ -552,5 +644,8 @@ def judge_claims(numbers: dict, cfg, prediction: dict | None = None) -> list[dic
         "min_bases": MIN_BASES,
         "entropy_coef": cfg.entropy_coef,
         "kl_coef": cfg.kl_coef,
+        "excess": EXCESS_SHARE,
+        "drift": DRIFT_MARGIN,
+        "visits": cfg.revisit_visits,
     }
     return [c.record(study, **values) for c in CLAIMS]

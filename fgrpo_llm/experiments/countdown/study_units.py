@@ -10,8 +10,10 @@ tail-miss frequencies) with pass@8 and k_max, the realised mean focal weight ove
 (the advantage weight g = (1 - X/N)^gamma of Eq. 11, averaged over the trained groups with
 0 < X < N; MaxRL's sqrt((1 - X/N) / (X/N)) for a MaxRL run), and, where the run has an exact
 evaluation (``<run>/exact/exact_eval.json`` beside the base's ``base_exact/exact_eval.json``),
-the exact Delta NLL_rare = mean over rare trajectories of (log p_base - log p_run) and the exact
-pass@k.
+the exact Delta NLL_rare = mean over rare trajectories of (log p_base - log p_run), the exact
+pass@k, and the mechanism's classes (``fgrpo_llm.evaluation.mechanism``: never trained U,
+tail-missed B, sampled S, inactive only I), each class's count ``mech_<c>_n`` and summed Delta NLL
+per token ``mech_<c>_sum``.
 
     fgrpo-llm study --from-units docs/data/countdown_study_units.csv
 """
@@ -25,6 +27,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from fgrpo_llm.evaluation.mechanism import CLASSES, mechanism_report
 from fgrpo_llm.experiments.countdown.config import DemoConfig
 from fgrpo_llm.experiments.countdown.study_claims import METRICS, judge_claims
 from fgrpo_theory.weighting import resolve_weighting
@@ -34,6 +37,7 @@ __all__ = [
     "EXACT_KS",
     "realised_weight",
     "exact_columns",
+    "mechanism_columns",
     "unit_rows",
     "write_units",
     "read_units",
@@ -50,11 +54,12 @@ _METRIC = [*METRICS, "tail_miss_groups", "tail_miss_steps", "id_pass8", "ood_pas
 _EXACT = ["exact_delta_nll_rare", "exact_delta_nll_rare_per_token", "exact_rare_trajectories"] + [
     f"exact_{role}_pass{k}" for role in ("id", "ood") for k in EXACT_KS
 ]
+_MECH = [f"mech_{c}_{k}" for c in CLASSES for k in ("n", "sum")]
 #: Every column of units.csv, in order.
-COLUMNS = tuple(_RUN + _METRIC + _EXACT)
+COLUMNS = tuple(_RUN + _METRIC + _EXACT + _MECH)
 
 _INTS = {"base", "seed", "N", "prompt_pool", "tail_miss_groups", "tail_miss_steps", "kmax",
-         "exact_rare_trajectories"}  # fmt: skip
+         "exact_rare_trajectories", *(f"mech_{c}_n" for c in CLASSES)}  # fmt: skip
 _TEXT = {"family", "name", "cell", "label", "weighting"}
 
 
@@ -108,6 +113,21 @@ def exact_columns(run_exact: Path, base_exact: Path) -> dict:
         except ValueError:  # no trajectory lengths recorded
             out["exact_delta_nll_rare_per_token"] = None
     return out
+
+
+def mechanism_columns(groups: list[dict], rare, run_exact: Path, base_exact: Path) -> dict:
+    """The mechanism's columns of one run (``ClassTotals.columns``: per class the count and the
+    summed exact Delta NLL per token) from its group log, the rare set and the exact evaluations
+    of the run and of its base; empty without a group log or either evaluation."""
+    from fgrpo_llm.evaluation.exact_eval import load_exact_eval, rare_delta_nll  # lazy: torch
+
+    if not groups or not Path(run_exact).is_file() or not Path(base_exact).is_file():
+        return {}
+    base, run = load_exact_eval(base_exact), load_exact_eval(run_exact)
+    if base["rare"]["prompt_ids"] != list(rare.prompt_ids):
+        raise ValueError(f"{base_exact} was not made with this base's rare set")
+    delta = rare_delta_nll(base, run, per_token=True)
+    return mechanism_report(rare.prompt_ids, rare.forms, groups, delta).totals().columns()
 
 
 def unit_rows(numbers: dict, bases: dict) -> list[dict]:
@@ -209,6 +229,7 @@ def plan_from_units(numbers: dict):
         lr_frontier=tuple(scales),
         early_steps=steps,
         prediction_preset=DemoConfig.prediction_preset,
+        revisit_visits=DemoConfig.revisit_visits,
         **coef,
     )
 
