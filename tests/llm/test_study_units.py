@@ -159,6 +159,11 @@ def test_the_exact_columns_by_hand(tmp_path):
     assert cols["exact_id_pass64"] == 0.9 and cols["exact_ood_pass1"] == 0.1
     assert cols["exact_ood_pass8"] is None
     assert "exact_delta_nll_rare" not in exact_columns(run, tmp_path / "none.json")
+    empty = {"trajectories": 0, "prompt_ids": [], "answers": [], "lengths": [], "logp": []}
+    run.write_text(json.dumps({"format": 1, "splits": splits, "rare": empty}))
+    base.write_text(json.dumps({"format": 1, "splits": {}, "rare": empty}))
+    cols = exact_columns(run, base)  # an empty rare set: pass@k, no Delta NLL_rare
+    assert cols["exact_id_pass1"] == 0.4 and "exact_delta_nll_rare" not in cols
 
 
 def test_the_mechanism_columns_by_hand(tmp_path):

@@ -9,6 +9,7 @@ sampling settings, a base under the plan's. The stage is skipped when its file e
 
     exact_eval_stage(run_dir / "model", run_exact_path(run_dir).parent, cfg,
                      task=task_for(base_dir / "base"), rare_set=base_dir / "rare_set.json")
+    exact_stages(base_dir, cfg, task=task, rare=rare, run_dir=run_dir)   # the base's, the run's
     exact_delta_nll_rare_of(base_dir, run_dir)
 """
 
@@ -35,6 +36,7 @@ __all__ = [
     "base_exact_path",
     "run_exact_path",
     "exact_eval_stage",
+    "exact_stages",
     "rare_delta_nll_of",
     "exact_delta_nll_rare_of",
 ]
@@ -75,6 +77,19 @@ def exact_eval_stage(model_dir, out_dir, cfg, *, task, rare_set) -> dict:
     results["environment"] = environment(device)
     write_exact_eval(results, out_dir)
     return load_exact_eval(out_dir)
+
+
+def exact_stages(out_b, cfg, *, task, rare, run_dir=None) -> None:
+    """The exact evaluation of the base in ``out_b`` (``base_exact_path``) and, with
+    ``run_dir``, of that run (``run_exact_path``), each computed when missing; ``rare`` the base's
+    rare set (a path or a RareSet)."""
+    out_b = Path(out_b)
+    exact_eval_stage(out_b / "base", base_exact_path(out_b).parent, cfg, task=task, rare_set=rare)
+    if run_dir is not None:
+        run_dir = Path(run_dir)
+        exact_eval_stage(
+            run_dir / "model", run_exact_path(run_dir).parent, cfg, task=task, rare_set=rare
+        )
 
 
 def _check_saved(saved: dict, out_dir: Path, policy: dict, task, cfg) -> dict:

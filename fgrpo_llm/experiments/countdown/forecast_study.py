@@ -239,20 +239,10 @@ def _log(progress: bool, text: str) -> None:
 def _base_inputs(out_b: Path, cfg_b, fit_run: Path, *, progress: bool):
     """The base's task, its ForecastBase and eval roles, after making sure the base's and the
     fit run's exact evaluations exist."""
-    from fgrpo_llm.experiments.countdown.exact_stage import (  # lazy: torch
-        base_exact_path,
-        exact_eval_stage,
-        run_exact_path,
-    )
+    from fgrpo_llm.experiments.countdown.exact_stage import exact_stages  # lazy: torch
 
     task = task_for(out_b / "base")
-    rare_set = out_b / "rare_set.json"
-    exact_eval_stage(
-        out_b / "base", base_exact_path(out_b).parent, cfg_b, task=task, rare_set=rare_set
-    )
-    exact_eval_stage(
-        fit_run / "model", run_exact_path(fit_run).parent, cfg_b, task=task, rare_set=rare_set
-    )
+    exact_stages(out_b, cfg_b, task=task, rare=out_b / "rare_set.json", run_dir=fit_run)
     answers = base_answers(out_b, cfg_b, task=task, progress=progress)
     base, roles = forecast_base(answers, rare_pairs(out_b))
     return task, base, roles

@@ -310,8 +310,12 @@ def train_run(out: Path, cfg: DemoConfig, spec: RunSpec, rare) -> None:
     train(train_config_for(out, cfg, spec), evaluators=[make_rare_evaluator(rare)], resume=True)
 
 
-def train_and_evaluate(out: Path, cfg: DemoConfig, spec: RunSpec) -> tuple[RunSpec, float]:
-    """Worker: one training run, then its pass@k evaluation, on ``cfg.threads`` threads."""
+def train_and_evaluate(
+    out: Path, cfg: DemoConfig, spec: RunSpec, exact: bool = False
+) -> tuple[RunSpec, float]:
+    """Worker: one training run, then its pass@k evaluation, on ``cfg.threads`` threads; with
+    ``exact``, also the exact evaluations of the base and of the run where the base's rare set
+    carries exact (mu, tau), i.e. the task lists every answer (``exact_stage``)."""
     import torch
 
     from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
@@ -321,13 +325,22 @@ def train_and_evaluate(out: Path, cfg: DemoConfig, spec: RunSpec) -> tuple[RunSp
     rare = load_rare_set(out / "rare_set.json")
     train_run(out, cfg, spec, rare)
     run_dir = out / spec.path
-    evaluate_stage(run_dir / "model", run_dir / "eval", cfg, task=task_for(out / "base"))
+    task = task_for(out / "base")
+    evaluate_stage(run_dir / "model", run_dir / "eval", cfg, task=task)
+    if exact and rare.has_exact:
+        from fgrpo_llm.experiments.countdown.exact_stage import exact_stages  # lazy: torch
+
+        exact_stages(out, cfg, task=task, rare=rare, run_dir=run_dir)
     return spec, timer.seconds()
 
 
-def run_done(out: Path, spec: RunSpec, cfg: DemoConfig | None = None) -> bool:
-    """Trained and evaluated; with the plan ``cfg``, a ValueError when the finished run was
-    trained with other settings than the plan's (``train_config_for``)."""
+def run_done(
+    out: Path, spec: RunSpec, cfg: DemoConfig | None = None, *, exact: bool = False
+) -> bool:
+    """Trained and evaluated (with ``exact``, exactly too where the base's rare set carries
+    exact (mu, tau)); with the plan ``cfg``, a ValueError when the finished run was trained
+    with other settings than the plan's (``train_config_for``)."""
+    from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
     from fgrpo_llm.trainer import RESUMABLE_FIELDS  # lazy: torch, transformers
 
     run = out / spec.path
@@ -341,7 +354,10 @@ def run_done(out: Path, spec: RunSpec, cfg: DemoConfig | None = None) -> bool:
             what=f"the run {spec.path} in {run} was",
             advice=_ADVICE,
         )
-    return run_finished(run) and (run / "eval" / "eval.json").is_file()
+    done = run_finished(run) and (run / "eval" / "eval.json").is_file()
+    if done and exact and not (run / "exact" / "exact_eval.json").is_file():
+        return not load_rare_set(out / "rare_set.json").has_exact
+    return done
 
 
 def map_runs(out: Path, cfg: DemoConfig, specs: list[RunSpec]):

@@ -190,8 +190,9 @@ def base_prepared(out_b: Path) -> bool:
 
 
 def prepare_base(out_b: Path, cfg: DemoConfig) -> None:
-    """Task: pretrain base b, build its rare-correct set with exact (mu, tau), evaluate it, and
-    record the environment it was made in (``environment.json``)."""
+    """Task: pretrain base b, build its rare-correct set with exact (mu, tau), evaluate it (and
+    exactly, where the task lists every answer), and record the environment it was made in
+    (``environment.json``)."""
     import torch
 
     from fgrpo_llm.model import resolve_device  # lazy: transformers
@@ -200,7 +201,12 @@ def prepare_base(out_b: Path, cfg: DemoConfig) -> None:
     pretrain_base(out_b, cfg)
     rare = rare_set_stage(out_b, cfg)
     exact_stage(out_b, cfg, rare)
-    evaluate_stage(out_b / "base", out_b / "base_eval", cfg, task=task_for(out_b / "base"))
+    task = task_for(out_b / "base")
+    evaluate_stage(out_b / "base", out_b / "base_eval", cfg, task=task)
+    if rare.has_exact:  # the task lists every answer: the base's exact evaluation
+        from fgrpo_llm.experiments.countdown.exact_stage import exact_stages  # lazy: torch
+
+        exact_stages(out_b, cfg, task=task, rare=rare)
     write_environment(out_b, resolve_device(cfg.device))  # the device it ran on (auto: CUDA?)
 
 
@@ -253,12 +259,12 @@ def _tasks(out: Path, cfg: DemoConfig, design: StudyDesign, *, extended=True, ce
             )
         for cell in cells:
             for spec in by_cell[cell]:
-                if run_done(base_dir(out, b), spec, cfg_b):
+                if run_done(base_dir(out, b), spec, cfg_b, exact=True):
                     continue
                 task = Task(
                     f"base{b}/{spec.path}",
                     train_and_evaluate,
-                    (base_dir(out, b), cfg_b, spec),
+                    (base_dir(out, b), cfg_b, spec, True),  # evaluated exactly where it can be
                     kernel_family_env(design.family(b)),
                     cost=float(spec.N),
                 )

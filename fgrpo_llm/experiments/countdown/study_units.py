@@ -104,7 +104,7 @@ def exact_columns(run_exact: Path, base_exact: Path) -> dict:
         for k in EXACT_KS:
             vals = [float(e["pass@k"][str(k)]) for e in splits if str(k) in e["pass@k"]]
             out[f"exact_{role}_pass{k}"] = float(np.mean(vals)) if vals else None
-    if Path(base_exact).is_file():
+    if Path(base_exact).is_file() and len(run["rare"]["logp"]):  # (an empty rare set: no Delta)
         base = load_exact_eval(base_exact)
         out["exact_rare_trajectories"] = len(run["rare"]["logp"])
         out["exact_delta_nll_rare"] = exact_delta_nll_rare(base, run, per_token=False)
@@ -118,10 +118,13 @@ def exact_columns(run_exact: Path, base_exact: Path) -> dict:
 def mechanism_columns(groups: list[dict], rare, run_exact: Path, base_exact: Path) -> dict:
     """The mechanism's columns of one run (``ClassTotals.columns``: per class the count and the
     summed exact Delta NLL per token) from its group log, the rare set and the exact evaluations
-    of the run and of its base; empty without a group log or either evaluation."""
+    of the run and of its base; empty without a group log, a rare trajectory or either
+    evaluation."""
     from fgrpo_llm.evaluation.exact_eval import load_exact_eval, rare_delta_nll  # lazy: torch
 
-    if not groups or not Path(run_exact).is_file() or not Path(base_exact).is_file():
+    if not groups or not len(rare.prompt_ids):
+        return {}
+    if not Path(run_exact).is_file() or not Path(base_exact).is_file():
         return {}
     base, run = load_exact_eval(base_exact), load_exact_eval(run_exact)
     if base["rare"]["prompt_ids"] != list(rare.prompt_ids):
