@@ -264,6 +264,9 @@ def _check_two_bases(out, result) -> None:
     runs = [m.parent for m in out.glob("base*/seed*/**/model")]
     assert len(runs) >= len(result["per_unit"])
     assert all((run / "exact" / "exact_eval.json").is_file() for run in runs)
+    for row in result["per_unit"]:  # the claims' pass@k are the exact ones
+        assert row["id_pass1"] == row["exact_id_pass1"] is not None
+        assert row["ood_pass1"] == row["exact_ood_pass1"] is not None
     for row in (r for r in result["per_unit"] if r.get("mech_U_n") is not None):
         total = sum(row[f"mech_{c}_sum"] for c in "UBSI")
         assert total / row["exact_rare_trajectories"] == pytest.approx(

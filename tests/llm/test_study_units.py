@@ -13,6 +13,7 @@ from fgrpo_llm.experiments.countdown.study_claims import judge_claims, paired
 from fgrpo_llm.experiments.countdown.study_units import (
     COLUMNS,
     exact_columns,
+    exact_metrics,
     judge_units,
     mechanism_columns,
     read_units,
@@ -159,6 +160,13 @@ def test_the_exact_columns_by_hand(tmp_path):
     assert cols["exact_id_pass64"] == 0.9 and cols["exact_ood_pass1"] == 0.1
     assert cols["exact_ood_pass8"] is None
     assert "exact_delta_nll_rare" not in exact_columns(run, tmp_path / "none.json")
+    # the claims' pass@k are the exact ones where a run has them (k_max among the ks)
+    cols = exact_columns(run, base, ks=(1, 8, 64))
+    assert exact_metrics(cols, 64) == {
+        "id_pass1": 0.4, "id_passk": 0.9, "id_pass8": 0.7,
+        "ood_pass1": 0.1, "ood_passk": 0.5, "ood_pass8": None,
+    }  # fmt: skip
+    assert exact_metrics({}, 64) == {}
     empty = {"trajectories": 0, "prompt_ids": [], "answers": [], "lengths": [], "logp": []}
     run.write_text(json.dumps({"format": 1, "splits": splits, "rare": empty}))
     base.write_text(json.dumps({"format": 1, "splits": {}, "rare": empty}))
