@@ -4,6 +4,7 @@
     fgrpo-llm maze --preset reduced --seeds 0,1,2 --workers 2 --out runs/maze_study
     fgrpo-llm maze --preset full --out runs/maze_full        # the paper's protocol, for a GPU
     fgrpo-llm maze --preset reduced --group-size 4,8 --rl-steps 100 --out runs/maze_b
+    fgrpo-llm maze --from-units docs/data/maze_study_units.csv     # the verdicts from the data
 
 One SFT model (``--seed``), then every (method, N) RL run once per RL seed (``--seeds``; default:
 the one seed ``--seed``): GRPO, F-GRPO at each positive gamma, and the lr-matched control (GRPO
@@ -14,7 +15,9 @@ setting). Rerunning with the same --out continues an interrupted study stage by 
 SFT evaluations, each RL run, a killed run from its last checkpoint); adding N, gamma or seed
 values to a finished study only runs the new ones. Writes OUT/config.json, OUT/results.json,
 OUT/table.{csv,md}, OUT/report.{md,json} (intervals, paired differences, verdicts),
-OUT/maze_*.png and OUT/timings.json (wall and CPU seconds, kept out of every other file).
+OUT/units.csv (every run's numbers the claims read, ``maze.units``), OUT/maze_*.png and
+OUT/timings.json (wall and CPU seconds, kept out of every other file). ``--from-units CSV`` judges
+the claims again from a units.csv alone and trains nothing.
 ``--group-sizes`` and ``--gammas`` are deprecated spellings of ``--group-size`` and ``--gamma``.
 """
 
@@ -36,6 +39,8 @@ from fgrpo_common.files import directory_lock
 from fgrpo_llm.config import read_config_file
 from fgrpo_llm.experiments.maze.bases import run_maze_bases
 from fgrpo_llm.experiments.maze.config import FLAGS, make_config
+from fgrpo_llm.experiments.maze.report import verdict_lines
+from fgrpo_llm.experiments.maze.units import study_from_units
 
 #: MazeConfig field -> (type, help); the flag names are ``fgrpo_llm.experiments.maze.config.FLAGS``.
 _HELP = {
@@ -97,7 +102,9 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--out", required=True, help="output directory (rerun with the same --out to continue)"
+        "--out",
+        default=None,
+        help="output directory (rerun with the same --out to continue); needed unless --from-units",
     )
     p.add_argument("--preset", default="reduced", help="reduced (CPU) or full (the paper's, GPU)")
     p.add_argument("--config", help="YAML or JSON file with MazeConfig fields")
@@ -124,6 +131,13 @@ def register(subparsers) -> None:
         default=None,
         help="kernel family per base, default or other (default: alternating, from default)",
     )
+    p.add_argument(
+        "--from-units",
+        default=None,
+        metavar="CSV",
+        help="judge every claim again from a Maze study's units.csv alone and print the "
+        "verdicts (trains nothing; takes no --out)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars and stage lines")
     add_json_flag(p, "the results (runs, table, report)")
     p.set_defaults(func=run)
@@ -139,9 +153,24 @@ def _check_bases(args) -> None:
         raise ValueError("--seed and --bases exclude each other: base b is SFT seed b")
 
 
+def _from_units(args) -> int:
+    """The claims judged again from a units.csv alone (``maze.units.study_from_units``)."""
+    if args.out is not None:
+        raise ValueError("--from-units judges a units.csv and writes nothing: drop --out")
+    report = study_from_units(args.from_units)
+    if args.json:
+        return json_result(args, {"units": args.from_units, "claims": report["claims"]})
+    print("\n".join(verdict_lines(report)).rstrip())
+    return 0
+
+
 def run(args) -> int:
+    if args.from_units is not None:
+        return _from_units(args)
     from fgrpo_llm.experiments.maze.pipeline import run_experiment  # lazy: torch
 
+    if args.out is None:
+        raise ValueError("--out is required (or --from-units CSV: judge a units.csv)")
     check_path_flag("--out", args.out)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ValueError(f"--out must be a directory, but {args.out} is a file")

@@ -394,8 +394,12 @@ def test_pipeline_smoke_run_and_stage_resume(tmp_path):
         "maze_curves.png",
         "maze_final.png",
         "timings.json",
+        "units.csv",
     ):
         assert (out / name).is_file(), name
+    from fgrpo_llm.experiments.maze.units import judge_units
+
+    assert judge_units(out / "units.csv", cfg) == results["study"]["claims"]
     rows = results["table"]
     assert {r["metric"] for r in rows} == {"pass@1", "pass@4"}
     assert rows[0]["paper GRPO"] is None  # N = 2 is not in Table 4

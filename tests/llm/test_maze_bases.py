@@ -124,6 +124,13 @@ def test_tiny_maze_over_two_bases_one_per_kernel_family(tmp_path):
     assert "--bases 0,1" in report
     comps = results["study"]["variance_components"]
     assert comps and all(c["bases"] == 2 for c in comps)
+    from fgrpo_llm.experiments.maze.config import MazeConfig
+    from fgrpo_llm.experiments.maze.units import judge_units, read_units
+
+    rows = read_units(out / "units.csv")  # every pooled run, judged again from the file alone
+    assert len(rows) == len(results["runs"]) and {r["family"] for r in rows} == {"default", "other"}
+    cfg = MazeConfig.from_dict(results["config"])
+    assert judge_units(out / "units.csv", cfg) == results["study"]["claims"]
 
 
 @pytest.mark.parametrize(

@@ -7,5 +7,6 @@
 - ``study_claims``: the paper's claims (a)-(d) and their judges;
 - ``report``: the Table-4-shaped table and the report (words; tables via ``experiments.tables``);
 - ``bases``: the experiment over several SFT models (the base as a random factor);
+- ``units``: the per-unit table units.csv and the claims judged again from it alone;
 - ``plots``: the figures.
 """

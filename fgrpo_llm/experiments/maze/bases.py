@@ -8,7 +8,8 @@ initialisation and SFT with seed b), half of the bases under this CPU's default 
 under the other family (``fgrpo_llm.environment.kernel_family_env``, set for the base's
 processes), then pools them: every run becomes a (base, seed) unit, intervals are over bases
 (``fgrpo_llm.experiments.maze.study.unit_interval``), and OUT/report.md adds the variance
-components (between bases, between RL seeds of a base) and the kernel family's effect.
+components (between bases, between RL seeds of a base) and the kernel family's effect; OUT/units.csv
+holds every (base, seed) run's numbers (``maze.units``).
 
     fgrpo-llm maze --bases 0,1,2,3 --seeds 0 --workers 2 --out runs/maze_bases
 """
@@ -41,6 +42,7 @@ from fgrpo_llm.experiments.maze.config import MazeConfig, command_for, method_na
 from fgrpo_llm.experiments.maze.plots import write_figures
 from fgrpo_llm.experiments.maze.report import paper_table4, table_rows, write_report, write_table
 from fgrpo_llm.experiments.maze.study import _per_seed, collect, study
+from fgrpo_llm.experiments.maze.units import unit_rows, write_units
 from fgrpo_llm.experiments.runner import Task, run_tasks
 from fgrpo_llm.experiments.tables import cell, table_lines
 
@@ -112,7 +114,8 @@ def _prefixed(results: dict, b: int) -> tuple[dict, dict]:
 
 
 def merge_bases(cfg: MazeConfig, out: Path, bases, fams: dict) -> dict:
-    """Pool the bases' runs as (base, seed) units; write the pooled tables, report and figures."""
+    """Pool the bases' runs as (base, seed) units; write the pooled tables, report, figures and
+    the per-unit table OUT/units.csv (``maze.units``)."""
     runs, sft, envs = {}, {}, {}
     for b in bases:
         out_b = out / f"base{b}"
@@ -143,6 +146,7 @@ def merge_bases(cfg: MazeConfig, out: Path, bases, fams: dict) -> dict:
         results["study"] = report
         write_report(cfg, report, out, extra=_extra_sections(report, fams, envs))
         write_figures(cfg, results, paper, out)
+        write_units(out / "units.csv", unit_rows(cfg, results))  # ``maze --from-units`` reads it
     write_json(out / "results.json", results)
     return results
 

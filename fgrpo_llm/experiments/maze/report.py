@@ -29,7 +29,7 @@ from fgrpo_llm.experiments.maze.study_claims import CLAIMS
 from fgrpo_llm.experiments.paper import load_paper_results
 from fgrpo_llm.experiments.tables import MISSING, cell, table_lines
 
-__all__ = ["paper_table4", "table_rows", "write_table", "write_report"]
+__all__ = ["paper_table4", "table_rows", "write_table", "write_report", "verdict_lines"]
 
 
 # -- the Table-4-shaped table (means beside the paper's) ------------------------------------------
@@ -260,7 +260,7 @@ def _differences_lines(cfg: MazeConfig, report: dict) -> list[str]:
     return lines
 
 
-def _verdict_lines(report: dict) -> list[str]:
+def verdict_lines(report: dict) -> list[str]:
     """Each claim's verdict, per F-GRPO gamma with the cells behind it."""
     lines = ["## Verdicts on the paper's Maze claims (Table 4)", ""]
     for c, claim in report["claims"].items():
@@ -281,7 +281,7 @@ def write_report(cfg: MazeConfig, report: dict, out: Path, *, extra: str = "") -
     S = len(report["seeds"])
     bases = len(report.get("bases") or [0])
     lines = _intro_lines(cfg, report) + [""] + _runs_lines(cfg, report) + [""]
-    lines += _differences_lines(cfg, report) + [""] + _verdict_lines(report)
+    lines += _differences_lines(cfg, report) + [""] + verdict_lines(report)
     lines += _rule_text(cfg, bases)
     if S < 2 and bases < 2:
         lines += [
