@@ -63,8 +63,11 @@ from fgrpo_llm.experiments.countdown.study_tuning import (
     tuned_config,
     tuning_specs,
 )
+from fgrpo_llm.experiments.countdown.study_units import COLUMNS as UNIT_COLUMNS
 from fgrpo_llm.experiments.countdown.study_units import (
+    EXACT_KS,
     exact_columns,
+    exact_metrics,
     mechanism_columns,
     realised_weight,
 )
@@ -328,7 +331,7 @@ def _collect(out: Path, cfg: DemoConfig, design: StudyDesign) -> tuple[dict, dic
         by_cell = cell_specs(cfg, design, b)
         for cell in CELLS:
             for spec in by_cell[cell]:
-                if run_done(out_b, spec):
+                if run_done(out_b, spec, exact=True):
                     numbers.setdefault(spec.name, {})[(b, spec.seed)] = _unit_numbers(
                         out_b, cfg, spec, cell, rare
                     )
@@ -345,8 +348,10 @@ def _unit_numbers(out_b: Path, cfg: DemoConfig, spec: RunSpec, cell: str, rare) 
     lr_scale = spec.lr_scale * (
         float(lr_multiplier(spec.lr_match_gamma)) if spec.lr_match_gamma is not None else 1.0
     )
+    sampled = run_numbers(run, rare, early_steps=cfg.early_steps, exact=rare.has_exact)
+    exact = exact_columns(run_exact, base_exact, ks=sorted({*EXACT_KS, sampled["kmax"]}))
     return {
-        **run_numbers(run, rare, early_steps=cfg.early_steps, exact=rare.has_exact),
+        **sampled,
         "label": run.label
         + (f" gamma={spec.gamma:g}" if spec.gamma not in (0, cfg.gamma) else "")
         + (f" + entropy {spec.entropy_coef:g}" if spec.entropy_coef else "")
@@ -367,7 +372,8 @@ def _unit_numbers(out_b: Path, cfg: DemoConfig, spec: RunSpec, cell: str, rare) 
         "id_pass8": split_pass_at(run.eval, "in_domain", 8),
         "ood_pass8": split_pass_at(run.eval, "ood", 8),
         "focal_weight": realised_weight(run.groups, gamma=spec.gamma, weighting=spec.weighting),
-        **exact_columns(run_exact, base_exact),
+        **{k: v for k, v in exact.items() if k in UNIT_COLUMNS},
+        **exact_metrics(exact, sampled["kmax"]),  # Countdown: pass@k exact, not sampled
         **mechanism_columns(run.groups, rare, run_exact, base_exact),
     }
 

@@ -11,9 +11,9 @@ tail-miss frequencies) with pass@8 and k_max, the realised mean focal weight ove
 0 < X < N; MaxRL's sqrt((1 - X/N) / (X/N)) for a MaxRL run), and, where the run has an exact
 evaluation (``<run>/exact/exact_eval.json`` beside the base's ``base_exact/exact_eval.json``),
 the exact Delta NLL_rare = mean over rare trajectories of (log p_base - log p_run), the exact
-pass@k, and the mechanism's classes (``fgrpo_llm.evaluation.mechanism``: never trained U,
-tail-missed B, sampled S, inactive only I), each class's count ``mech_<c>_n`` and summed Delta NLL
-per token ``mech_<c>_sum``.
+pass@k (which then are the claims' pass@k too: ``exact_metrics``), and the mechanism's classes
+(``fgrpo_llm.evaluation.mechanism``: never trained U, tail-missed B, sampled S, inactive only
+I), each class's count ``mech_<c>_n`` and summed Delta NLL per token ``mech_<c>_sum``.
 
     fgrpo-llm study --from-units docs/data/countdown_study_units.csv
 """
@@ -37,6 +37,7 @@ __all__ = [
     "EXACT_KS",
     "realised_weight",
     "exact_columns",
+    "exact_metrics",
     "mechanism_columns",
     "unit_rows",
     "write_units",
@@ -79,12 +80,12 @@ def realised_weight(groups: list[dict], *, gamma: float, weighting: str = "focal
     return float(np.mean(resolve_weighting(weighting, gamma)(mu_hat)))
 
 
-def exact_columns(run_exact: Path, base_exact: Path) -> dict:
+def exact_columns(run_exact: Path, base_exact: Path, ks=EXACT_KS) -> dict:
     """The exact columns of one run from its ``exact_eval.json`` and its base's
     (``fgrpo_llm.evaluation.exact_eval``); empty when the run's file is missing. Delta NLL_rare
     exact = mean over the rare trajectories of (log p_base - log p_run), in nats per trajectory
     (``exact_delta_nll_rare``) and per token (``..._per_token``, App. M.2's normalisation, the
-    sampled Delta NLL_rare's); pass@k per split role (in-domain, OOD)."""
+    sampled Delta NLL_rare's); pass@k per split role (in-domain, OOD) for every k of ``ks``."""
     from fgrpo_llm.evaluation.exact_eval import (  # lazy: torch
         exact_delta_nll_rare,
         load_exact_eval,
@@ -101,7 +102,7 @@ def exact_columns(run_exact: Path, base_exact: Path) -> dict:
             for name, e in run["splits"].items()
             if split_role(name) == ("ood" if role == "ood" else "in_domain")
         ]
-        for k in EXACT_KS:
+        for k in ks:
             vals = [float(e["pass@k"][str(k)]) for e in splits if str(k) in e["pass@k"]]
             out[f"exact_{role}_pass{k}"] = float(np.mean(vals)) if vals else None
     if Path(base_exact).is_file() and len(run["rare"]["logp"]):  # (an empty rare set: no Delta)
@@ -113,6 +114,19 @@ def exact_columns(run_exact: Path, base_exact: Path) -> dict:
         except ValueError:  # no trajectory lengths recorded
             out["exact_delta_nll_rare_per_token"] = None
     return out
+
+
+def exact_metrics(cols: dict, kmax: int) -> dict:
+    """The claims' pass@k metrics (``id_pass1``, ``id_passk``, ``ood_pass1``, ``ood_passk`` at
+    k = ``kmax``, and pass@8) from a run's exact columns (``exact_columns`` with ``kmax`` among its
+    ks): exact, with no sampling error; empty when the run has none (the sampled ones stand)."""
+    if cols.get("exact_id_pass1") is None:
+        return {}
+    return {
+        f"{role}_{name}": cols.get(f"exact_{role}_pass{k}")
+        for role in ("id", "ood")
+        for name, k in (("pass1", 1), ("passk", kmax), ("pass8", 8))
+    }
 
 
 def mechanism_columns(groups: list[dict], rare, run_exact: Path, base_exact: Path) -> dict:
