@@ -12,12 +12,10 @@ a forecast against the runs trained since, blind cells first, held-out published
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result
-from fgrpo_common.files import writable_directory, writable_file
+from fgrpo_common.files import writable_directory, writable_file, write_json
 
 
 def _fit(args) -> dict:
@@ -59,24 +57,13 @@ def _score(args) -> dict:
     rows = score_rows(args.study_dir, doc, progress=not args.no_progress)
     scores = score_forecast(rows, n_boot=args.bootstrap, seed=args.seed)
     path = out / "score.json"
-    path.write_text(json.dumps(_finite(scores), indent=2) + "\n")
+    write_json(path, scores)  # atomic, strict JSON (NaN as null)
     figure = _figure(rows, scores, out / "forecast_score.png")
     return {
         "path": str(path),
         "figure": str(figure),
         **{s: {"verdict": v["verdict"], "cells": v["cells"]} for s, v in scores.items()},
     }
-
-
-def _finite(x):
-    """JSON-safe: NaN and inf as null."""
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_finite(v) for v in x]
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 def _figure(rows, scores, path: Path) -> Path:

@@ -2,6 +2,8 @@
 hand-made numbers: every score passes; the lr-only null wins (fails); a forecast of the right
 signs and ranks but a third of the size (partly); blind cells missing (not resolved)."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -79,6 +81,7 @@ def test_right_signs_and_ranks_at_a_third_of_the_size_is_partly():
 
 def test_missing_blind_cells_leave_the_verdict_not_resolved():
     s = score_forecast(_rows(drop=("n32", "pool")), n_boot=100)
+    json.dumps(s)  # plain Python numbers: score.json is written as it is
     assert s["blind"]["verdict"] == "not resolved: 3 of 5 blind cells trained"
     assert s["blind"]["cells"]["n32"] == "not trained"
     assert s["published"]["cells"] == {"g1": "trained"}  # scored apart, resolved

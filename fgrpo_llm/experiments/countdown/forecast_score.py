@@ -92,8 +92,8 @@ def sign_score(cs: list[dict]) -> dict:
             p = float(np.mean([c["predicted"][q] for c in group]))
             iv = t_interval(m)
             counted = iv.excludes(0.0)
-            ok = counted and np.sign(p) == np.sign(iv.mean)
-            judged, agree = judged + counted, agree + ok
+            ok = bool(counted and np.sign(p) == np.sign(iv.mean))
+            judged, agree = judged + int(counted), agree + int(ok)
             rows.append(
                 {
                     "cell": cell,
@@ -101,7 +101,7 @@ def sign_score(cs: list[dict]) -> dict:
                     "measured": iv.to_dict(),
                     "predicted": p,
                     "counted": counted,
-                    "agrees": bool(ok),
+                    "agrees": ok,
                 }
             )
     share = agree / judged if judged else math.nan
