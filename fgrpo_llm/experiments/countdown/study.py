@@ -356,7 +356,6 @@ def _unit_numbers(out_b: Path, cfg: DemoConfig, spec: RunSpec, cell: str, rare) 
         + (f" gamma={spec.gamma:g}" if spec.gamma not in (0, cfg.gamma) else "")
         + (f" + entropy {spec.entropy_coef:g}" if spec.entropy_coef else "")
         + (f" + KL {spec.kl_coef:g}" if spec.kl_coef else "")
-        + (f" lr x {spec.lr_scale:g}" if spec.lr_scale != 1.0 else "")
         + (f", pool {spec.prompt_pool}" if spec.prompt_pool else ""),
         "environment": run.environment,
         "cell": cell,
