@@ -581,6 +581,11 @@ def test_the_mechanism_claims_follow_their_rules():
     assert "fgrpo_n8:" in verdicts[11]["evidence"]  # F-GRPO's arm beside
     assert verdicts[12]["verdict"] == CONTRADICTED
     assert "drift, not tail misses" in verdicts[12]["evidence"]
+    from fgrpo_llm.experiments.countdown.study_report import mechanism_table
+
+    table = mechanism_table(numbers)  # the report's section: one row per run with the columns
+    assert table.count("| tail misses drive the forgetting |") == 2  # GRPO and F-GRPO
+    assert "| drift, not tail misses |" in table and "| 180: +0.600" in table
     # B above U, but S holds most of the sum: not resolved
     _with_mech(numbers, "grpo_n8", _mech(0.6, 0.1, other=1000.0))
     assert {c["claim"]: c for c in judge_claims(numbers, cfg)}[11]["verdict"] == NOT_RESOLVED

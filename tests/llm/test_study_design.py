@@ -257,6 +257,7 @@ def _check_two_bases(out, result) -> None:
             c["evidence"],
         )
     assert "## The lr frontier (claim 5)" in report
+    assert "## The mechanism per rare trajectory (claims 11, 12)" in report
     # Countdown lists every answer: each base and each run evaluated exactly, in its worker;
     # the mechanism's classes (where the rare set is not empty) add up to the run's Delta NLL
     for b in (0, 1):

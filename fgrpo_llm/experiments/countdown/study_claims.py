@@ -99,6 +99,7 @@ from fgrpo_theory.focal import lr_multiplier
 __all__ = [
     "CLAIMS",
     "StudyNumbers",
+    "mechanism_arm",
     "judge_claims",
     "unit_values",
     "interval",
@@ -336,10 +337,10 @@ def _tail_miss(s: StudyNumbers) -> tuple[str, str]:
     return verdict, f"first {s.cfg.early_steps} steps: " + "; ".join(rows) + "."
 
 
-def mechanism_arm(s: StudyNumbers, name: str) -> dict | None:
+def mechanism_arm(numbers: dict, name: str) -> dict | None:
     """``mechanism_verdict`` over the units of run ``name`` that hold the mechanism's columns;
     None when none does."""
-    totals = {u: ClassTotals.from_columns(v) for u, v in s.numbers.get(name, {}).items()}
+    totals = {u: ClassTotals.from_columns(v) for u, v in numbers.get(name, {}).items()}
     totals = {u: t for u, t in totals.items() if t is not None}
     return mechanism_verdict(totals) if totals else None
 
@@ -379,7 +380,7 @@ def _mechanism(pool: bool):
                 next((n for n in s.numbers if n.startswith(f"{stem}_pool")), f"{stem}_pool")
                 for stem in names
             ]
-        arms = {n: mechanism_arm(s, n) for n in names}
+        arms = {n: mechanism_arm(s.numbers, n) for n in names}
         if arms[names[0]] is None:
             return NOT_RUN, f"no {names[0]} run has a group log and exact evaluations."
         v = arms[names[0]]["verdict"]

@@ -36,6 +36,7 @@ from fgrpo_llm.experiments.countdown.study_claims import (
     StudyNumbers,
     frontier_curves,
     interval,
+    mechanism_arm,
     paired,
     unit_values,
 )
@@ -374,6 +375,7 @@ def _report(out: Path, d: StudyData) -> Path:
         ("Verdicts", _verdicts_text(d)),
         ("Bases", _bases_table(d.bases, d.numbers, d.cfg)),
         ("The lr frontier (claim 5)", frontier_table(d.numbers, d.cfg)),
+        ("The mechanism per rare trajectory (claims 11, 12)", mechanism_table(d.numbers)),
         ("Runs: mean [95% CI] over bases", _runs_text(d)),
         ("Variance components", _components_text(d)),
         ("Kernel family", _family_text(d)),
@@ -411,6 +413,36 @@ def frontier_table(numbers: dict, cfg) -> str:
     heads = [METRICS[m] for m in ms]
     return markdown_table(
         ["run (lr scale)", "bases", *heads, *[f"F-GRPO - row: {h}" for h in heads]], rows
+    )
+
+
+def mechanism_table(numbers: dict) -> str:
+    """Per run with the mechanism's columns (``study_units.mechanism_columns``): each class's
+    trajectory count over units and its mean exact Delta NLL per token [95% CI over bases],
+    mean(B) - mean(U) and the verdict (``fgrpo_llm.evaluation.mechanism``)."""
+    rows = []
+    for name in sorted(numbers):
+        v = mechanism_arm(numbers, name)
+        if v is None:
+            continue
+        label = next(iter(numbers[name].values()))["label"]
+        cls = [
+            f"{e['count']}: "
+            + ("–" if e["mean"] is None else f"{e['mean']:+.3f}")
+            + (f" [{e['interval'][0]:+.3f}, {e['interval'][1]:+.3f}]" if e["interval"] else "")
+            for e in v["classes"].values()
+        ]
+        d = v["d"]
+        diff = "–" if d is None else f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
+        rows.append([label, v["bases"], *cls, diff, v["verdict"]])
+    if not rows:
+        return "No run has a group log and exact evaluations of its rare trajectories."
+    return (
+        "Each rare trajectory's exact Delta NLL per token, classed by what training did to its "
+        "prompt: U never trained, B trained in an active group that missed its answer (Lemma "
+        "3.1's event), S its answer sampled, I inactive groups only. Per class: trajectories "
+        "over all units, and the mean over bases of the per-unit class means.\n\n"
+        + markdown_table(["run", "bases", "U", "B", "S", "I", "mean(B) - mean(U)", "verdict"], rows)
     )
 
 
