@@ -213,17 +213,19 @@ def mechanism_report(rare_prompt_ids, rare_forms, groups, delta) -> MechanismRep
     return MechanismReport(classes=tuple(classes), delta=delta)
 
 
-def mechanism_verdict(reports: dict) -> dict:
+def mechanism_verdict(reports: dict, reference_u: dict | None = None) -> dict:
     """The verdict (module docstring) over ``{(base, seed): MechanismReport or ClassTotals}`` of
-    one arm.
+    one arm; with ``reference_u`` (``{(base, seed): report}``), d = mean(B) - the reference's
+    mean(U) of the same unit (an arm that trains every rare prompt has no U of its own).
 
     Units without both a B and a U trajectory give no d and are left out (counted). Returns the
     verdict, the number of bases judged, d's interval over bases, the excess share and per class
     the mean over bases of its per-unit mean with a t interval over bases."""
     d, excess, total = {}, {}, {}
     for unit, rep in reports.items():
-        if rep.count("B") and rep.count("U"):
-            d[unit] = rep.mean("B") - rep.mean("U")
+        ref = rep if reference_u is None else reference_u.get(unit)
+        if rep.count("B") and ref is not None and ref.count("U"):
+            d[unit] = rep.mean("B") - ref.mean("U")
             excess[unit] = d[unit] * rep.count("B")
             total[unit] = rep.total
     bases = sorted({b for b, _ in d})

@@ -586,6 +586,14 @@ def test_the_mechanism_claims_follow_their_rules():
     table = mechanism_table(numbers)  # the report's section: one row per run with the columns
     assert table.count("| tail misses drive the forgetting |") == 2  # GRPO and F-GRPO
     assert "| drift, not tail misses |" in table and "| 180: +0.600" in table
+    # the revisit arm trains every rare prompt (no U): not judged by the rule as written; beside
+    # it, U from the one-visit run of the same unit (post hoc) finds the excess over it
+    _with_mech(numbers, "grpo_n8_pool1200", _mech(0.9, 0.0, n_u=0))
+    c12 = {c["claim"]: c for c in judge_claims(numbers, cfg)}[12]
+    assert c12["verdict"] == "not judged, 0 bases"
+    post_hoc = c12["evidence"].split("With U taken from the plan's one-visit run")[1]
+    assert "grpo_n8_pool1200: tail misses drive the forgetting" in post_hoc
+    assert "U from grpo_n8 (post hoc)" in mechanism_table(numbers)
     # B above U, but S holds most of the sum: not resolved
     _with_mech(numbers, "grpo_n8", _mech(0.6, 0.1, other=1000.0))
     assert {c["claim"]: c for c in judge_claims(numbers, cfg)}[11]["verdict"] == NOT_RESOLVED

@@ -337,12 +337,17 @@ def _tail_miss(s: StudyNumbers) -> tuple[str, str]:
     return verdict, f"first {s.cfg.early_steps} steps: " + "; ".join(rows) + "."
 
 
-def mechanism_arm(numbers: dict, name: str) -> dict | None:
-    """``mechanism_verdict`` over the units of run ``name`` that hold the mechanism's columns;
-    None when none does."""
+def _totals(numbers: dict, name: str) -> dict:
     totals = {u: ClassTotals.from_columns(v) for u, v in numbers.get(name, {}).items()}
-    totals = {u: t for u, t in totals.items() if t is not None}
-    return mechanism_verdict(totals) if totals else None
+    return {u: t for u, t in totals.items() if t is not None}
+
+
+def mechanism_arm(numbers: dict, name: str, reference: str | None = None) -> dict | None:
+    """``mechanism_verdict`` over the units of run ``name`` that hold the mechanism's columns
+    (``reference``: the run whose class U stands in, unit by unit); None when none does."""
+    totals = _totals(numbers, name)
+    ref = _totals(numbers, reference) if reference else None
+    return mechanism_verdict(totals, reference_u=ref) if totals else None
 
 
 def _arm_text(label: str, v: dict) -> str:
@@ -374,7 +379,7 @@ def _mechanism(pool: bool):
     GRPO's units, F-GRPO's beside it."""
 
     def judge(s: StudyNumbers) -> tuple[str, str]:
-        names = [s.grpo, s.fgrpo]
+        names = stems = [s.grpo, s.fgrpo]
         if pool:
             names = [
                 next((n for n in s.numbers if n.startswith(f"{stem}_pool")), f"{stem}_pool")
@@ -386,6 +391,17 @@ def _mechanism(pool: bool):
         v = arms[names[0]]["verdict"]
         verdict = {TAIL_MISSES: HOLDS, DRIFT: CONTRADICTED}.get(v, v)
         text = "; ".join(_arm_text(n, a) for n, a in arms.items() if a is not None)
+        if pool and not arms[names[0]]["classes"]["U"]["count"]:
+            # the pool holds every rare prompt: no U. Beside the verdict of the rule as written,
+            # the rule with U taken from the one-visit run of the same unit (a change made after
+            # seeing the arm, so not the pre-registered verdict)
+            alt = {n: mechanism_arm(s.numbers, n, ref) for n, ref in zip(names, stems, strict=True)}
+            text += (
+                "; the pool trains every rare prompt, so the arm has no U of its own. With U "
+                "taken from the plan's one-visit run of the same unit (a rule changed after the "
+                "arm was seen, not the verdict above): "
+                + "; ".join(_arm_text(n, a) for n, a in alt.items() if a is not None)
+            )
         return verdict, (
             "exact Delta NLL per token of each rare trajectory; per class (U never trained, B "
             "tail-missed, S sampled, I inactive only) its count and mean over bases with its 95% "
