@@ -177,6 +177,62 @@ if (study_dir / "study.json").is_file():
         lines.append(f"| {b} | {info['family']} | " + " | ".join(cells) + " |")
     display(Markdown("Delta NLL_rare per base (mean over its RL seeds):\\n\\n" + "\\n".join(lines)))
 """)
+md("""
+## The study's mechanism and lr frontier, from the committed per-unit table
+
+The study's per-unit table (`docs/data/countdown_study_units.csv`, one row per base, RL seed and
+run; `FGRPO_STUDY_UNITS` points elsewhere) judges every claim again (`fgrpo-llm study
+--from-units`). Left, claim 5 as a frontier: GRPO's Delta NLL_rare over its lr scales per base
+(mean over RL seeds), F-GRPO's beside it at x 1. Right, the mechanism (claims 11 and 12): each
+rare trajectory's exact Delta NLL per token, by what training did to its prompt (U never
+trained, B tail-missed, S its answer sampled, I inactive groups only), mean over bases with its
+95% interval, in the plan's runs (each prompt trained about once) and the revisit arm.
+""")
+code("""
+import fgrpo_llm
+from fgrpo_llm.experiments.countdown.study_claims import mechanism_arm
+from fgrpo_llm.experiments.countdown.study_units import judge_units, read_units
+
+root = Path(fgrpo_llm.__file__).resolve().parents[1]
+units_csv = Path(os.environ.get("FGRPO_STUDY_UNITS",
+                                root / "docs" / "data" / "countdown_study_units.csv"))
+if units_csv.is_file():
+    numbers = read_units(units_csv)
+    claims = {c["claim"]: c for c in judge_units(units_csv)}
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.6))
+    grpo = [n for n in numbers if n.startswith("grpo_n8") and "pool" not in n]
+    for b in sorted({u[0] for u in numbers.get("grpo_n8", {})}):
+        pts = sorted((np.mean([v["lr_scale"] for u, v in numbers[n].items() if u[0] == b]),
+                      np.mean([v["delta_nll_rare"] for u, v in numbers[n].items() if u[0] == b]))
+                     for n in grpo if any(u[0] == b for u in numbers[n]))
+        line, = ax.plot(*zip(*pts), marker="o", lw=1)
+        f = [v["delta_nll_rare"] for u, v in numbers.get("fgrpo_n8", {}).items() if u[0] == b]
+        if f:
+            ax.plot([1.0], [np.mean(f)], marker="*", ms=12, color=line.get_color())
+    ax.set(xlabel="GRPO's lr scale", ylabel="Delta NLL_rare (nats/token)",
+           title="GRPO per base (lines), F-GRPO (stars)")
+    arms = {"one visit": "grpo_n8",
+            "revisit": next((n for n in numbers if n.startswith("grpo_n8_pool")), None)}
+    for i, (arm, name) in enumerate(arms.items()):
+        v = mechanism_arm(numbers, name) if name else None
+        if v is None:
+            continue
+        cls = [c for c, e in v["classes"].items() if e["mean"] is not None]
+        means = [v["classes"][c]["mean"] for c in cls]
+        err = [[m - (v["classes"][c]["interval"] or [m, m])[0] for c, m in zip(cls, means)],
+               [(v["classes"][c]["interval"] or [m, m])[1] - m for c, m in zip(cls, means)]]
+        x = np.arange(len(cls)) + 0.2 * (2 * i - 1)
+        bx.bar(x, means, width=0.4, yerr=err, capsize=3, label=f"{arm}: {v['verdict']}")
+        bx.set_xticks(np.arange(len(cls)), cls)
+    bx.axhline(0, color="grey", lw=0.8)
+    bx.set(ylabel="Delta NLL per token", title="GRPO's rare trajectories by class")
+    bx.legend(fontsize=7)
+    plt.tight_layout()
+    plt.show()
+    display(Markdown("\\n".join(f"- claim {k}: **{claims[k]['verdict']}**" for k in (5, 11, 12))))
+else:
+    print(f"no study table at {units_csv}: run `fgrpo-llm study` (README)")
+""")
 nb = nbf.v4.new_notebook(
     cells=cells,
     metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
