@@ -341,6 +341,7 @@ def run_done(
     exact (mu, tau)); with the plan ``cfg``, a ValueError when the finished run was trained
     with other settings than the plan's (``train_config_for``)."""
     from fgrpo_llm.evaluation.rare import load_rare_set  # lazy: torch
+    from fgrpo_llm.experiments.countdown.exact_stage import run_exact_path  # lazy: torch
     from fgrpo_llm.trainer import RESUMABLE_FIELDS  # lazy: torch, transformers
 
     run = out / spec.path
@@ -355,7 +356,7 @@ def run_done(
             advice=_ADVICE,
         )
     done = run_finished(run) and (run / "eval" / "eval.json").is_file()
-    if done and exact and not (run / "exact" / "exact_eval.json").is_file():
+    if done and exact and not run_exact_path(run).is_file():
         return not load_rare_set(out / "rare_set.json").has_exact
     return done
 

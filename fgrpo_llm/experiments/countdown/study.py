@@ -340,11 +340,11 @@ def _collect(out: Path, cfg: DemoConfig, design: StudyDesign) -> tuple[dict, dic
 
 def _unit_numbers(out_b: Path, cfg: DemoConfig, spec: RunSpec, cell: str, rare) -> dict:
     """One finished run's row of the per-unit table (``study_units.COLUMNS``)."""
+    # lazy: torch
+    from fgrpo_llm.experiments.countdown.exact_stage import base_exact_path, run_exact_path
+
     run = load_run(out_b / spec.path)
-    run_exact, base_exact = (
-        out_b / spec.path / "exact" / "exact_eval.json",
-        out_b / "base_exact" / "exact_eval.json",
-    )
+    run_exact, base_exact = run_exact_path(out_b / spec.path), base_exact_path(out_b)
     lr_scale = spec.lr_scale * (
         float(lr_multiplier(spec.lr_match_gamma)) if spec.lr_match_gamma is not None else 1.0
     )

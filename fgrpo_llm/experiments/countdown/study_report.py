@@ -416,38 +416,38 @@ def frontier_table(numbers: dict, cfg) -> str:
     )
 
 
-def _no_u(numbers: dict, name: str) -> bool:
-    """Whether run ``name`` has the mechanism's columns and no never-trained rare trajectory."""
-    v = mechanism_arm(numbers, name)
-    return v is not None and not v["classes"]["U"]["count"]
+def _mechanism_row(numbers: dict, name: str, v: dict, reference: str | None = None) -> list:
+    """One row of :func:`mechanism_table`: run ``name``'s verdict ``v`` (``mechanism_arm``)."""
+    label = next(iter(numbers[name].values()))["label"]
+    label += f", U from {reference} (post hoc)" if reference else ""
+    cls = [
+        f"{e['count']}: "
+        + ("–" if e["mean"] is None else f"{e['mean']:+.3f}")
+        + (f" [{e['interval'][0]:+.3f}, {e['interval'][1]:+.3f}]" if e["interval"] else "")
+        for e in v["classes"].values()
+    ]
+    d = v["d"]
+    diff = "–" if d is None else f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
+    return [label, v["bases"], *cls, diff, v["verdict"]]
 
 
 def mechanism_table(numbers: dict) -> str:
     """Per run with the mechanism's columns (``study_units.mechanism_columns``): each class's
     trajectory count over units and its mean exact Delta NLL per token [95% CI over bases],
     mean(B) - mean(U) and the verdict (``fgrpo_llm.evaluation.mechanism``)."""
-    rows = []
-    arms = [(name, None) for name in sorted(numbers)]
-    # an arm that trains every rare prompt (the revisit arm) has no U: a row beside it with U
-    # from the one-visit run of the same unit (a comparison chosen after the arm was seen)
-    arms += [
-        (n, n.split("_pool")[0]) for n in sorted(numbers) if "_pool" in n and _no_u(numbers, n)
-    ]
-    for name, reference in arms:
-        v = mechanism_arm(numbers, name, reference)
-        if v is None or (reference and reference not in numbers):
+    rows, post_hoc = [], []
+    for name in sorted(numbers):
+        v = mechanism_arm(numbers, name)
+        if v is None:
             continue
-        label = next(iter(numbers[name].values()))["label"]
-        label += f", U from {reference} (post hoc)" if reference else ""
-        cls = [
-            f"{e['count']}: "
-            + ("–" if e["mean"] is None else f"{e['mean']:+.3f}")
-            + (f" [{e['interval'][0]:+.3f}, {e['interval'][1]:+.3f}]" if e["interval"] else "")
-            for e in v["classes"].values()
-        ]
-        d = v["d"]
-        diff = "–" if d is None else f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
-        rows.append([label, v["bases"], *cls, diff, v["verdict"]])
+        rows.append(_mechanism_row(numbers, name, v))
+        # an arm that trains every rare prompt (the revisit arm) has no U: a row beside it with
+        # U from the one-visit run of the same unit (a comparison chosen after the arm was seen)
+        reference = name.split("_pool")[0]
+        if "_pool" in name and not v["classes"]["U"]["count"] and reference in numbers:
+            alt = mechanism_arm(numbers, name, reference)
+            post_hoc.append(_mechanism_row(numbers, name, alt, reference))
+    rows += post_hoc
     if not rows:
         return "No run has a group log and exact evaluations of its rare trajectories."
     return (
