@@ -20,8 +20,6 @@ I), each class's count ``mech_<c>_n`` and summed Delta NLL per token ``mech_<c>_
 
 from __future__ import annotations
 
-import csv
-import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,6 +28,7 @@ import numpy as np
 from fgrpo_llm.evaluation.mechanism import CLASSES, mechanism_report
 from fgrpo_llm.experiments.countdown.config import DemoConfig
 from fgrpo_llm.experiments.countdown.study_claims import METRICS, judge_claims
+from fgrpo_llm.experiments.tables import CsvTable
 from fgrpo_theory.weighting import resolve_weighting
 
 __all__ = [
@@ -59,9 +58,13 @@ _MECH = [f"mech_{c}_{k}" for c in CLASSES for k in ("n", "sum")]
 #: Every column of units.csv, in order.
 COLUMNS = tuple(_RUN + _METRIC + _EXACT + _MECH)
 
-_INTS = {"base", "seed", "N", "prompt_pool", "tail_miss_groups", "tail_miss_steps", "kmax",
-         "exact_rare_trajectories", *(f"mech_{c}_n" for c in CLASSES)}  # fmt: skip
-_TEXT = {"family", "name", "cell", "label", "weighting"}
+#: The table's typed columns (ints, text; every other one a float).
+TABLE = CsvTable(
+    COLUMNS,
+    ints={"base", "seed", "N", "prompt_pool", "tail_miss_groups", "tail_miss_steps", "kmax",
+          "exact_rare_trajectories", *(f"mech_{c}_n" for c in CLASSES)},
+    text={"family", "name", "cell", "label", "weighting"},
+)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- per-run numbers
@@ -160,51 +163,21 @@ def unit_rows(numbers: dict, bases: dict) -> list[dict]:
     return sorted(rows, key=lambda r: (r["base"], r["seed"], r["name"]))
 
 
-def _cell(value) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return ""
-    return repr(float(value)) if isinstance(value, float) else str(value)
-
-
 def write_units(path, rows: list[dict]) -> Path:
-    """Write ``rows`` (:func:`unit_rows`) as CSV with the header :data:`COLUMNS` (an empty cell
-    for a missing value; floats written in full, so the file reproduces the study's numbers)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(COLUMNS)
-        for r in rows:
-            w.writerow([_cell(r.get(c)) for c in COLUMNS])
-    return path
-
-
-def _parse(column: str, text: str):
-    if text == "":
-        return None
-    if column in _TEXT:
-        return text
-    return int(text) if column in _INTS else float(text)
+    """Write ``rows`` (:func:`unit_rows`) atomically as CSV with the header :data:`COLUMNS` (an
+    empty cell for a missing value; floats written in full, so the file reproduces the study's
+    numbers)."""
+    return TABLE.write(path, rows)
 
 
 def read_units(path) -> dict:
     """units.csv -> ``numbers[name][(base, seed)]`` as the claims read it; a ValueError naming a
-    file without the study's columns."""
-    path = Path(path)
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        missing = [c for c in ("base", "seed", "name", *METRICS) if c not in header]
-        if missing:
-            raise ValueError(f"{path} is not a study's units.csv: no column {missing[0]!r}")
-        numbers: dict = {}
-        for i, raw in enumerate(reader, 2):
-            try:
-                row = {c: _parse(c, raw.get(c) or "") for c in COLUMNS if c in raw}
-            except ValueError:
-                raise ValueError(f"{path}:{i}: a number column holds text") from None
-            unit = (row.pop("base"), row.pop("seed"))
-            numbers.setdefault(row.pop("name"), {})[unit] = row
+    file without the study's columns, or the line of a row with text in a number column."""
+    numbers: dict = {}
+    for _, row in TABLE.read(path, required=("base", "seed", "name", *METRICS),
+                             what="a study's units.csv"):  # fmt: skip
+        unit = (row.pop("base"), row.pop("seed"))
+        numbers.setdefault(row.pop("name"), {})[unit] = row
     return numbers
 
 

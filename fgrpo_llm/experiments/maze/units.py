@@ -21,14 +21,11 @@ seeds); judging the file takes the same intervals.
 
 from __future__ import annotations
 
-import csv
-import io
-import math
 from pathlib import Path
 
-from fgrpo_common.files import atomic_write_text
 from fgrpo_llm.experiments.maze.config import MazeConfig, method_name, run_name
 from fgrpo_llm.experiments.maze.study import sft_units, study, unit
+from fgrpo_llm.experiments.tables import CsvTable
 
 __all__ = [
     "COLUMNS",
@@ -45,8 +42,8 @@ __all__ = [
 COLUMNS = ("base", "family", "seed", "method", "gamma", "lr_match_gamma", "N", "lr", "K",
            "final_pass1", "final_passK", "dip_passK", "sft_pass1", "sft_passK")  # fmt: skip
 
-_INTS = {"base", "seed", "N", "K"}
-_TEXT = {"family", "method"}
+#: The table's typed columns (ints, text; every other one a float).
+TABLE = CsvTable(COLUMNS, ints={"base", "seed", "N", "K"}, text={"family", "method"})
 #: The columns every row must fill (the claims read them).
 _REQUIRED = ("base", "seed", "method", "gamma", "N", "K", "final_pass1", "final_passK",
              "dip_passK")  # fmt: skip
@@ -83,61 +80,28 @@ def unit_rows(cfg: MazeConfig, results: dict) -> list[dict]:
     return rows
 
 
-def _cell(value) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return ""
-    return repr(float(value)) if isinstance(value, float) else str(value)
-
-
 def write_units(path, rows: list[dict]) -> Path:
     """Write ``rows`` (:func:`unit_rows`) atomically as CSV with the header :data:`COLUMNS` (an
     empty cell for a missing value; floats in full, so the file gives back the study's
     numbers bit for bit)."""
-    text = io.StringIO()
-    w = csv.writer(text, lineterminator="\n")
-    w.writerow(COLUMNS)
-    for r in rows:
-        w.writerow([_cell(r.get(c)) for c in COLUMNS])
-    return atomic_write_text(path, text.getvalue())
-
-
-def _parse(column: str, text: str):
-    if text == "":
-        return None
-    if column in _TEXT:
-        return text
-    return int(text) if column in _INTS else float(text)
+    return TABLE.write(path, rows)
 
 
 def read_units(path) -> list[dict]:
     """units.csv -> its rows (the values :func:`unit_rows` wrote); a ValueError naming the file
     and the missing column of a file without the Maze study's columns, or the line of a row
     that leaves a required cell empty or holds text in a number column."""
-    path = Path(path)
-    with open(path, newline="", encoding="utf-8") as f:
-        try:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            missing = [c for c in COLUMNS if c not in header]
-            if missing:
-                raise ValueError(f"{path} is not a Maze units.csv: no column {missing[0]!r}")
-            rows = []
-            for i, raw in enumerate(reader, 2):
-                try:
-                    row = {c: _parse(c, raw.get(c) or "") for c in COLUMNS}
-                except ValueError:
-                    raise ValueError(f"{path}:{i}: a number column holds text") from None
-                empty = [c for c in _REQUIRED if row[c] is None]
-                if empty:
-                    raise ValueError(f"{path}:{i}: no value in column {empty[0]!r}")
-                if row["method"] != method_name(row["gamma"], row["lr_match_gamma"]):
-                    raise ValueError(
-                        f"{path}:{i}: method {row['method']!r} is not that of gamma="
-                        f"{row['gamma']:g}, lr_match_gamma={row['lr_match_gamma']}"
-                    )
-                rows.append(row)
-        except csv.Error as err:
-            raise ValueError(f"{path} is not a CSV file: {err}") from None
+    rows = []
+    for i, row in TABLE.read(path, what="a Maze units.csv"):
+        empty = [c for c in _REQUIRED if row[c] is None]
+        if empty:
+            raise ValueError(f"{path}:{i}: no value in column {empty[0]!r}")
+        if row["method"] != method_name(row["gamma"], row["lr_match_gamma"]):
+            raise ValueError(
+                f"{path}:{i}: method {row['method']!r} is not that of gamma="
+                f"{row['gamma']:g}, lr_match_gamma={row['lr_match_gamma']}"
+            )
+        rows.append(row)
     return rows
 
 
