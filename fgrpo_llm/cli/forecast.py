@@ -4,7 +4,7 @@
 lr x 1, RL seed 0 run (exact evaluations computed when missing) and predicts every other cell of
 the study before it is trained, with the null models; it writes forecast.json. ``score`` scores
 a forecast against the runs trained since, blind cells first, held-out published ones second
-(``fgrpo_llm.experiments.countdown.forecast_score``), and writes score.json and a figure.
+(``fgrpo_llm.experiments.countdown.forecast_score``), and writes score.json, score.md (the scores as a table) and a figure.
 
     fgrpo-llm forecast fit runs/study --out docs/data/forecast.json [--replicates 2]
     fgrpo-llm forecast score runs/study --forecast docs/data/forecast.json --out runs/score
@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fgrpo_common.cli import add_json_flag, add_progress_flag, json_result
-from fgrpo_common.files import writable_directory, writable_file, write_json
+from fgrpo_common.files import atomic_write_text, writable_directory, writable_file, write_json
 
 
 def _fit(args) -> dict:
@@ -46,7 +46,10 @@ def _fit(args) -> dict:
 
 
 def _score(args) -> dict:
-    from fgrpo_llm.experiments.countdown.forecast_score import score_forecast  # lazy: scipy
+    from fgrpo_llm.experiments.countdown.forecast_score import (  # lazy: scipy
+        score_forecast,
+        score_table,
+    )
     from fgrpo_llm.experiments.countdown.forecast_study import score_rows  # lazy: scipy
     from fgrpo_theory.forecast import read_forecast  # lazy: scipy
 
@@ -58,6 +61,7 @@ def _score(args) -> dict:
     scores = score_forecast(rows, n_boot=args.bootstrap, seed=args.seed)
     path = out / "score.json"
     write_json(path, scores)  # atomic, strict JSON (NaN as null)
+    atomic_write_text(out / "score.md", score_table(scores) + "\n")
     figure = _figure(rows, scores, out / "forecast_score.png")
     return {
         "path": str(path),

@@ -11,6 +11,7 @@ from fgrpo_llm.experiments.countdown.forecast_score import (
     calibration_score,
     contrasts,
     score_forecast,
+    score_table,
     sign_score,
 )
 
@@ -61,6 +62,21 @@ def test_every_score_passes_when_the_forecast_is_the_measurement():
     assert blind["calibration"]["lo"] <= 1 <= blind["calibration"]["hi"]
     assert all(v["passed"] for v in blind["skill"]["nulls"].values())
     assert set(blind["cells"]) == set(TRUE) and s["published"]["cells"] == {"g1": "trained"}
+
+
+def test_the_score_table_shows_each_stage_s_scores_and_verdict():
+    perfect = score_forecast(_rows(), n_boot=300)
+    lines = score_table(perfect).splitlines()
+    assert lines[0] == "| score | blind cells | published cells |" and len(lines) == 8
+    blind = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1] for line in lines[2:]}
+    assert blind["(i) sign, pass at >= 0.8"] == "15 of 15 resolved contrasts agree: passes"
+    assert blind["(ii) rank, Spearman rho >= 0.7 with its interval above 0"].startswith("1.00 [")
+    assert blind["verdict"] == "**the theory forecasts the LLM**"
+    assert "beats constant, lr-only, untied" in lines[5]
+    assert blind["cells trained"].startswith(f"{len(TRUE)} of {len(TRUE)}: ")
+    rows = _rows(model=lambda c: 0.5 * c + 0.05, lr_only=lambda c, rng: c + rng.normal(0, 1e-4))
+    failing = score_table(score_forecast(rows, n_boot=300))
+    assert "loses to lr-only" in failing and "**the theory fails" in failing
 
 
 def test_the_theory_fails_when_the_lr_only_null_forecasts_better():

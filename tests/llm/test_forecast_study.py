@@ -193,3 +193,4 @@ def test_forecast_fit_and_score_on_a_fast_study(tmp_path, capsys):
     s = json.loads(capsys.readouterr().out)
     assert s["blind"]["verdict"].startswith("not resolved: 0 of ")
     assert (score / "score.json").is_file() and (score / "forecast_score.png").is_file()
+    assert "| (i) sign, pass at >= 0.8 |" in (score / "score.md").read_text()

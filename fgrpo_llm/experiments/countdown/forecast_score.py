@@ -32,6 +32,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from fgrpo_llm.evaluation.stats import paired_difference, t_interval
+from fgrpo_llm.experiments.tables import markdown_table
 
 __all__ = [
     "QUANTITIES",
@@ -43,6 +44,7 @@ __all__ = [
     "verdict",
     "score_stage",
     "score_forecast",
+    "score_table",
     "plot_cells",
     "plot_rare",
 ]
@@ -247,6 +249,60 @@ def score_stage(rows: list[dict], stage: str, *, n_boot: int = 2000, seed: int =
 def score_forecast(rows: list[dict], *, n_boot: int = 2000, seed: int = 0) -> dict:
     """{"blind": score_stage, "published": score_stage}, blind first."""
     return {s: score_stage(rows, s, n_boot=n_boot, seed=seed) for s in ("blind", "published")}
+
+
+def _pass(ok: bool) -> str:
+    return "passes" if ok else "fails"
+
+
+def _num(x, digits: int = 2) -> str:
+    return "–" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _stage_column(st: dict) -> list[str]:
+    """One stage's cells of :func:`score_table`, rows (i)-(iv), the trained cells, the verdict."""
+    sign, rank, cal, skill = st["sign"], st["rank"], st["calibration"], st["skill"]
+    trained = [n for n, state in st["cells"].items() if state == "trained"]
+    if sign["judged"]:
+        i = f"{sign['agree']} of {sign['judged']} resolved contrasts agree: {_pass(sign['passed'])}"
+    else:
+        i = "no contrast's interval excludes 0"
+    if rank["rho"] is None or not math.isfinite(rank["rho"]):
+        ii = f"{rank['cells']} cells: not defined"
+    else:
+        ii = (f"{_num(rank['rho'])} [{_num(rank['lo'])}, {_num(rank['hi'])}] over "
+              f"{rank['cells']} cells: {_pass(rank['passed'])}")  # fmt: skip
+    iii = f"{_num(cal['slope'])} [{_num(cal['lo'])}, {_num(cal['hi'])}]: {_pass(cal['passed'])}"
+    mse = skill["mse"]
+    beats = [n.replace("_", "-") for n in NULLS if skill["nulls"][n]["passed"]]
+    loses = [n.replace("_", "-") for n in NULLS if skill["nulls"][n]["loses"]]
+    iv = f"model {_num(mse['model'], 4)}; " + ", ".join(
+        f"{n.replace('_', '-')} {_num(mse[n], 4)}" for n in NULLS
+    )
+    iv += "; beats " + (", ".join(beats) if beats else "no null")
+    if loses:
+        iv += "; loses to " + ", ".join(loses)
+    return [i, ii, iii, iv, f"{len(trained)} of {len(st['cells'])}: " + ", ".join(trained),
+            f"**{st['verdict']}**"]  # fmt: skip
+
+
+def score_table(scores: dict) -> str:
+    """The scores of :func:`score_forecast` as one markdown table: a row per score (i)-(iv),
+    the trained cells and the verdict; a column per stage (blind first, then the held-out
+    published cells). The MSE are per base, averaged; a null is beaten (or loses) when the
+    paired interval over bases of null - model lies above (below) 0."""
+    rows = [
+        "(i) sign, pass at >= 0.8",
+        "(ii) rank, Spearman rho >= 0.7 with its interval above 0",
+        "(iii) calibration slope, interval holds 1 and excludes 0",
+        "(iv) skill, MSE of the Delta NLL_rare contrasts below each null's",
+        "cells trained",
+        "verdict",
+    ]
+    stages = [s for s in ("blind", "published") if s in scores]
+    cols = [_stage_column(scores[s]) for s in stages]
+    headers = ["score", *(f"{s} cells" for s in stages)]
+    return markdown_table(headers, [[r, *(c[k] for c in cols)] for k, r in enumerate(rows)])
 
 
 def plot_cells(ax, stage_scores: dict, *, label: str = "") -> None:
