@@ -200,7 +200,7 @@ if units_csv.is_file():
     numbers = read_units(units_csv)
     claims = {c["claim"]: c for c in judge_units(units_csv)}
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.6))
-    grpo = [n for n in numbers if n.startswith("grpo_n8") and "pool" not in n]
+    grpo = [n for n in numbers if n == "grpo_n8" or n.startswith("grpo_n8_lr")]  # lr scales
     for b in sorted({u[0] for u in numbers.get("grpo_n8", {})}):
         pts = sorted((np.mean([v["lr_scale"] for u, v in numbers[n].items() if u[0] == b]),
                       np.mean([v["delta_nll_rare"] for u, v in numbers[n].items() if u[0] == b]))
@@ -233,6 +233,42 @@ if units_csv.is_file():
 else:
     print(f"no study table at {units_csv}: run `fgrpo-llm study` (README)")
 """)
+cells.append(md("""## The group-size sweep and the forecast, from the committed data
+
+Left, claims 1 and 6: GRPO's Delta NLL_rare over N (2 to 32) per base at RL seed 0, and F-GRPO's
+at N = 8 (stars); the paper finds a peak at N = 8 (Fig. 3). Right, the theory's forecast
+([forecast](../docs/forecast.md), committed before the blind cells trained) against the runs:
+each cell's Delta NLL_rare contrast with GRPO at N = 8, predicted against measured, mean over
+bases, from every contrast the scoring recorded (`docs/data/countdown_forecast_score.json`);
+points on the diagonal are forecast exactly."""))
+cells.append(code("""from fgrpo_llm.experiments.countdown.forecast_score import plot_cells
+
+score_json = root / "docs" / "data" / "countdown_forecast_score.json"
+if units_csv.is_file() and score_json.is_file():
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.8))
+    sweep = sorted((int(next(iter(numbers[n].values()))["N"]), n) for n in numbers
+                   if n == f"grpo_n{next(iter(numbers[n].values()))['N']}")
+    for b in sorted({u[0] for u in numbers["grpo_n8"]}):
+        pts = [(N, v["delta_nll_rare"]) for N, n in sweep
+               for u, v in numbers[n].items() if u == (b, 0)]
+        line, = ax.plot(*zip(*pts), marker="o", lw=1, label=f"base {b}")
+        f = numbers["fgrpo_n8"].get((b, 0))
+        if f:
+            ax.plot([8], [f["delta_nll_rare"]], marker="*", ms=12, color=line.get_color())
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="group size N", ylabel="Delta NLL_rare (nats/token)",
+           title="GRPO per base at RL seed 0, F-GRPO N = 8 (stars)")
+    ax.legend(fontsize=6, ncol=2)
+    scores = json.loads(score_json.read_text())
+    plot_cells(bx, scores["blind"], label="(blind cells)")
+    plt.tight_layout()
+    plt.show()
+    display(Markdown("\\n".join([f"- claim {k}: **{claims[k]['verdict']}**" for k in (1, 6)]
+                              + [f"- the forecast, {s} cells: **{v['verdict']}**"
+                                 for s, v in scores.items()])))
+else:
+    print(f"no study table at {units_csv}: run `fgrpo-llm study` (README)")
+"""))
 nb = nbf.v4.new_notebook(
     cells=cells,
     metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},

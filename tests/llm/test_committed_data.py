@@ -79,3 +79,28 @@ def test_the_readmes_maze_numbers_from_the_committed_units():
     assert len(shown) >= 2, para
     for iv in shown:
         assert iv in text, iv
+
+
+def test_the_forecast_verdicts_are_recomputed_from_the_committed_contrasts():
+    """``countdown_forecast_score.json`` (``forecast score``'s score.json) holds every paired
+    contrast, predicted, measured and the nulls', per (cell, base): each stage's scores (i)-(iv)
+    and verdict recomputed from them are the ones it records, and the README prints the blind
+    verdict."""
+    from fgrpo_llm.experiments.countdown import forecast_score as fs
+
+    recorded = json.loads((DATA / "countdown_forecast_score.json").read_text())
+    for stage, st in recorded.items():
+        cs = st["contrasts"]
+        scores = {
+            "sign": fs.sign_score(cs),
+            "rank": fs.rank_score(cs),
+            "calibration": fs.calibration_score(cs),
+            "skill": fs.skill_score(cs),
+        }
+        for name, score in scores.items():
+            assert score["passed"] == st[name]["passed"], (stage, name)
+        assert scores["skill"]["mse"] == pytest.approx(st["skill"]["mse"], rel=1e-12)
+        trained = sum(state == "trained" for state in st["cells"].values())
+        again = fs.verdict(scores, trained=trained, cells=len(st["cells"]), stage=stage)
+        assert again == st["verdict"], stage
+    assert f"**{recorded['blind']['verdict']}**" in README
