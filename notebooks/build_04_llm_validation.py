@@ -213,17 +213,18 @@ if units_csv.is_file():
            title="GRPO per base (lines), F-GRPO (stars)")
     arms = {"one visit": "grpo_n8",
             "revisit": next((n for n in numbers if n.startswith("grpo_n8_pool")), None)}
+    order = ["U", "B", "S", "I"]  # never trained, tail-missed, sampled, inactive only
     for i, (arm, name) in enumerate(arms.items()):
         v = mechanism_arm(numbers, name) if name else None
         if v is None:
             continue
-        cls = [c for c, e in v["classes"].items() if e["mean"] is not None]
+        cls = [c for c in order if (v["classes"].get(c) or {}).get("mean") is not None]
         means = [v["classes"][c]["mean"] for c in cls]
         err = [[m - (v["classes"][c]["interval"] or [m, m])[0] for c, m in zip(cls, means)],
                [(v["classes"][c]["interval"] or [m, m])[1] - m for c, m in zip(cls, means)]]
-        x = np.arange(len(cls)) + 0.2 * (2 * i - 1)
+        x = np.array([order.index(c) for c in cls]) + 0.2 * (2 * i - 1)  # one slot per class
         bx.bar(x, means, width=0.4, yerr=err, capsize=3, label=f"{arm}: {v['verdict']}")
-        bx.set_xticks(np.arange(len(cls)), cls)
+    bx.set_xticks(np.arange(len(order)), order)
     bx.axhline(0, color="grey", lw=0.8)
     bx.set(ylabel="Delta NLL per token", title="GRPO's rare trajectories by class")
     bx.legend(fontsize=7)
@@ -233,15 +234,15 @@ if units_csv.is_file():
 else:
     print(f"no study table at {units_csv}: run `fgrpo-llm study` (README)")
 """)
-cells.append(md("""## The group-size sweep and the forecast, from the committed data
+md("""## The group-size sweep and the forecast, from the committed data
 
 Left, claims 1 and 6: GRPO's Delta NLL_rare over N (2 to 32) per base at RL seed 0, and F-GRPO's
 at N = 8 (stars); the paper finds a peak at N = 8 (Fig. 3). Right, the theory's forecast
 ([forecast](../docs/forecast.md), committed before the blind cells trained) against the runs:
 each cell's Delta NLL_rare contrast with GRPO at N = 8, predicted against measured, mean over
 bases, from every contrast the scoring recorded (`docs/data/countdown_forecast_score.json`);
-points on the diagonal are forecast exactly."""))
-cells.append(code("""from fgrpo_llm.experiments.countdown.forecast_score import plot_cells
+points on the diagonal are forecast exactly.""")
+code("""from fgrpo_llm.experiments.countdown.forecast_score import plot_cells
 
 score_json = root / "docs" / "data" / "countdown_forecast_score.json"
 if units_csv.is_file() and score_json.is_file():
@@ -268,7 +269,7 @@ if units_csv.is_file() and score_json.is_file():
                                  for s, v in scores.items()])))
 else:
     print(f"no study table at {units_csv}: run `fgrpo-llm study` (README)")
-"""))
+""")
 nb = nbf.v4.new_notebook(
     cells=cells,
     metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
