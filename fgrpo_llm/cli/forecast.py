@@ -4,7 +4,8 @@
 lr x 1, RL seed 0 run (exact evaluations computed when missing) and predicts every other cell of
 the study before it is trained, with the null models; it writes forecast.json. ``score`` scores
 a forecast against the runs trained since, blind cells first, held-out published ones second
-(``fgrpo_llm.experiments.countdown.forecast_score``), and writes score.json, score.md (the scores as a table) and a figure.
+(``fgrpo_llm.experiments.countdown.forecast_score``), and writes score.json, score.md (the
+scores as a table) and a figure.
 
     fgrpo-llm forecast fit runs/study --out docs/data/forecast.json [--replicates 2]
     fgrpo-llm forecast score runs/study --forecast docs/data/forecast.json --out runs/score
