@@ -32,7 +32,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from fgrpo_llm.evaluation.stats import paired_difference, t_interval
-from fgrpo_llm.experiments.tables import markdown_table
+from fgrpo_llm.experiments.tables import fmt, markdown_table
 
 __all__ = [
     "QUANTITIES",
@@ -255,8 +255,8 @@ def _pass(ok: bool) -> str:
     return "passes" if ok else "fails"
 
 
-def _num(x, digits: int = 2) -> str:
-    return "–" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+def _interval(x: float, lo: float, hi: float) -> str:
+    return f"{fmt(x, 2)} [{fmt(lo, 2)}, {fmt(hi, 2)}]"
 
 
 def _stage_column(st: dict) -> list[str]:
@@ -270,14 +270,14 @@ def _stage_column(st: dict) -> list[str]:
     if rank["rho"] is None or not math.isfinite(rank["rho"]):
         ii = f"{rank['cells']} cells: not defined"
     else:
-        ii = (f"{_num(rank['rho'])} [{_num(rank['lo'])}, {_num(rank['hi'])}] over "
-              f"{rank['cells']} cells: {_pass(rank['passed'])}")  # fmt: skip
-    iii = f"{_num(cal['slope'])} [{_num(cal['lo'])}, {_num(cal['hi'])}]: {_pass(cal['passed'])}"
+        ii = (f"{_interval(rank['rho'], rank['lo'], rank['hi'])} over {rank['cells']} cells: "
+              f"{_pass(rank['passed'])}")  # fmt: skip
+    iii = f"{_interval(cal['slope'], cal['lo'], cal['hi'])}: {_pass(cal['passed'])}"
     mse = skill["mse"]
     beats = [n.replace("_", "-") for n in NULLS if skill["nulls"][n]["passed"]]
     loses = [n.replace("_", "-") for n in NULLS if skill["nulls"][n]["loses"]]
-    iv = f"model {_num(mse['model'], 4)}; " + ", ".join(
-        f"{n.replace('_', '-')} {_num(mse[n], 4)}" for n in NULLS
+    iv = f"model {fmt(mse['model'], 4)}; " + ", ".join(
+        f"{n.replace('_', '-')} {fmt(mse[n], 4)}" for n in NULLS
     )
     iv += "; beats " + (", ".join(beats) if beats else "no null")
     if loses:
