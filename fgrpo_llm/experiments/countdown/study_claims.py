@@ -52,6 +52,7 @@ from fgrpo_llm.evaluation.stats import (
     CONTRADICTED,
     HOLDS,
     NOT_RESOLVED,
+    Interval,
     base_level_interval,
     combined_verdict,
     t_interval,
@@ -365,7 +366,7 @@ def _arm_text(label: str, v: dict) -> str:
     return (
         f"{label}: {v['verdict']} ({v['bases']} bases; classes {classes}"
         + (
-            f"; mean(B) - mean(U) {d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}], excess "
+            f"; mean(B) - mean(U) {_iv(Interval(**d), signed=True)}, excess "
             f"share {v['excess_share']:.2f}"
             if d
             else ""

@@ -422,13 +422,12 @@ def _mechanism_row(numbers: dict, name: str, v: dict, reference: str | None = No
     label += f", U from {reference} (post hoc)" if reference else ""
     cls = [
         f"{e['count']}: "
-        + ("–" if e["mean"] is None else f"{e['mean']:+.3f}")
+        + (MISSING if e["mean"] is None else f"{e['mean']:+.3f}")
         + (f" [{e['interval'][0]:+.3f}, {e['interval'][1]:+.3f}]" if e["interval"] else "")
         for e in v["classes"].values()
     ]
-    d = v["d"]
-    diff = "–" if d is None else f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
-    return [label, v["bases"], *cls, diff, v["verdict"]]
+    d = v["d"] and _interval_from(v["d"])
+    return [label, v["bases"], *cls, _iv(d, signed=True), v["verdict"]]
 
 
 def mechanism_table(numbers: dict) -> str:
