@@ -182,8 +182,8 @@ md("""
 
 The study's per-unit table (`docs/data/countdown_study_units.csv`, one row per base, RL seed and
 run; `FGRPO_STUDY_UNITS` points elsewhere) judges every claim again (`fgrpo-llm study
---from-units`). Left, claim 5 as a frontier: GRPO's Delta NLL_rare over its lr scales per base
-(mean over RL seeds), F-GRPO's beside it at x 1. Right, the mechanism (claims 11 and 12): each
+--from-units`). Left, claim 5 as a frontier: GRPO's Delta NLL_rare over its lr scales, mean and
+95% interval over bases, F-GRPO's at x 1 as a band. Right, the mechanism (claims 11 and 12): each
 rare trajectory's exact Delta NLL per token, by what training did to its prompt (U never
 trained, B tail-missed, S its answer sampled, I inactive groups only), mean over bases with its
 95% interval, in the plan's runs (each prompt trained about once) and the revisit arm.
@@ -191,7 +191,8 @@ trained, B tail-missed, S its answer sampled, I inactive groups only), mean over
 code("""
 import fgrpo_llm
 from fgrpo_llm.experiments.countdown.study_claims import mechanism_arm
-from fgrpo_llm.experiments.countdown.study_units import judge_units, read_units
+from fgrpo_llm.experiments.countdown.plots import frontier_panel, sweep_panel
+from fgrpo_llm.experiments.countdown.study_units import judge_units, plan_from_units, read_units
 
 root = Path(fgrpo_llm.__file__).resolve().parents[1]
 units_csv = Path(os.environ.get("FGRPO_STUDY_UNITS",
@@ -200,17 +201,10 @@ if units_csv.is_file():
     numbers = read_units(units_csv)
     claims = {c["claim"]: c for c in judge_units(units_csv)}
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.6))
-    grpo = [n for n in numbers if n == "grpo_n8" or n.startswith("grpo_n8_lr")]  # lr scales
-    for b in sorted({u[0] for u in numbers.get("grpo_n8", {})}):
-        pts = sorted((np.mean([v["lr_scale"] for u, v in numbers[n].items() if u[0] == b]),
-                      np.mean([v["delta_nll_rare"] for u, v in numbers[n].items() if u[0] == b]))
-                     for n in grpo if any(u[0] == b for u in numbers[n]))
-        line, = ax.plot(*zip(*pts), marker="o", lw=1)
-        f = [v["delta_nll_rare"] for u, v in numbers.get("fgrpo_n8", {}).items() if u[0] == b]
-        if f:
-            ax.plot([1.0], [np.mean(f)], marker="*", ms=12, color=line.get_color())
-    ax.set(xlabel="GRPO's lr scale", ylabel="Delta NLL_rare (nats/token)",
-           title="GRPO per base (lines), F-GRPO (stars)")
+    plan = plan_from_units(numbers)  # the plan's settings the rows show
+    frontier_panel(ax, numbers, plan, "delta_nll_rare")
+    ax.set_title("GRPO over its lr scale, F-GRPO at x 1 (band)", fontsize=9)
+    ax.legend(fontsize=6)
     arms = {"one visit": "grpo_n8",
             "revisit": next((n for n in numbers if n.startswith("grpo_n8_pool")), None)}
     order = ["U", "B", "S", "I"]  # never trained, tail-missed, sampled, inactive only
@@ -236,30 +230,20 @@ else:
 """)
 md("""## The group-size sweep and the forecast, from the committed data
 
-Left, claims 1 and 6: GRPO's Delta NLL_rare over N (2 to 32) per base at RL seed 0, and F-GRPO's
-at N = 8 (stars); the paper finds a peak at N = 8 (Fig. 3). Right, the theory's forecast
-([forecast](../docs/forecast.md), committed before the blind cells trained) against the runs:
-each cell's Delta NLL_rare contrast with GRPO at N = 8, predicted against measured, mean over
-bases, from every contrast the scoring recorded (`docs/data/countdown_forecast_score.json`);
-points on the diagonal are forecast exactly.""")
+Left, claims 1 and 6: GRPO's Delta NLL_rare over N (2 to 32), mean and 95% interval over bases,
+and F-GRPO's at N = 8 (the star); the paper finds a peak at N = 8 (Fig. 3). Right, the
+theory's forecast ([forecast](../docs/forecast.md), committed before the blind cells trained)
+against the runs: each cell's Delta NLL_rare contrast with GRPO at N = 8, predicted against
+measured, mean over bases, from every contrast the scoring recorded
+(`docs/data/countdown_forecast_score.json`); points on the diagonal are forecast exactly.""")
 code("""from fgrpo_llm.experiments.countdown.forecast_score import plot_cells
 
 score_json = root / "docs" / "data" / "countdown_forecast_score.json"
 if units_csv.is_file() and score_json.is_file():
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.8))
-    sweep = sorted((int(next(iter(numbers[n].values()))["N"]), n) for n in numbers
-                   if n == f"grpo_n{next(iter(numbers[n].values()))['N']}")
-    for b in sorted({u[0] for u in numbers["grpo_n8"]}):
-        pts = [(N, v["delta_nll_rare"]) for N, n in sweep
-               for u, v in numbers[n].items() if u == (b, 0)]
-        line, = ax.plot(*zip(*pts), marker="o", lw=1, label=f"base {b}")
-        f = numbers["fgrpo_n8"].get((b, 0))
-        if f:
-            ax.plot([8], [f["delta_nll_rare"]], marker="*", ms=12, color=line.get_color())
-    ax.set_xscale("log", base=2)
-    ax.set(xlabel="group size N", ylabel="Delta NLL_rare (nats/token)",
-           title="GRPO per base at RL seed 0, F-GRPO N = 8 (stars)")
-    ax.legend(fontsize=6, ncol=2)
+    sweep_panel(ax, numbers, plan, "delta_nll_rare")
+    ax.set_title("GRPO over N, F-GRPO at N = 8 (star)", fontsize=9)
+    ax.legend(fontsize=6)
     scores = json.loads(score_json.read_text())
     plot_cells(bx, scores["blind"], label="(blind cells)")
     plt.tight_layout()
